@@ -1,0 +1,1 @@
+"""deltaflow: differential dataflow for Python."""

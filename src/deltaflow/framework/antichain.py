@@ -1,0 +1,292 @@
+"""Frontiers: :class:`Antichain`, the counted :class:`MutableAntichain`, and :class:`ChangeBatch`.
+
+An *antichain* is a set of mutually incomparable times; used as a *frontier* it stands for every
+time that is ``>=`` one of its elements ("beyond" the frontier). The empty antichain is the
+frontier of a finished stream: no time is beyond it.
+
+A :class:`MutableAntichain` keeps a multiset of times with signed counts (pointstamps:
+capabilities held, messages in flight) and maintains the antichain of minimal times whose count
+is positive. :meth:`MutableAntichain.update_iter` applies a batch of count changes and returns
+how the frontier moved, recomputing the frontier only when a change could have moved it.
+
+A :class:`ChangeBatch` is the currency of progress: a lazily consolidated list of
+``(item, delta)`` pairs.
+
+    >>> f = MutableAntichain()
+    >>> f.update_iter([(3, 1), (5, 1)])
+    [(3, 1)]
+    >>> f.update_iter([(3, -1)])
+    [(3, -1), (5, 1)]
+    >>> f.frontier()
+    Antichain([5])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Generic, TypeVar
+
+import attrs
+
+from .lattice import Time, less_equal, less_than
+
+__all__ = ["Antichain", "ChangeBatch", "MutableAntichain"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+@attrs.define(eq=False, repr=False)
+class ChangeBatch(Generic[K]):
+    """A multiset of ``(item, delta)`` changes, consolidated lazily.
+
+    Updates are appended; equal items are summed and zeros dropped only when the batch is read,
+    or when it has grown to twice its last consolidated size. That makes "decrement then
+    increment" patterns cheap.
+
+    Runtime complexity: ``update`` amortised O(1); reads O(n) after appends.
+
+    >>> b = ChangeBatch()
+    >>> b.update("a", 2); b.update("b", 1); b.update("a", -2)
+    >>> b.drain()
+    [('b', 1)]
+    >>> b.is_empty()
+    True
+    """
+
+    _updates: list[tuple[K, int]] = attrs.field(factory=list)
+    _clean: int = 0
+
+    def update(self, item: K, delta: int) -> None:
+        """Add ``delta`` to ``item``'s count."""
+        if delta:
+            self._updates.append((item, delta))
+            if len(self._updates) > 32 and len(self._updates) >> 1 >= self._clean:
+                self.compact()
+
+    def extend(self, changes: Iterable[tuple[K, int]]) -> None:
+        """Add every ``(item, delta)`` of ``changes``."""
+        for item, delta in changes:
+            self.update(item, delta)
+
+    def compact(self) -> None:
+        """Sum equal items and drop zero counts."""
+        if self._clean < len(self._updates):
+            acc: dict[K, int] = {}
+            for item, delta in self._updates:
+                acc[item] = acc.get(item, 0) + delta
+            self._updates = [(k, v) for k, v in acc.items() if v]
+            self._clean = len(self._updates)
+
+    def is_empty(self) -> bool:
+        """True when every item's net count is zero."""
+        if self._clean == len(self._updates) == 0:
+            return True
+        self.compact()
+        return not self._updates
+
+    def __len__(self) -> int:
+        self.compact()
+        return len(self._updates)
+
+    def __iter__(self) -> Iterator[tuple[K, int]]:
+        self.compact()
+        return iter(list(self._updates))
+
+    def drain(self) -> list[tuple[K, int]]:
+        """Return the consolidated changes and empty the batch."""
+        self.compact()
+        out, self._updates, self._clean = self._updates, [], 0
+        return out
+
+    def __repr__(self) -> str:
+        return f"ChangeBatch({list(self)!r})"
+
+
+@attrs.define(eq=False, repr=False, init=False)
+class Antichain:
+    """An immutable set of mutually incomparable times, used as a frontier.
+
+    Construction keeps only the minimal elements of what it is given.
+
+    Runtime complexity: construction O(n * m) comparisons for n inputs and m minimal elements.
+
+    >>> a = Antichain([3, 5])
+    >>> a
+    Antichain([3])
+    >>> a.less_equal(4), a.less_equal(2)
+    (True, False)
+    """
+
+    _elements: tuple[Time, ...]
+
+    def __init__(self, times: Iterable[Time] = ()) -> None:
+        elements: list[Time] = []
+        for t in times:
+            if any(less_equal(e, t) for e in elements):
+                continue
+            elements = [e for e in elements if not less_equal(t, e)]
+            elements.append(t)
+        self._elements = tuple(sorted(elements))
+
+    @classmethod
+    def from_elem(cls, time: Time) -> Antichain:
+        """The frontier holding exactly ``time``."""
+        out = cls.__new__(cls)
+        out._elements = (time,)
+        return out
+
+    @property
+    def elements(self) -> tuple[Time, ...]:
+        """The minimal times, sorted in the total order."""
+        return self._elements
+
+    def less_equal(self, time: Time) -> bool:
+        """True iff ``time`` is beyond the frontier: some element is ``<=`` it."""
+        for e in self._elements:
+            if less_equal(e, time):
+                return True
+        return False
+
+    def less_than(self, time: Time) -> bool:
+        """True iff some element is strictly ``<`` ``time``."""
+        return any(less_than(e, time) for e in self._elements)
+
+    def dominates(self, other: Antichain) -> bool:
+        """True iff every element of ``other`` is beyond this frontier (``self <= other``)."""
+        return all(self.less_equal(t) for t in other._elements)
+
+    def is_empty(self) -> bool:
+        """True for the frontier of a finished stream."""
+        return not self._elements
+
+    def __iter__(self) -> Iterator[Time]:
+        return iter(self._elements)
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __bool__(self) -> bool:
+        return bool(self._elements)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Antichain):
+            return set(self._elements) == set(other._elements)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._elements))
+
+    def __repr__(self) -> str:
+        return f"Antichain({list(self._elements)!r})"
+
+
+@attrs.define(eq=False, repr=False)
+class MutableAntichain:
+    """A multiset of times with counts, and the antichain of its minimal positive-count times.
+
+    Counts may go negative for a while (a "message consumed" can be seen before the matching
+    "message produced"); only times with a positive count hold the frontier back.
+
+    Runtime complexity: :meth:`update_iter` is O(k) comparisons against the frontier for k
+    changes that cannot move it, and O(n log n) for a rebuild over n distinct times otherwise.
+
+    >>> m = MutableAntichain()
+    >>> m.update_iter([(1, 1), (1, 1), (2, 1)])
+    [(1, 1)]
+    >>> m.update_iter([(1, -1)])
+    []
+    >>> m.count_for(1), m.frontier()
+    (1, Antichain([1]))
+    """
+
+    _counts: dict[Time, int] = attrs.field(factory=dict)
+    _frontier: list[Time] = attrs.field(factory=list)
+
+    def update_iter(self, changes: Iterable[tuple[Time, int]]) -> list[tuple[Time, int]]:
+        """Apply count changes; return the frontier's changes as ``(time, +1 | -1)`` pairs."""
+        counts = self._counts
+        frontier = self._frontier
+        rebuild = False
+        for time, delta in changes:
+            if not delta:
+                continue
+            new = counts.get(time, 0) + delta
+            if new:
+                counts[time] = new
+            else:
+                del counts[time]
+            if rebuild:
+                continue
+            if delta > 0:
+                # An increment cannot move the frontier if some element (whose count is
+                # positive) is already <= it.
+                for f in frontier:
+                    if less_equal(f, time):
+                        break
+                else:
+                    rebuild = True
+            else:
+                # A decrement matters only at a frontier element.
+                if time in frontier and new <= 0:
+                    rebuild = True
+        if not rebuild:
+            return []
+        return self._rebuild()
+
+    def _rebuild(self) -> list[tuple[Time, int]]:
+        old = self._frontier
+        new: list[Time] = []
+        for t in sorted(t for t, c in self._counts.items() if c > 0):
+            for f in new:
+                if less_equal(f, t):
+                    break
+            else:
+                new.append(t)
+        self._frontier = new
+        if old == new:
+            return []
+        old_set, new_set = set(old), set(new)
+        changes = [(t, -1) for t in old if t not in new_set]
+        changes.extend((t, 1) for t in new if t not in old_set)
+        changes.sort()
+        return changes
+
+    def frontier(self) -> Antichain:
+        """The current frontier as an immutable :class:`Antichain`."""
+        out = Antichain.__new__(Antichain)
+        out._elements = tuple(self._frontier)
+        return out
+
+    @property
+    def elements(self) -> list[Time]:
+        """The frontier's elements (do not mutate)."""
+        return self._frontier
+
+    def less_equal(self, time: Time) -> bool:
+        """True iff ``time`` is beyond the frontier (it could still be reached)."""
+        for f in self._frontier:
+            if less_equal(f, time):
+                return True
+        return False
+
+    def less_than(self, time: Time) -> bool:
+        """True iff some frontier element is strictly below ``time``."""
+        return any(less_than(f, time) for f in self._frontier)
+
+    def count_for(self, time: Time) -> int:
+        """The current count of exactly ``time``."""
+        return self._counts.get(time, 0)
+
+    def is_empty(self) -> bool:
+        """True when no time has a positive count."""
+        return not self._frontier
+
+    def _check(self) -> None:
+        """Assert the invariant: the frontier is the minimal positive-count times."""
+        positive = [t for t, c in self._counts.items() if c > 0]
+        expected = {t for t in positive if not any(less_than(u, t) for u in positive)}
+        assert set(self._frontier) == expected, (self._frontier, expected)
+        assert all(c != 0 for c in self._counts.values())
+
+    def __repr__(self) -> str:
+        return f"MutableAntichain(frontier={self._frontier!r}, counts={self._counts!r})"

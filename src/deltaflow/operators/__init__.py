@@ -1,0 +1,1 @@
+"""deltaflow operators."""
