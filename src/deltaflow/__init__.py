@@ -1,1 +1,52 @@
-"""deltaflow: differential dataflow for Python."""
+"""deltaflow: differential dataflow for Python.
+
+Describe a computation over collections as a :class:`Pipeline`; deltaflow keeps every output
+exactly up to date as the inputs change, doing work proportional to the change.
+
+The package has four layers, each importing only those below it:
+
+* **framework** — the model: timestamps and their lattice, antichains and frontiers, the
+  progress tracker, traces (arrangement storage). Pure Python, no trio.
+* **operators** — what each operator computes (linear, arrange, join, reduce, iterate, io) and
+  the :class:`Collection` API that builds a dataflow from them.
+* **scheduler** — how it runs: actors with mailboxes and capabilities, workers stepping them
+  on trio, progress exchange, and the :func:`run` / :func:`open` entry points.
+* **adapters** — where it connects (Spark).
+
+    >>> import deltaflow as df
+    >>> class WordLengths(df.Pipeline):
+    ...     def build(self, words):
+    ...         return words.map(len)
+    >>> df.run(WordLengths(), words=[("cat", 0, 1), ("horse", 1, 1), ("cat", 2, -1)])
+    [(3, 0, 1), (5, 1, 1), (3, 2, -1)]
+"""
+
+from __future__ import annotations
+
+import logging as _logging
+
+from .errors import DeltaflowError as DeltaflowError, JobClosedError as JobClosedError
+from .errors import OperatorError as OperatorError
+from .framework.antichain import Antichain as Antichain
+from .framework.lattice import Product as Product
+from .operators.collection import Collection as Collection, Pipeline as Pipeline
+from .operators.io import ProbeHandle as ProbeHandle
+from .scheduler.runtime import Job as Job, open as open, run as run  # noqa: A004
+
+__all__ = [
+    "Antichain",
+    "Collection",
+    "DeltaflowError",
+    "Job",
+    "JobClosedError",
+    "OperatorError",
+    "Pipeline",
+    "ProbeHandle",
+    "Product",
+    "open",
+    "run",
+]
+
+__version__ = "0.1.0"
+
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())

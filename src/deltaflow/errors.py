@@ -1,0 +1,29 @@
+"""The errors deltaflow raises at run time.
+
+API misuse raises plain ``TypeError`` / ``ValueError`` with the offending value in the message.
+Conditions of a running job raise a :class:`DeltaflowError`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DeltaflowError", "JobClosedError", "OperatorError"]
+
+
+class DeltaflowError(Exception):
+    """Base class of the errors a running deltaflow job raises."""
+
+
+class OperatorError(DeltaflowError):
+    """User code inside an operator raised; the job is stopped.
+
+    ``operator`` names the operator (with the user function as ``module.qualname:line``); the
+    user's exception is the ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, operator: str) -> None:
+        super().__init__(message)
+        self.operator = operator
+
+
+class JobClosedError(DeltaflowError):
+    """The job has stopped (finished, or failed earlier) and cannot take more work."""

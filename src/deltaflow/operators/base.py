@@ -1,0 +1,153 @@
+"""What an operator is, and what the runtime offers it.
+
+An :class:`Operator` is the logic of one node of the dataflow, instantiated once per worker.
+The runtime wraps each instance in an actor with one mailbox per input port and calls
+:meth:`Operator.schedule` when there is something to do: a message arrived, or (for operators
+whose :attr:`Operator.interest` asks for it) an input frontier moved. Inside ``schedule`` the
+operator talks to the runtime only through an :class:`OperatorContext`:
+
+* ``ctx.messages(port)`` drains a mailbox. Each message is ``(time, payload)``; while it is being
+  handled the operator may send at any time ``>= time`` (the message carries that right).
+* ``ctx.frontier(port)`` is the input's frontier: every time that may still arrive is beyond it.
+* ``ctx.send(port, time, payload)`` sends a message on an output port. It requires a capability
+  for some time ``<= time``: the time of a message drained in this activation, or a
+  :class:`Capability` the operator holds.
+* ``ctx.capability(time, port)`` mints a capability (only derived from one of those rights);
+  stateful operators keep capabilities for the times they still owe output for, then
+  ``downgrade`` or ``drop`` them. Holding a capability at ``t`` keeps every downstream frontier
+  at or before ``t``; forgetting to drop one stalls everything downstream.
+
+Payloads of update streams are :class:`UpdateBatch` columns; arrangements send trace batches.
+Operators never import the scheduler, so they can be unit-tested with a fake context.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+if TYPE_CHECKING:
+    from ..framework.antichain import Antichain
+    from ..framework.lattice import Time
+
+__all__ = [
+    "Capability",
+    "Interest",
+    "Operator",
+    "OperatorContext",
+    "UpdateBatch",
+    "describe_callable",
+]
+
+
+@attrs.define(slots=True)
+class UpdateBatch:
+    """A batch of updates at one time, as two parallel columns.
+
+    ``data[i]`` changes by ``diffs[i]``. Columns keep per-record overhead at one list slot:
+    a ``map`` is ``list(map(f, data))`` with ``diffs`` shared unchanged.
+    """
+
+    data: list[Any]
+    diffs: list[int]
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+class Interest(enum.Enum):
+    """Which frontier changes wake an operator.
+
+    ``NEVER``: only messages wake it (stateless operators). ``ALWAYS``: every change of an
+    input frontier wakes it (operators that finalize times: arrangements, reductions, sinks).
+    """
+
+    NEVER = 0
+    ALWAYS = 1
+
+
+class Capability(Protocol):
+    """The right to send at ``time`` (or later) on one output port. Minted by the runtime."""
+
+    @property
+    def time(self) -> Time: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def valid(self) -> bool: ...
+
+    def downgrade(self, time: Time) -> None:
+        """Move the capability to a later ``time`` (``>=`` the current one)."""
+
+    def delayed(self, time: Time) -> Capability:
+        """A new capability at ``time >=`` this one's, on the same port."""
+
+    def drop(self) -> None:
+        """Give the capability up; downstream frontiers may then pass its time."""
+
+
+class OperatorContext(Protocol):
+    """The runtime's side of an operator activation (see the module docstring)."""
+
+    @property
+    def worker_index(self) -> int: ...
+
+    @property
+    def peers(self) -> int: ...
+
+    def messages(self, port: int) -> list[tuple[Time, Any]]:
+        """Drain and return every message waiting on input ``port``."""
+
+    def frontier(self, port: int) -> Antichain:
+        """The frontier of input ``port``."""
+
+    def send(self, port: int, time: Time, payload: Any) -> None:
+        """Send ``payload`` at ``time`` on output ``port``."""
+
+    def capability(self, time: Time, port: int = 0) -> Capability:
+        """Mint a capability at ``time`` on output ``port``."""
+
+    def activate(self) -> None:
+        """Ask to be scheduled again soon (more work is pending)."""
+
+
+class Operator:
+    """Base class of the per-worker logic of a dataflow node.
+
+    Subclasses set :attr:`interest` and implement :meth:`schedule`. Sources implement
+    :meth:`initialize` to keep the capabilities the runtime hands out at start.
+    """
+
+    name: str = "operator"
+    interest: Interest = Interest.NEVER
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """Called once before the first activation with one capability per output port at the
+        scope's least time. The default drops them: most operators only send in response to
+        input.
+        """
+        for cap in capabilities:
+            cap.drop()
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Do the pending work: drain mailboxes, react to frontiers, send output."""
+        raise NotImplementedError
+
+
+def describe_callable(fn: Callable[..., Any]) -> str:
+    """``module.qualname:line`` for a user function, for error messages.
+
+    >>> describe_callable(describe_callable).endswith("describe_callable:" +
+    ...     str(describe_callable.__code__.co_firstlineno))
+    True
+    """
+    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    module = getattr(fn, "__module__", None)
+    where = f"{module}.{name}" if module else name
+    return f"{where}:{code.co_firstlineno}" if code is not None else where

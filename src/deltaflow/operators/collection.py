@@ -1,0 +1,358 @@
+"""``Collection``: the user's handle on a collection that changes over time, and ``Pipeline``.
+
+A :class:`Collection` names the output of one node of a dataflow under construction; each
+method adds a node and returns the new collection. Nothing runs while a pipeline is built.
+
+    >>> import deltaflow as df
+    >>> class Evens(df.Pipeline):
+    ...     def build(self, numbers):
+    ...         return numbers.filter(lambda n: n % 2 == 0).map(lambda n: n * 10)
+    >>> df.run(Evens(), numbers=[(1, 0, 1), (2, 0, 1), (4, 1, 1), (2, 2, -1)])
+    [(20, 0, 1), (40, 1, 1), (20, 2, -1)]
+
+Collections live in a *scope*: the top scope has ``int`` times; ``iterate`` opens a nested scope
+whose times are ``Product(outer, round)``. A collection of an enclosing scope used inside a
+loop body is entered into the loop automatically.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..framework.dataflow import DataflowSpec, Edge, Pact
+from ..framework.summary import PathSummary
+from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
+from .linear import Concat, Consolidate, LinearOperator, Step, temporal_filter_logic
+from .scope import ScopeOperator
+
+if TYPE_CHECKING:
+    from ..framework.lattice import Time
+
+__all__ = ["Collection", "DataflowBuilder", "Pipeline", "Scope"]
+
+
+@attrs.define(eq=False)
+class Scope:
+    """A (possibly nested) timestamp scope: depth 0 is the top, with ``int`` times."""
+
+    parent: Scope | None = None
+    name: str = "top"
+
+    @property
+    def depth(self) -> int:
+        """How many ``Product`` levels the scope's times have."""
+        return 0 if self.parent is None else self.parent.depth + 1
+
+    def ancestors(self) -> list[Scope]:
+        """This scope and its parents, innermost first."""
+        out: list[Scope] = []
+        s: Scope | None = self
+        while s is not None:
+            out.append(s)
+            s = s.parent
+        return out
+
+
+@attrs.define(eq=False)
+class DataflowBuilder:
+    """Everything recorded while a pipeline's ``build()`` runs, for one job.
+
+    Holds the graph, the input feeds (one per worker and input), the output stores and the
+    probes; the scheduler turns it into running actors.
+    """
+
+    workers: int = 1
+    spec: DataflowSpec = attrs.field(factory=DataflowSpec)
+    feeds: dict[str, list[InputFeed]] = attrs.field(factory=dict)
+    stores: dict[str, OutputStore] = attrs.field(factory=dict)
+    probes: list[ProbeHandle] = attrs.field(factory=list)
+    top: Scope = attrs.field(factory=Scope)
+    _entered: dict[tuple[int, int, int], Collection] = attrs.field(factory=dict)
+
+    def new_input(self, name: str) -> Collection:
+        """Add the source node of input ``name``."""
+        feeds = [InputFeed() for _ in range(self.workers)]
+        self.feeds[name] = feeds
+        node = self.spec.add_node(
+            f"input:{name}",
+            factory=lambda w, _n: InputOperator(name, feeds[w]),
+            inputs=[],
+            outputs=1,
+        )
+        return Collection(self, node, 0, self.top)
+
+    def new_output(self, name: str, collection: Collection) -> OutputStore:
+        """Add the sink node of output ``name``."""
+        if collection.scope is not self.top:
+            msg = (
+                f"output {name!r} is inside an iteration scope; "
+                "call .leave() (or return the result of iterate) instead"
+            )
+            raise ValueError(msg)
+        store = OutputStore(name)
+        self.stores[name] = store
+        self.spec.add_node(
+            f"output:{name}",
+            factory=lambda _w, _n: OutputOperator(store),
+            inputs=[Edge(collection.node, collection.port)],
+            outputs=0,
+        )
+        return store
+
+
+@attrs.define(eq=False, repr=False)
+class Collection:
+    """A multiset of data that changes over time; every method adds an operator.
+
+    Linear operators: :meth:`map`, :meth:`filter`, :meth:`flat_map`, :meth:`explode`,
+    :meth:`join_function`, :meth:`negate`, :meth:`concat`, :meth:`inspect`,
+    :meth:`consolidate`. Routing and observation: :meth:`exchange`, :meth:`probe`.
+    """
+
+    builder: DataflowBuilder
+    node: int
+    port: int
+    scope: Scope
+
+    def __repr__(self) -> str:
+        name = self.builder.spec.nodes[self.node].name
+        return f"<Collection from {name!r} (node {self.node}) in scope {self.scope.name!r}>"
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _add(
+        self,
+        name: str,
+        factory: Callable[[int, int], Any],
+        inputs: list[Collection],
+        *,
+        pacts: list[Pact] | None = None,
+        outputs: int = 1,
+        fusable: bool = False,
+        meta: dict[str, Any] | None = None,
+        summaries: dict[tuple[int, int], PathSummary] | None = None,
+        scope: Scope | None = None,
+    ) -> Collection:
+        target_scope = scope or inputs[0].scope
+        aligned = [c.enter_scope(target_scope) for c in inputs]
+        edges = [
+            Edge(c.node, c.port, pacts[i] if pacts else Pact()) for i, c in enumerate(aligned)
+        ]
+        node = self.builder.spec.add_node(
+            name,
+            factory=factory,
+            inputs=edges,
+            outputs=outputs,
+            summaries=summaries,
+            depth=target_scope.depth,
+            fusable=fusable,
+            meta=meta,
+        )
+        return Collection(self.builder, node, 0, target_scope)
+
+    def _linear(self, step: Step) -> Collection:
+        steps = [step]
+        return self._add(
+            step.label,
+            lambda _w, _n: LinearOperator(steps),
+            [self],
+            fusable=True,
+            meta={"steps": steps},
+        )
+
+    def _same_builder(self, other: Collection) -> None:
+        if not isinstance(other, Collection):
+            msg = f"expected a Collection, got {other!r}"
+            raise TypeError(msg)
+        if other.builder is not self.builder:
+            msg = "collections from different pipelines (or jobs) cannot be combined"
+            raise ValueError(msg)
+
+    def enter_scope(self, scope: Scope) -> Collection:
+        """This collection as seen from ``scope`` (a nested scope of its own, or itself)."""
+        if scope is self.scope:
+            return self
+        chain = scope.ancestors()
+        if self.scope not in chain:
+            msg = (
+                f"a collection of scope {self.scope.name!r} cannot be used in scope "
+                f"{scope.name!r}: only collections of enclosing scopes enter a loop"
+            )
+            raise ValueError(msg)
+        path = chain[: chain.index(self.scope)]
+        current = self
+        for inner in reversed(path):
+            key = (current.node, current.port, id(inner))
+            cached = self.builder._entered.get(key)
+            if cached is None:
+                cached = current._add(
+                    f"enter:{inner.name}",
+                    lambda _w, _n: ScopeOperator("enter"),
+                    [current],
+                    summaries={(0, 0): PathSummary.enter()},
+                    scope=inner,
+                )
+                # The enter node's input stays in the outer scope.
+                self.builder._entered[key] = cached
+            current = cached
+        return current
+
+    # -- linear operators ----------------------------------------------------------------
+    def map(self, fn: Callable[[Any], Any]) -> Collection:
+        """Apply ``fn`` to every datum (``(d, t, r)`` becomes ``(fn(d), t, r)``)."""
+        return self._linear(Step("map", fn))
+
+    def filter(self, predicate: Callable[[Any], Any]) -> Collection:
+        """Keep the data for which ``predicate`` is true."""
+        return self._linear(Step("filter", predicate))
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> Collection:
+        """Replace each datum by every element of ``fn(datum)`` (same time and diff)."""
+        return self._linear(Step("flat_map", fn))
+
+    def explode(self, fn: Callable[[Any], Iterable[tuple[Any, int]]]) -> Collection:
+        """Replace each datum by the ``(data2, diff2)`` pairs of ``fn(datum)``, diffs multiplied.
+
+        ``explode(lambda d: [(d, 3)])`` triples every count; ``[(d, -1)]`` negates.
+        """
+        return self._linear(Step("explode", fn))
+
+    def join_function(self, logic: Callable[[Any], Iterable[tuple[Any, Time, int]]]) -> Collection:
+        """The general linear operator: ``logic(d)`` yields ``(d2, t2, r2)``; the output is
+        ``(d2, join(t, t2), r * r2)``. Times only move forward, so no state is needed.
+        """
+        return self._linear(Step("join_function", logic))
+
+    def temporal_filter(
+        self,
+        lower: Callable[[Any], Time | None],
+        upper: Callable[[Any], Time | None],
+    ) -> Collection:
+        """Keep each datum only during ``[lower(d), upper(d))`` (in logical time).
+
+        A datum fed at time ``t`` appears at ``max(t, lower(d))`` and is retracted at
+        ``upper(d)``; nothing is emitted when ``lower(d) >= upper(d)``. ``upper(d) is None``
+        keeps it for ever. Retractions wait in downstream state until time reaches them.
+        """
+        return self.join_function(temporal_filter_logic(lower, upper))
+
+    def negate(self) -> Collection:
+        """Every diff negated (``a.concat(b.negate())`` is the multiset difference)."""
+        return self._linear(Step("negate"))
+
+    def inspect(self, fn: Callable[[tuple[Any, Time, int]], Any]) -> Collection:
+        """Call ``fn((data, time, diff))`` for every update passing by; data is unchanged."""
+        return self._linear(Step("inspect", fn))
+
+    def concat(self, *others: Collection) -> Collection:
+        """The multiset union of this collection and ``others`` (counts add)."""
+        for o in others:
+            self._same_builder(o)
+        scope = _innermost([self, *others])
+        n = 1 + len(others)
+        return self._add("concat", lambda _w, _n: Concat(n), [self, *others], scope=scope)
+
+    def consolidate(self) -> Collection:
+        """Sum equal updates of each time once the time is complete; drop zeros."""
+        return self._add(
+            "consolidate",
+            lambda _w, _n: Consolidate(),
+            [self],
+            pacts=[Pact(_identity)],
+        )
+
+    def exchange(self, key: Callable[[Any], Hashable] | None = None) -> Collection:
+        """Route each datum to the worker that owns ``key(datum)`` (default: the datum)."""
+        return self._add(
+            "exchange", lambda _w, _n: Concat(1), [self], pacts=[Pact(key or _identity)]
+        )
+
+    def probe(self) -> ProbeHandle:
+        """A :class:`~deltaflow.operators.io.ProbeHandle` watching this collection's frontier."""
+        handle = ProbeHandle()
+        self.builder.probes.append(handle)
+        self._add("probe", lambda _w, _n: ProbeOperator(handle), [self])
+        return handle
+
+    def leave(self) -> Collection:
+        """This loop-scope collection as seen from the enclosing scope (rounds accumulate)."""
+        parent = self.scope.parent
+        if parent is None:
+            msg = "leave() called on a collection of the top scope"
+            raise ValueError(msg)
+        return self._add(
+            f"leave:{self.scope.name}",
+            lambda _w, _n: ScopeOperator("leave"),
+            [self],
+            summaries={(0, 0): PathSummary.leave()},
+            scope=parent,
+        )
+
+    def enter(self, scope: Scope) -> Collection:
+        """This collection as seen from the nested ``scope`` (round 0)."""
+        return self.enter_scope(scope)
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _innermost(collections: list[Collection]) -> Scope:
+    best = collections[0].scope
+    for c in collections[1:]:
+        if c.scope.depth > best.depth:
+            best = c.scope
+    return best
+
+
+class Pipeline:
+    """Base class of a deltaflow computation: subclass it and write :meth:`build`.
+
+    ``build``'s parameter names are the pipeline's input names; it receives one
+    :class:`Collection` per input and returns the output collection, or a ``dict`` of named
+    outputs.
+    """
+
+    def build(self, *args: Collection, **kwargs: Collection) -> Collection | dict[str, Collection]:
+        """Describe the computation. Override this."""
+        raise NotImplementedError
+
+    def input_names(self) -> list[str]:
+        """The names of ``build``'s parameters, in order."""
+        params = inspect.signature(self.build).parameters.values()
+        names = []
+        for p in params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                msg = f"{type(self).__name__}.build() must name its inputs; *args/**kwargs found"
+                raise TypeError(msg)
+            names.append(p.name)
+        return names
+
+    def instantiate(self, workers: int = 1) -> DataflowBuilder:
+        """Run ``build`` and return what it recorded (inputs, outputs, graph)."""
+        if type(self).build is Pipeline.build:
+            msg = f"{type(self).__name__} must override build()"
+            raise TypeError(msg)
+        builder = DataflowBuilder(workers=workers)
+        names = self.input_names()
+        inputs = {name: builder.new_input(name) for name in names}
+        result = self.build(**inputs)
+        if isinstance(result, Collection):
+            outputs = {"output": result}
+        elif isinstance(result, dict) and all(isinstance(v, Collection) for v in result.values()):
+            outputs = dict(result)
+        else:
+            msg = (
+                f"{type(self).__name__}.build() must return a Collection or a dict of "
+                f"Collections, not {result!r}"
+            )
+            raise TypeError(msg)
+        for name, coll in outputs.items():
+            if coll.builder is not builder:
+                msg = f"output {name!r} was built by another pipeline"
+                raise ValueError(msg)
+            builder.new_output(name, coll)
+        return builder

@@ -1,0 +1,250 @@
+"""Where updates enter and leave a dataflow: inputs, outputs and probes.
+
+* An :class:`InputOperator` holds a capability at its input's current time and sends what the
+  application fed through the job's input handle (an :class:`InputFeed` per worker).
+* An :class:`OutputOperator` writes every batch it receives into an :class:`OutputStore` shared
+  by all workers, and tells the store how far its input frontier has moved: the times the
+  frontier has passed are complete, and the store publishes them consolidated.
+* A :class:`ProbeOperator` only watches a frontier, for :class:`ProbeHandle`.
+
+These are plain data structures and operators; the scheduler wires them to the application.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..framework.antichain import Antichain
+from ..framework.lattice import join, less_equal
+from .base import Interest, Operator, UpdateBatch
+
+if TYPE_CHECKING:
+    from ..framework.lattice import Time
+    from .base import Capability, OperatorContext
+
+__all__ = [
+    "InputFeed",
+    "InputOperator",
+    "OutputOperator",
+    "OutputStore",
+    "ProbeHandle",
+    "ProbeOperator",
+]
+
+
+class InputFeed:
+    """What one worker's input operator still has to send, filled by the job's input handle.
+
+    ``pending`` maps a time to the data and diffs fed for it; ``time`` is where the input's
+    capability should be; ``closed`` means the capability must be dropped.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[Any, tuple[list[Any], list[int]]] = {}
+        self.time: Time = 0
+        self.closed = False
+
+    def push(self, time: Time, data: list[Any], diffs: list[int]) -> None:
+        """Queue ``data``/``diffs`` to be sent at ``time``."""
+        slot = self.pending.get(time)
+        if slot is None:
+            self.pending[time] = (data, diffs)
+        else:
+            slot[0].extend(data)
+            slot[1].extend(diffs)
+
+
+class InputOperator(Operator):
+    """The source of one named input on one worker."""
+
+    interest = Interest.NEVER
+
+    def __init__(self, name: str, feed: InputFeed) -> None:
+        self.name = f"input:{name}"
+        self.feed = feed
+        self.cap: Capability | None = None
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """Keep the output capability: the input may send from the least time on."""
+        self.cap = capabilities[0]
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Send queued batches, then move or drop the capability."""
+        cap = self.cap
+        if cap is None:
+            return
+        feed = self.feed
+        if feed.pending:
+            pending, feed.pending = feed.pending, {}
+            for time in sorted(pending):
+                data, diffs = pending[time]
+                if data:
+                    ctx.send(0, time, UpdateBatch(data, diffs))
+        if feed.closed:
+            cap.drop()
+            self.cap = None
+        elif feed.time != cap.time:
+            cap.downgrade(feed.time)
+
+
+class OutputStore:
+    """The updates of one output, gathered from every worker and published by completed time.
+
+    ``history`` holds the consolidated updates of every complete time, in time order;
+    ``on_complete`` (set by the runtime) is called with ``(time, updates)`` for each newly
+    complete time that has updates.
+
+    >>> store = OutputStore("out")
+    >>> store.add(0, UpdateBatch(["a", "b", "a"], [1, 1, -1]))
+    >>> store.advance(Antichain([1]))
+    [(0, [('b', 1)])]
+    >>> store.at(0)
+    {'b': 1}
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.open: dict[Any, dict[Any, int]] = {}
+        self.history: list[tuple[Any, Any, int]] = []
+        self.frontier: Antichain = Antichain([0])
+        self.current: dict[Any, int] = {}
+        self.latest: Any = None  # the join of every published time
+        self.on_complete: Callable[[Any, list[tuple[Any, int]]], None] | None = None
+
+    def add(self, time: Time, batch: UpdateBatch) -> None:
+        """Record a batch received at ``time``."""
+        acc = self.open.get(time)
+        if acc is None:
+            acc = self.open[time] = {}
+        get = acc.get
+        for d, r in zip(batch.data, batch.diffs):
+            acc[d] = get(d, 0) + r
+
+    def advance(self, frontier: Antichain) -> list[tuple[Any, list[tuple[Any, int]]]]:
+        """Move to ``frontier`` (ignored unless it is later) and publish complete times."""
+        if not self.frontier.dominates(frontier):
+            return []
+        self.frontier = frontier
+        done = [t for t in self.open if not frontier.less_equal(t)]
+        done.sort()
+        published = []
+        current = self.current
+        for t in done:
+            acc = self.open.pop(t)
+            updates = [(d, r) for d, r in acc.items() if r]
+            if not updates:
+                continue
+            self.latest = t if self.latest is None else join(self.latest, t)
+            for d, r in updates:
+                self.history.append((d, t, r))
+                n = current.get(d, 0) + r
+                if n:
+                    current[d] = n
+                else:
+                    del current[d]
+            published.append((t, updates))
+            if self.on_complete is not None:
+                self.on_complete(t, updates)
+        return published
+
+    def is_complete(self, time: Time) -> bool:
+        """True once the frontier has passed ``time``."""
+        return not self.frontier.less_equal(time)
+
+    def at(self, time: Time) -> dict[Any, int]:
+        """The output collection at a complete ``time``: ``{data: count}``.
+
+        Raises:
+            ValueError: ``time`` is not complete yet.
+        """
+        if not self.is_complete(time):
+            msg = (
+                f"output {self.name!r}: time {time!r} is not complete yet (frontier "
+                f"{list(self.frontier)}); await job.advance_to(...) past it first"
+            )
+            raise ValueError(msg)
+        if self.latest is None or less_equal(self.latest, time):
+            return dict(self.current)
+        out: dict[Any, int] = {}
+        for d, t, r in self.history:
+            if less_equal(t, time):
+                n = out.get(d, 0) + r
+                if n:
+                    out[d] = n
+                else:
+                    del out[d]
+        return out
+
+    def updates(self) -> list[tuple[Any, Any, int]]:
+        """Every published update ``(data, time, diff)``, consolidated per time."""
+        return list(self.history)
+
+
+class OutputOperator(Operator):
+    """Write one worker's share of an output into the shared :class:`OutputStore`."""
+
+    interest = Interest.ALWAYS
+
+    def __init__(self, store: OutputStore) -> None:
+        self.name = f"output:{store.name}"
+        self.store = store
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Record batches, then report the frontier."""
+        add = self.store.add
+        for time, batch in ctx.messages(0):
+            add(time, batch)
+        self.store.advance(ctx.frontier(0))
+
+
+class ProbeHandle:
+    """Observes the frontier of a collection: which times are complete there.
+
+    ``less_equal(t)`` is True while ``t`` may still change; ``done()`` once the stream ended.
+    Inside a running job, ``await probe.wait_past(t)`` returns once ``t`` is complete.
+    """
+
+    def __init__(self) -> None:
+        self.frontier: Antichain = Antichain([0])
+        self._wait: Callable[[Callable[[], bool]], Awaitable[None]] | None = None
+
+    def advance(self, frontier: Antichain) -> None:
+        """Record a later frontier (earlier reports from lagging workers are ignored)."""
+        if self.frontier.dominates(frontier):
+            self.frontier = frontier
+
+    def less_equal(self, time: Time) -> bool:
+        """True while ``time`` is beyond the frontier (it may still change)."""
+        return self.frontier.less_equal(time)
+
+    def less_than(self, time: Time) -> bool:
+        """True while some frontier time is strictly before ``time``."""
+        return self.frontier.less_than(time)
+
+    def done(self) -> bool:
+        """True once no more updates can arrive."""
+        return self.frontier.is_empty()
+
+    async def wait_past(self, time: Time) -> None:
+        """Wait until ``time`` is complete at this probe."""
+        if self._wait is None:
+            msg = "this probe is not part of a running job"
+            raise RuntimeError(msg)
+        await self._wait(lambda: not self.frontier.less_equal(time))
+
+
+class ProbeOperator(Operator):
+    """Report an input frontier to a :class:`ProbeHandle`, and pass batches through."""
+
+    interest = Interest.ALWAYS
+    name = "probe"
+
+    def __init__(self, handle: ProbeHandle) -> None:
+        self.handle = handle
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Forward data and record the frontier."""
+        for time, batch in ctx.messages(0):
+            ctx.send(0, time, batch)
+        self.handle.advance(ctx.frontier(0))

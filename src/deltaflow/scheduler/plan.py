@@ -1,0 +1,129 @@
+"""From the graph a pipeline described to the graph that runs: fusion and progress wiring.
+
+Chains of stateless linear operators (``map``, ``filter``, ``flat_map``, ...) whose
+intermediate results feed exactly one consumer on the same worker become one actor: a batch
+then crosses the whole chain in one activation instead of one actor switch per step. The plan
+also builds the progress graph (ports, edges, path summaries) and validates it: a cycle whose
+times do not strictly increase is rejected here, before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ..framework.dataflow import DataflowSpec, Edge
+from ..framework.progress import GraphBuilder, ProgressGraph
+from ..framework.summary import PathSummary
+from ..operators.linear import LinearOperator, Step
+
+__all__ = ["PhysicalNode", "Plan", "make_plan"]
+
+
+@attrs.define
+class PhysicalNode:
+    """One actor per worker: the operator factory and its wiring."""
+
+    name: str
+    factory: Callable[[int, int], Any]
+    inputs: list[Edge]
+    outputs: int
+    summaries: Mapping[tuple[int, int], PathSummary] | None
+    depth: int
+    logical: list[int]
+
+
+@attrs.define
+class Plan:
+    """The physical graph, the logical-to-physical node map, and the progress graph."""
+
+    nodes: list[PhysicalNode]
+    physical_of: dict[int, int]
+    progress: ProgressGraph
+    routes: list[list[list[tuple[int, int, Any]]]]
+
+    def summary(self, node: int, inp: int, out: int) -> PathSummary | None:
+        """The internal summary from input ``inp`` to output ``out`` (None: not connected)."""
+        s = self.nodes[node].summaries
+        if s is None:
+            return PathSummary.identity()
+        return s.get((inp, out))
+
+
+def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
+    """Fuse linear chains, number the actors, build and validate the progress graph."""
+    nodes = spec.nodes
+    consumers: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for i, n in enumerate(nodes):
+        for p, e in enumerate(n.inputs):
+            consumers.setdefault((e.node, e.port), []).append((i, p))
+
+    # absorbed[i] = the logical node that i's steps were fused into (its single consumer).
+    absorbed: dict[int, int] = {}
+    steps_of: dict[int, list[Step]] = {
+        i: list(n.meta["steps"]) for i, n in enumerate(nodes) if n.fusable
+    }
+    source_of: dict[int, Edge] = {}
+    if fuse:
+        for i, n in enumerate(nodes):
+            if not n.fusable or len(n.inputs) != 1:
+                continue
+            edge = n.inputs[0]
+            up = edge.node
+            if (
+                up in steps_of
+                and not edge.pact.is_exchange
+                and len(consumers.get((up, edge.port), [])) == 1
+                and nodes[up].depth == n.depth
+            ):
+                steps_of[i] = steps_of[up] + steps_of[i]
+                absorbed[up] = i
+                source_of[i] = source_of.get(up, nodes[up].inputs[0])
+
+    physical_of: dict[int, int] = {}
+    order = [i for i in range(len(nodes)) if i not in absorbed]
+    for phys, i in enumerate(order):
+        physical_of[i] = phys
+
+    def resolve(node: int) -> int:
+        while node in absorbed:
+            node = absorbed[node]
+        return physical_of[node]
+
+    physical: list[PhysicalNode] = []
+    for i in order:
+        n = nodes[i]
+        inputs = [source_of[i]] if i in source_of else list(n.inputs)
+        inputs = [Edge(resolve(e.node), e.port, e.pact) for e in inputs]
+        factory = n.factory
+        name = n.name
+        logical = [j for j in range(len(nodes)) if j == i or (j in absorbed and resolve(j) == physical_of[i])]
+        if i in source_of:
+            steps = steps_of[i]
+            name = " -> ".join(s.label for s in steps)
+
+            def factory(_w: int, _n: int, steps: list[Step] = steps, name: str = name) -> Any:
+                return LinearOperator(steps, name)
+
+        physical.append(PhysicalNode(name, factory, inputs, n.outputs, n.summaries, n.depth, logical))
+
+    builder = GraphBuilder()
+    for pn in physical:
+        builder.add_node(pn.name, pn.inputs.__len__(), pn.outputs, pn.summaries)
+    for idx, pn in enumerate(physical):
+        for port, e in enumerate(pn.inputs):
+            if e.node < 0:
+                msg = f"operator {pn.name!r}: input {port} was never connected"
+                raise ValueError(msg)
+            builder.add_edge((e.node, e.port), (idx, port))
+    progress = builder.build()
+
+    routes: list[list[list[tuple[int, int, Any]]]] = [
+        [[] for _ in range(pn.outputs)] for pn in physical
+    ]
+    for idx, pn in enumerate(physical):
+        for port, e in enumerate(pn.inputs):
+            routes[e.node][e.port].append((idx, port, e.pact.key))
+    return Plan(physical, physical_of, progress, routes)

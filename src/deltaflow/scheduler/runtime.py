@@ -1,0 +1,557 @@
+"""Running a pipeline: ``open()`` inside a trio program, ``run()`` for a batch of updates.
+
+    >>> import deltaflow as df
+    >>> class Double(df.Pipeline):
+    ...     def build(self, xs):
+    ...         return xs.map(lambda x: 2 * x)
+    >>> df.run(Double(), xs=[(1, 0, 1), (5, 1, 1), (1, 2, -1)])
+    [(2, 0, 1), (10, 1, 1), (2, 2, -1)]
+
+Inside trio, ``async with df.open(Double()) as job`` gives a :class:`Job`: feed its
+``inputs``, ``await job.advance_to(t)`` to close the times before ``t``, and read
+``job.output``. The workers run as tasks of a nursery the job opens; leaving the ``async
+with`` block closes the inputs and waits until every output is complete.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..errors import DeltaflowError, JobClosedError
+from ..operators.collection import DataflowBuilder, Pipeline
+from .plan import make_plan
+from .worker import ProgressChange, Worker
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ..framework.lattice import Time
+    from ..operators.io import InputFeed, OutputStore
+
+__all__ = ["InProcessTransport", "InputHandle", "Job", "OutputHandle", "open", "run"]
+
+
+class InProcessTransport:
+    """Workers that share one process and one trio loop: direct appends, no copies."""
+
+    def __init__(self) -> None:
+        self.workers: list[Worker] = []
+
+    def send_data(self, worker: int, node: int, port: int, time: Any, payload: Any) -> None:
+        """Append to the target worker's mailbox and wake it."""
+        self.workers[worker].receive(node, port, time, payload)
+
+    def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
+        """Give every worker (the sender too) the same batch, in the same order."""
+        for w in self.workers:
+            w.receive_progress(changes)
+
+
+def _check_hashable(input_name: str, data: Any) -> None:
+    try:
+        hash(data)
+    except TypeError:
+        msg = f"input {input_name!r}: data {data!r} is not hashable (use tuples, not lists)"
+        raise TypeError(msg) from None
+
+
+def _check_diff(input_name: str, data: Any, diff: Any) -> None:
+    if diff.__class__ is not int:
+        msg = f"input {input_name!r}: diff {diff!r} for {data!r} must be an int"
+        raise TypeError(msg)
+
+
+class InputHandle:
+    """Feeds one named input of a running job.
+
+    ``insert(d)``, ``remove(d)`` and ``update(d, diff)`` change the input at its current time
+    (the job's time: 0 at first, then whatever ``job.advance_to`` set); ``update_at`` at a
+    later time. Updates are validated when fed: a bad one raises and nothing else is lost.
+    """
+
+    def __init__(self, job: Job, name: str, feeds: list[InputFeed]) -> None:
+        self._job = job
+        self.name = name
+        self._feeds = feeds
+        self._data: list[Any] = []
+        self._diffs: list[int] = []
+        self._later: dict[Any, tuple[list[Any], list[int]]] = {}
+        self.closed = False
+
+    @property
+    def time(self) -> Time:
+        """The time updates fed now are stamped with."""
+        return self._job.time
+
+    def _check_open(self) -> None:
+        if self.closed:
+            msg = f"input {self.name!r} is closed"
+            raise JobClosedError(msg)
+        self._job._check_usable()
+
+    def insert(self, data: Any) -> None:
+        """Add one ``data`` at the current time."""
+        self._check_open()
+        _check_hashable(self.name, data)
+        self._data.append(data)
+        self._diffs.append(1)
+
+    def remove(self, data: Any) -> None:
+        """Remove one ``data`` at the current time."""
+        self._check_open()
+        _check_hashable(self.name, data)
+        self._data.append(data)
+        self._diffs.append(-1)
+
+    def update(self, data: Any, diff: int = 1) -> None:
+        """Change the count of ``data`` by ``diff`` at the current time."""
+        self._check_open()
+        _check_hashable(self.name, data)
+        _check_diff(self.name, data, diff)
+        self._data.append(data)
+        self._diffs.append(diff)
+
+    def update_at(self, data: Any, time: Time, diff: int = 1) -> None:
+        """Change the count of ``data`` by ``diff`` at a ``time`` not before the current one."""
+        self._check_open()
+        _check_hashable(self.name, data)
+        _check_diff(self.name, data, diff)
+        self._job._check_time(self.name, data, time)
+        if time == self._job.time:
+            self._data.append(data)
+            self._diffs.append(diff)
+            return
+        slot = self._later.get(time)
+        if slot is None:
+            slot = self._later[time] = ([], [])
+        slot[0].append(data)
+        slot[1].append(diff)
+
+    def insert_many(self, data: Iterable[Any], diffs: Iterable[int] | None = None) -> None:
+        """Change many data at the current time at once (diff 1 each, or ``diffs``).
+
+        Validated as a whole before anything is kept: a bad datum or diff raises and
+        nothing of this call is fed.
+        """
+        self._check_open()
+        data = list(data)
+        try:
+            list(map(hash, data))
+        except TypeError:
+            for d in data:
+                _check_hashable(self.name, d)
+        if diffs is None:
+            new_diffs = [1] * len(data)
+        else:
+            new_diffs = list(diffs)
+            if len(new_diffs) != len(data):
+                msg = f"input {self.name!r}: {len(data)} data but {len(new_diffs)} diffs"
+                raise ValueError(msg)
+            for d, r in zip(data, new_diffs):
+                _check_diff(self.name, d, r)
+        self._data.extend(data)
+        self._diffs.extend(new_diffs)
+
+    def extend(self, data: list[Any], diffs: list[int], time: Time | None = None) -> None:
+        """Feed already validated columns in bulk at ``time`` (used by :func:`run`)."""
+        self._check_open()
+        if time is None or time == self._job.time:
+            self._data.extend(data)
+            self._diffs.extend(diffs)
+        else:
+            slot = self._later.get(time)
+            if slot is None:
+                self._later[time] = (list(data), list(diffs))
+            else:
+                slot[0].extend(data)
+                slot[1].extend(diffs)
+
+    def _flush(self) -> None:
+        """Hand everything fed so far to the workers' input operators."""
+        feeds = self._feeds
+        batches = []
+        if self._data:
+            batches.append((self._job.time, self._data, self._diffs))
+            self._data, self._diffs = [], []
+        if self._later:
+            later, self._later = self._later, {}
+            batches.extend((t, d, r) for t, (d, r) in later.items())
+        n = len(feeds)
+        for time, data, diffs in batches:
+            if n == 1:
+                feeds[0].push(time, data, diffs)
+                continue
+            size = -(-len(data) // n)
+            for w in range(n):
+                part = data[w * size : (w + 1) * size]
+                if part:
+                    feeds[w].push(time, part, diffs[w * size : (w + 1) * size])
+
+    def close(self) -> None:
+        """No more updates for this input (the job keeps running for the others)."""
+        if self.closed:
+            return
+        self._flush()
+        self.closed = True
+        for feed in self._feeds:
+            feed.closed = True
+        self._job._activate_inputs(self.name)
+
+
+class OutputHandle:
+    """Reads one output of a running job."""
+
+    def __init__(self, job: Job, store: OutputStore) -> None:
+        self._job = job
+        self._store = store
+        self.name = store.name
+        self._subscribers: list[trio.MemorySendChannel[tuple[Any, list[tuple[Any, int]]]]] = []
+        store.on_complete = self._publish
+
+    def _publish(self, time: Any, updates: list[tuple[Any, int]]) -> None:
+        for chan in list(self._subscribers):
+            try:
+                chan.send_nowait((time, updates))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subscribers.remove(chan)
+
+    def at(self, time: Time) -> dict[Any, int]:
+        """The output collection at a complete ``time``, as ``{data: count}``."""
+        return self._store.at(time)
+
+    def updates(self) -> list[tuple[Any, Any, int]]:
+        """Every update published so far, ``(data, time, diff)``, consolidated per time."""
+        return self._store.updates()
+
+    def is_complete(self, time: Time) -> bool:
+        """True once no update at ``time`` can still arrive."""
+        return self._store.is_complete(time)
+
+    @property
+    def frontier(self) -> Any:
+        """The output's frontier: times beyond it may still change."""
+        return self._store.frontier
+
+    async def subscribe(self) -> AsyncIterator[tuple[Any, list[tuple[Any, int]]]]:
+        """Yield ``(time, consolidated updates)`` for each time that completes from now on.
+
+        Times whose updates cancel out entirely are not reported. The iteration ends when the
+        job finishes.
+        """
+        send, recv = trio.open_memory_channel[tuple[Any, list[tuple[Any, int]]]](math.inf)
+        self._subscribers.append(send)
+        self._job._channels.append(send)
+        async with recv:
+            async for item in recv:
+                yield item
+
+    def _close(self) -> None:
+        for chan in self._subscribers:
+            chan.close()
+        self._subscribers.clear()
+
+
+class Job:
+    """A pipeline running inside a trio program (see :func:`open`)."""
+
+    def __init__(self, pipeline: Pipeline, workers: int = 1, *, fuse: bool = True) -> None:
+        if not isinstance(pipeline, Pipeline):
+            msg = f"expected a deltaflow Pipeline instance, got {pipeline!r}"
+            raise TypeError(msg)
+        if workers.__class__ is not int or workers < 1:
+            msg = f"workers must be a positive int, not {workers!r}"
+            raise ValueError(msg)
+        self.pipeline = pipeline
+        self.builder: DataflowBuilder = pipeline.instantiate(workers)
+        self.plan = make_plan(self.builder.spec, fuse=fuse)
+        self.time: Time = 0
+        self.transport = InProcessTransport()
+        self.workers = [
+            Worker(i, workers, self.plan, self.transport, self) for i in range(workers)
+        ]
+        self.transport.workers = self.workers
+        self.inputs: dict[str, InputHandle] = {
+            name: InputHandle(self, name, feeds) for name, feeds in self.builder.feeds.items()
+        }
+        self.outputs: dict[str, OutputHandle] = {
+            name: OutputHandle(self, store) for name, store in self.builder.stores.items()
+        }
+        self._input_actors: dict[str, int] = {
+            name: self.plan.physical_of[i]
+            for i, node in enumerate(self.builder.spec.nodes)
+            for name in [node.name.removeprefix("input:")]
+            if node.name.startswith("input:")
+        }
+        self._changed = trio.Event()
+        self._channels: list[trio.MemorySendChannel[Any]] = []
+        self.error: BaseException | None = None
+        self._error_reported = False
+        self.failed = False
+        self.closed = False
+        for probe in self.builder.probes:
+            probe._wait = self._wait_for
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def output(self) -> OutputHandle:
+        """The single output (a pipeline whose ``build`` returned one collection)."""
+        if list(self.outputs) != ["output"]:
+            msg = f"this pipeline has several outputs {sorted(self.outputs)}: use job.outputs[name]"
+            raise AttributeError(msg)
+        return self.outputs["output"]
+
+    def _check_usable(self) -> None:
+        if self.error is not None:
+            msg = f"the job failed: {self.error}"
+            raise JobClosedError(msg) from self.error
+        if self.closed:
+            msg = "the job is closed"
+            raise JobClosedError(msg)
+
+    def _check_time(self, input_name: str, data: Any, time: Any) -> None:
+        if time.__class__ is not int:
+            msg = f"input {input_name!r}: time {time!r} for {data!r} must be an int"
+            raise TypeError(msg)
+        if time < self.time:
+            msg = (
+                f"input {input_name!r}: time {time!r} for {data!r} is before the input's "
+                f"current time {self.time!r}"
+            )
+            raise ValueError(msg)
+
+    def notify(self) -> None:
+        """Wake everything waiting on the job's state."""
+        ev, self._changed = self._changed, trio.Event()
+        ev.set()
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop every worker and remember ``exc`` for the application."""
+        if self.error is None:
+            self.error = exc
+        self.failed = True
+        for w in self.workers:
+            w.wake()
+        for chan in self._channels:
+            chan.close()
+        self.notify()
+
+    def _raise_error(self) -> None:
+        assert self.error is not None
+        self._error_reported = True
+        raise self.error
+
+    async def _wait_for(self, condition: Callable[[], bool]) -> None:
+        while True:
+            if self.error is not None:
+                self._raise_error()
+            if condition():
+                return
+            if all(w.finished for w in self.workers):
+                msg = "the job finished before the awaited condition held"
+                raise JobClosedError(msg)
+            await self._changed.wait()
+
+    def _activate_inputs(self, name: str | None = None) -> None:
+        for input_name, node in self._input_actors.items():
+            if name is None or input_name == name:
+                for w in self.workers:
+                    w.activate(node)
+
+    # -- the application's side ------------------------------------------------------------
+    async def advance_to(self, time: Time) -> None:
+        """Close every time before ``time`` and wait until every output is complete for them.
+
+        Updates fed afterwards are stamped ``time``.
+
+        Raises:
+            ValueError: ``time`` is before the current time.
+            OperatorError: user code in an operator failed (the job is stopped).
+        """
+        self._check_usable()
+        if time.__class__ is not int:
+            msg = f"advance_to({time!r}): times are ints"
+            raise TypeError(msg)
+        if time < self.time:
+            msg = f"advance_to({time!r}): the inputs are already at time {self.time!r}"
+            raise ValueError(msg)
+        self.flush()
+        self.time = time
+        for handle in self.inputs.values():
+            if not handle.closed:
+                for feed in handle._feeds:
+                    feed.time = time
+        self._activate_inputs()
+        await self._wait_for(lambda: self._complete_before(time))
+
+    def flush(self) -> None:
+        """Hand what was fed to the workers without advancing time."""
+        for handle in self.inputs.values():
+            if not handle.closed:
+                handle._flush()
+        self._activate_inputs()
+
+    def _complete_before(self, time: Time) -> bool:
+        for out in self.outputs.values():
+            for f in out._store.frontier:
+                if f < time:  # type: ignore[operator]
+                    return False
+        return True
+
+    async def close(self) -> None:
+        """Close every input and wait until the whole dataflow has finished."""
+        if self.error is not None:
+            if not self._error_reported:
+                self._raise_error()
+            return
+        for handle in self.inputs.values():
+            handle.close()
+        self._activate_inputs()
+        try:
+            await self._wait_for(lambda: all(w.finished for w in self.workers))
+        except JobClosedError:
+            pass
+        self.closed = True
+        for out in self.outputs.values():
+            out._close()
+        if self.error is not None and not self._error_reported:
+            self._raise_error()
+
+    def statistics(self) -> dict[str, Any]:
+        """Counts for introspection: steps and activations per worker, actors, frontiers."""
+        return {
+            "workers": [
+                {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
+                for w in self.workers
+            ],
+            "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
+        }
+
+
+class _OpenJob:
+    def __init__(self, pipeline: Pipeline, workers: int, fuse: bool) -> None:
+        self._job = Job(pipeline, workers, fuse=fuse)
+        self._nursery_cm: Any = None
+
+    async def __aenter__(self) -> Job:
+        self._nursery_cm = trio.open_nursery()
+        nursery = await self._nursery_cm.__aenter__()
+        self._nursery = nursery
+        for w in self._job.workers:
+            nursery.start_soon(w.run)
+        return self._job
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        job = self._job
+        pending: BaseException | None = None
+        if exc is None:
+            try:
+                await job.close()
+            except BaseException as e:
+                pending = e
+        if exc is not None or pending is not None:
+            job.failed = True
+            self._nursery.cancel_scope.cancel()
+        await self._nursery_cm.__aexit__(None, None, None)
+        if pending is not None:
+            raise pending
+        return False
+
+
+def open(  # noqa: A001 - the public name
+    pipeline: Pipeline, workers: int = 1, *, fuse: bool = True
+) -> _OpenJob:
+    """Run ``pipeline`` inside the current trio program; use as ``async with``.
+
+    Args:
+        pipeline: the :class:`~deltaflow.Pipeline` instance to run.
+        workers: how many workers (each with its own copy of the dataflow) to run.
+        fuse: run chains of linear operators as one actor (the default); ``False`` gives
+            every operator its own actor, which only helps to measure what fusion saves.
+
+    Returns:
+        An async context manager giving the running :class:`Job`.
+    """
+    return _OpenJob(pipeline, workers, fuse)
+
+
+def _validate(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[Any], list[int]]]:
+    by_time: dict[int, tuple[list[Any], list[int]]] = {}
+    if isinstance(updates, (str, bytes, Mapping)):
+        msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
+        raise TypeError(msg)
+    for upd in updates:
+        if not isinstance(upd, tuple) or len(upd) != 3:
+            msg = f"input {name!r}: expected a (data, time, diff) triple, got {upd!r}"
+            raise ValueError(msg)
+        data, time, diff = upd
+        _check_hashable(name, data)
+        if time.__class__ is not int:
+            msg = f"input {name!r}: time {time!r} in {upd!r} must be an int"
+            raise TypeError(msg)
+        if time < 0:
+            msg = f"input {name!r}: time {time!r} in {upd!r} must be >= 0"
+            raise ValueError(msg)
+        _check_diff(name, data, diff)
+        slot = by_time.get(time)
+        if slot is None:
+            slot = by_time[time] = ([], [])
+        slot[0].append(data)
+        slot[1].append(diff)
+    return by_time
+
+
+def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
+    try:
+        return sorted(updates, key=lambda u: (u[1], u[0]))
+    except TypeError:
+        return sorted(updates, key=lambda u: (u[1], type(u[0]).__name__, repr(u[0])))
+
+
+def run(
+    pipeline: Pipeline, workers: int = 1, *, fuse: bool = True, **inputs: Iterable[Any]
+) -> Any:
+    """Run ``pipeline`` over complete inputs and return its consolidated output updates.
+
+    Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``; missing
+    inputs are empty. Every time is processed as its own logical time (all at once, so this
+    measures throughput). Returns a list of ``(data, time, diff)`` sorted by time, with no two
+    updates for the same ``(data, time)`` and no zero diff; a ``build()`` returning a dict of
+    collections gives a dict of such lists.
+
+    Raises:
+        TypeError, ValueError: a malformed input, naming the input and the value.
+        OperatorError: user code in an operator failed.
+    """
+    names = pipeline.input_names() if isinstance(pipeline, Pipeline) else []
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
+        raise TypeError(msg)
+    validated = {name: _validate(name, upds) for name, upds in inputs.items()}
+
+    async def main() -> dict[str, list[tuple[Any, Any, int]]]:
+        async with open(pipeline, workers, fuse=fuse) as job:
+            for name, by_time in validated.items():
+                handle = job.inputs[name]
+                for time in sorted(by_time):
+                    data, diffs = by_time[time]
+                    handle.extend(data, diffs, time)
+            await job.close()
+        return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
+
+    try:
+        result = trio.run(main)
+    except DeltaflowError:
+        raise
+    if list(result) == ["output"]:
+        return result["output"]
+    return result
