@@ -98,6 +98,13 @@ class ChangeBatch(Generic[K]):
         out, self._updates, self._clean = self._updates, [], 0
         return out
 
+    def _check(self) -> None:
+        """Assert the invariants: no zero deltas; the clean prefix never outgrows the list."""
+        assert all(delta != 0 for _, delta in self._updates)
+        assert 0 <= self._clean <= len(self._updates)
+        clean = [item for item, _ in self._updates[: self._clean]]
+        assert len(set(clean)) == len(clean), "compacted prefix holds an item twice"
+
     def __repr__(self) -> str:
         return f"ChangeBatch({list(self)!r})"
 
@@ -142,7 +149,7 @@ class Antichain:
 
     def less_equal(self, time: Time) -> bool:
         """True iff ``time`` is beyond the frontier: some element is ``<=`` it."""
-        for e in self._elements:
+        for e in self._elements:  # noqa: SIM110 - a plain loop beats any() on this hot path
             if less_equal(e, time):
                 return True
         return False
@@ -176,6 +183,14 @@ class Antichain:
     def __hash__(self) -> int:
         return hash(frozenset(self._elements))
 
+    def _check(self) -> None:
+        """Assert the invariants: elements sorted, distinct and mutually incomparable."""
+        elements = self._elements
+        assert list(elements) == sorted(elements)
+        for i, a in enumerate(elements):
+            for b in elements[i + 1 :]:
+                assert not less_equal(a, b) and not less_equal(b, a), (a, b)
+
     def __repr__(self) -> str:
         return f"Antichain({list(self._elements)!r})"
 
@@ -187,8 +202,9 @@ class MutableAntichain:
     Counts may go negative for a while (a "message consumed" can be seen before the matching
     "message produced"); only times with a positive count hold the frontier back.
 
-    Runtime complexity: :meth:`update_iter` is O(k) comparisons against the frontier for k
-    changes that cannot move it, and O(n log n) for a rebuild over n distinct times otherwise.
+    Runtime complexity: :meth:`update_iter` is O(k * w) comparisons for k changes that cannot
+    move a frontier of w elements, and O(n log n + n * w) for a rebuild over n distinct times
+    otherwise.
 
     >>> m = MutableAntichain()
     >>> m.update_iter([(1, 1), (1, 1), (2, 1)])
@@ -203,7 +219,15 @@ class MutableAntichain:
     _frontier: list[Time] = attrs.field(factory=list)
 
     def update_iter(self, changes: Iterable[tuple[Time, int]]) -> list[tuple[Time, int]]:
-        """Apply count changes; return the frontier's changes as ``(time, +1 | -1)`` pairs."""
+        """Apply count changes; return the frontier's changes as ``(time, +1 | -1)`` pairs.
+
+        The result is consolidated and sorted: each time appears at most once, ``-1`` for a time
+        that left the frontier and ``+1`` for one that joined it, so applying it to the old
+        frontier gives the new one.
+
+        Runtime complexity: O(k * w) for k changes and a frontier of w elements when none can
+        move the frontier; O(n log n + n * w) over the n counted times when one can.
+        """
         counts = self._counts
         frontier = self._frontier
         rebuild = False
@@ -264,7 +288,7 @@ class MutableAntichain:
 
     def less_equal(self, time: Time) -> bool:
         """True iff ``time`` is beyond the frontier (it could still be reached)."""
-        for f in self._frontier:
+        for f in self._frontier:  # noqa: SIM110 - a plain loop beats any() on this hot path
             if less_equal(f, time):
                 return True
         return False
