@@ -12,6 +12,9 @@ times this is not "every update listed so far").
   they accumulate to the same multiset at every time. Checking the times that appear in
   either list and their joins is enough: at any other time ``u`` both lists accumulate the
   same updates as at the join of their times ``<= u``.
+* :func:`collect` runs a pipeline and returns its output in a canonical form (consolidated,
+  deterministically sorted), so tests can compare outputs as lists.
+* :func:`example` runs a bare ``build`` function, so a docstring example fits in three lines.
 
 Footgun: times written as tuples in :func:`updates` become :class:`Product` values; in Python
 code never use a bare tuple as a time (tuples compare lexicographically, which is a total
@@ -32,12 +35,14 @@ order, not the product partial order).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from deltaflow.framework.lattice import Product, Time, join_closure, less_equal, sort_key
+from deltaflow.operators.collection import Collection, Pipeline
+from deltaflow.scheduler.runtime import run
 
-__all__ = ["accumulate", "assert_collections_equal", "updates"]
+__all__ = ["accumulate", "assert_collections_equal", "collect", "example", "updates"]
 
 Update = tuple[Any, Time, int]
 
@@ -221,3 +226,64 @@ def assert_collections_equal(
         if mismatches > len(rows):
             lines.append(f"  ... and {mismatches - len(rows)} more")
         raise AssertionError("\n".join(lines))
+
+
+def _canonical(ups: Iterable[Update]) -> list[Update]:
+    """Sum the diffs of equal ``(data, time)``, drop zeros, sort by time then data."""
+    acc: dict[tuple[Any, Time], int] = {}
+    get = acc.get
+    for data, t, diff in ups:
+        key = (data, t)
+        acc[key] = get(key, 0) + diff
+    out = [(d, t, r) for (d, t), r in acc.items() if r]
+    try:
+        out.sort(key=lambda u: (sort_key(u[1]), u[0]))
+    except TypeError:
+        out.sort(key=lambda u: (sort_key(u[1]), type(u[0]).__name__, repr(u[0])))
+    return out
+
+
+def collect(
+    pipeline: Pipeline, workers: int = 1, *, fuse: bool = True, **inputs: Iterable[Update]
+) -> Any:
+    """Run ``pipeline`` over complete inputs and return its output updates, canonically.
+
+    Like :func:`deltaflow.run`, but the result does not depend on how the run split or
+    ordered its work: no two updates share a ``(data, time)``, no diff is zero, and the list
+    is sorted by time (outermost coordinate first), then by data (by ``repr`` when the data
+    do not compare). Two runs that computed the same collections therefore return equal
+    lists. A ``build()`` returning a dict of collections gives a dict of such lists.
+
+    Args:
+        pipeline: the :class:`~deltaflow.Pipeline` instance to run.
+        workers: how many workers to run it on.
+        fuse: fuse chains of linear operators into one actor (see :func:`deltaflow.open`).
+        **inputs: one iterable of ``(data, time, diff)`` per input name.
+
+    Raises:
+        TypeError, ValueError, OperatorError: as :func:`deltaflow.run` does.
+
+    >>> class Halves(Pipeline):
+    ...     def build(self, xs):
+    ...         return xs.map(lambda x: x // 2)
+    >>> collect(Halves(), workers=2, xs=[(3, 1, 1), (2, 1, 1), (5, 0, 1), (4, 2, -1)])
+    [(2, 0, 1), (1, 1, 2), (2, 2, -1)]
+    """
+    result = run(pipeline, workers, fuse=fuse, **inputs)
+    if isinstance(result, dict):
+        return {name: _canonical(ups) for name, ups in result.items()}
+    return _canonical(result)
+
+
+def example(build: Callable[..., Collection | dict[str, Collection]], **inputs: Any) -> Any:
+    """Run a bare ``build`` function as a one-off pipeline: ``df.run``'s result.
+
+    ``build`` takes the input collections as keyword arguments (its parameter names are the
+    input names) and returns a collection (or a dict of them); ``inputs`` are the update
+    lists. It saves writing a :class:`~deltaflow.Pipeline` subclass in short examples.
+
+    >>> example(lambda words: words.map(len), words=[("hi", 0, 1), ("hey", 1, 2)])
+    [(2, 0, 1), (3, 1, 2)]
+    """
+    pipeline_class = type("Example", (Pipeline,), {"build": staticmethod(build)})
+    return run(pipeline_class(), **inputs)

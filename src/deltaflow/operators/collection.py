@@ -25,14 +25,19 @@ import attrs
 
 from ..framework.dataflow import DataflowSpec, Edge, Pact
 from ..framework.summary import PathSummary
+from ..framework.antichain import Antichain
+from ..framework.lattice import Product
+from ..framework.trace.spine import Spine
+from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
 from .linear import Concat, Consolidate, LinearOperator, Step, temporal_filter_logic
+from .join import JoinOperator
 from .scope import ScopeOperator
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
 
-__all__ = ["Collection", "DataflowBuilder", "Pipeline", "Scope"]
+__all__ = ["Arranged", "Collection", "DataflowBuilder", "Pipeline", "Scope"]
 
 
 @attrs.define(eq=False)
@@ -72,6 +77,7 @@ class DataflowBuilder:
     probes: list[ProbeHandle] = attrs.field(factory=list)
     top: Scope = attrs.field(factory=Scope)
     _entered: dict[tuple[int, int, int], Collection] = attrs.field(factory=dict)
+    _arranged: dict[tuple[int, int, bool], Arranged] = attrs.field(factory=dict)
 
     def new_input(self, name: str) -> Collection:
         """Add the source node of input ``name``."""
@@ -277,6 +283,84 @@ class Collection:
         self._add("probe", lambda _w, _n: ProbeOperator(handle), [self])
         return handle
 
+    # -- arrangements and joins ----------------------------------------------------------
+    def _arrange(self, by_self: bool) -> Arranged:
+        key = (self.node, self.port, by_self)
+        cached = self.builder._arranged.get(key)
+        if cached is not None:
+            return cached
+        kind = "arrange_by_self" if by_self else "arrange_by_key"
+        registry = TraceRegistry(kind)
+        lower = Antichain([_least_time(self.scope.depth)])
+
+        def factory(w: int, _n: int) -> ArrangeOperator:
+            spine = Spine(lower)
+            registry.spines[w] = spine
+            return ArrangeOperator(kind, spine, by_self)
+
+        node = self._add(
+            kind, factory, [self], pacts=[Pact(_identity if by_self else _first)]
+        )
+        arranged = Arranged(self.builder, node.node, registry, self.scope, by_self)
+        self.builder._arranged[key] = arranged
+        return arranged
+
+    def arrange_by_key(self) -> Arranged:
+        """Index ``(key, val)`` data by key into a shared trace (see :class:`Arranged`).
+
+        Arranging the same collection twice returns the same arrangement.
+        """
+        return self._arrange(False)
+
+    def arrange_by_self(self) -> Arranged:
+        """Index the data themselves as keys (the value is ``()``)."""
+        return self._arrange(True)
+
+    def _arranged_pair(self, other: Collection | Arranged, by_self: bool) -> tuple[Arranged, Arranged]:
+        other_coll = other if isinstance(other, Collection) else None
+        if other_coll is None:
+            if not isinstance(other, Arranged):
+                msg = f"expected a Collection or an Arranged, got {other!r}"
+                raise TypeError(msg)
+            if other.scope is not self.scope:
+                other_coll = other.as_collection()
+        if other_coll is not None:
+            self._same_builder(other_coll)
+            scope = _innermost([self, other_coll])
+            right = other_coll.enter_scope(scope)._arrange(by_self)
+        else:
+            assert isinstance(other, Arranged)
+            scope = self.scope
+            right = other
+        left = self.enter_scope(scope).arrange_by_key()
+        return left, right
+
+    def join(self, other: Collection | Arranged) -> Collection:
+        """Pairs with equal keys: ``(k, a)`` and ``(k, b)`` give ``(k, (a, b))``, counts multiplied.
+
+        >>> from deltaflow.testing import example
+        >>> example(lambda a, b: a.join(b), a=[((1, "x"), 0, 2)], b=[((1, "y"), 0, 3)])
+        [((1, ('x', 'y')), 0, 6)]
+        """
+        return self.join_map(other, _pair)
+
+    def join_map(self, other: Collection | Arranged, fn: Callable[[Any, Any, Any], Any]) -> Collection:
+        """Like :meth:`join`, giving ``fn(k, a, b)`` for each matching pair."""
+        left, right = self._arranged_pair(other, False)
+        return left.join_core(right, lambda k, a, b: (fn(k, a, b),), name="join_map")
+
+    def semijoin(self, keys: Collection | Arranged) -> Collection:
+        """The ``(k, v)`` whose key is in ``keys`` (counts multiplied by the key's count)."""
+        left, right = self._arranged_pair(keys, True)
+        return left.join_core(right, _keep_left, name="semijoin")
+
+    def antijoin(self, keys: Collection | Arranged) -> Collection:
+        """``self`` minus ``semijoin(keys)``: the ``(k, v)`` whose key is absent from ``keys``.
+
+        ``keys`` should be distinct (each key with count 1), as for a set difference.
+        """
+        return self.concat(self.semijoin(keys).negate())
+
     def leave(self) -> Collection:
         """This loop-scope collection as seen from the enclosing scope (rounds accumulate)."""
         parent = self.scope.parent
@@ -298,6 +382,77 @@ class Collection:
 
 def _identity(x: Any) -> Any:
     return x
+
+
+def _first(pair: Any) -> Any:
+    return pair[0]
+
+
+def _pair(_k: Any, a: Any, b: Any) -> Any:
+    return (_k, (a, b))
+
+
+def _keep_left(k: Any, a: Any, _b: Any) -> tuple[Any, ...]:
+    return ((k, a),)
+
+
+def _least_time(depth: int) -> Any:
+    t: Any = 0
+    for _ in range(depth):
+        t = Product(t, 0)
+    return t
+
+
+@attrs.define(eq=False, repr=False)
+class Arranged:
+    """An arranged collection: a stream of sealed batches plus a trace per worker.
+
+    Get one from :meth:`Collection.arrange_by_key` / :meth:`Collection.arrange_by_self`;
+    join it with another arrangement of the same scope (:meth:`join_core`), or read it back as a
+    collection (:meth:`as_collection`). Every operator reading it shares the same trace.
+    """
+
+    builder: DataflowBuilder
+    node: int
+    registry: TraceRegistry
+    scope: Scope
+    by_self: bool
+
+    def __repr__(self) -> str:
+        return f"<Arranged {self.registry.name} (node {self.node}) in scope {self.scope.name!r}>"
+
+    def _stream(self) -> Collection:
+        return Collection(self.builder, self.node, 0, self.scope)
+
+    def as_collection(self) -> Collection:
+        """The arranged updates as a collection again (``(key, val)``, or the key by self)."""
+        by_self = self.by_self
+        return self._stream()._add(
+            "as_collection", lambda _w, _n: AsCollection("as_collection", by_self), [self._stream()]
+        )
+
+    def join_core(
+        self,
+        other: Arranged,
+        logic: Callable[[Any, Any, Any], Iterable[Any]],
+        name: str = "join_core",
+    ) -> Collection:
+        """Join with ``other`` (same key, same scope): ``logic(k, a, b)`` yields output data."""
+        if other.builder is not self.builder:
+            msg = "arrangements from different pipelines cannot be joined"
+            raise ValueError(msg)
+        if other.scope is not self.scope:
+            msg = (
+                f"cannot join an arrangement of scope {self.scope.name!r} with one of scope "
+                f"{other.scope.name!r}; arrange the entered collection instead"
+            )
+            raise ValueError(msg)
+        left_reg, right_reg = self.registry, other.registry
+
+        def factory(w: int, _n: int) -> JoinOperator:
+            return JoinOperator(name, left_reg.spine(w), right_reg.spine(w), logic)
+
+        return self._stream()._add(name, factory, [self._stream(), other._stream()])
 
 
 def _innermost(collections: list[Collection]) -> Scope:

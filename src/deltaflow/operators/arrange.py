@@ -1,0 +1,177 @@
+"""Arrangements: a collection indexed by key, as a stream of batches and a shared trace.
+
+``collection.arrange_by_key()`` (data ``(key, val)``) or ``arrange_by_self()`` (data is the
+key, the value is ``()``) adds an :class:`ArrangeOperator`. Updates are exchanged so each key
+lives on one worker. The operator buffers them until its input frontier passes their times,
+then *seals* them into an immutable :class:`~deltaflow.framework.trace.batch.Batch` whose
+description ``[lower, upper)`` continues the previous one, inserts the batch into its
+:class:`~deltaflow.framework.trace.spine.Spine`, and sends the batch downstream.
+
+An arrangement therefore has two faces (:class:`Arranged`): the stream of batches (what
+changed, and when) and the trace (everything so far, compacted). Several operators share one
+arrangement: each gets a reader of the trace on its worker and moves its reader's compaction
+frontier forward as it goes, so history nobody can ask about any more is compacted away when
+batches merge.
+
+Sealing with partially ordered times: the operator holds capabilities at the minimal times of
+what it has buffered. Sealing at input frontier ``F``, it cuts one batch per held capability
+``c_i`` (sorted), with ``upper = F`` joined with the later capabilities; so every batch is sent
+at a time that is ``<=`` all of its updates, and the batches still tile the timeline.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..framework.antichain import Antichain
+from ..framework.lattice import less_equal
+from ..framework.trace.batch import Batch
+from ..framework.trace.description import Description
+from ..framework.trace.spine import Spine
+from .base import Interest, Operator, UpdateBatch
+
+if TYPE_CHECKING:
+    from ..framework.lattice import Time
+    from .base import Capability, OperatorContext
+
+__all__ = ["ArrangeOperator", "AsCollection", "TraceRegistry"]
+
+
+class TraceRegistry:
+    """The spine of one arrangement on each worker, for the operators that read it.
+
+    Operators are created in node order on every worker, so the arrange operator registers
+    its spine before any reader's factory asks for it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.spines: dict[int, Spine] = {}
+
+    def spine(self, worker: int) -> Spine:
+        """The spine on ``worker``."""
+        return self.spines[worker]
+
+
+class ArrangeOperator(Operator):
+    """Buffer, seal, insert into the spine, and send batches (see the module docstring)."""
+
+    interest = Interest.ALWAYS
+    #: Merge work done per activation while the spine has merges in progress.
+    IDLE_FUEL = 10_000
+
+    def __init__(self, name: str, spine: Spine, by_self: bool) -> None:
+        self.name = name
+        self.spine = spine
+        self.by_self = by_self
+        self.pending: dict[Any, tuple[list[Any], list[int]]] = {}
+        self.caps: list[Capability] = []
+
+    def _hold(self, ctx: OperatorContext, time: Time) -> None:
+        caps = self.caps
+        for cap in caps:
+            if cap.time == time or less_equal(cap.time, time):
+                return
+        new = ctx.capability(time)
+        keep = []
+        for cap in caps:
+            if less_equal(time, cap.time):
+                cap.drop()
+            else:
+                keep.append(cap)
+        keep.append(new)
+        keep.sort(key=lambda c: c.time)
+        self.caps = keep
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Buffer new updates; seal what the frontier has passed."""
+        pending = self.pending
+        for time, batch in ctx.messages(0):
+            slot = pending.get(time)
+            if slot is None:
+                pending[time] = (list(batch.data), list(batch.diffs))
+                self._hold(ctx, time)
+            else:
+                slot[0].extend(batch.data)
+                slot[1].extend(batch.diffs)
+        frontier = ctx.frontier(0)
+        if frontier != self.spine.upper:
+            self._seal(ctx, frontier)
+        if self.spine.exert(self.IDLE_FUEL):
+            ctx.activate()
+
+    def _seal(self, ctx: OperatorContext, frontier: Antichain) -> None:
+        spine = self.spine
+        pending = self.pending
+        caps = self.caps
+        for i, cap in enumerate(caps):
+            upper = Antichain([*frontier, *(c.time for c in caps[i + 1 :])])
+            ready = [t for t in pending if not upper.less_equal(t)]
+            if not ready and upper == spine.upper:
+                continue
+            batch = self._build(ready, Description(spine.upper, upper))
+            spine.insert(batch)
+            if len(batch):
+                ctx.send(0, cap.time, batch)
+        if spine.upper != frontier and spine.upper.dominates(frontier):
+            spine.insert(Batch.empty(Description(spine.upper, frontier)))
+        # Re-derive capabilities for what is still buffered.
+        remaining = Antichain(pending)
+        new_caps = []
+        for t in remaining:
+            for cap in caps:
+                if less_equal(cap.time, t):
+                    new_caps.append(cap.delayed(t))
+                    break
+        for cap in caps:
+            cap.drop()
+        new_caps.sort(key=lambda c: c.time)
+        self.caps = new_caps
+
+    def _build(self, times: list[Any], description: Description) -> Batch:
+        keys: list[Any] = []
+        vals: list[Any] | None = None if self.by_self else []
+        tcol: list[Any] = []
+        diffs: list[int] = []
+        pending = self.pending
+        for t in times:
+            data, ds = pending.pop(t)
+            if self.by_self:
+                keys.extend(data)
+            else:
+                try:
+                    ks, vs = zip(*data)
+                except (TypeError, ValueError):
+                    bad = next(d for d in data if not (isinstance(d, tuple) and len(d) == 2))
+                    msg = f"{self.name}: expected (key, value) pairs, got {bad!r}"
+                    raise TypeError(msg) from None
+                keys.extend(ks)
+                vals.extend(vs)  # type: ignore[union-attr]
+            tcol.extend([t] * len(data))
+            diffs.extend(ds)
+        return Batch.from_columns(keys, vals, tcol, diffs, description)
+
+
+class AsCollection(Operator):
+    """Turn an arrangement's batches back into update batches grouped by time."""
+
+    interest = Interest.NEVER
+
+    def __init__(self, name: str, by_self: bool) -> None:
+        self.name = name
+        self.by_self = by_self
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Regroup every batch's updates by time and send them."""
+        unit = self.by_self
+        for _time, batch in ctx.messages(0):
+            by_time: dict[Any, tuple[list[Any], list[int]]] = {}
+            for k, v, t, r in batch.updates():
+                slot = by_time.get(t)
+                if slot is None:
+                    slot = by_time[t] = ([], [])
+                slot[0].append(k if unit else (k, v))
+                slot[1].append(r)
+            for t in sorted(by_time):
+                d, r = by_time[t]
+                ctx.send(0, t, UpdateBatch(d, r))
