@@ -1,0 +1,600 @@
+"""Interesting times of a reduction, and accumulation of a history at many times.
+
+A reduction keeps ``output[t] = logic(input[t])`` for every time ``t`` of a partial order,
+where ``input[t]`` accumulates every input update at a time ``<= t``. When a key's input
+changes, the reduction must find the times at which its output may need a correction (the
+*interesting times*) and evaluate them in an order compatible with the partial order. This
+module answers the two questions that are about times only:
+
+* :func:`interesting_times` - where can the output of one key change, and which of those
+  times can be evaluated now (``ready``) and which must wait (``deferred``)?
+* :func:`accumulate` - what does a history of ``(val, time, diff)`` updates accumulate to at
+  each of many times?
+
+The mathematics
+===============
+
+**Joins of subsets.** Let ``T`` be the set of a key's input update times and, for a subset
+``X`` of ``T``, let ``join(X)`` be its least upper bound. For any time ``t`` let
+``X = {u in T : u <= t}`` and ``j = join(X)``. Then ``j <= t`` and exactly the same updates
+are ``<= j`` as are ``<= t``, so ``input[j] == input[t]``. If the output only ever has updates
+at times of the *join closure* ``J(T)`` (joins of non-empty subsets of ``T``), the same holds
+for the output: an output time ``c = join(Y) <= t`` has ``Y`` inside ``X``, hence ``c <= j``.
+So ``output[t] = output[j] = logic(input[j]) = logic(input[t])``: corrections at the times of
+``J(T)`` suffice, and no other time ever needs one. Evaluating them in a linear extension of
+the partial order (every ``t_i <= t_j`` first) lets each correction see all the corrections
+below it.
+
+**Only subsets that contain a seed.** A round starts with an output that is correct for the
+old input everywhere, except at the *pending* times carried over from earlier rounds. The
+round's *seeds* are the times of the new updates plus those pending times. The difference
+between ``logic(input[t])`` and ``output[t]`` (the "debt") can only be non-zero at a time
+``t`` that is ``>=`` some seed: at any other time no new update is ``<= t`` (the input there
+is unchanged) and no pending obligation is ``<= t``, so the output there is already right.
+A closure time ``x`` that is ``>=`` a seed ``s`` is itself the join of a subset containing a
+seed (``x = join(X) = join(X + {s})``), and conversely. So the interesting times are
+``{x in J(seeds + stored) : x >= some seed}`` - the joins of the subsets that contain at least
+one seed. Joins of stored times alone were dealt with in the rounds that stored them.
+
+**Deferred times must be kept.** A time beyond the frontier ``upper`` cannot be evaluated yet
+(input may still arrive at or below it), so it is *deferred* and must be handed back to the
+next round as a seed - a resumption token. Nothing else would rediscover it: next round the
+updates of this round are *stored* times, and joins of stored times alone are never
+interesting. Nor can it be recovered from the output: with two updates at incomparable times
+``a`` and ``b``, ``logic`` may give nothing at ``a`` and at ``b`` (no output update there) and
+something at ``join(a, b)``. Dropping that pending time loses a correction for ever.
+
+**Collapsing stored history by the meet.** Every interesting time is ``>=`` some seed, hence
+``>=`` the meet ``m`` of all seeds. A stored time ``r`` and ``join(r, m)`` are below exactly the
+same such times, so stored times are first advanced to ``join(r, m)``; many collapse onto the
+same time (or onto ``m`` itself, which then adds nothing).
+
+The algorithm
+=============
+
+A *chain* (a list of times, each ``<=`` the next) is closed under join: the join of any of its
+elements is its largest. So the join closure of a union of chains ``C1, ..., Ck`` is the set of
+joins of at most one element from each chain, built by folding the chains in one at a time:
+``Z <- Z + C + (Z v C)`` for seed chains and ``Z <- Z + (Z v C)`` for stored chains (stored
+times alone are not interesting), where ``Z v C = {join(z, c)}``. ``Z v C`` is computed per
+chain ``A`` of ``Z`` (a fresh chain decomposition of ``Z``) against the chain ``B = C`` by
+walking the "matrix" ``M[i][j] = join(A[i], B[j])``, which is monotone along rows and columns:
+
+* Row ``i`` is a chain; equal values form contiguous *runs*, and the run starting at ``j``
+  with value ``v`` ends at the last ``B[m] <= v`` (a prefix property of the chain ``B``).
+* Let ``k`` be the first column with ``A[i] <= join(A[i-1], B[k])``. From ``k`` on, row ``i``
+  repeats row ``i - 1``. Before ``k``, every run is a value no earlier row has: if
+  ``join(A[i], B[j]) = join(A[i'], B[m])`` for ``i' < i``, then ``m >= k`` and the run of that
+  value in row ``i`` reaches column ``k``. So each row emits its runs left of ``k`` and stops
+  at the first run that reaches ``k``. From the first column with ``B[g] >= A[i]`` on, the
+  joins are the ``B[j]`` themselves, emitted as one slice.
+
+Each emitted value and each row costs a few binary searches, so ``Z v C`` costs
+``O((len(A) + output) log len(B))`` instead of ``len(A) * len(B)`` joins: linear in the answer
+for times on a few lines (``old = (0, 0..n)``, ``new = (1, 0..n)`` gives the ``n`` times
+``(1, j)``), and still the full quadratic answer for a grid (``(0, j)`` against ``(i, 0)``).
+A short chain ``C`` is instead joined pairwise with ``Z``, which is cheaper than
+re-decomposing ``Z``; so the fold is never slower than pairwise joining. Times that are
+products of ints are flattened to int tuples ordered coordinate-wise, which makes every chain
+a set of non-decreasing int columns and every search a C-level :func:`bisect.bisect`.
+
+**Pairs of ints** (``Product(round, iteration)``, the times of one loop) take a shortcut to
+the same answer. A time ``(x, y)`` is a join of times of ``T`` exactly when both its
+coordinates are attained below it: some ``t <= (x, y)`` has ``t.outer == x`` and some has
+``t.inner == y`` (the join of everything below ``(x, y)`` is then ``(x, y)`` itself). Sweeping
+the lines ``x`` upwards, the heights ``y`` whose leftmost time lies at or left of ``x`` only
+accumulate, so each line's interesting times are a suffix of a sorted list of heights (kept as
+a few sorted runs, merged geometrically). That is ``O(n log^2 n + output)`` with the output
+produced by list slices, already in order. The chain fold remains the general algorithm
+(deeper products) and is tested on pairs too (:data:`PAIR_SWEEP`).
+
+**Int times** are totally ordered: the interesting times are the seeds and the stored times
+above the smallest seed, with no joins to form.
+
+:func:`accumulate` decomposes the query times into chains. Along a chain the set of updates
+``<= t`` only grows, so each update is assigned to the first chain position it is ``<=`` (a
+binary search per coordinate column) and one sweep per chain accumulates incrementally.
+
+Footguns
+========
+
+* ``Product``'s ``<`` is a lexicographic total order for sorting only; this module orders its
+  results by it (a linear extension) but decides "before" only coordinate-wise.
+* All times handed to one call share one shape (all ``int``, or all ``Product`` nested the same
+  way).
+* ``deferred`` is part of the answer, not a by-product: the caller must carry it.
+
+>>> ready, deferred = interesting_times(
+...     [Product(0, 1), Product(1, 0)], [], Antichain([Product(1, 1)]))
+>>> ready
+[Product(outer=0, inner=1), Product(outer=1, inner=0)]
+>>> deferred
+[Product(outer=1, inner=1)]
+>>> accumulate([("a", Product(0, 1), 1), ("b", Product(1, 0), 1)], deferred)
+[{'a': 1, 'b': 1}]
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from itertools import repeat
+from operator import itemgetter, le
+from typing import TypeAlias, TypeVar
+
+from deltaflow.framework.antichain import Antichain
+from deltaflow.framework.lattice import Product, Time, less_equal
+
+__all__ = [
+    "PAIRWISE_BELOW",
+    "PAIR_SWEEP",
+    "SHORT_CHAIN",
+    "SMALL_ACCUMULATE",
+    "accumulate",
+    "interesting_times",
+]
+
+V = TypeVar("V", bound=Hashable)
+
+Point = tuple[int, ...]
+"""A product time flattened to its int coordinates, outermost first (ordered coordinate-wise)."""
+
+_Shape: TypeAlias = "tuple[_Shape, _Shape] | None"
+
+PAIRWISE_BELOW = 12
+"""With fewer distinct times than this (seeds plus advanced stored), join pairwise directly."""
+
+SHORT_CHAIN = 6
+"""A chain at most this long is joined pairwise with the closure instead of chain-by-chain."""
+
+PAIR_SWEEP = True
+"""Use the coordinate sweep for ``Product(int, int)`` times (False: the general chain fold)."""
+
+SMALL_ACCUMULATE = 24
+""":func:`accumulate` compares every update with every time when there are at most this many
+pairs of them."""
+
+
+def interesting_times(
+    seeds: Iterable[Time], stored: Iterable[Time], upper: Antichain
+) -> tuple[list[Time], list[Time]]:
+    """The times at which one key's output may change, split at the frontier ``upper``.
+
+    The interesting times are the joins of the subsets of ``stored + seeds`` that contain at
+    least one seed (see the module docstring for why).
+
+    Args:
+        seeds: times of the key's new input updates plus its pending times from earlier
+            rounds.
+        stored: times of the key's stored (already arranged, possibly compacted) input
+            updates.
+        upper: the input frontier; a time beyond it (``upper.less_equal(t)``) cannot be
+            evaluated yet.
+
+    Returns:
+        ``(ready, deferred)``: the interesting times not beyond ``upper``, to evaluate now, and
+        those beyond it, to carry forward as pending seeds. Both are distinct and sorted in the
+        total order, a linear extension of the partial order.
+
+    Runtime complexity: O(n log n) for int times (n = seeds + stored); O(n log^2 n + output)
+    for ``Product(int, int)``; otherwise O((n + output) log n) per pair of chains folded
+    together, and never more than pairwise joining of the times with the closure.
+
+    >>> interesting_times([4, 2], [1, 3, 7], Antichain([5]))
+    ([2, 3, 4], [7])
+    >>> interesting_times([Product(1, 0)], [Product(0, 2)], Antichain())
+    ([Product(outer=1, inner=0), Product(outer=1, inner=2)], [])
+    """
+    seed_set = set(seeds)
+    if not seed_set:
+        return [], []
+    first = next(iter(seed_set))
+    if first.__class__ is int:
+        return _interesting_ints(seed_set, stored, upper)  # type: ignore[arg-type]
+    outer, inner = first.outer, first.inner  # type: ignore[union-attr]
+    if PAIR_SWEEP and outer.__class__ is int and inner.__class__ is int:
+        return _interesting_pairs(seed_set, stored, upper)  # type: ignore[arg-type]
+    encode, decode = _codec(first)
+    ordered = _closure({encode(s) for s in seed_set}, [encode(r) for r in stored])
+    bounds = [encode(u) for u in upper.elements]
+    ready: list[Time] = []
+    deferred: list[Time] = []
+    for p in ordered:
+        for b in bounds:
+            if all(map(le, b, p)):
+                deferred.append(decode(p))
+                break
+        else:
+            ready.append(decode(p))
+    return ready, deferred
+
+
+def accumulate(history: Sequence[tuple[V, Time, int]], times: Sequence[Time]) -> list[dict[V, int]]:
+    """The accumulated multiset of ``history`` at each of ``times``.
+
+    Args:
+        history: ``(val, time, diff)`` updates, in any order.
+        times: the times to accumulate at (any order, repeats allowed).
+
+    Returns:
+        One ``{val: count}`` dict per entry of ``times``, in the same order: the sum of the
+        diffs of every update whose time is ``<=`` that time, zero counts dropped. Each dict
+        is a fresh object.
+
+    Runtime complexity: O((n + m) log(n + m) + output) for int times; for products,
+    O(chains * n * d log m + output) for n updates, m distinct times in ``chains`` chains, and
+    d coordinates.
+
+    >>> accumulate([("x", 1, 1), ("y", 2, 1), ("x", 3, -1)], [3, 0, 2])
+    [{'y': 1}, {}, {'x': 1, 'y': 1}]
+    """
+    if not times:
+        return []
+    distinct = set(times)
+    first = next(iter(distinct))
+    if first.__class__ is int:
+        at = _accumulate_ints(history, distinct)  # type: ignore[arg-type]
+    else:
+        at = _accumulate_points(history, distinct, first)
+    out: list[dict[V, int]] = []
+    seen: set[Time] = set()
+    for t in times:
+        if t in seen:
+            out.append(dict(at[t]))
+        else:
+            seen.add(t)
+            out.append(at[t])
+    return out
+
+
+# --- int times ------------------------------------------------------------------------------
+
+
+def _interesting_ints(
+    seeds: set[int], stored: Iterable[int], upper: Antichain
+) -> tuple[list[Time], list[Time]]:
+    low = min(seeds)
+    found = set(seeds)
+    found.update(r for r in stored if r > low)
+    ordered: list[Time] = sorted(found)
+    if not upper.elements:
+        return ordered, []
+    cut = bisect_left(ordered, min(upper.elements))
+    return ordered[:cut], ordered[cut:]
+
+
+def _accumulate_ints(
+    history: Sequence[tuple[V, int, int]], distinct: set[int]
+) -> dict[Time, dict[V, int]]:
+    updates = sorted(history, key=itemgetter(1))
+    n = len(updates)
+    acc: dict[V, int] = {}
+    at: dict[Time, dict[V, int]] = {}
+    i = 0
+    for t in sorted(distinct):
+        while i < n and updates[i][1] <= t:
+            val, _, diff = updates[i]
+            i += 1
+            count = acc.get(val, 0) + diff
+            if count:
+                acc[val] = count
+            else:
+                acc.pop(val, None)
+        at[t] = dict(acc)
+    return at
+
+
+# --- pairs of ints: a coordinate sweep ----------------------------------------------------
+
+
+def _interesting_pairs(
+    seeds: set[Product], stored: Iterable[Product], upper: Antichain
+) -> tuple[list[Time], list[Time]]:
+    """:func:`interesting_times` for ``Product(int, int)`` times, by a sweep over ``outer``.
+
+    With ``T`` the seeds and the (meet-advanced) stored times, ``(x, y)`` is a join of a subset
+    of ``T`` iff both coordinates are attained below it: some ``t <= (x, y)`` has
+    ``t.outer == x`` (i.e. ``first_y[x] <= y``) and some ``t <= (x, y)`` has ``t.inner == y``
+    (``first_x[y] <= x``). It is interesting iff also some seed is below it
+    (``min seed.inner over seed.outer <= x`` is ``<= y``). Sweeping ``x`` upwards, the heights
+    ``y`` with ``first_x[y] <= x`` only accumulate; they are kept in a few sorted runs of
+    geometrically decreasing length, so each line ``x`` reads its answer as sorted suffixes.
+    """
+    low_x = min([s.outer for s in seeds])
+    low_y = min([s.inner for s in seeds])
+    first_y: dict[int, int] = {}  # line x -> lowest y of a time on it
+    first_x: dict[int, int] = {}  # height y -> leftmost x of a time at it
+    seed_y: dict[int, int] = {}  # line x -> lowest y of a seed on it
+    for s in seeds:
+        x = s.outer
+        y = s.inner
+        if first_y.get(x, y) >= y:
+            first_y[x] = y
+        if first_x.get(y, x) >= x:
+            first_x[y] = x
+        if seed_y.get(x, y) >= y:
+            seed_y[x] = y
+    for r in stored:
+        x = r.outer if r.outer > low_x else low_x
+        y = r.inner if r.inner > low_y else low_y
+        if first_y.get(x, y) >= y:
+            first_y[x] = y
+        if first_x.get(y, x) >= x:
+            first_x[y] = x
+    arriving: dict[int, list[int]] = {}
+    for y, x in first_x.items():
+        arriving.setdefault(x, []).append(y)
+    bounds = sorted([(u.outer, u.inner) for u in upper.elements])  # type: ignore[union-attr]
+    n_bounds = len(bounds)
+    runs: list[list[int]] = []
+    ready: list[Time] = []
+    deferred: list[Time] = []
+    lowest_seed: int | None = None
+    threshold: int | None = None  # times on this line at or above it are beyond upper
+    b = 0
+    for x in sorted(first_y):
+        group = arriving.get(x)
+        if group is not None:
+            group.sort()
+            runs.append(group)
+            while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]):
+                top = runs.pop()
+                merged = runs.pop() + top
+                merged.sort()  # two sorted runs: a linear-time merge
+                runs.append(merged)
+        sy = seed_y.get(x)
+        if sy is not None and (lowest_seed is None or sy < lowest_seed):
+            lowest_seed = sy
+        while b < n_bounds and bounds[b][0] <= x:
+            if threshold is None or bounds[b][1] < threshold:
+                threshold = bounds[b][1]
+            b += 1
+        if lowest_seed is None:
+            continue
+        lo = first_y[x] if first_y[x] > lowest_seed else lowest_seed
+        if len(runs) == 1:
+            run = runs[0]
+            ys = run[bisect_left(run, lo) :]
+        else:
+            ys = []
+            for run in runs:
+                ys.extend(run[bisect_left(run, lo) :])
+            ys.sort()
+        cut = len(ys) if threshold is None else bisect_left(ys, threshold)
+        ready.extend([Product(x, y) for y in ys[:cut]])
+        if cut < len(ys):
+            deferred.extend([Product(x, y) for y in ys[cut:]])
+    return ready, deferred
+
+
+# --- product times as flat int tuples -------------------------------------------------------
+
+
+def _shape(time: Time) -> _Shape:
+    if time.__class__ is int:
+        return None
+    return (_shape(time.outer), _shape(time.inner))  # type: ignore[union-attr]
+
+
+def _flatten_into(time: Time, out: list[int]) -> None:
+    if time.__class__ is int:
+        out.append(time)
+    else:
+        _flatten_into(time.outer, out)  # type: ignore[union-attr]
+        _flatten_into(time.inner, out)  # type: ignore[union-attr]
+
+
+def _build(shape: _Shape, point: Point, pos: int) -> tuple[Time, int]:
+    if shape is None:
+        return point[pos], pos + 1
+    outer, pos = _build(shape[0], point, pos)
+    inner, pos = _build(shape[1], point, pos)
+    return Product(outer, inner), pos
+
+
+def _codec(example: Time) -> tuple[Callable[[Time], Point], Callable[[Point], Time]]:
+    """Encoder to flat int tuples and decoder back, for times shaped like ``example``."""
+    shape = _shape(example)
+    if shape == (None, None):
+        return (
+            lambda t: (t.outer, t.inner),
+            lambda p: Product(p[0], p[1]),
+        )
+    if shape == ((None, None), None):
+        return (
+            lambda t: (t.outer.outer, t.outer.inner, t.inner),
+            lambda p: Product(Product(p[0], p[1]), p[2]),
+        )
+
+    def encode(t: Time) -> Point:
+        flat: list[int] = []
+        _flatten_into(t, flat)
+        return tuple(flat)
+
+    def decode(p: Point) -> Time:
+        return _build(shape, p, 0)[0]
+
+    return encode, decode
+
+
+def _join(a: Point, b: Point) -> Point:
+    return tuple([x if x >= y else y for x, y in zip(a, b)])
+
+
+def _chains(ordered: Sequence[Point]) -> list[list[Point]]:
+    """Partition distinct points, sorted lexicographically, into ascending chains.
+
+    Points are visited in (lexicographic) order. For two coordinates each point goes onto the
+    chain whose last second coordinate is the largest one not above its own, which gives the
+    fewest chains (the same rule as ``lattice.chain_decomposition``); otherwise onto the first
+    chain whose last point is below it.
+    """
+    if not ordered:
+        return []
+    chains: list[list[Point]] = []
+    if len(ordered[0]) == 2:
+        # ``tails`` holds the chains' last second coordinates, ascending; ``ids`` the chain
+        # index at each position. Replacing a tail by a larger value that is still below the
+        # next tail keeps ``tails`` sorted.
+        tails: list[int] = []
+        ids: list[int] = []
+        for p in ordered:
+            pos = bisect_right(tails, p[1]) - 1
+            if pos < 0:
+                tails.insert(0, p[1])
+                ids.insert(0, len(chains))
+                chains.append([p])
+            else:
+                tails[pos] = p[1]
+                chains[ids[pos]].append(p)
+        return chains
+    for p in ordered:
+        for chain in chains:
+            if all(map(le, chain[-1], p)):
+                chain.append(p)
+                break
+        else:
+            chains.append([p])
+    return chains
+
+
+def _cross(rows: list[Point], cols: list[Point], out: set[Point]) -> None:
+    """Add ``{join(a, b) : a in rows, b in cols}`` to ``out``, for two ascending chains.
+
+    Walks the monotone join matrix row by row; see the module docstring for why emitting only
+    the runs left of ``k`` loses nothing and repeats nothing. The run at ``j`` reaches ``k``
+    iff ``cols[k] <= v`` (one comparison); otherwise it ends before ``k``, found by binary
+    search in each coordinate column after a one-step check for the common run of length one.
+    From the first ``cols[g] >= a`` on, every join is ``cols[j]`` itself: a slice.
+    """
+    n = len(cols)
+    columns = [list(c) for c in zip(*cols)]
+    d = len(columns)
+    prev: Point | None = None
+    add = out.add
+    for a in rows:
+        k = n
+        if prev is not None:
+            k = 0
+            for col, x, p in zip(columns, a, prev):
+                if x > p:
+                    kx = bisect_left(col, x)
+                    if kx > k:
+                        k = kx
+            if not k:
+                prev = a
+                continue
+        prev = a
+        g = max(map(bisect_left, columns, a))
+        stop = cols[k] if k < n else None
+        j = 0
+        while j < k and j < g:
+            v = _join(a, cols[j])
+            if stop is not None and all(map(le, stop, v)):
+                j = k
+                break
+            add(v)
+            j += 1
+            if j < k and all(map(le, cols[j], v)):
+                j = min(map(bisect_right, columns, v, repeat(j, d), repeat(k, d)))
+        if j < k:
+            out.update(cols[j:k])
+
+
+def _fold(
+    members: set[Point], ordered: list[Point], chain: list[Point], *, with_chain: bool
+) -> list[Point]:
+    """Fold a chain into the closure: ``Z <- Z + (Z v chain)`` (plus ``chain`` if ``with_chain``).
+
+    ``members`` (updated in place) and ``ordered`` (returned anew) hold the same points, the
+    latter sorted. Because the chain is totally ordered, ``z v c1 v c2 = z v c2`` for
+    ``c1 <= c2``: joining the chain with the *old* closure is enough.
+    """
+    new: set[Point] = set()
+    if with_chain:
+        new.update(chain)
+    if ordered:
+        if len(chain) <= SHORT_CHAIN:
+            for c in chain:
+                new.update([_join(z, c) for z in ordered])
+        else:
+            for rows in _chains(ordered):
+                _cross(rows, chain, new)
+    new -= members
+    if not new:
+        return ordered
+    members |= new
+    merged = ordered + sorted(new)
+    merged.sort()  # two sorted runs: a linear-time merge
+    return merged
+
+
+def _closure(seeds: set[Point], stored: Iterable[Point]) -> list[Point]:
+    """Sorted joins of the subsets of ``seeds + stored`` that contain a seed (seeds non-empty)."""
+    low = tuple([min(c) for c in zip(*seeds)])
+    advanced = {_join(r, low) for r in stored}
+    advanced.discard(low)
+    advanced -= seeds
+    members: set[Point] = set()
+    if len(seeds) + len(advanced) < PAIRWISE_BELOW:
+        for s in seeds:
+            members |= {_join(z, s) for z in members}
+            members.add(s)
+        for r in advanced:
+            members |= {_join(z, r) for z in members}
+        return sorted(members)
+    ordered: list[Point] = []
+    for chain in _chains(sorted(seeds)):
+        ordered = _fold(members, ordered, chain, with_chain=True)
+    for chain in sorted(_chains(sorted(advanced)), key=len, reverse=True):
+        ordered = _fold(members, ordered, chain, with_chain=False)
+    return ordered
+
+
+def _accumulate_points(
+    history: Sequence[tuple[V, Time, int]], distinct: set[Time], example: Time
+) -> dict[Time, dict[V, int]]:
+    at: dict[Time, dict[V, int]] = {}
+    if len(history) * len(distinct) <= SMALL_ACCUMULATE:
+        for t in distinct:
+            acc: dict[V, int] = {}
+            for val, time, diff in history:
+                if less_equal(time, t):
+                    acc[val] = acc.get(val, 0) + diff
+            at[t] = {val: count for val, count in acc.items() if count}
+        return at
+    encode = _codec(example)[0]
+    updates = [(val, encode(time), diff) for val, time, diff in history if diff]
+    original = {encode(t): t for t in distinct}
+    for chain in _chains(sorted(original)):
+        length = len(chain)
+        columns = [list(c) for c in zip(*chain)]
+        buckets: list[list[tuple[V, int]]] = [[] for _ in range(length)]
+        if len(columns) == 2:
+            xs, ys = columns
+            for val, (u0, u1), diff in updates:
+                pos = bisect_left(xs, u0)
+                p1 = bisect_left(ys, u1)
+                if p1 > pos:
+                    pos = p1
+                if pos < length:
+                    buckets[pos].append((val, diff))
+        else:
+            for val, u, diff in updates:
+                pos = 0
+                for col, x in zip(columns, u):
+                    p = bisect_left(col, x)
+                    if p > pos:
+                        pos = p
+                if pos < length:
+                    buckets[pos].append((val, diff))
+        acc = {}
+        for point, bucket in zip(chain, buckets):
+            for val, diff in bucket:
+                count = acc.get(val, 0) + diff
+                if count:
+                    acc[val] = count
+                else:
+                    del acc[val]
+            at[original[point]] = dict(acc)
+    return at
