@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen(order=False, repr=True)
+@attrs.frozen(order=False, repr=True, cache_hash=True)
 class Product:
     """A product timestamp: ``(outer, inner)`` ordered coordinate-wise.
 

@@ -25,7 +25,9 @@ How it works:
   positive-count times. Only *frontier changes* travel: a change of a location's implication
   frontier is pushed to its successors. Implications receive one change at a time, so they
   are kept as a plain dict of counts plus a frontier list, updated incrementally in the
-  propagation loop (the same semantics as ``MutableAntichain``, without its batch rebuild).
+  propagation loop (the same semantics as ``MutableAntichain``, without its batch rebuild),
+  and over coordinate tuples (``sort_key(time)``, e.g. ``(t, i)`` for ``Product(t, i)``),
+  which hash and compare at C speed; times are rebuilt only for reports and queries.
 * The pending changes live in a min-heap keyed by ``(sort_key(time), location)``; all entries
   for the same key are summed before they are applied. Processing in time order is what makes
   cycles terminate: a retraction always reaches a location before the times it was hiding can
@@ -43,8 +45,15 @@ Invariants and footguns:
   can: while a count is wrongly negative, frontiers may be too far ahead.
 * Queries (:meth:`~ProgressTracker.frontier`, :meth:`~ProgressTracker.is_complete`) reflect
   the state as of the last :meth:`~ProgressTracker.propagate`.
+* Times must be ints, or Products nested in the outer coordinate with int inner coordinates
+  (``Product(Product(t, i), j)``); anything else is rejected when buffered.
 * Times at a location must all have the same nesting depth, the one its summaries imply; the
-  tracker does not check this on the hot path (:meth:`ProgressTracker._check` does).
+  tracker does not check this on the hot path (:meth:`ProgressTracker._check` does). A time
+  too shallow for a ``leave`` raises from ``propagate`` and leaves the tracker inconsistent.
+* ``leave`` maps a time to a *smaller* sort key (``(t, i, j) -> (t, i)``), so a location
+  outside a loop may be visited again at a key below the one just popped. Around every cycle
+  times still strictly grow, which is what termination relies on; the randomized model test
+  (``tests/framework/test_progress.py``) checks nested loops against a from-scratch walk.
 
     >>> b = ProgressGraphBuilder()
     >>> src = b.add_node("input", inputs=0, outputs=1)
@@ -71,7 +80,7 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from .antichain import Antichain, MutableAntichain
-from .lattice import Time, less_equal, less_than, sort_key
+from .lattice import Product, Time, less_equal, less_than, sort_key
 from .summary import PathSummary
 
 __all__ = [
@@ -208,8 +217,7 @@ class ProgressGraphBuilder:
                 raw: object = summary
                 if not isinstance(raw, PathSummary):
                     msg = (
-                        f"node {name!r}: summary for {key!r} must be a PathSummary, "
-                        f"got {summary!r}"
+                        f"node {name!r}: summary for {key!r} must be a PathSummary, got {summary!r}"
                     )
                     raise ValueError(msg)
                 checked[pair] = raw
@@ -488,8 +496,10 @@ def _check_depth_cycles(graph: ProgressGraph, component: list[int]) -> None:
             if v in members and potential[v] != potential[u] + s.depth_change:
                 walk = _closed_walk(graph, members, root, forward_parent, u, v)
                 change = _compose(graph, walk).depth_change
-                direction = "enters a loop more often than it leaves" if change > 0 else (
-                    "leaves a loop more often than it enters"
+                direction = (
+                    "enters a loop more often than it leaves"
+                    if change > 0
+                    else ("leaves a loop more often than it enters")
                 )
                 msg = (
                     f"cycle changes the nesting depth of times by {change:+d} (it {direction}): "
@@ -652,6 +662,87 @@ def _validate(graph: ProgressGraph) -> None:
 # --------------------------------------------------------------------------------------------
 # Tracker
 
+Coords = tuple[int, ...]
+
+
+def _coords(time: Time) -> Coords:
+    """The coordinates of a flat-encoded time, outermost first (its ``sort_key``).
+
+    Raises:
+        ValueError: if ``time`` is not an int or a Product whose inner coordinates are ints.
+    """
+    if time.__class__ is int:
+        return (time,)
+    out = []
+    t = time
+    while t.__class__ is Product:
+        inner = t.inner
+        if inner.__class__ is not int:
+            break
+        out.append(inner)
+        t = t.outer
+    else:
+        if t.__class__ is int:
+            out.append(t)
+            out.reverse()
+            return tuple(out)
+    msg = (
+        f"progress times must be ints or Products nesting in the outer coordinate with int "
+        f"inner coordinates, such as Product(Product(t, i), j); got {time!r}"
+    )
+    raise ValueError(msg)
+
+
+def _time(coords: Coords) -> Time:
+    """The time with the given coordinates (inverse of :func:`_coords`)."""
+    t: Time = coords[0]
+    for i in range(1, len(coords)):
+        t = Product(t, coords[i])
+    return t
+
+
+_EMPTY = Antichain()
+
+
+def _antichain(frontier: list[Coords]) -> Antichain:
+    """An :class:`Antichain` of the times of a frontier (already mutually incomparable)."""
+    if not frontier:
+        return _EMPTY
+    if len(frontier) == 1:
+        return Antichain.from_elem(_time(frontier[0]))
+    return Antichain(_time(c) for c in frontier)
+
+
+def _coords_le(a: Coords, b: Coords) -> bool:
+    """The product partial order on coordinate tuples of equal length."""
+    for x, y in zip(a, b):  # noqa: SIM110 (a generator in all() is twice as slow)
+        if x > y:
+            return False
+    return True
+
+
+def _coords_map(summary: PathSummary) -> Callable[[Coords], Coords]:
+    """``summary.results_in`` on coordinate tuples."""
+    pop, add, push = summary.pop, summary.add, summary.push
+    if not pop and not push:
+
+        def advance(c: Coords) -> Coords:
+            return (*c[:-1], c[-1] + add)
+
+        return advance
+
+    def apply(c: Coords) -> Coords:
+        if pop:
+            if len(c) <= pop:
+                msg = f"{summary!r} applied to a time of depth {len(c) - 1}: {_time(c)!r}"
+                raise ValueError(msg)
+            c = c[:-pop]
+        if add:
+            c = (*c[:-1], c[-1] + add)
+        return c + push
+
+    return apply
+
 
 @attrs.define(eq=False, repr=False, init=False)
 class ProgressTracker:
@@ -659,6 +750,10 @@ class ProgressTracker:
 
     Args:
         graph: a graph from :meth:`ProgressGraphBuilder.build`.
+
+    Times given to the tracker must be ints or Products that nest in the outer coordinate
+    with int inner coordinates (the flat loop encoding); internally, implications are kept as
+    coordinate tuples (``sort_key(time)``), which hash and compare at C speed.
 
     Runtime complexity: :meth:`propagate` does O(log W) heap work per frontier change that
     travels along an arc (W the worklist size), plus O(frontier) comparisons per change
@@ -685,12 +780,12 @@ class ProgressTracker:
 
     graph: ProgressGraph
     _pointstamps: list[MutableAntichain]
-    _counts: list[dict[Time, int]]
-    _frontiers: list[list[Time]]
+    _counts: list[dict[Coords, int]]
+    _frontiers: list[list[Coords]]
     _pending: dict[int, list[tuple[Time, int]]]
     _pending_count: int
     _ident_succ: tuple[tuple[int, ...], ...]
-    _other_succ: tuple[tuple[tuple[int, Callable[[Time], Time]], ...], ...]
+    _other_succ: tuple[tuple[tuple[int, Callable[[Coords], Coords]], ...], ...]
     _is_target: tuple[bool, ...]
     _node_port: tuple[Port, ...]
     _source_ids: dict[Port, int]
@@ -709,11 +804,11 @@ class ProgressTracker:
         self._pending = {}
         self._pending_count = 0
         ident: list[tuple[int, ...]] = []
-        other: list[tuple[tuple[int, Callable[[Time], Time]], ...]] = []
+        other: list[tuple[tuple[int, Callable[[Coords], Coords]], ...]] = []
         for loc_id in range(n):
             arcs = graph.arcs(loc_id)
             ident.append(tuple(v for v, s in arcs if s.is_identity))
-            other.append(tuple((v, s.results_in) for v, s in arcs if not s.is_identity))
+            other.append(tuple((v, _coords_map(s)) for v, s in arcs if not s.is_identity))
         self._ident_succ = tuple(ident)
         self._other_succ = tuple(other)
         locations = [graph.location(i) for i in range(n)]
@@ -732,9 +827,9 @@ class ProgressTracker:
         """Buffer a change of the capabilities held at output ``port`` of ``node``.
 
         Raises:
-            ValueError: if the port does not exist.
+            ValueError: if the port does not exist or ``time`` is not a valid time.
 
-        Runtime complexity: O(1).
+        Runtime complexity: O(1) for an int time, O(depth) for a Product.
         """
         if not delta:
             return
@@ -743,6 +838,8 @@ class ProgressTracker:
         except KeyError:
             msg = f"no output port {port!r} on node {node!r}"
             raise ValueError(msg) from None
+        if time.__class__ is not int:
+            _coords(time)
         bucket = self._pending.get(loc)
         if bucket is None:
             self._pending[loc] = [(time, delta)]
@@ -754,9 +851,9 @@ class ProgressTracker:
         """Buffer a change of the messages in flight to input ``port`` of ``node``.
 
         Raises:
-            ValueError: if the port does not exist.
+            ValueError: if the port does not exist or ``time`` is not a valid time.
 
-        Runtime complexity: O(1).
+        Runtime complexity: O(1) for an int time, O(depth) for a Product.
         """
         if not delta:
             return
@@ -765,6 +862,8 @@ class ProgressTracker:
         except KeyError:
             msg = f"no input port {port!r} on node {node!r}"
             raise ValueError(msg) from None
+        if time.__class__ is not int:
+            _coords(time)
         bucket = self._pending.get(loc)
         if bucket is None:
             self._pending[loc] = [(time, delta)]
@@ -778,7 +877,8 @@ class ProgressTracker:
         A location is a :class:`Location` or a plain ``(node, port, is_source)`` tuple.
 
         Raises:
-            ValueError: if a port does not exist.
+            ValueError: if a port does not exist or a time is not valid; changes before the
+                offending one stay buffered.
 
         Runtime complexity: O(len(changes)).
         """
@@ -786,26 +886,30 @@ class ProgressTracker:
         target_ids = self._target_ids
         pending = self._pending
         count = 0
-        for where, time, delta in changes:
-            if not delta:
-                continue
-            if where.__class__ is Location:
-                node, port, is_source = where.node, where.port, where.is_source
-            else:
-                node, port, is_source = where  # type: ignore[misc]
-            try:
-                loc = (source_ids if is_source else target_ids)[(node, port)]
-            except KeyError:
-                kind = "output" if is_source else "input"
-                msg = f"no {kind} port {port!r} on node {node!r}"
-                raise ValueError(msg) from None
-            bucket = pending.get(loc)
-            if bucket is None:
-                pending[loc] = [(time, delta)]
-            else:
-                bucket.append((time, delta))
-            count += 1
-        self._pending_count += count
+        try:
+            for where, time, delta in changes:
+                if not delta:
+                    continue
+                if where.__class__ is Location:
+                    node, port, is_source = where.node, where.port, where.is_source
+                else:
+                    node, port, is_source = where  # type: ignore[misc]
+                try:
+                    loc = (source_ids if is_source else target_ids)[(node, port)]
+                except KeyError:
+                    kind = "output" if is_source else "input"
+                    msg = f"no {kind} port {port!r} on node {node!r}"
+                    raise ValueError(msg) from None
+                if time.__class__ is not int:
+                    _coords(time)
+                bucket = pending.get(loc)
+                if bucket is None:
+                    pending[loc] = [(time, delta)]
+                else:
+                    bucket.append((time, delta))
+                count += 1
+        finally:
+            self._pending_count += count
 
     # -- propagation --------------------------------------------------------------------------
 
@@ -824,20 +928,20 @@ class ProgressTracker:
         self._pending = {}
         self._pending_count = 0
         self._propagations += 1
-        heap: list[tuple[tuple[int, ...], int, int, Time]] = []
+        heap: list[tuple[Coords, int, int]] = []
         pointstamps = self._pointstamps
         occupied = self._occupied
         for loc, changes in pending.items():
             stamps = pointstamps[loc]
             was_empty = not stamps.elements
-            moved = stamps.update_iter(changes)
-            if moved:
+            moved_stamps = stamps.update_iter(changes)
+            if moved_stamps:
                 if was_empty:
                     occupied += 1
                 elif not stamps.elements:
                     occupied -= 1
-                for t, d in moved:
-                    heap.append(((t,) if t.__class__ is int else sort_key(t), loc, d, t))
+                for time, d in moved_stamps:
+                    heap.append(((time,) if time.__class__ is int else _coords(time), loc, d))
         self._occupied = occupied
         heapq.heapify(heap)
 
@@ -848,14 +952,14 @@ class ProgressTracker:
         ident_succ = self._ident_succ
         other_succ = self._other_succ
         is_target = self._is_target
-        reported: dict[tuple[int, Time], int] = {}
+        reported: dict[tuple[int, Coords], int] = {}
         pops = 0
         while heap:
-            key, loc, d, t = heappop(heap)
+            t, loc, d = heappop(heap)
             pops += 1
             while heap:
                 top = heap[0]
-                if top[1] == loc and top[0] == key:
+                if top[1] == loc and top[0] == t:
                     d += heappop(heap)[2]
                     pops += 1
                 else:
@@ -874,18 +978,18 @@ class ProgressTracker:
             if d > 0:
                 if old > 0 or new <= 0:
                     continue
-                dominated = False
-                for f in frontier:
-                    if less_equal(f, t):
-                        dominated = True
-                        break
-                if dominated:
-                    continue
-                moved = [(t, 1)]
                 if frontier:
+                    dominated = False
+                    for f in frontier:
+                        if _coords_le(f, t):
+                            dominated = True
+                            break
+                    if dominated:
+                        continue
+                    moved = [(t, 1)]
                     kept = []
                     for f in frontier:
-                        if less_equal(t, f):
+                        if _coords_le(t, f):
                             moved.append((f, -1))
                         else:
                             kept.append(f)
@@ -893,17 +997,18 @@ class ProgressTracker:
                     all_frontiers[loc] = kept
                 else:
                     frontier.append(t)
+                    moved = [(t, 1)]
             else:
                 if old <= 0 or new > 0 or t not in frontier:
                     continue
                 frontier.remove(t)
                 moved = [(t, -1)]
                 if counts:
-                    # Only times above ``t`` can be exposed. Visiting them in a linear extension
-                    # of the partial order means a later one never dominates an earlier one.
-                    for u in sorted(u for u, c in counts.items() if c > 0 and less_equal(t, u)):
+                    # Only times above ``t`` can be exposed. Visiting them in lexicographic
+                    # order (a linear extension) means a later one never dominates an earlier.
+                    for u in sorted(u for u, c in counts.items() if c > 0 and _coords_le(t, u)):
                         for f in frontier:
-                            if less_equal(f, u):
+                            if _coords_le(f, u):
                                 break
                         else:
                             frontier.append(u)
@@ -912,20 +1017,19 @@ class ProgressTracker:
                 for t2, d2 in moved:
                     k = (loc, t2)
                     reported[k] = reported.get(k, 0) + d2
-            ident = ident_succ[loc]
-            other = other_succ[loc]
-            for t2, d2 in moved:
-                k2 = key if t2 is t else (t2,) if t2.__class__ is int else sort_key(t2)
-                for succ in ident:
-                    heappush(heap, (k2, succ, d2, t2))
-                for succ, results_in in other:
-                    t3 = results_in(t2)
-                    heappush(
-                        heap, ((t3,) if t3.__class__ is int else sort_key(t3), succ, d2, t3)
-                    )
+            for succ in ident_succ[loc]:
+                for t2, d2 in moved:
+                    heappush(heap, (t2, succ, d2))
+            for succ, results_in in other_succ[loc]:
+                for t2, d2 in moved:
+                    heappush(heap, (results_in(t2), succ, d2))
         self._pops += pops
         node_port = self._node_port
-        out = [(*node_port[loc], t, d) for (loc, t), d in reported.items() if d]
+        out = [
+            (*node_port[loc], t[0] if len(t) == 1 else _time(t), d)
+            for (loc, t), d in reported.items()
+            if d
+        ]
         self._reported += len(out)
         return out
 
@@ -937,14 +1041,14 @@ class ProgressTracker:
         Raises:
             ValueError: if the port does not exist.
 
-        Runtime complexity: O(size of the frontier).
+        Runtime complexity: O(1) for frontiers of at most one time, O(size ** 2) otherwise.
         """
         try:
             loc = self._target_ids[(node, in_port)]
         except KeyError:
             msg = f"no input port {in_port!r} on node {node!r}"
             raise ValueError(msg) from None
-        return Antichain(self._frontiers[loc])
+        return _antichain(self._frontiers[loc])
 
     def source_frontier(self, node: int, out_port: int) -> Antichain:
         """The minimal times that could still be sent from output ``out_port`` of ``node``.
@@ -960,7 +1064,7 @@ class ProgressTracker:
         except KeyError:
             msg = f"no output port {out_port!r} on node {node!r}"
             raise ValueError(msg) from None
-        return Antichain(self._frontiers[loc])
+        return _antichain(self._frontiers[loc])
 
     def pointstamps(self, location: Location) -> Antichain:
         """The minimal times with a positive pointstamp count *at* ``location`` itself."""
@@ -1006,8 +1110,9 @@ class ProgressTracker:
     def _check(self, max_steps: int = 1_000_000) -> None:
         """Assert that every frontier equals a from-scratch recomputation.
 
-        The recomputation walks every pointstamp through all paths, keeping per location only
-        the minimal times reached; it stops with an ``AssertionError`` after ``max_steps``.
+        Checks the implication counts against the frontiers they are derived from, and every
+        frontier against a walk of every pointstamp through all paths that keeps per location
+        only the minimal times reached (an ``AssertionError`` after ``max_steps`` steps).
         """
         graph = self.graph
         seeds: list[tuple[int, Time]] = []
@@ -1020,23 +1125,24 @@ class ProgressTracker:
         assert occupied == self._occupied, (occupied, self._occupied)
         # Implication counts: one per own pointstamp frontier element, plus one per
         # predecessor implication frontier element mapped along each arc.
-        expected_counts: list[dict[Time, int]] = [{} for _ in range(graph.location_count)]
+        expected_counts: list[dict[Coords, int]] = [{} for _ in range(graph.location_count)]
         for loc, stamps in enumerate(self._pointstamps):
             for t in stamps.elements:
-                expected_counts[loc][t] = expected_counts[loc].get(t, 0) + 1
+                c = _coords(t)
+                expected_counts[loc][c] = expected_counts[loc].get(c, 0) + 1
         for loc, frontier in enumerate(self._frontiers):
             for succ, summary in graph.arcs(loc):
-                for t in frontier:
-                    t2 = summary.results_in(t)
-                    expected_counts[succ][t2] = expected_counts[succ].get(t2, 0) + 1
+                for c in frontier:
+                    c2 = _coords(summary.results_in(_time(c)))
+                    expected_counts[succ][c2] = expected_counts[succ].get(c2, 0) + 1
         expected = _naive_frontiers(graph, seeds, max_steps)
         for loc, (counts, frontier) in enumerate(zip(self._counts, self._frontiers)):
             where = graph.describe(loc)
             assert counts == expected_counts[loc], (where, counts, expected_counts[loc])
-            positive = [t for t, c in counts.items() if c > 0]
+            positive = [_time(c) for c, n in counts.items() if n > 0]
             minimal = {t for t in positive if not any(less_than(u, t) for u in positive)}
             assert len(frontier) == len(set(frontier)), (where, frontier)
-            assert set(frontier) == minimal, (where, frontier, minimal)
+            assert {_time(c) for c in frontier} == minimal, (where, frontier, minimal)
             assert minimal == expected[loc], (where, minimal, expected[loc])
 
     def __repr__(self) -> str:

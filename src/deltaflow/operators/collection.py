@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..framework.dataflow import DataflowSpec, Edge, Pact
-from ..framework.summary import PathSummary
 from ..framework.antichain import Antichain
+from ..framework.dataflow import DataflowSpec, Edge, Pact
 from ..framework.lattice import Product
+from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
-from .linear import Concat, Consolidate, LinearOperator, Step, temporal_filter_logic
 from .join import JoinOperator
+from .linear import Concat, Consolidate, LinearOperator, Step, temporal_filter_logic
 from .scope import ScopeOperator
 
 if TYPE_CHECKING:
@@ -141,9 +141,10 @@ class Collection:
         meta: dict[str, Any] | None = None,
         summaries: dict[tuple[int, int], PathSummary] | None = None,
         scope: Scope | None = None,
+        align: bool = True,
     ) -> Collection:
         target_scope = scope or inputs[0].scope
-        aligned = [c.enter_scope(target_scope) for c in inputs]
+        aligned = [c.enter_scope(target_scope) for c in inputs] if align else inputs
         edges = [
             Edge(c.node, c.port, pacts[i] if pacts else Pact()) for i, c in enumerate(aligned)
         ]
@@ -200,6 +201,7 @@ class Collection:
                     [current],
                     summaries={(0, 0): PathSummary.enter()},
                     scope=inner,
+                    align=False,
                 )
                 # The enter node's input stays in the outer scope.
                 self.builder._entered[key] = cached
@@ -373,6 +375,7 @@ class Collection:
             [self],
             summaries={(0, 0): PathSummary.leave()},
             scope=parent,
+            align=False,
         )
 
     def enter(self, scope: Scope) -> Collection:
