@@ -42,7 +42,7 @@ __all__ = ["JoinOperator"]
 class _Work:
     """A batch still to be joined against a snapshot of the other side's batches."""
 
-    __slots__ = ("cap", "items", "pos", "others", "swap")
+    __slots__ = ("cap", "items", "others", "pos", "swap")
 
     def __init__(
         self, cap: Capability, batch: Batch, others: list[Batch], swap: bool
@@ -77,7 +77,7 @@ class JoinOperator(Operator):
         self.spines = (left, right)
         self.acknowledged = [left.lower, right.lower]
         for reader, spine in zip(self.readers, self.spines):
-            reader.set_physical_compaction(spine.lower)
+            reader.set_physical_compaction(spine.physical_compaction)
         self.work: deque[_Work] = deque()
 
     def _acknowledged_batches(self, side: int) -> list[Batch]:

@@ -47,7 +47,6 @@ __all__ = [
     "bisect_right",
     "is_safe",
     "lt",
-    "min_value",
     "sort_pairs",
     "sort_values",
     "ukey",
@@ -191,9 +190,7 @@ def sort_values(values: list[Any]) -> None:
     values.sort(key=ukey)
 
 
-def bisect_left(
-    seq: Sequence[Any], x: object, lo: int, hi: int, natural: bool
-) -> int:
+def bisect_left(seq: Sequence[Any], x: object, lo: int, hi: int, natural: bool) -> int:
     """First index in ``seq[lo:hi]`` whose value does not sort before ``x``.
 
     ``natural`` says ``seq`` holds only values of :data:`SAFE_TYPES`.
@@ -211,9 +208,7 @@ def bisect_left(
     return bisect.bisect_left(seq, ukey(x), lo, hi, key=ukey)
 
 
-def bisect_right(
-    seq: Sequence[Any], x: object, lo: int, hi: int, natural: bool
-) -> int:
+def bisect_right(seq: Sequence[Any], x: object, lo: int, hi: int, natural: bool) -> int:
     """First index in ``seq[lo:hi]`` whose value sorts strictly after ``x``.
 
     Runtime complexity: O(log n) comparisons.
@@ -227,14 +222,3 @@ def bisect_right(
         except TypeError:
             pass
     return bisect.bisect_right(seq, ukey(x), lo, hi, key=ukey)
-
-
-def min_value(values: Iterable[Any]) -> Any:
-    """The smallest of a non-empty iterable of values in the universal order."""
-    it = iter(values)
-    best = next(it)
-    for v in it:
-        if lt(v, best):
-            best = v
-    return best
-

@@ -42,6 +42,7 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
+from ..antichain import Antichain
 from ..lattice import Time, advance_by
 from . import _order
 from .description import Description
@@ -194,17 +195,17 @@ class Batch:
     # ------------------------------------------------------------------ reading
 
     @property
-    def lower(self) -> Any:
+    def lower(self) -> Antichain:
         """``description.lower``."""
         return self.description.lower
 
     @property
-    def upper(self) -> Any:
+    def upper(self) -> Antichain:
         """``description.upper``."""
         return self.description.upper
 
     @property
-    def since(self) -> Any:
+    def since(self) -> Antichain:
         """``description.since``."""
         return self.description.since
 

@@ -233,7 +233,7 @@ class Cursor:
                 if h is None:
                     acc[v] = {t: d}
                 else:
-                    h[t] = d
+                    h[t] = h.get(t, 0) + d
         vals = [v for v, h in acc.items() if any(h.values())]
         sort_values(vals)
         out = []

@@ -390,4 +390,3 @@ def merge_batches(batch1: Batch, batch2: Batch, since: Antichain) -> Batch:
     [(1, 0, 1, 2)]
     """
     return Merger(batch1, batch2, since).finish()
-

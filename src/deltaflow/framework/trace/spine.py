@@ -271,6 +271,8 @@ class Spine:
     FUEL_PER_UPDATE: ClassVar[int] = 8
     #: Default effort multiplier.
     DEFAULT_EFFORT: ClassVar[int] = 1
+    #: The merger class (a subclass may tune its step sizes).
+    MERGER: ClassVar[type[Merger]] = Merger
 
     _lower: Antichain
     _upper: Antichain
@@ -393,6 +395,8 @@ class Spine:
 
         Returns:
             Whether more merge work remains (merges in progress or more than one batch).
+
+        Runtime complexity: O(fuel log fuel) per merge in progress, or one promotion.
         """
         self._tidy()
         layers = self._layers
@@ -407,7 +411,10 @@ class Spine:
     # ------------------------------------------------------------------ reading
 
     def batches(self) -> list[Batch]:
-        """The current batches, oldest first (inputs of in-progress merges included)."""
+        """The current batches, oldest first (inputs of in-progress merges included).
+
+        Runtime complexity: O(number of levels + pending batches).
+        """
         out: list[Batch] = []
         for layer in reversed(self._layers):
             if layer is None:
@@ -440,11 +447,16 @@ class Spine:
         return [(v, t, d) for (v, t), d in items]
 
     def cursor(self) -> Cursor:
-        """A cursor over the merged view of all current batches."""
+        """A cursor over the merged view of all current batches.
+
+        Runtime complexity: O(b) to create, for b batches.
+        """
         return Cursor(self.batches())
 
     def statistics(self) -> TraceStatistics:
         """Sizes for introspection (see :class:`TraceStatistics`).
+
+        Runtime complexity: O(b) for b batches (O(b * sample) for list-backed batches).
 
         >>> from deltaflow.framework.antichain import Antichain
         >>> Spine(Antichain([0])).statistics()
@@ -494,10 +506,10 @@ class Spine:
         return _frontier_join(since, self.logical_compaction)
 
     def _begin_merge(self, old: Batch, new: Batch) -> _Merging:
-        return _Merging(old, new, Merger(old, new, self._since_for(old, new)))
+        return _Merging(old, new, self.MERGER(old, new, self._since_for(old, new)))
 
     def _merge_now(self, old: Batch, new: Batch) -> Batch:
-        return Merger(old, new, self._since_for(old, new)).finish()
+        return self.MERGER(old, new, self._since_for(old, new)).finish()
 
     def _apply_fuel(self, fuel: int) -> None:
         layers = self._layers

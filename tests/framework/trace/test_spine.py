@@ -1,0 +1,334 @@
+"""The spine against a naive list of updates: inserts, readers, compaction, exertion."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    rule,
+)
+
+from deltaflow.framework.antichain import Antichain
+from deltaflow.framework.lattice import Product, less_equal
+from deltaflow.framework.trace import (
+    Batch,
+    Description,
+    Merger,
+    Spine,
+    TraceReader,
+    TraceStatistics,
+)
+
+
+def desc(lo: int, hi: int) -> Description:
+    return Description(Antichain([lo]), Antichain([hi]))
+
+
+def accumulate(rows: list[tuple[Any, Any, int]], u: Any) -> dict[Any, int]:
+    """Per val, the sum of diffs at times <= u (zeros dropped)."""
+    acc: Counter[Any] = Counter()
+    for v, t, d in rows:
+        if less_equal(t, u):
+            acc[v] += d
+    return {v: c for v, c in acc.items() if c}
+
+
+def cursor_contents(spine: Spine) -> dict[Any, list[tuple[Any, Any, int]]]:
+    out: dict[Any, list[tuple[Any, Any, int]]] = {}
+    c = spine.cursor()
+    while c.key_valid:
+        rows = out.setdefault(c.key(), [])
+        while c.val_valid:
+            rows.extend((c.val(), t, d) for t, d in c.history())
+            c.step_val()
+        c.step_key()
+    return out
+
+
+KEYS = [0, 1, 2, 3, 5, 8, "a", "b"]
+
+
+class TinyMerger(Merger):
+    """Merges in steps as small as one update, so merges stay half-done across operations."""
+
+    MIN_STEP = 1
+    MIN_OBJECT_STEP = 1
+
+
+class TinyStepSpine(Spine):
+    """A spine whose merges advance in tiny steps."""
+
+    MERGER = TinyMerger
+    FUEL_PER_UPDATE = 1
+
+
+class SpineMachine(RuleBasedStateMachine):
+    """Random inserts, readers and exertion; reads must match a naive model beyond the frontier."""
+
+    readers = Bundle("readers")
+
+    @initialize(tiny_steps=st.booleans())
+    def start(self, tiny_steps: bool) -> None:
+        self.spine = (TinyStepSpine if tiny_steps else Spine)(Antichain([0]))
+        self.updates: list[tuple[Any, Any, int, int]] = []
+        self.upper = 0
+        self.live: list[TraceReader] = []
+
+    @rule(
+        width=st.integers(1, 3),
+        rows=st.lists(
+            st.tuples(
+                st.sampled_from(KEYS), st.integers(0, 2), st.integers(0, 2), st.integers(-2, 2)
+            ),
+            max_size=30,
+        ),
+        repeat=st.integers(1, 4),
+    )
+    def insert(self, width: int, rows: list[tuple[Any, int, int, int]], repeat: int) -> None:
+        lo, hi = self.upper, self.upper + width
+        ups = [(k, v, lo + (t % width), d) for k, v, t, d in rows] * repeat
+        self.spine.insert(Batch.from_updates(ups, desc(lo, hi)))
+        self.updates.extend(ups)
+        self.upper = hi
+
+    @rule(target=readers)
+    def new_reader(self) -> TraceReader:
+        r = self.spine.reader()
+        assert r.logical_compaction == self.spine.logical_compaction
+        self.live.append(r)
+        return r
+
+    @rule(reader=readers, step=st.integers(0, 4))
+    def advance_reader(self, reader: TraceReader, step: int) -> None:
+        if reader.dropped:
+            with pytest.raises(ValueError, match="dropped"):
+                reader.set_logical_compaction(Antichain([0]))
+            return
+        (current,) = reader.logical_compaction.elements
+        reader.set_logical_compaction(Antichain([current + step]))
+        if current + step > 0:
+            with pytest.raises(ValueError, match="backwards"):
+                reader.set_logical_compaction(Antichain([current + step - 1]))
+
+    @rule(reader=readers, step=st.integers(0, 3))
+    def advance_physical(self, reader: TraceReader, step: int) -> None:
+        if reader.dropped:
+            return
+        if reader.physical_compaction is None:
+            (current,) = self.spine.physical_compaction.elements
+        else:
+            (current,) = reader.physical_compaction.elements
+        reader.set_physical_compaction(Antichain([current + step]))
+
+    @rule(reader=consumes(readers))
+    def drop_reader(self, reader: TraceReader) -> None:
+        reader.drop()
+        if reader in self.live:
+            self.live.remove(reader)
+
+    @rule(fuel=st.integers(1, 200))
+    def exert(self, fuel: int) -> None:
+        self.spine.exert(fuel)
+
+    @invariant()
+    def consistent(self) -> None:
+        spine = self.spine
+        spine._check()
+        assert spine.upper == Antichain([self.upper])
+        frontier = spine.logical_compaction
+        for r in self.live:
+            assert frontier.dominates(r.logical_compaction)
+        (f,) = frontier.elements
+        times = range(f, max(f, self.upper) + 2)
+        from_cursor = cursor_contents(spine)
+        for key in KEYS:
+            expected = [(v, t, d) for k, v, t, d in self.updates if k == key]
+            got = spine.lookup(key)
+            via_cursor = from_cursor.get(key, [])
+            for u in times:
+                want = accumulate(expected, u)
+                assert accumulate(got, u) == want, (key, u)
+                assert accumulate(via_cursor, u) == want, (key, u)
+        stats = spine.statistics()
+        assert stats.batches == len(spine.batches())
+        assert stats.updates == sum(len(b) for b in spine.batches())
+
+
+TestSpineMachine = SpineMachine.TestCase
+TestSpineMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+
+
+# ---------------------------------------------------------------------- focused tests
+
+
+def test_size_stays_bounded_when_updates_cancel() -> None:
+    """+1 at t and -1 at t+1, with the reader following: the trace stays small."""
+    spine = Spine(Antichain([0]))
+    reader = spine.reader()
+    worst = TraceStatistics(0, 0, 0, 0)
+    for t in range(1000):
+        ups = [(t % 10, t, t, 1)]
+        if t:
+            ups.append(((t - 1) % 10, t - 1, t, -1))
+        spine.insert(Batch.from_updates(ups, desc(t, t + 1)))
+        reader.set_logical_compaction(Antichain([t]))
+        stats = spine.statistics()
+        if stats.updates > worst.updates:
+            worst = stats
+        assert stats.batches <= 12
+    assert worst.updates <= 30, worst
+    assert accumulate(spine.lookup(9), 999) == {999: 1}
+    assert all(accumulate(spine.lookup(k), 999) == {} for k in range(9))
+    spine._check()
+    assert spine._forced_merges == 0
+
+
+def test_no_readers_compacts_to_upper() -> None:
+    """With nobody reading, merges may compact to the upper frontier: everything cancels."""
+    spine = Spine(Antichain([0]))
+    for t in range(64):
+        ups = [("k", (), t, 1 if t % 2 == 0 else -1)]
+        spine.insert(Batch.from_updates(ups, desc(t, t + 1)))
+    while spine.exert(1 << 20):
+        pass
+    spine._check()
+    stats = spine.statistics()
+    assert stats.batches == 1 and stats.updates == 0
+    assert spine.logical_compaction == Antichain([64])
+
+
+def test_exert_merges_everything_into_one_batch() -> None:
+    """Idle-time exertion keeps merging until a single, compacted batch remains."""
+    spine = Spine(Antichain([0]))
+    reader = spine.reader()
+    for t in range(37):
+        spine.insert(Batch.from_updates([(t % 5, 0, t, 1)] * (1 + t % 7), desc(t, t + 1)))
+    reader.set_logical_compaction(Antichain([37]))
+    calls = 0
+    while spine.exert(16):
+        calls += 1
+        assert calls < 1000
+    stats = spine.statistics()
+    assert stats.batches == 1 and stats.merges_in_progress == 0
+    assert sorted(spine.lookup(2)) == [(0, 37, sum(1 + t % 7 for t in range(37) if t % 5 == 2))]
+    spine._check()
+
+
+def test_large_batches_spread_merge_work() -> None:
+    """Merges at high levels stay in progress across insertions and never need forcing."""
+    spine = Spine(Antichain([0]))
+    spine.reader()
+    seen_in_progress = False
+    for t in range(40):
+        n = 3000 + 500 * (t % 3)
+        ups = [((i * 7919 + t) % 1000, i % 3, t, 1) for i in range(n)]
+        spine.insert(Batch.from_updates(ups, desc(t, t + 1)))
+        seen_in_progress |= spine.statistics().merges_in_progress > 0
+    assert seen_in_progress
+    assert spine._forced_merges == 0
+    assert spine.statistics().batches <= 2 * 8
+    spine._check()
+
+
+def test_physical_hold_keeps_batches_apart() -> None:
+    """Batches beyond a physical hold are not merged until the hold advances."""
+    spine = Spine(Antichain([0]))
+    reader = spine.reader()
+    reader.set_physical_compaction(Antichain([0]))
+    for t in range(10):
+        spine.insert(Batch.from_updates([(1, 0, t, 1)], desc(t, t + 1)))
+    assert spine.statistics().batches == 10
+    assert spine.lookup(1) == [(0, t, 1) for t in range(10)]
+    reader.set_physical_compaction(Antichain([10]))
+    while spine.exert(100):
+        pass
+    assert spine.statistics().batches == 1
+    with pytest.raises(ValueError, match="backwards"):
+        reader.set_physical_compaction(Antichain([3]))
+    late = spine.reader()
+    with pytest.raises(ValueError, match="already"):
+        late.set_physical_compaction(Antichain([5]))
+    spine._check()
+
+
+def test_insert_validates_descriptions() -> None:
+    """Out-of-order batches, reversed intervals and premature compaction are rejected."""
+    spine = Spine(Antichain([0]))
+    spine.reader()
+    spine.insert(Batch.from_updates([(1, 0, 0, 1)], desc(0, 2)))
+    with pytest.raises(ValueError, match="does not match"):
+        spine.insert(Batch.empty(desc(3, 4)))
+    with pytest.raises(ValueError, match="not beyond"):
+        spine.insert(Batch.empty(desc(2, 1)))
+    early = Description(Antichain([2]), Antichain([3]), Antichain([2]))
+    with pytest.raises(ValueError, match="since"):
+        spine.insert(Batch.empty(early))
+    spine.insert(Batch.empty(desc(2, 2)))  # an empty interval is a no-op
+    assert spine.upper == Antichain([2])
+    spine._check()
+
+
+def test_dropped_reader_releases_its_hold() -> None:
+    """Dropping the slowest reader lets the frontier advance to the next one."""
+    spine = Spine(Antichain([0]))
+    slow, fast = spine.reader(), spine.reader()
+    fast.set_logical_compaction(Antichain([5]))
+    assert spine.logical_compaction == Antichain([0])
+    slow.drop()
+    assert spine.logical_compaction == Antichain([5])
+    with pytest.raises(ValueError, match="dropped"):
+        slow.set_logical_compaction(Antichain([6]))
+    slow.drop()  # idempotent
+    fast.drop()
+    assert spine.logical_compaction == Antichain([5])  # never moves back
+    spine._check()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 3), st.integers(0, 1), st.integers(0, 3), st.integers(-1, 1)),
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4)), max_size=12),
+)
+def test_product_time_spine(
+    rounds: list[list[tuple[int, int, int, int]]], moves: list[tuple[int, int]]
+) -> None:
+    """With Product times and a two-element reader frontier, accumulations stay exact."""
+    spine = Spine(Antichain([Product(0, 0)]))
+    reader = spine.reader()
+    updates: list[tuple[int, int, Product, int]] = []
+    frontier = Antichain([Product(0, 0)])
+    for i, batch in enumerate(rounds):
+        ups = [(k, v, Product(i, j), d) for k, v, j, d in batch]
+        d = Description(Antichain([Product(i, 0)]), Antichain([Product(i + 1, 0)]))
+        spine.insert(Batch.from_updates(ups, d))
+        updates.extend(ups)
+        if i < len(moves):
+            a, b = moves[i]
+            cand = Antichain([Product(max(0, i - a), b + 2), Product(i, b)])
+            if frontier.dominates(cand):
+                reader.set_logical_compaction(cand)
+                frontier = cand
+        spine.exert(8)
+        spine._check()
+    n = len(rounds)
+    for k in range(4):
+        expected = [(v, t, d) for kk, v, t, d in updates if kk == k]
+        got = spine.lookup(k)
+        for u in (Product(a, b) for a in range(n + 2) for b in range(8)):
+            if frontier.less_equal(u):
+                assert accumulate(got, u) == accumulate(expected, u), (k, u)
