@@ -284,6 +284,8 @@ def example(build: Callable[..., Collection | dict[str, Collection]], **inputs: 
 
     >>> example(lambda words: words.map(len), words=[("hi", 0, 1), ("hey", 1, 2)])
     [(2, 0, 1), (3, 1, 2)]
+    >>> example(lambda xs, ys: xs.concat(ys.negate()), xs=[("a", 0, 1)], ys=[("a", 1, 1)])
+    [('a', 0, 1), ('a', 1, -1)]
     """
     pipeline_class = type("Example", (Pipeline,), {"build": staticmethod(build)})
     return run(pipeline_class(), **inputs)

@@ -1,0 +1,282 @@
+"""Fusion of linear chains: one actor per chain, never across a shared collection or an
+exchange, the same results as unfused, and errors that still name the failing step.
+
+The plan is inspected with ``deltaflow.scheduler.plan.make_plan`` on the spec a pipeline's
+``instantiate()`` records; results are compared with a naive model that pushes every input
+update through the chain one step at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import deltaflow as df
+from deltaflow.framework.lattice import Time, join
+from deltaflow.scheduler.plan import Plan, make_plan
+from deltaflow.testing import assert_collections_equal, collect
+
+Update = tuple[Any, Time, int]
+
+FAST = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def pipeline_of(build: Callable[..., Any]) -> df.Pipeline:
+    """A pipeline whose ``build`` is ``build`` (input names = its parameter names)."""
+    return type("Built", (df.Pipeline,), {"build": staticmethod(build)})()
+
+
+def plan_of(build: Callable[..., Any], *, fuse: bool = True) -> Plan:
+    """The physical plan deltaflow would run for ``build``."""
+    return make_plan(pipeline_of(build).instantiate().spec, fuse=fuse)
+
+
+def linear_actors(plan: Plan) -> list[str]:
+    """Names of the physical nodes that are not inputs, outputs or other plumbing."""
+    plumbing = ("input:", "output:", "concat", "exchange", "consolidate", "probe")
+    return [n.name for n in plan.nodes if not n.name.startswith(plumbing)]
+
+
+# -- a menu of linear steps, each with its model on single updates ------------------------------
+
+
+@attrs.frozen
+class Op:
+    """A linear step: how to add it to a collection, and what it does to one update."""
+
+    name: str
+    apply: Callable[[df.Collection], df.Collection]
+    model: Callable[[Update], list[Update]]
+
+
+def _jf_logic(d: int) -> list[tuple[int, int, int]]:
+    return [(d, d % 4, 1), (d + 100, 3, -1)] if d % 2 else [(d, 0, 2)]
+
+
+OPS = [
+    Op("map", lambda c: c.map(lambda d: d % 7 + 1), lambda u: [(u[0] % 7 + 1, u[1], u[2])]),
+    Op(
+        "filter",
+        lambda c: c.filter(lambda d: d % 3 != 0),
+        lambda u: [u] if u[0] % 3 != 0 else [],
+    ),
+    Op(
+        "flat_map",
+        lambda c: c.flat_map(lambda d: [d, d // 2]),
+        lambda u: [(u[0], u[1], u[2]), (u[0] // 2, u[1], u[2])],
+    ),
+    Op(
+        "explode",
+        lambda c: c.explode(lambda d: [(d, d % 3 - 1)]),
+        lambda u: [(u[0], u[1], u[2] * (u[0] % 3 - 1))],
+    ),
+    Op("negate", lambda c: c.negate(), lambda u: [(u[0], u[1], -u[2])]),
+    Op("inspect", lambda c: c.inspect(lambda _u: None), lambda u: [u]),
+    Op(
+        "join_function",
+        lambda c: c.join_function(_jf_logic),
+        lambda u: [(d2, join(u[1], t2), u[2] * r2) for d2, t2, r2 in _jf_logic(u[0])],
+    ),
+]
+
+
+def run_model(chain: list[Op], xs: list[Update]) -> list[Update]:
+    """Push every update through every step of the chain."""
+    ups = list(xs)
+    for op in chain:
+        ups = [v for u in ups for v in op.model(u)]
+    return ups
+
+
+def build_chain(chain: list[Op]) -> Callable[[df.Collection], df.Collection]:
+    """A build applying the chain's steps in order."""
+
+    def build(xs: df.Collection) -> df.Collection:
+        for op in chain:
+            xs = op.apply(xs)
+        return xs
+
+    return build
+
+
+histories = st.lists(
+    st.tuples(st.integers(0, 12), st.integers(0, 20), st.integers(-3, 3).filter(bool)),
+    max_size=25,
+)
+
+
+# -- structure of the plan ----------------------------------------------------------------------
+
+
+def test_chain_of_linear_operators_is_one_actor() -> None:
+    """Every kind of linear step in a row becomes a single actor naming each step."""
+    chain = OPS + OPS[:3]
+    plan = plan_of(build_chain(chain))
+    assert [n.name.split(":")[0] for n in plan.nodes] == ["input", _joined(plan), "output"]
+    (fused,) = linear_actors(plan)
+    labels = fused.split(" -> ")
+    assert [label.split("(")[0] for label in labels] == [op.name for op in chain]
+    assert "test_fusion" in fused  # user functions are named by module
+    # The fused actor stands for every logical node of the chain.
+    assert len(plan.nodes[1].logical) == len(chain)
+    assert sorted(plan.physical_of.values()) == [0, 1, 2]
+
+
+def _joined(plan: Plan) -> str:
+    return plan.nodes[1].name.split(":")[0]
+
+
+def test_fuse_false_keeps_one_actor_per_step() -> None:
+    """With fuse=False every linear step is its own actor."""
+    plan = plan_of(build_chain(OPS), fuse=False)
+    assert len(plan.nodes) == len(OPS) + 2
+    assert [name.split("(")[0] for name in linear_actors(plan)] == [op.name for op in OPS]
+
+
+def test_shared_collection_is_not_fused_away() -> None:
+    """A collection with two consumers stays its own actor; each consumer chain fuses on."""
+
+    def build(xs: df.Collection) -> dict[str, df.Collection]:
+        shared = xs.map(lambda d: d + 1).filter(lambda d: d % 2)
+        return {
+            "a": shared.map(lambda d: d * 10).negate(),
+            "b": shared.flat_map(lambda d: [d, d]),
+            "c": shared,
+        }
+
+    shapes = sorted(
+        " -> ".join(label.split("(")[0] for label in a.split(" -> "))
+        for a in linear_actors(plan_of(build))
+    )
+    assert shapes == ["flat_map", "map -> filter", "map -> negate"]
+
+
+def test_exchange_splits_a_chain() -> None:
+    """Steps before and after an exchange are fused separately, never across it."""
+
+    def build(xs: df.Collection) -> df.Collection:
+        return xs.map(lambda d: d + 1).map(lambda d: d * 2).exchange().filter(bool).negate()
+
+    plan = plan_of(build)
+    actors = linear_actors(plan)
+    assert [a.count(" -> ") for a in actors] == [1, 1]
+    assert [n.name for n in plan.nodes].count("exchange") == 1
+
+
+# -- results ------------------------------------------------------------------------------------
+
+
+@FAST
+@given(xs=histories, chain=st.lists(st.sampled_from(OPS), min_size=1, max_size=6))
+def test_fused_and_unfused_agree_with_model(
+    workers: int, xs: list[Update], chain: list[Op]
+) -> None:
+    """Any chain gives the same consolidated output fused and unfused, equal to the model."""
+    build = build_chain(chain)
+    fused = collect(pipeline_of(build), workers, fuse=True, xs=xs)
+    unfused = collect(pipeline_of(build), workers, fuse=False, xs=xs)
+    assert fused == unfused
+    assert_collections_equal(fused, run_model(chain, xs))
+    assert len(linear_actors(plan_of(build))) == 1
+    assert len(linear_actors(plan_of(build, fuse=False))) == len(chain)
+
+
+@FAST
+@given(xs=histories)
+def test_shared_collection_feeds_every_consumer(workers: int, xs: list[Update]) -> None:
+    """Both consumers of a shared collection (and concat of it with itself) get all its data."""
+    seen: list[Update] = []
+
+    def build(xs: df.Collection) -> dict[str, df.Collection]:
+        shared = xs.map(lambda d: d % 5).inspect(seen.append)
+        return {
+            "a": shared.map(lambda d: d * 10),
+            "b": shared.filter(lambda d: d > 1).negate(),
+            "twice": shared.concat(shared),
+        }
+
+    for fuse in (True, False):
+        seen.clear()
+        out = collect(pipeline_of(build), workers, fuse=fuse, xs=xs)
+        mod = [(d % 5, t, r) for d, t, r in xs]
+        assert_collections_equal(out["a"], [(d * 10, t, r) for d, t, r in mod])
+        assert_collections_equal(out["b"], [(d, t, -r) for d, t, r in mod if d > 1])
+        assert_collections_equal(out["twice"], mod + mod)
+        # The shared chain ran once per update, not once per consumer.
+        assert_collections_equal(seen, mod)
+        assert len(seen) <= len(xs)
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+def ok_before(d: int) -> int:
+    return d + 1
+
+
+def ok_after(d: int) -> int:
+    return d * 2
+
+
+def make_failing(kind: str) -> Callable[[int], Any]:
+    """A user function for a step of ``kind`` that raises on the datum 4."""
+
+    def failing_step(d: Any) -> Any:
+        if (d[0] if kind == "inspect" else d) == 4:
+            raise ZeroDivisionError("boom")
+        if kind == "explode":
+            return [(d, 1)]
+        if kind == "join_function":
+            return [(d, 0, 1)]
+        if kind == "flat_map":
+            return [d]
+        return d
+
+    return failing_step
+
+
+KINDS = ["map", "filter", "flat_map", "explode", "inspect", "join_function"]
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_error_names_the_failing_step(workers: int, kind: str, fuse: bool) -> None:
+    """An exception in the middle of a chain names that step and its function, not the chain."""
+    def build(xs: df.Collection) -> df.Collection:
+        return getattr(xs.map(ok_before), kind)(make_failing(kind)).map(ok_after)
+
+    with pytest.raises(df.OperatorError) as info:
+        collect(pipeline_of(build), workers, fuse=fuse, xs=[(d, d % 3, 1) for d in range(8)])
+    err = info.value
+    assert f"{kind}(" in err.operator
+    assert "failing_step" in err.operator
+    assert "ok_before" not in err.operator and "ok_after" not in err.operator
+    assert isinstance(err.__cause__, ZeroDivisionError)
+    assert "boom" in str(err) and "failing_step" in str(err)
+
+
+@pytest.mark.parametrize("kind", ["map", "filter"])
+def test_error_in_fused_chain_with_lambdas(kind: str) -> None:
+    """A failing lambda inside a fused chain is named by its step, module and line."""
+
+    def build(xs: df.Collection) -> df.Collection:
+        first = xs.map(lambda d: d - 1)
+        fails = first.map(lambda d: 1 // d) if kind == "map" else first.filter(lambda d: 1 // d)
+        return fails.negate()
+
+    assert len(linear_actors(plan_of(build))) == 1
+    with pytest.raises(df.OperatorError) as info:
+        collect(pipeline_of(build), xs=[(3, 0, 1), (1, 1, 1)])
+    operator = info.value.operator
+    assert operator.startswith(f"{kind}(")
+    assert "<lambda>" in operator and "test_fusion" in operator
+    line = int(operator.rstrip(")").rsplit(":", 1)[1])
+    assert line == build.__code__.co_firstlineno + 2  # the line of the failing lambda
