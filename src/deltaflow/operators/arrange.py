@@ -95,10 +95,16 @@ class ArrangeOperator(Operator):
                 slot[0].extend(batch.data)
                 slot[1].extend(batch.diffs)
         frontier = ctx.frontier(0)
-        if frontier != self.spine.upper:
+        spine = self.spine
+        if frontier != spine.upper:
             self._seal(ctx, frontier)
-        if self.spine.exert(self.IDLE_FUEL):
-            ctx.activate()
+        # Finish merges in progress a slice at a time between other actors' work. Promoting
+        # idle batches (which re-merges them into larger levels) is only worth it once the
+        # input has ended: while rounds keep coming, each promotion would cost a merge of the
+        # whole trace per round.
+        if spine.merging or (frontier.is_empty() and len(spine.batches()) > 1):
+            if spine.exert(self.IDLE_FUEL):
+                ctx.activate()
 
     def _seal(self, ctx: OperatorContext, frontier: Antichain) -> None:
         spine = self.spine

@@ -42,7 +42,7 @@ __all__ = ["JoinOperator"]
 class _Work:
     """A batch still to be joined against a snapshot of the other side's batches."""
 
-    __slots__ = ("cap", "items", "others", "pos", "swap")
+    __slots__ = ("cap", "items", "matches", "others", "pos", "row", "swap")
 
     def __init__(
         self, cap: Capability, batch: Batch, others: list[Batch], swap: bool
@@ -50,6 +50,8 @@ class _Work:
         self.cap = cap
         self.items = list(batch.iter_keys())
         self.pos = 0
+        self.row = 0
+        self.matches: list[tuple[Any, Any, int]] | None = None
         self.others = others
         self.swap = swap
 
@@ -96,6 +98,13 @@ class JoinOperator(Operator):
                     self.work.append(_Work(ctx.capability(time), batch, others, side == 1))
                 self.acknowledged[side] = batch.upper
                 self.readers[side].set_physical_compaction(batch.upper)
+            # Empty batches are inserted into the trace but never sent. Once the input
+            # frontier has passed the trace's upper, every batch below it has been drained
+            # here, so the whole trace can be acknowledged (and merged).
+            upper = self.spines[side].upper
+            if upper != self.acknowledged[side] and upper.dominates(ctx.frontier(side)):
+                self.acknowledged[side] = upper
+                self.readers[side].set_physical_compaction(upper)
         if self.work:
             self._do_work(ctx)
         for side in (0, 1):
@@ -115,11 +124,13 @@ class JoinOperator(Operator):
             swap = item.swap
             while item.pos < len(items) and budget > 0:
                 key, rows = items[item.pos]
-                item.pos += 1
-                matches = [m for b in others for m in b.lookup(key)]
-                if not matches:
-                    continue
-                for v1, t1, r1 in rows:
+                matches = item.matches
+                if matches is None:
+                    matches = item.matches = [m for b in others for m in b.lookup(key)]
+                # A key with many matches is split across activations, row by row.
+                while item.row < len(rows) and matches and budget > 0:
+                    v1, t1, r1 = rows[item.row]
+                    item.row += 1
                     for v2, t2, r2 in matches:
                         t = time_join(t1, t2)
                         slot = out.get(t)
@@ -131,6 +142,10 @@ class JoinOperator(Operator):
                             slot[0].append(d)
                             slot[1].append(r)
                             budget -= 1
+                if item.row >= len(rows) or not matches:
+                    item.pos += 1
+                    item.row = 0
+                    item.matches = None
             for t in sorted(out):
                 data, diffs = out[t]
                 if data:

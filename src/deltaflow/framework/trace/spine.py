@@ -387,6 +387,11 @@ class Spine:
         self._pending.append(batch)
         self._consider_merges()
 
+    @property
+    def merging(self) -> bool:
+        """True while a merge is in progress (it still needs fuel to complete)."""
+        return any(layer.__class__ is _Merging for layer in self._layers)
+
     def exert(self, fuel: int) -> bool:
         """Spend up to ``fuel`` units of idle-time work on merging.
 

@@ -1,0 +1,338 @@
+"""Arrangements: ``arrange_by_key`` / ``arrange_by_self``, ``as_collection`` and the shared trace.
+
+Every test compares against the from-scratch oracle (``tests/reference.py``) or against plain
+Python over the input updates, on one and on two workers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.reference import assert_matches_oracle
+
+import deltaflow as df
+from deltaflow.framework.hashing import stable_hash
+from deltaflow.framework.trace.spine import Spine
+from deltaflow.operators.arrange import ArrangeOperator
+from deltaflow.operators.join import JoinOperator
+from deltaflow.scheduler.runtime import Job
+from deltaflow.testing import accumulate, collect
+
+Update = tuple[Any, int, int]
+
+
+def examples(n: int) -> settings:
+    """Hypothesis settings for tests that also take the (constant) ``workers`` fixture."""
+    return settings(
+        max_examples=n,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+keys = st.one_of(st.integers(0, 5), st.sampled_from(["a", "b", ("t", 1)]))
+vals = st.one_of(st.integers(0, 3), st.sampled_from(["x", "y"]))
+times = st.integers(0, 15)
+diffs = st.sampled_from([-3, -2, -1, 1, 2, 3])
+
+
+def update_lists(data: st.SearchStrategy[Any], max_size: int = 40) -> Any:
+    """Updates with many times (0..15), duplicates, retractions and negative counts."""
+    return st.lists(st.tuples(data, times, diffs), max_size=max_size)
+
+
+def pipeline(build: Any) -> df.Pipeline:
+    """A one-off pipeline whose inputs are ``build``'s parameter names."""
+    return type("Under", (df.Pipeline,), {"build": staticmethod(build)})()
+
+
+def run_job(pipe: df.Pipeline, workers: int, **inputs: list[Update]) -> Job:
+    """Feed every update at its own time, close, and return the finished job for inspection."""
+
+    async def main() -> Job:
+        async with df.open(pipe, workers=workers) as job:
+            for name, ups in inputs.items():
+                handle = job.inputs[name]
+                for d, t, r in ups:
+                    handle.update_at(d, t, r)
+        return job
+
+    return trio.run(main)
+
+
+def arrange_spines(job: Job, by_self: bool | None = None) -> dict[int, list[Spine]]:
+    """Each worker's arrangement spines, reached through the job's actors."""
+    out: dict[int, list[Spine]] = {}
+    for w, worker in enumerate(job.workers):
+        out[w] = [
+            a.operator.spine
+            for a in worker.actors
+            if isinstance(a.operator, ArrangeOperator)
+            and (by_self is None or a.operator.by_self == by_self)
+        ]
+    return out
+
+
+def owner(key: Any, peers: int) -> int:
+    """The worker that owns ``key`` under the runtime's stable-hash routing."""
+    return (key if key.__class__ is int else stable_hash(key)) % peers
+
+
+def trace_contents(spine: Spine) -> dict[tuple[Any, Any], int]:
+    """All updates held by ``spine``, summed over time (the collection at the final time)."""
+    acc: Counter[tuple[Any, Any]] = Counter()
+    for batch in spine.batches():
+        for k, v, _t, r in batch.updates():
+            acc[(k, v)] += r
+    return {kv: n for kv, n in acc.items() if n}
+
+
+# -- as_collection ----------------------------------------------------------------------------
+
+
+@examples(60)
+@given(xs=update_lists(st.tuples(keys, vals)))
+def test_arrange_by_key_as_collection_equals_input(workers: int, xs: list[Update]) -> None:
+    """arrange_by_key().as_collection() equals the input collection at every time."""
+    out = collect(pipeline(lambda xs: xs.arrange_by_key().as_collection()), workers=workers, xs=xs)
+    assert_matches_oracle(out, {"xs": xs}, lambda c: c["xs"])
+
+
+@examples(60)
+@given(xs=update_lists(keys))
+def test_arrange_by_self_as_collection_equals_input(workers: int, xs: list[Update]) -> None:
+    """arrange_by_self().as_collection() equals the input collection at every time."""
+    out = collect(pipeline(lambda xs: xs.arrange_by_self().as_collection()), workers=workers, xs=xs)
+    assert_matches_oracle(out, {"xs": xs}, lambda c: c["xs"])
+
+
+@examples(25)
+@given(
+    rounds=st.lists(
+        st.lists(
+            st.tuples(st.tuples(keys, vals), diffs, st.sampled_from([0, 0, 1, 3])), max_size=6
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_as_collection_interactive_rounds(workers: int, rounds: list[list[Any]]) -> None:
+    """Fed round by round, some updates ahead of time: output.at(t) is the input at t."""
+    fed: list[Update] = []
+
+    async def main() -> None:
+        pipe = pipeline(lambda xs: xs.arrange_by_key().as_collection())
+        async with df.open(pipe, workers=workers) as job:
+            for t, round_ in enumerate(rounds):
+                for d, r, ahead in round_:
+                    job.inputs["xs"].update_at(d, t + ahead, r)
+                    fed.append((d, t + ahead, r))
+                await job.advance_to(t + 1)
+                for u in range(t + 1):
+                    assert job.output.at(u) == accumulate(fed, u)
+
+    trio.run(main)
+
+
+def test_arrange_by_key_rejects_non_pairs() -> None:
+    """A datum that is not a (key, value) pair stops the job with a clear error."""
+    with pytest.raises(df.OperatorError, match=r"expected \(key, value\) pairs, got 7"):
+        df.run(pipeline(lambda xs: xs.arrange_by_key().as_collection()), xs=[(7, 0, 1)])
+
+
+# -- sharing ----------------------------------------------------------------------------------
+
+
+def test_arranging_twice_returns_the_same_arrangement() -> None:
+    """arrange_by_key twice gives one Arranged; arrange_by_self is a different one."""
+    seen: dict[str, Any] = {}
+
+    def build(xs: df.Collection) -> df.Collection:
+        seen["a"], seen["b"] = xs.arrange_by_key(), xs.arrange_by_key()
+        seen["s1"], seen["s2"] = xs.arrange_by_self(), xs.arrange_by_self()
+        return seen["a"].as_collection()
+
+    pipeline(build).instantiate(1)
+    assert seen["a"] is seen["b"]
+    assert seen["s1"] is seen["s2"]
+    assert seen["a"] is not seen["s1"]
+
+
+def test_shared_arrangement_one_operator_many_readers(workers: int) -> None:
+    """Three joins and an as_collection of one collection share one arrange operator per worker."""
+
+    def build(xs: df.Collection, ys: df.Collection, zs: df.Collection) -> dict[str, df.Collection]:
+        arranged = xs.arrange_by_key()
+        return {
+            "same": arranged.as_collection(),
+            "j1": xs.join(ys),
+            "j2": xs.join(arranged).map(lambda kv: kv[0]),
+            "j3": arranged.join_core(zs.arrange_by_key(), lambda k, a, b: [(k, a + b)]),
+        }
+
+    xs = [((k % 4, k), k % 3, 1) for k in range(20)]
+    ys = [((k, "y"), 1, 1) for k in range(4)]
+    zs = [((k, 100), 2, 2) for k in range(4)]
+    job = run_job(pipeline(build), workers, xs=xs, ys=ys, zs=zs)
+    for w, worker in enumerate(job.workers):
+        arranges = [a.operator for a in worker.actors if isinstance(a.operator, ArrangeOperator)]
+        assert len(arranges) == 3  # xs once, ys, zs
+        joins = [a.operator for a in worker.actors if isinstance(a.operator, JoinOperator)]
+        assert len(joins) == 3
+        xs_spine = input_spines(job, "xs")[w]
+        assert xs_spine in [op.spine for op in arranges]
+        # Every join reads the very spine the arrange operator fills; j2 reads it twice.
+        assert all(j.spines[0] is xs_spine for j in joins)
+        assert sum(s is xs_spine for j in joins for s in j.spines) == 4
+        assert xs_spine._logical_readers == 4
+    outs = {name: h.updates() for name, h in job.outputs.items()}
+    inputs = {"xs": xs, "ys": ys, "zs": zs}
+    assert_matches_oracle(outs["same"], inputs, lambda c: c["xs"])
+    assert_matches_oracle(
+        outs["j1"], inputs, lambda c: join_counts(c["xs"], c["ys"], lambda k, a, b: (k, (a, b)))
+    )
+    assert_matches_oracle(
+        outs["j2"], inputs, lambda c: join_counts(c["xs"], c["xs"], lambda k, _a, _b: k)
+    )
+    assert_matches_oracle(
+        outs["j3"], inputs, lambda c: join_counts(c["xs"], c["zs"], lambda k, a, b: (k, a + b))
+    )
+
+
+def join_counts(left: Counter[Any], right: Counter[Any], f: Any) -> Counter[Any]:
+    """``f(k, a, b)`` over matching ``(k, a)``, ``(k, b)`` pairs, counts multiplied and added."""
+    out: Counter[Any] = Counter()
+    for (k, a), n in left.items():
+        for (k2, b), m in right.items():
+            if k == k2:
+                out[f(k, a, b)] += n * m
+    return out
+
+
+# -- the trace itself -------------------------------------------------------------------------
+
+
+@examples(40)
+@given(xs=update_lists(st.tuples(keys, vals), max_size=60))
+def test_trace_holds_each_workers_keys_and_final_contents(workers: int, xs: list[Update]) -> None:
+    """Each worker's trace holds only the keys routed to it; together they hold the input."""
+    job = run_job(pipeline(lambda xs: xs.arrange_by_key().as_collection()), workers, xs=xs)
+    spines = arrange_spines(job)
+    total: Counter[tuple[Any, Any]] = Counter()
+    for w, ss in spines.items():
+        assert len(ss) == 1
+        spine = ss[0]
+        spine._check()
+        contents = trace_contents(spine)
+        for k, _v in contents:
+            assert owner(k, workers) == w, (k, w)
+        total.update(contents)
+    final = accumulate(xs, 15)
+    assert {kv: n for kv, n in total.items() if n} == final
+
+
+@examples(40)
+@given(xs=update_lists(keys, max_size=60))
+def test_trace_by_self_holds_unit_values(workers: int, xs: list[Update]) -> None:
+    """An arrange_by_self trace holds the data as keys with value () and the right counts."""
+    job = run_job(pipeline(lambda xs: xs.arrange_by_self().as_collection()), workers, xs=xs)
+    total: Counter[Any] = Counter()
+    for w, ss in arrange_spines(job, by_self=True).items():
+        (spine,) = ss
+        for (k, v), n in trace_contents(spine).items():
+            assert v == ()
+            assert owner(k, workers) == w
+            total[k] += n
+    assert {k: n for k, n in total.items() if n} == accumulate(xs, 15)
+
+
+def input_spines(job: Job, name: str) -> dict[int, Spine]:
+    """Each worker's spine of the arrangement fed directly by input ``name``."""
+    nodes = job.plan.nodes
+    out: dict[int, Spine] = {}
+    for worker in job.workers:
+        for actor in worker.actors:
+            op = actor.operator
+            if isinstance(op, ArrangeOperator):
+                upstream = nodes[nodes[actor.index].inputs[0].node]
+                if upstream.name == f"input:{name}":
+                    out[worker.index] = op.spine
+    return out
+
+
+def insert_retract_rounds(build: Any, workers: int, rounds: int) -> list[list[int]]:
+    """Round t inserts (t % 10, t) and retracts ((t-1) % 10, t-1), checking the output.
+
+    Returns, per round, the xs trace's updates then batches on each worker.
+    """
+    sizes: list[list[int]] = []
+
+    async def main() -> None:
+        async with df.open(pipeline(build), workers=workers) as job:
+            spines = input_spines(job, "xs")
+            assert sorted(spines) == list(range(workers))
+            xs = job.inputs["xs"]
+            joined = "ys" in job.inputs
+            if joined:
+                job.inputs["ys"].insert_many([(k, "y") for k in range(10)])
+            for t in range(rounds):
+                xs.insert((t % 10, t))
+                if t:
+                    xs.remove(((t - 1) % 10, t - 1))
+                await job.advance_to(t + 1)
+                stats = [spines[w].statistics() for w in range(workers)]
+                sizes.append([s.updates for s in stats] + [s.batches for s in stats])
+                want = (t % 10, (t, "y")) if joined else (t % 10, t)
+                assert job.output.at(t) == {want: 1}
+
+    trio.run(main)
+    return sizes
+
+
+@pytest.mark.parametrize("with_join", [False, True], ids=["no-reader", "join-reader"])
+def test_compaction_keeps_trace_bounded(workers: int, with_join: bool) -> None:
+    """Many rounds of insert-then-retract keep the arranged trace's size bounded."""
+    if with_join:
+        build: Any = lambda xs, ys: xs.join(ys)  # noqa: E731
+    else:
+        build = lambda xs: xs.arrange_by_key().as_collection()  # noqa: E731
+    rounds = 300
+    sizes = insert_retract_rounds(build, workers, rounds)
+    n = workers
+    late = sizes[50:]
+    # One live update, plus a few not yet merged away: nothing proportional to the rounds.
+    assert max(sum(s[:n]) for s in late) <= 8 * n
+    # The number of batches stays logarithmic, not linear, in the rounds.
+    assert max(max(s[n:]) for s in late) <= 12
+
+
+def test_single_update_rounds_do_not_remerge_the_whole_trace(workers: int) -> None:
+    """A one-update round costs a bounded merge, never a re-merge of the whole trace."""
+    n = 5_000
+    rounds = 30
+    changed = 0
+
+    async def main() -> None:
+        nonlocal changed
+        pipe = pipeline(lambda xs: xs.arrange_by_key().as_collection())
+        async with df.open(pipe, workers=workers) as job:
+            spines = input_spines(job, "xs")
+            job.inputs["xs"].insert_many([(k, k) for k in range(n)])
+            await job.advance_to(1)
+            largest = {w: max(s.batches(), key=len) for w, s in spines.items()}
+            for t in range(1, rounds + 1):
+                job.inputs["xs"].insert((n + t, t))
+                await job.advance_to(t + 1)
+                for w, s in spines.items():
+                    now = max(s.batches(), key=len)
+                    if now is not largest[w]:
+                        changed += 1
+                        largest[w] = now
+            assert len(job.output.at(rounds)) == n + rounds
+
+    trio.run(main)
+    assert changed <= 3, f"the largest batches were rebuilt {changed} times in {rounds} rounds"
