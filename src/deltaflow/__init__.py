@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import logging as _logging
 
-from .errors import DeltaflowError as DeltaflowError, JobClosedError as JobClosedError
-from .errors import OperatorError as OperatorError
+from .errors import (
+    DeltaflowError as DeltaflowError,
+    JobClosedError as JobClosedError,
+    OperatorError as OperatorError,
+)
 from .framework.antichain import Antichain as Antichain
 from .framework.lattice import Product as Product
 from .operators.collection import Collection as Collection, Pipeline as Pipeline
 from .operators.io import ProbeHandle as ProbeHandle
-from .scheduler.runtime import Job as Job, open as open, run as run  # noqa: A004
+from .scheduler.runtime import Job as Job, open as open, run as run
 
 __all__ = [
     "Antichain",

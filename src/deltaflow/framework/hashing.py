@@ -28,7 +28,7 @@ def stable_hash(value: Hashable) -> int:
     """A non-negative hash of ``value`` that does not depend on the process."""
     cls = value.__class__
     if cls is int:
-        return value & _MASK  # type: ignore[operator,no-any-return]
+        return value & _MASK  # type: ignore[operator]
     if cls is str:
         return zlib.crc32(value.encode("utf-8", "surrogatepass"))  # type: ignore[attr-defined]
     if cls is tuple:

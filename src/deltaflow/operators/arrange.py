@@ -102,9 +102,9 @@ class ArrangeOperator(Operator):
         # idle batches (which re-merges them into larger levels) is only worth it once the
         # input has ended: while rounds keep coming, each promotion would cost a merge of the
         # whole trace per round.
-        if spine.merging or (frontier.is_empty() and len(spine.batches()) > 1):
-            if spine.exert(self.IDLE_FUEL):
-                ctx.activate()
+        idle = frontier.is_empty() and len(spine.batches()) > 1
+        if (spine.merging or idle) and spine.exert(self.IDLE_FUEL):
+            ctx.activate()
 
     def _seal(self, ctx: OperatorContext, frontier: Antichain) -> None:
         spine = self.spine

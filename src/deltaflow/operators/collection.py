@@ -145,9 +145,7 @@ class Collection:
     ) -> Collection:
         target_scope = scope or inputs[0].scope
         aligned = [c.enter_scope(target_scope) for c in inputs] if align else inputs
-        edges = [
-            Edge(c.node, c.port, pacts[i] if pacts else Pact()) for i, c in enumerate(aligned)
-        ]
+        edges = [Edge(c.node, c.port, pacts[i] if pacts else Pact()) for i, c in enumerate(aligned)]
         node = self.builder.spec.add_node(
             name,
             factory=factory,
@@ -170,7 +168,7 @@ class Collection:
             meta={"steps": steps},
         )
 
-    def _same_builder(self, other: Collection) -> None:
+    def _same_builder(self, other: object) -> None:
         if not isinstance(other, Collection):
             msg = f"expected a Collection, got {other!r}"
             raise TypeError(msg)
@@ -300,9 +298,7 @@ class Collection:
             registry.spines[w] = spine
             return ArrangeOperator(kind, spine, by_self)
 
-        node = self._add(
-            kind, factory, [self], pacts=[Pact(_identity if by_self else _first)]
-        )
+        node = self._add(kind, factory, [self], pacts=[Pact(_identity if by_self else _first)])
         arranged = Arranged(self.builder, node.node, registry, self.scope, by_self)
         self.builder._arranged[key] = arranged
         return arranged
@@ -318,7 +314,9 @@ class Collection:
         """Index the data themselves as keys (the value is ``()``)."""
         return self._arrange(True)
 
-    def _arranged_pair(self, other: Collection | Arranged, by_self: bool) -> tuple[Arranged, Arranged]:
+    def _arranged_pair(
+        self, other: Collection | Arranged, by_self: bool
+    ) -> tuple[Arranged, Arranged]:
         other_coll = other if isinstance(other, Collection) else None
         if other_coll is None:
             if not isinstance(other, Arranged):
@@ -346,7 +344,9 @@ class Collection:
         """
         return self.join_map(other, _pair)
 
-    def join_map(self, other: Collection | Arranged, fn: Callable[[Any, Any, Any], Any]) -> Collection:
+    def join_map(
+        self, other: Collection | Arranged, fn: Callable[[Any, Any, Any], Any]
+    ) -> Collection:
         """Like :meth:`join`, giving ``fn(k, a, b)`` for each matching pair."""
         left, right = self._arranged_pair(other, False)
         return left.join_core(right, lambda k, a, b: (fn(k, a, b),), name="join_map")
@@ -388,7 +388,10 @@ def _identity(x: Any) -> Any:
 
 
 def _first(pair: Any) -> Any:
-    return pair[0]
+    if pair.__class__ is tuple and len(pair) == 2:
+        return pair[0]
+    msg = f"keyed operators expect (key, value) pairs, got {pair!r}"
+    raise TypeError(msg)
 
 
 def _pair(_k: Any, a: Any, b: Any) -> Any:
@@ -497,7 +500,7 @@ class Pipeline:
         builder = DataflowBuilder(workers=workers)
         names = self.input_names()
         inputs = {name: builder.new_input(name) for name in names}
-        result = self.build(**inputs)
+        result: object = self.build(**inputs)
         if isinstance(result, Collection):
             outputs = {"output": result}
         elif isinstance(result, dict) and all(isinstance(v, Collection) for v in result.values()):

@@ -44,9 +44,7 @@ class _Work:
 
     __slots__ = ("cap", "items", "matches", "others", "pos", "row", "swap")
 
-    def __init__(
-        self, cap: Capability, batch: Batch, others: list[Batch], swap: bool
-    ) -> None:
+    def __init__(self, cap: Capability, batch: Batch, others: list[Batch], swap: bool) -> None:
         self.cap = cap
         self.items = list(batch.iter_keys())
         self.pos = 0
@@ -84,9 +82,7 @@ class JoinOperator(Operator):
 
     def _acknowledged_batches(self, side: int) -> list[Batch]:
         ack = self.acknowledged[side]
-        return [
-            b for b in self.spines[side].batches() if len(b) and b.upper.dominates(ack)
-        ]
+        return [b for b in self.spines[side].batches() if len(b) and b.upper.dominates(ack)]
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue newly arrived batches, do budgeted work, move compaction holds."""
@@ -155,4 +151,3 @@ class JoinOperator(Operator):
                 self.work.popleft()
         if self.work:
             ctx.activate()
-

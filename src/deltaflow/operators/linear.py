@@ -219,7 +219,7 @@ class Consolidate(Operator):
 def temporal_filter_logic(
     lower: Callable[[Any], Time | None], upper: Callable[[Any], Time | None]
 ) -> Callable[[Any], list[tuple[Any, Time, int]]]:
-    """The ``join_function`` logic that keeps ``data`` present during ``[lower(data), upper(data))``.
+    """``join_function`` logic keeping ``data`` present during ``[lower(data), upper(data))``.
 
     A record becomes visible at ``max(its time, lower)`` and is retracted at ``upper``. Nothing
     is emitted when ``lower >= upper`` or a bound is ``None`` for the lower side (never

@@ -1,4 +1,4 @@
-"""Crossing a scope boundary: ``enter`` (``t -> Product(t, 0)``) and ``leave`` (``Product(t, i) -> t``).
+"""Crossing a scope boundary: ``enter`` (``t -> Product(t, 0)``), ``leave`` (drop the round).
 
 Leaving a loop scope sums every round of a time into the outer time: it is only a projection
 of times, and consolidation happens in whatever reads the result.

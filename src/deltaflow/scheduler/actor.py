@@ -132,10 +132,7 @@ class Actor:
         for t in self._rights[port]:
             if t == time or less_equal(t, time):
                 return True
-        for t in self._held[port]:
-            if less_equal(t, time):
-                return True
-        return False
+        return any(less_equal(t, time) for t in self._held[port])
 
     def capability(self, time: Time, port: int = 0) -> Capability:
         """Mint a capability at ``time`` from a right held in this activation."""

@@ -32,6 +32,11 @@ class Capability:
 
     __slots__ = ("_actor", "_port", "_time", "_valid")
 
+    _actor: Actor
+    _port: int
+    _time: Time
+    _valid: bool
+
     def __init__(self) -> None:
         msg = "capabilities are minted by the runtime: use ctx.capability(time, port)"
         raise TypeError(msg)

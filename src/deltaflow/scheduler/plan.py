@@ -99,7 +99,11 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
         inputs = [Edge(resolve(e.node), e.port, e.pact) for e in inputs]
         factory = n.factory
         name = n.name
-        logical = [j for j in range(len(nodes)) if j == i or (j in absorbed and resolve(j) == physical_of[i])]
+        logical = [
+            j
+            for j in range(len(nodes))
+            if j == i or (j in absorbed and resolve(j) == physical_of[i])
+        ]
         if i in source_of:
             steps = steps_of[i]
             name = " -> ".join(s.label for s in steps)
@@ -107,7 +111,9 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
             def factory(_w: int, _n: int, steps: list[Step] = steps, name: str = name) -> Any:
                 return LinearOperator(steps, name)
 
-        physical.append(PhysicalNode(name, factory, inputs, n.outputs, n.summaries, n.depth, logical))
+        physical.append(
+            PhysicalNode(name, factory, inputs, n.outputs, n.summaries, n.depth, logical)
+        )
 
     builder = GraphBuilder()
     for pn in physical:

@@ -15,6 +15,7 @@ with`` block closes the inputs and waits until every output is complete.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,20 @@ class InProcessTransport:
             w.receive_progress(changes)
 
 
+def _require_pipeline(pipeline: object) -> Pipeline:
+    if not isinstance(pipeline, Pipeline):
+        msg = f"expected a deltaflow Pipeline instance, got {pipeline!r}"
+        raise TypeError(msg)
+    return pipeline
+
+
+def _require_int(time: object, where: str) -> int:
+    if time.__class__ is not int:
+        msg = f"{where}({time!r}): times are ints"
+        raise TypeError(msg)
+    return time
+
+
 def _check_hashable(input_name: str, data: Any) -> None:
     try:
         hash(data)
@@ -83,7 +98,7 @@ class InputHandle:
         self.closed = False
 
     @property
-    def time(self) -> Time:
+    def time(self) -> int:
         """The time updates fed now are stamped with."""
         return self._job.time
 
@@ -259,20 +274,16 @@ class Job:
     """A pipeline running inside a trio program (see :func:`open`)."""
 
     def __init__(self, pipeline: Pipeline, workers: int = 1, *, fuse: bool = True) -> None:
-        if not isinstance(pipeline, Pipeline):
-            msg = f"expected a deltaflow Pipeline instance, got {pipeline!r}"
-            raise TypeError(msg)
+        pipeline = _require_pipeline(pipeline)
         if workers.__class__ is not int or workers < 1:
             msg = f"workers must be a positive int, not {workers!r}"
             raise ValueError(msg)
         self.pipeline = pipeline
         self.builder: DataflowBuilder = pipeline.instantiate(workers)
         self.plan = make_plan(self.builder.spec, fuse=fuse)
-        self.time: Time = 0
+        self.time: int = 0
         self.transport = InProcessTransport()
-        self.workers = [
-            Worker(i, workers, self.plan, self.transport, self) for i in range(workers)
-        ]
+        self.workers = [Worker(i, workers, self.plan, self.transport, self) for i in range(workers)]
         self.transport.workers = self.workers
         self.inputs: dict[str, InputHandle] = {
             name: InputHandle(self, name, feeds) for name, feeds in self.builder.feeds.items()
@@ -362,7 +373,7 @@ class Job:
                     w.activate(node)
 
     # -- the application's side ------------------------------------------------------------
-    async def advance_to(self, time: Time) -> None:
+    async def advance_to(self, time: int) -> None:
         """Close every time before ``time`` and wait until every output is complete for them.
 
         Updates fed afterwards are stamped ``time``.
@@ -372,9 +383,7 @@ class Job:
             OperatorError: user code in an operator failed (the job is stopped).
         """
         self._check_usable()
-        if time.__class__ is not int:
-            msg = f"advance_to({time!r}): times are ints"
-            raise TypeError(msg)
+        time = _require_int(time, "advance_to")
         if time < self.time:
             msg = f"advance_to({time!r}): the inputs are already at time {self.time!r}"
             raise ValueError(msg)
@@ -394,7 +403,7 @@ class Job:
                 handle._flush()
         self._activate_inputs()
 
-    def _complete_before(self, time: Time) -> bool:
+    def _complete_before(self, time: int) -> bool:
         for out in self.outputs.values():
             for f in out._store.frontier:
                 if f < time:  # type: ignore[operator]
@@ -410,15 +419,16 @@ class Job:
         for handle in self.inputs.values():
             handle.close()
         self._activate_inputs()
-        try:
+        with contextlib.suppress(JobClosedError):
             await self._wait_for(lambda: all(w.finished for w in self.workers))
-        except JobClosedError:
-            pass
         self.closed = True
         for out in self.outputs.values():
             out._close()
-        if self.error is not None and not self._error_reported:
+        if self._unreported_error():
             self._raise_error()
+
+    def _unreported_error(self) -> bool:
+        return self.error is not None and not self._error_reported
 
     def statistics(self) -> dict[str, Any]:
         """Counts for introspection: steps and activations per worker, actors, frontiers."""
@@ -466,9 +476,7 @@ class _OpenJob:
         return False
 
 
-def open(  # noqa: A001 - the public name
-    pipeline: Pipeline, workers: int = 1, *, fuse: bool = True
-) -> _OpenJob:
+def open(pipeline: Pipeline, workers: int = 1, *, fuse: bool = True) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
     Args:
@@ -516,9 +524,7 @@ def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any,
         return sorted(updates, key=lambda u: (u[1], type(u[0]).__name__, repr(u[0])))
 
 
-def run(
-    pipeline: Pipeline, workers: int = 1, *, fuse: bool = True, **inputs: Iterable[Any]
-) -> Any:
+def run(pipeline: Pipeline, workers: int = 1, *, fuse: bool = True, **inputs: Iterable[Any]) -> Any:
     """Run ``pipeline`` over complete inputs and return its consolidated output updates.
 
     Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``; missing
@@ -531,7 +537,8 @@ def run(
         TypeError, ValueError: a malformed input, naming the input and the value.
         OperatorError: user code in an operator failed.
     """
-    names = pipeline.input_names() if isinstance(pipeline, Pipeline) else []
+    pipeline = _require_pipeline(pipeline)
+    names = pipeline.input_names()
     unknown = sorted(set(inputs) - set(names))
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"

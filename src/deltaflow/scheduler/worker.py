@@ -71,9 +71,7 @@ class Worker:
     #: How many steps in a row a busy worker takes before yielding to other trio tasks.
     STEPS_PER_YIELD = 1
 
-    def __init__(
-        self, index: int, peers: int, plan: Plan, transport: Transport, job: Any
-    ) -> None:
+    def __init__(self, index: int, peers: int, plan: Plan, transport: Transport, job: Any) -> None:
         self.index = index
         self.peers = peers
         self.plan = plan
