@@ -30,6 +30,7 @@ from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
+from . import reduce as _reduce
 from .join import JoinOperator
 from .linear import Concat, Consolidate, LinearOperator, Step, temporal_filter_logic
 from .scope import ScopeOperator
@@ -362,6 +363,49 @@ class Collection:
         ``keys`` should be distinct (each key with count 1), as for a set difference.
         """
         return self.concat(self.semijoin(keys).negate())
+
+    # -- reductions ------------------------------------------------------------------------
+    def reduce(
+        self,
+        logic: Callable[[Any, list[tuple[Any, int]]], Iterable[tuple[Any, int]]],
+        name: str | None = None,
+    ) -> Collection:
+        """Per key, the output of ``logic(key, [(val, count), ...])`` as ``(key, out_val)``.
+
+        ``logic`` sees the key's accumulated values with positive counts, sorted by value, and
+        returns ``[(out_val, count), ...]``. It runs only at the key's *interesting times*
+        (joins of its input times), and only for keys whose input changed.
+
+        >>> from deltaflow.testing import example
+        >>> example(lambda xs: xs.reduce(lambda k, vs: [(sum(v * n for v, n in vs), 1)]),
+        ...         xs=[(("a", 2), 0, 1), (("a", 5), 1, 1)])
+        [(('a', 2), 0, 1), (('a', 2), 1, -1), (('a', 7), 1, 1)]
+        """
+        return _reduce.reduce(self, logic, name)
+
+    def count(self) -> Collection:
+        """``(key, val)`` data to ``(key, n)``: how many values each key has (multiplicity)."""
+        return _reduce.count(self)
+
+    def distinct(self) -> Collection:
+        """Each datum with a positive count, once."""
+        return _reduce.distinct(self)
+
+    def threshold(self, f: Callable[[Any, int], int]) -> Collection:
+        """Each datum with count ``f(data, n)`` where ``n`` is its accumulated count."""
+        return _reduce.threshold(self, f)
+
+    def min(self) -> Collection:
+        """``(key, val)`` data to ``(key, smallest val)``."""
+        return _reduce.min(self)
+
+    def max(self) -> Collection:
+        """``(key, val)`` data to ``(key, largest val)``."""
+        return _reduce.max(self)
+
+    def top_k(self, k: int, key: Callable[[Any], Any] | None = None) -> Collection:
+        """Each key's ``k`` smallest values counting multiplicity (``ORDER BY val LIMIT k``)."""
+        return _reduce.top_k(self, k, key)
 
     def leave(self) -> Collection:
         """This loop-scope collection as seen from the enclosing scope (rounds accumulate)."""
