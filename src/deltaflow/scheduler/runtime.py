@@ -492,29 +492,57 @@ def open(pipeline: Pipeline, workers: int = 1, *, fuse: bool = True) -> _OpenJob
 
 
 def _validate(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[Any], list[int]]]:
-    by_time: dict[int, tuple[list[Any], list[int]]] = {}
+    """Group ``(data, time, diff)`` triples by time, rejecting the first malformed one."""
     if isinstance(updates, (str, bytes, Mapping)):
         msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
         raise TypeError(msg)
-    for upd in updates:
-        if not isinstance(upd, tuple) or len(upd) != 3:
-            msg = f"input {name!r}: expected a (data, time, diff) triple, got {upd!r}"
-            raise ValueError(msg)
-        data, time, diff = upd
-        _check_hashable(name, data)
-        if time.__class__ is not int:
-            msg = f"input {name!r}: time {time!r} in {upd!r} must be an int"
-            raise TypeError(msg)
-        if time < 0:
-            msg = f"input {name!r}: time {time!r} in {upd!r} must be >= 0"
-            raise ValueError(msg)
-        _check_diff(name, data, diff)
-        slot = by_time.get(time)
-        if slot is None:
-            slot = by_time[time] = ([], [])
-        slot[0].append(data)
-        slot[1].append(diff)
+    try:
+        it = iter(updates)
+    except TypeError:
+        msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
+        raise TypeError(msg) from None
+    by_time: dict[int, tuple[list[Any], list[int]]] = {}
+    get = by_time.get
+    upd: Any = None
+    try:
+        for upd in it:
+            # The fast check accepts exactly what the precise one below accepts.
+            if upd.__class__ is not tuple or len(upd) != 3:
+                raise _Malformed(upd)
+            data, time, diff = upd
+            if time.__class__ is not int or diff.__class__ is not int or time < 0:
+                raise _Malformed(upd)
+            hash(data)
+            slot = get(time)
+            if slot is None:
+                slot = by_time[time] = ([], [])
+            slot[0].append(data)
+            slot[1].append(diff)
+    except (_Malformed, TypeError) as exc:
+        bad = exc.args[0] if isinstance(exc, _Malformed) else upd
+        _explain(name, bad)
+        raise  # pragma: no cover - _explain always raises for a rejected update
     return by_time
+
+
+class _Malformed(Exception):
+    """Internal: the fast validation loop found an update to explain."""
+
+
+def _explain(name: str, upd: Any) -> None:
+    """Raise the precise error for a rejected update."""
+    if not isinstance(upd, tuple) or len(upd) != 3:
+        msg = f"input {name!r}: expected a (data, time, diff) triple, got {upd!r}"
+        raise ValueError(msg)
+    data, time, diff = upd
+    _check_hashable(name, data)
+    if time.__class__ is not int:
+        msg = f"input {name!r}: time {time!r} in {upd!r} must be an int"
+        raise TypeError(msg)
+    if time < 0:
+        msg = f"input {name!r}: time {time!r} in {upd!r} must be >= 0"
+        raise ValueError(msg)
+    _check_diff(name, data, diff)
 
 
 def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
