@@ -32,12 +32,18 @@ from .errors import (
 )
 from .framework.antichain import Antichain as Antichain
 from .framework.lattice import Product as Product
-from .operators.collection import Collection as Collection, Pipeline as Pipeline
+from .operators.collection import (
+    Arranged as Arranged,
+    Collection as Collection,
+    Pipeline as Pipeline,
+)
 from .operators.io import ProbeHandle as ProbeHandle
+from .operators.iterate import Variable as Variable, loop_scope as loop_scope
 from .scheduler.runtime import Job as Job, open as open, run as run
 
 __all__ = [
     "Antichain",
+    "Arranged",
     "Collection",
     "DeltaflowError",
     "Job",
@@ -46,6 +52,8 @@ __all__ = [
     "Pipeline",
     "ProbeHandle",
     "Product",
+    "Variable",
+    "loop_scope",
     "open",
     "run",
 ]

@@ -28,9 +28,9 @@ from ..framework.dataflow import DataflowSpec, Edge, Pact
 from ..framework.lattice import Product
 from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
+from . import reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
-from . import reduce as _reduce
 from .join import JoinOperator
 from .linear import Concat, Consolidate, LinearOperator, Step, temporal_filter_logic
 from .scope import ScopeOperator
@@ -279,7 +279,7 @@ class Collection:
 
     def probe(self) -> ProbeHandle:
         """A :class:`~deltaflow.operators.io.ProbeHandle` watching this collection's frontier."""
-        handle = ProbeHandle()
+        handle = ProbeHandle(_least_time(self.scope.depth))
         self.builder.probes.append(handle)
         self._add("probe", lambda _w, _n: ProbeOperator(handle), [self])
         return handle
@@ -363,6 +363,27 @@ class Collection:
         ``keys`` should be distinct (each key with count 1), as for a set difference.
         """
         return self.concat(self.semijoin(keys).negate())
+
+    # -- iteration -------------------------------------------------------------------------
+    def iterate(
+        self, step: Callable[[Collection], Collection], limit: int | None = None
+    ) -> Collection:
+        """The fixed point of ``step``, starting from this collection.
+
+        ``step`` gets the loop variable (a collection of a nested scope whose times are
+        ``Product(t, round)``) and returns the next round's collection; collections of
+        enclosing scopes may be used inside it directly. ``limit`` caps the rounds. The cycle
+        must contain a consolidating operator (``distinct``, ``reduce``, ``consolidate``...),
+        or equal updates never cancel and the loop never ends.
+
+        >>> from deltaflow.testing import example
+        >>> example(lambda xs: xs.iterate(lambda x: x.map(lambda n: min(n * 2, 20)).distinct()),
+        ...         xs=[(3, 0, 1)])
+        [(20, 0, 1)]
+        """
+        from .iterate import iterate  # iterate.py builds on this module
+
+        return iterate(self, step, limit)
 
     # -- reductions ------------------------------------------------------------------------
     def reduce(
@@ -560,4 +581,7 @@ class Pipeline:
                 msg = f"output {name!r} was built by another pipeline"
                 raise ValueError(msg)
             builder.new_output(name, coll)
+        from .iterate import check_variables_set  # iterate.py builds on this module
+
+        check_variables_set(builder)
         return builder

@@ -205,8 +205,8 @@ class ProbeHandle:
     Inside a running job, ``await probe.wait_past(t)`` returns once ``t`` is complete.
     """
 
-    def __init__(self) -> None:
-        self.frontier: Antichain = Antichain([0])
+    def __init__(self, initial: Time = 0) -> None:
+        self.frontier: Antichain = Antichain([initial])
         self._wait: Callable[[Callable[[], bool]], Awaitable[None]] | None = None
 
     def advance(self, frontier: Antichain) -> None:

@@ -68,8 +68,10 @@ def _min_time(depth: int) -> Time:
 class Worker:
     """One worker: actors, activation queue, progress tracker, and the step loop."""
 
-    #: How many steps in a row a busy worker takes before yielding to other trio tasks.
-    STEPS_PER_YIELD = 1
+    #: Activations one step may run before exchanging progress and yielding to trio: a chain
+    #: of actors runs in one step, while a loop that keeps re-activating itself still lets
+    #: other tasks (and cancellation) in.
+    ACTIVATIONS_PER_STEP = 1_000
 
     def __init__(self, index: int, peers: int, plan: Plan, transport: Transport, job: Any) -> None:
         self.index = index
@@ -169,7 +171,9 @@ class Worker:
         active = self.active
         is_active = self._is_active
         actors = self.actors
-        while active:
+        budget = self.ACTIVATIONS_PER_STEP
+        while active and budget:
+            budget -= 1
             idx = active.popleft()
             is_active[idx] = False
             actor = actors[idx]

@@ -1,0 +1,763 @@
+"""Iteration: ``iterate``, ``Variable`` and loop scopes, against plain-Python fixed points.
+
+Every loop body here converges on its own (a ``consolidate`` on the cycle cancels equal
+updates of opposite sign, and the bodies are nilpotent or contracting), or is bounded by an
+iteration ``limit``. The oracle computes, for every outer time ``t``, the fixed point of the
+body applied to the inputs accumulated at ``t`` (``tests/reference.py``); the dataflow must
+agree at every time, including after retractions at later times. Tests that run a dataflow
+run it on one worker and on two, under a timeout (a loop that never ends fails the test).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.reference import assert_matches_oracle
+
+import deltaflow as df
+from deltaflow.framework.antichain import Antichain
+from deltaflow.framework.dataflow import DataflowSpec, Edge
+from deltaflow.framework.lattice import Product, Time, depth, sort_key
+from deltaflow.framework.summary import PathSummary
+from deltaflow.operators.base import Interest, Operator, OperatorContext, UpdateBatch
+from deltaflow.operators.collection import DataflowBuilder
+from deltaflow.operators.iterate import (
+    FeedbackOperator,
+    LoopScope,
+    Variable,
+    check_variables_set,
+    iterate,
+    loop_scope,
+)
+from deltaflow.operators.linear import Concat, LinearOperator, Step
+from deltaflow.scheduler.plan import make_plan
+
+Update = tuple[Any, Time, int]
+Build = Callable[..., Any]
+LOOP_TIMEOUT = 15
+
+loop_settings = settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def pipeline_of(build: Build) -> df.Pipeline:
+    """A pipeline whose ``build`` is the bare function ``build``."""
+    pipeline: df.Pipeline = type("Loop", (df.Pipeline,), {"build": staticmethod(build)})()
+    return pipeline
+
+
+def run(build: Build, workers: int, **inputs: Sequence[Update]) -> Any:
+    """Run a bare build function over complete inputs, like ``df.run``; returns the
+    consolidated output updates. A loop that keeps a stateful operator on its cycle but never
+    converges fails the test after ``LOOP_TIMEOUT`` seconds instead of hanging."""
+    pipeline = pipeline_of(build)
+
+    async def main() -> dict[str, list[Update]]:
+        with trio.fail_after(LOOP_TIMEOUT):
+            async with df.open(pipeline, workers=workers) as job:
+                for name, ups in inputs.items():
+                    handle = job.inputs[name]
+                    for d, t, r in ups:
+                        handle.update_at(d, t, r)
+                await job.close()
+        return {name: out.updates() for name, out in job.outputs.items()}
+
+    try:
+        result = trio.run(main)
+    except trio.TooSlowError:
+        pytest.fail(f"the dataflow did not finish within {LOOP_TIMEOUT} s (a loop that never ends)")
+    for ups in result.values():
+        keys = [(d, t) for d, t, _ in ups]
+        assert len(keys) == len(set(keys)), f"output not consolidated: {ups}"
+        assert all(r for _, _, r in ups), f"zero diffs in output: {ups}"
+        ups.sort(key=lambda u: (sort_key(u[1]), repr(u[0])))
+    return result["output"] if list(result) == ["output"] else result
+
+
+@st.composite
+def histories(
+    draw: st.DrawFn, data: st.SearchStrategy[Any], *, max_time: int = 4, max_size: int = 8
+) -> list[Update]:
+    """Updates at times ``0..max_time`` with signed counts, and retractions at later times."""
+    base = draw(
+        st.lists(
+            st.tuples(data, st.integers(0, max_time), st.integers(-2, 3).filter(bool)),
+            max_size=max_size,
+        )
+    )
+    extra = [(d, draw(st.integers(t, max_time)), -r) for d, t, r in base if draw(st.booleans())]
+    return draw(st.permutations(base + extra))
+
+
+def clean(c: Counter[Any]) -> Counter[Any]:
+    """``c`` without zero counts."""
+    return Counter({d: n for d, n in c.items() if n})
+
+
+def lift(fn: Callable[[Any], Any], keep: Callable[[Any], bool] = lambda _d: True) -> Any:
+    """The multiset model of ``filter(keep).map(fn)``: counts move with their data."""
+
+    def apply(c: Counter[Any]) -> Counter[Any]:
+        out: Counter[Any] = Counter()
+        for d, n in c.items():
+            if keep(d):
+                out[fn(d)] += n
+        return clean(out)
+
+    return apply
+
+
+def fixed_point(
+    step: Callable[[Counter[Any]], Counter[Any]], x: Counter[Any], limit: int | None = None
+) -> Counter[Any]:
+    """``step`` applied until nothing changes (or ``limit`` times): the value iterate leaves."""
+    x = clean(x)
+    rounds = 0
+    while True:
+        nxt = clean(step(x))
+        rounds += 1
+        if nxt == x or (limit is not None and rounds >= limit):
+            return nxt
+        assert rounds < 1000, "the model does not converge"
+        x = nxt
+
+
+# -- loop bodies and their models ---------------------------------------------------------
+
+
+def count_up(n: int) -> int:
+    return min(n + 1, 10)
+
+
+def halve_even(n: int) -> int:
+    return n // 2 if n % 2 == 0 else n
+
+
+def below_8(n: int) -> bool:
+    return n < 8
+
+
+def succ(n: int) -> int:
+    return n + 1
+
+
+# -- iterate: fixed points at every outer time --------------------------------------------
+
+
+@loop_settings
+@given(xs=histories(st.integers(0, 12)))
+def test_iterate_reaches_fixed_point_at_every_time(workers: int, xs: list[Update]) -> None:
+    """iterate(count_up) gives the fixed point of the inputs accumulated at each outer time."""
+    out = run(lambda xs: iterate(xs, lambda x: x.map(count_up).consolidate()), workers, xs=xs)
+    assert_matches_oracle(out, {"xs": xs}, lambda c: fixed_point(lift(count_up), c["xs"]))
+
+
+@loop_settings
+@given(roots=histories(st.integers(0, 9)), extra=histories(st.integers(0, 9)))
+def test_iterate_uses_outer_collections(
+    workers: int, roots: list[Update], extra: list[Update]
+) -> None:
+    """A collection of the enclosing scope used in the body is present in every round."""
+
+    def build(roots: df.Collection, extra: df.Collection) -> df.Collection:
+        return iterate(roots, lambda x: x.filter(below_8).map(succ).concat(extra).consolidate())
+
+    out = run(build, workers, roots=roots, extra=extra)
+
+    def model(c: dict[str, Counter[Any]]) -> Counter[Any]:
+        shift = lift(succ, below_8)
+
+        def step(x: Counter[Any]) -> Counter[Any]:
+            out = shift(x)
+            out.update(c["extra"])  # update keeps negative counts, unlike +
+            return clean(out)
+
+        return fixed_point(step, c["roots"])
+
+    assert_matches_oracle(out, {"roots": roots, "extra": extra}, model)
+
+
+def test_iterate_exact_updates_with_retractions(workers: int) -> None:
+    """Halving evens to a fixed point, with insertions and removals at later outer times."""
+    xs = [(12, 0, 1), (8, 1, 1), (12, 2, -1), (5, 3, 1), (0, 3, 1), (8, 4, -1), (6, 4, 2)]
+    out = df.run(
+        pipeline_of(lambda xs: iterate(xs, lambda x: x.map(halve_even).consolidate())),
+        workers=workers,
+        xs=xs,
+    )
+    # 12 -> 6 -> 3; 8 -> 4 -> 2 -> 1; 6 -> 3; 5 and 0 are fixed.
+    assert out == [
+        (3, 0, 1),
+        (1, 1, 1),
+        (3, 2, -1),
+        (0, 3, 1),
+        (5, 3, 1),
+        (1, 4, -1),
+        (3, 4, 2),
+    ]
+
+
+def test_unchanging_body_returns_its_input(workers: int) -> None:
+    """A body that changes nothing returns its input at every time (the source and its
+    negation fed back cancel in the consolidate, so nothing circulates)."""
+    xs = [("a", 0, 2), ("b", 1, 1), ("a", 3, -1)]
+    assert run(lambda xs: iterate(xs, lambda x: x.consolidate()), workers, xs=xs) == xs
+
+
+def test_iterate_rounds_carry_product_times(workers: int) -> None:
+    """Inside the loop times are Product(t, round); round i holds step applied i times."""
+    seen: list[Update] = []
+
+    def build(xs: df.Collection) -> df.Collection:
+        return iterate(xs, lambda x: x.inspect(seen.append).map(count_up).consolidate())
+
+    out = run(build, workers, xs=[(7, 0, 1), (7, 2, -1), (9, 2, 1)])
+    assert out == [(10, 0, 1)]
+    assert all(t.__class__ is Product and t.outer.__class__ is int for _, t, _ in seen)
+
+    def at(t: int, i: int) -> dict[Any, int]:
+        acc: Counter[Any] = Counter()
+        for d, u, r in seen:
+            if u.outer <= t and u.inner <= i:  # type: ignore[union-attr]
+                acc[d] += r
+        return dict(clean(acc))
+
+    assert [at(0, i) for i in range(5)] == [{7: 1}, {8: 1}, {9: 1}, {10: 1}, {10: 1}]
+    assert [at(2, i) for i in range(3)] == [{9: 1}, {10: 1}, {10: 1}]
+
+
+class FrontierWatch(Operator):
+    """Records its input frontier each time it changes (probe-like, for loop scopes)."""
+
+    interest = Interest.ALWAYS
+    name = "watch"
+
+    def __init__(self, seen: list[Antichain]) -> None:
+        self.seen = seen
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        ctx.messages(0)
+        self.seen.append(ctx.frontier(0))
+
+
+async def test_frontier_passes_every_round_of_a_time(workers: int) -> None:
+    """Interactively: once nothing circulates for time t, the loop frontier passes (t, i) for
+    every i while later times are still open, and each time's output is complete."""
+    seen: list[list[Antichain]] = [[] for _ in range(workers)]
+
+    def build(xs: df.Collection) -> df.Collection:
+        def step(x: df.Collection) -> df.Collection:
+            x._add("watch", lambda w, _n: FrontierWatch(seen[w]), [x])
+            return x.map(count_up).consolidate()
+
+        return iterate(xs, step)
+
+    def loop_frontiers() -> list[list[Time]]:
+        return [sorted(per_worker[-1]) for per_worker in seen]
+
+    with trio.fail_after(20):
+        async with df.open(pipeline_of(build), workers=workers) as job:
+            xs = job.inputs["xs"]
+            xs.insert(4)
+            xs.insert(9)
+            await job.advance_to(1)
+            assert job.output.at(0) == {10: 2}
+            await trio.testing.wait_all_tasks_blocked()
+            assert loop_frontiers() == [[Product(1, 0)]] * workers
+            xs.remove(4)
+            xs.insert(12)
+            await job.advance_to(2)
+            assert job.output.at(1) == {10: 2}
+            xs.remove(9)
+            await job.advance_to(3)
+            await trio.testing.wait_all_tasks_blocked()
+            assert loop_frontiers() == [[Product(3, 0)]] * workers
+            assert job.output.at(2) == {10: 1}
+            assert job.output.at(0) == {10: 2}
+    assert loop_frontiers() == [[]] * workers
+
+
+def reach_step(roots: df.Collection, edges: df.Collection) -> Callable[[df.Collection], Any]:
+    """The body of reachability: one more edge from every reached node, plus the roots."""
+
+    def step(reach: df.Collection) -> df.Collection:
+        return (
+            reach.map(lambda rn: (rn[1], rn[0]))
+            .join_map(edges, lambda node, root, dst: (root, dst))
+            .concat(roots.map(lambda r: (r, r)))
+            .distinct()
+        )
+
+    return step
+
+
+@loop_settings
+@given(
+    roots=histories(st.integers(0, 5), max_size=3),
+    edges=histories(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=10),
+)
+def test_reachability_with_join_and_distinct(
+    workers: int, roots: list[Update], edges: list[Update]
+) -> None:
+    """The contract's example: (root, node) pairs reachable from each root, kept up to date
+    as edges and roots come and go (a join and a distinct inside the loop)."""
+
+    def build(roots: df.Collection, edges: df.Collection) -> df.Collection:
+        return iterate(roots.map(lambda r: (r, r)), reach_step(roots, edges))
+
+    out = run(build, workers, roots=roots, edges=edges)
+
+    def model(c: dict[str, Counter[Any]]) -> Counter[Any]:
+        succ: dict[Any, set[Any]] = {}
+        for (a, b), n in c["edges"].items():
+            if n > 0:
+                succ.setdefault(a, set()).add(b)
+        reached: Counter[Any] = Counter()
+        for r, n in c["roots"].items():
+            if n <= 0:
+                continue
+            seen, todo = {r}, [r]
+            while todo:
+                for m in succ.get(todo.pop(), ()):
+                    if m not in seen:
+                        seen.add(m)
+                        todo.append(m)
+            reached.update({(r, m): 1 for m in seen})
+        return reached
+
+    assert_matches_oracle(out, {"roots": roots, "edges": edges}, model)
+
+
+# -- nested loops ---------------------------------------------------------------------------
+
+
+def inner_cap(ab: tuple[int, int]) -> tuple[int, int]:
+    a, b = ab
+    return (a, min(b + 1, a + 2))
+
+
+def outer_bump(ab: tuple[int, int]) -> tuple[int, int]:
+    a, b = ab
+    return (min(a + 1, 3), b)
+
+
+@loop_settings
+@given(xs=histories(st.tuples(st.integers(0, 4), st.integers(0, 6)), max_size=6))
+def test_nested_iterate(workers: int, xs: list[Update]) -> None:
+    """A loop inside a loop: inner rounds run to a fixed point inside every outer round, at
+    times Product(Product(t, i), j)."""
+    inner_times: list[Time] = []
+
+    def build(xs: df.Collection) -> df.Collection:
+        def outer(x: df.Collection) -> df.Collection:
+            def inner(y: df.Collection) -> df.Collection:
+                return y.inspect(lambda u: inner_times.append(u[1])).map(inner_cap).consolidate()
+
+            return iterate(x, inner).map(outer_bump).consolidate()
+
+        return iterate(xs, outer)
+
+    out = run(build, workers, xs=xs)
+
+    def model(c: dict[str, Counter[Any]]) -> Counter[Any]:
+        return fixed_point(lambda x: lift(outer_bump)(fixed_point(lift(inner_cap), x)), c["xs"])
+
+    assert_matches_oracle(out, {"xs": xs}, model)
+    assert all(depth(t) == 2 for t in inner_times)
+
+
+@loop_settings
+@given(roots=histories(st.integers(0, 12), max_size=6))
+def test_nested_iterate_enters_collections_of_every_enclosing_scope(
+    workers: int, roots: list[Update]
+) -> None:
+    """The inner body uses a top-scope input (entered twice) and an outer-loop collection
+    (entered once); both are present in every inner round."""
+
+    def build(roots: df.Collection) -> df.Collection:
+        def outer(x: df.Collection) -> df.Collection:
+            seed = x.filter(lambda n: n < 30).map(lambda n: n + 10)
+
+            def inner(y: df.Collection) -> df.Collection:
+                return (
+                    y.filter(lambda n: n % 10 < 3)
+                    .map(succ)
+                    .concat(seed, roots.map(lambda r: r + 100))
+                    .consolidate()
+                )
+
+            return iterate(seed, inner).concat(roots).consolidate()
+
+        return iterate(roots, outer)
+
+    out = run(build, workers, roots=roots)
+
+    def model(c: dict[str, Counter[Any]]) -> Counter[Any]:
+        r = c["roots"]
+
+        def outer(x: Counter[Any]) -> Counter[Any]:
+            seed = lift(lambda n: n + 10, lambda n: n < 30)(x)
+
+            def inner(y: Counter[Any]) -> Counter[Any]:
+                nxt = lift(succ, lambda n: n % 10 < 3)(y)
+                nxt.update(seed)
+                nxt.update(lift(lambda n: n + 100)(r))
+                return clean(nxt)
+
+            res = fixed_point(inner, seed)
+            res.update(r)
+            return clean(res)
+
+        return fixed_point(outer, r)
+
+    assert_matches_oracle(out, {"roots": roots}, model)
+
+
+# -- iteration limits -----------------------------------------------------------------------
+
+
+def perm7(n: int) -> int:
+    return (3 * n + 1) % 7
+
+
+@loop_settings
+@given(xs=histories(st.integers(0, 6), max_size=6), limit=st.integers(1, 6))
+def test_limit_stops_a_loop_that_never_converges(
+    workers: int, xs: list[Update], limit: int
+) -> None:
+    """With limit=n the body is applied exactly n times, even when it would cycle for ever."""
+    out = run(
+        lambda xs: iterate(xs, lambda x: x.map(perm7).consolidate(), limit=limit),
+        workers,
+        xs=xs,
+    )
+    assert_matches_oracle(out, {"xs": xs}, lambda c: fixed_point(lift(perm7), c["xs"], limit))
+
+
+def test_limit_bounds_a_loop_without_consolidation(workers: int) -> None:
+    """Without a consolidate, +/- pairs circulate for ever; a limit still ends the loop."""
+    out = run(
+        lambda xs: iterate(xs, lambda x: x.map(lambda n: min(n + 1, 3)), limit=6),
+        workers,
+        xs=[(0, 0, 1), (2, 1, 2)],
+    )
+    assert out == [(3, 0, 1), (3, 1, 2)]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 5])
+def test_limit_on_a_plain_variable_counts_rounds(workers: int, limit: int) -> None:
+    """A variable that starts empty and grows each round holds rounds 0..limit-1 only."""
+
+    def build(roots: df.Collection) -> df.Collection:
+        with loop_scope(roots) as scope:
+            v = Variable(scope, limit=limit)
+            result = v.set(roots.concat(v.map(succ)).consolidate())
+        return result.leave()
+
+    out = run(build, workers, roots=[(0, 0, 1)])
+    assert sorted(d for d, _, _ in out) == list(range(limit))
+
+
+# -- Variable: explicit forms and mutual recursion ------------------------------------------
+
+
+@loop_settings
+@given(roots=histories(st.integers(0, 7), max_size=6))
+def test_mutual_recursion_even_odd(workers: int, roots: list[Update]) -> None:
+    """Two variables in one scope: numbers reachable from the roots by an even or an odd
+    number of +1 steps (up to 8), with multiplicities (one path per root)."""
+
+    def build(roots: df.Collection) -> dict[str, df.Collection]:
+        with loop_scope(roots, "parity") as scope:
+            even, odd = Variable(scope), Variable(scope)
+
+            def step(c: df.Collection) -> df.Collection:
+                return c.filter(below_8).map(succ)
+
+            even_next = even.set(roots.concat(step(odd)).consolidate())
+            odd_next = odd.set(step(even).consolidate())
+            scope._check()
+        return {"even": even_next.leave(), "odd": odd_next.leave()}
+
+    out = run(build, workers, roots=roots)
+
+    def model(c: dict[str, Counter[Any]]) -> dict[str, Counter[Any]]:
+        shift = lift(succ, below_8)
+        even: Counter[Any] = Counter()
+        odd: Counter[Any] = Counter()
+        for _ in range(100):
+            e2 = shift(odd)
+            e2.update(c["roots"])
+            e2, o2 = clean(e2), shift(even)
+            if (e2, o2) == (even, odd):
+                break
+            even, odd = e2, o2
+        return {"even": even, "odd": odd}
+
+    assert_matches_oracle(out, {"roots": roots}, model)
+
+
+def test_variable_from_collection_matches_iterate(workers: int) -> None:
+    """Variable.from_collection with an explicit scope is the loop iterate builds."""
+    xs = [(1, 0, 1), (6, 1, 2), (1, 2, -1), (15, 2, 1)]
+
+    def by_variable(xs: df.Collection) -> df.Collection:
+        with loop_scope(xs) as scope:
+            x = Variable.from_collection(xs, scope=scope)
+            assert x.source is not None and x.source.scope is scope
+            result = x.set(x.map(count_up).consolidate())
+            x._check()
+        return result.leave()
+
+    def by_entered(xs: df.Collection) -> df.Collection:
+        scope = loop_scope(xs)
+        x = Variable.from_collection(xs.enter(scope))
+        return x.set(x.map(count_up).consolidate()).leave()
+
+    def by_iterate(xs: df.Collection) -> df.Collection:
+        return iterate(xs, lambda x: x.map(count_up).consolidate())
+
+    expected = run(by_iterate, workers, xs=xs)
+    assert expected == [(10, 0, 1), (10, 1, 2)]  # {1}, then {1, 6, 6}, then {6, 6, 15}
+    assert run(by_variable, workers, xs=xs) == expected
+    assert run(by_entered, workers, xs=xs) == expected
+
+
+def test_set_accepts_outer_collection_and_returns_it_entered() -> None:
+    """set() enters a collection of an enclosing scope; the loop then holds it from round 1."""
+
+    def build(roots: df.Collection) -> df.Collection:
+        scope = loop_scope(roots)
+        v = Variable(scope)
+        result = v.set(roots)
+        assert result.scope is scope
+        return v.leave()
+
+    assert run(build, 1, roots=[("a", 0, 1), ("a", 2, -1)]) == [("a", 0, 1), ("a", 2, -1)]
+
+
+# -- scope and wiring errors ------------------------------------------------------------------
+
+
+def test_unset_variable_is_reported_with_its_origin() -> None:
+    """A Variable never set is an error when the pipeline finishes building (and when its
+    loop_scope block ends), naming where it was created."""
+
+    def forgot(roots: df.Collection) -> df.Collection:
+        Variable(loop_scope(roots))
+        return roots
+
+    with pytest.raises(ValueError, match=r"never set \(created at .*test_iterate\.py:\d+"):
+        check_variables_set(pipeline_of(forgot).instantiate())
+
+    def forgot_in_block(roots: df.Collection) -> df.Collection:
+        with loop_scope(roots) as scope:
+            Variable(scope)
+        return roots
+
+    with pytest.raises(ValueError, match="1 loop Variable"):
+        pipeline_of(forgot_in_block).instantiate()
+
+
+def test_variable_set_twice_is_rejected() -> None:
+    """A Variable is set exactly once."""
+
+    def build(roots: df.Collection) -> df.Collection:
+        v = Variable(loop_scope(roots))
+        v.set(v.consolidate())
+        with pytest.raises(ValueError, match="already set"):
+            v.set(roots)
+        return roots
+
+    pipeline_of(build).instantiate()
+
+
+def test_inner_scope_collections_cannot_escape() -> None:
+    """A loop's collection used outside the loop without leave() is rejected, as is a
+    nested loop's collection returned from a body or set into an outer variable."""
+    leaked: list[df.Collection] = []
+
+    def leak(x: df.Collection) -> df.Collection:
+        leaked.append(x)
+        return x.consolidate()
+
+    def as_output(xs: df.Collection) -> df.Collection:
+        iterate(xs, leak)
+        return leaked[-1].map(succ)
+
+    with pytest.raises(ValueError, match="inside an iteration scope"):
+        pipeline_of(as_output).instantiate()
+
+    def in_sibling_loop(xs: df.Collection) -> df.Collection:
+        iterate(xs, leak)
+        first = leaked[-1]
+        return iterate(xs, lambda x: x.concat(first).consolidate())
+
+    with pytest.raises(ValueError, match=r"cannot be used in scope|does not enclose"):
+        pipeline_of(in_sibling_loop).instantiate()
+
+    def nested_not_left(xs: df.Collection) -> df.Collection:
+        def outer(x: df.Collection) -> df.Collection:
+            iterate(x, leak)
+            return leaked[-1]
+
+        return iterate(xs, outer)
+
+    with pytest.raises(ValueError, match=r"nested inside scope .*\.leave\(\)"):
+        pipeline_of(nested_not_left).instantiate()
+
+    def set_from_nested(xs: df.Collection) -> df.Collection:
+        scope = loop_scope(xs)
+        v = Variable(scope)
+        inner = Variable(loop_scope(scope))
+        v.set(inner)
+        return xs
+
+    with pytest.raises(ValueError, match=r"call \.leave"):
+        pipeline_of(set_from_nested).instantiate()
+
+
+def test_bad_arguments() -> None:
+    """Misuse gets a TypeError/ValueError naming what is wrong."""
+    builder = DataflowBuilder()
+    xs = builder.new_input("xs")
+    with pytest.raises(TypeError, match="loop scope"):
+        Variable(builder.top)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not in a loop scope"):
+        Variable.from_collection(xs)
+    with pytest.raises(ValueError, match="positive int"):
+        Variable(loop_scope(xs), limit=0)
+    with pytest.raises(ValueError, match="positive int"):
+        iterate(xs, lambda x: x, limit=-1)
+    with pytest.raises(TypeError, match="must be a Collection"):
+        iterate(xs, lambda x: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="must be a Collection"):
+        iterate([1, 2], lambda x: x)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="enclosing scope"):
+        LoopScope(parent=None, name="x", builder=builder)
+    other = DataflowBuilder().new_input("ys")
+    with pytest.raises(ValueError, match="another pipeline"):
+        Variable(loop_scope(xs)).set(other)
+    with pytest.raises(ValueError, match="another pipeline"):
+        iterate(xs, lambda x: other)
+
+
+# -- the progress graph -----------------------------------------------------------------------
+
+
+def _hand_loop(back_summary: PathSummary) -> DataflowSpec:
+    """input -> enter -> concat(enter, back) -> map -> back, with ``back`` closing the cycle."""
+    spec = DataflowSpec()
+    inp = spec.add_node("input", factory=lambda w, n: None, inputs=[], outputs=1)
+    enter = spec.add_node(
+        "enter",
+        factory=lambda w, n: None,
+        inputs=[Edge(inp, 0)],
+        outputs=1,
+        summaries={(0, 0): PathSummary.enter()},
+        depth=1,
+    )
+    head = spec.add_node(
+        "head", factory=lambda w, n: Concat(2), inputs=[Edge(enter, 0)], outputs=1, depth=1
+    )
+    body = spec.add_node(
+        "body",
+        factory=lambda w, n: LinearOperator([Step("map", succ)]),
+        inputs=[Edge(head, 0)],
+        outputs=1,
+        depth=1,
+    )
+    back = spec.add_node(
+        "back",
+        factory=lambda w, n: None,
+        inputs=[Edge(body, 0)],
+        outputs=1,
+        summaries={(0, 0): back_summary},
+        depth=1,
+    )
+    spec.set_input(head, 1, Edge(back, 0))
+    return spec
+
+
+def test_progress_graph_accepts_feedback_and_rejects_non_advancing_cycles() -> None:
+    """A cycle through a +1 feedback is a valid loop; the same cycle with an identity (or a
+    summary that leaves the scope) is rejected when the job is built."""
+    make_plan(_hand_loop(PathSummary.feedback()))
+    with pytest.raises(ValueError, match="cycle does not advance times"):
+        make_plan(_hand_loop(PathSummary.identity()))
+
+    def closes_loop_without_feedback(xs: df.Collection) -> df.Collection:
+        scope = loop_scope(xs)
+        head = xs.enter(scope).concat(xs.enter(scope))
+        body = head.map(succ)
+        xs.builder.spec.set_input(head.node, 1, Edge(body.node, body.port))
+        return body.consolidate().leave()
+
+    with pytest.raises(ValueError, match="cycle does not advance times"):
+        df.run(pipeline_of(closes_loop_without_feedback), xs=[(1, 0, 1)])
+
+
+def test_iterate_builds_one_feedback_per_loop() -> None:
+    """iterate adds exactly one feedback node (+1 summary) at the loop's depth, and the
+    resulting graph passes validation."""
+
+    def build(xs: df.Collection) -> df.Collection:
+        return iterate(xs, lambda x: iterate(x, lambda y: y.consolidate()).consolidate())
+
+    builder = pipeline_of(build).instantiate()
+    feedbacks = [n for n in builder.spec.nodes if n.name.startswith("feedback:")]
+    assert sorted(n.depth for n in feedbacks) == [1, 2]
+    assert all(n.summaries == {(0, 0): PathSummary.feedback()} for n in feedbacks)
+    check_variables_set(builder)
+    make_plan(builder.spec)
+
+
+# -- the feedback operator on its own ---------------------------------------------------------
+
+
+class FakeContext:
+    """The smallest OperatorContext a stateless operator needs."""
+
+    worker_index = 0
+    peers = 1
+
+    def __init__(self, inbox: list[tuple[Time, Any]]) -> None:
+        self.inbox = inbox
+        self.sent: list[tuple[int, Time, Any]] = []
+
+    def messages(self, port: int) -> list[tuple[Time, Any]]:
+        box, self.inbox = self.inbox, []
+        return box
+
+    def send(self, port: int, time: Time, payload: Any) -> None:
+        self.sent.append((port, time, payload))
+
+
+def test_feedback_operator_advances_rounds_and_drops_past_limit() -> None:
+    """Each batch moves one round later on the innermost coordinate; past the limit it is
+    dropped; nested products keep their outer part."""
+    a = UpdateBatch(["a"], [1])
+    b = UpdateBatch(["b"], [-1])
+    nested = Product(Product(3, 4), 1)
+    ctx = FakeContext([(Product(0, 0), a), (Product(2, 1), b), (nested, a)])
+    FeedbackOperator(limit=2).schedule(ctx)  # type: ignore[arg-type]
+    assert ctx.sent == [(0, Product(0, 1), a)]
+    ctx = FakeContext([(Product(0, 0), a), (Product(2, 1), b), (nested, a)])
+    FeedbackOperator().schedule(ctx)  # type: ignore[arg-type]
+    assert ctx.sent == [
+        (0, Product(0, 1), a),
+        (0, Product(2, 2), b),
+        (0, Product(Product(3, 4), 2), a),
+    ]
