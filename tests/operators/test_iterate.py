@@ -320,22 +320,24 @@ def test_reachability_with_join_and_distinct(
     out = run(build, workers, roots=roots, edges=edges)
 
     def model(c: dict[str, Counter[Any]]) -> Counter[Any]:
-        succ: dict[Any, set[Any]] = {}
-        for (a, b), n in c["edges"].items():
-            if n > 0:
-                succ.setdefault(a, set()).add(b)
-        reached: Counter[Any] = Counter()
-        for r, n in c["roots"].items():
-            if n <= 0:
-                continue
-            seen, todo = {r}, [r]
-            while todo:
-                for m in succ.get(todo.pop(), ()):
-                    if m not in seen:
-                        seen.add(m)
-                        todo.append(m)
-            reached.update({(r, m): 1 for m in seen})
-        return reached
+        # The fixed point of the loop body over multisets, iterated from the start
+        # collection: with negative input counts this differs from graph reachability,
+        # and the operator must compute the former.
+        start: Counter[Any] = Counter({(r, r): n for r, n in c["roots"].items() if n})
+        x = start
+        for _ in range(100):
+            body: Counter[Any] = Counter()
+            for (root, node), n in x.items():
+                for (a, b), m in c["edges"].items():
+                    if a == node and m:
+                        body[(root, b)] += n * m
+            for rr, n in start.items():
+                body[rr] += n
+            nxt: Counter[Any] = Counter({k: 1 for k, v in body.items() if v > 0})
+            if nxt == x:
+                break
+            x = nxt
+        return x
 
     assert_matches_oracle(out, {"roots": roots, "edges": edges}, model)
 
