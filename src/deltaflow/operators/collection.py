@@ -542,7 +542,7 @@ class Pipeline:
     outputs.
     """
 
-    def build(self, *args: Collection, **kwargs: Collection) -> Collection | dict[str, Collection]:
+    def build(self, *args: Any, **kwargs: Any) -> Collection | dict[str, Collection]:
         """Describe the computation. Override this."""
         raise NotImplementedError
 
