@@ -1,6 +1,6 @@
 """The W1-W4 workload benchmarks: deltaflow against a from-scratch recompute.
 
-Each workload (see ``workloads.py`` and ``/work/shared/benchmarks/WORKLOADS.md``) loads an
+Each workload (see ``workloads.py``, which follows the shared workload spec) loads an
 initial collection at time 0, then runs *rounds*, one logical time each. Every workload runs
 in its own child process (so ``max_rss_mb`` is that workload's peak) and prints one JSON line
 per figure:
