@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, given, settings, strategies as st
-from tests.reference import assert_matches_oracle
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from tests.reference import assert_matches_oracle, expected_at, interesting_times_for_check
 
 import deltaflow as df
 from deltaflow.framework.antichain import Antichain
@@ -289,6 +289,10 @@ async def test_frontier_passes_every_round_of_a_time(workers: int) -> None:
     assert loop_frontiers() == [[]] * workers
 
 
+class _NoFixedPoint(Exception):
+    """The loop body has no fixed point from this start (it oscillates)."""
+
+
 def reach_step(roots: df.Collection, edges: df.Collection) -> Callable[[df.Collection], Any]:
     """The body of reachability: one more edge from every reached node, plus the roots."""
 
@@ -317,7 +321,6 @@ def test_reachability_with_join_and_distinct(
     def build(roots: df.Collection, edges: df.Collection) -> df.Collection:
         return iterate(roots.map(lambda r: (r, r)), reach_step(roots, edges))
 
-    out = run(build, workers, roots=roots, edges=edges)
 
     def model(c: dict[str, Counter[Any]]) -> Counter[Any]:
         # The fixed point of the loop body over multisets, iterated from the start
@@ -337,7 +340,19 @@ def test_reachability_with_join_and_distinct(
             if nxt == x:
                 break
             x = nxt
+        else:
+            raise _NoFixedPoint
         return x
+
+    # With negative input counts the body may oscillate between two sets for ever: then no
+    # fixed point exists and the dataflow (correctly) never finishes; such inputs are skipped.
+    inputs = {"roots": roots, "edges": edges}
+    try:
+        for t in interesting_times_for_check(inputs):
+            expected_at(inputs, model, t)
+    except _NoFixedPoint:
+        assume(False)
+    out = run(build, workers, roots=roots, edges=edges)
 
     assert_matches_oracle(out, {"roots": roots, "edges": edges}, model)
 
