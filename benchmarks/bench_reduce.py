@@ -13,6 +13,13 @@ record and retracts the oldest (``workloads.w1_count``). The pipeline is
   lines. ``rounds_per_s`` is wall-clock, ``rounds_per_s_cpu`` the same over process CPU time
   (steadier when other processes share the machine).
 
+* ``reduce.bfs.load``: reductions inside a loop, on ``Product`` times. The W4 breadth-first
+  search (``workloads.w4_bfs``: 100,000 nodes, 200,000 edges; ``--quick``: 25,000 nodes,
+  50,000 edges) loaded at time 0 and run to its fixed point with ``min()`` in ``iterate``,
+  every time of a key on the line ``Product(0, _)``. ``load_s`` with the one-line fast path on
+  and off (``interesting_times.LINE_FAST_PATH``), and ``line_path_speedup`` on the "on" line
+  (whole dataflow, CPU time).
+
 Every line carries ``"check": "ok"`` when the final output equals the from-scratch answer.
 ``--profile`` prints the top cProfile entries of the interactive mode (fast path) to stderr.
 
@@ -33,10 +40,10 @@ import time
 from typing import Any
 
 import trio
-from workloads import w1_count, w1_expected
+from workloads import bfs_dists, w1_count, w1_expected, w4_bfs
 
 import deltaflow as df
-from deltaflow.operators import reduce as R
+from deltaflow.operators import interesting_times as IT, reduce as R
 
 
 def _pair(k: int) -> tuple[int, int]:
@@ -132,6 +139,49 @@ def static(
     return figures, {d: r for d, r in final.items() if r}
 
 
+class Bfs(df.Pipeline):
+    """W4: ``(node, distance)`` from the root, by ``min()`` over one more hop in a loop."""
+
+    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
+        def step(dists: df.Collection) -> df.Collection:
+            return (
+                dists.join_map(edges, lambda _src, d, dst: (dst, d + 1))
+                .concat(roots.map(lambda r: (r, 0)))
+                .min()
+            )
+
+        return roots.map(lambda r: (r, 0)).iterate(step)
+
+
+async def bfs_load(edges: list[tuple[int, int]], root: int) -> tuple[float, float, Any]:
+    """Load ``edges`` and ``root`` at time 0 and complete it: ``(wall, cpu, output)``."""
+    async with df.open(Bfs()) as job:
+        clock = _Clock()
+        job.inputs["edges"].insert_many(edges)
+        job.inputs["roots"].insert(root)
+        await job.advance_to(1)
+        wall, cpu = clock.lap()
+        return wall, cpu, job.output.at(0)
+
+
+def measure_bfs(lines: bool, quick: bool) -> dict[str, Any]:
+    """The loop figure, measured in this process."""
+    root, edges, _ = w4_bfs(nodes=25_000, edges=50_000, rounds=0) if quick else w4_bfs(rounds=0)
+    IT.LINE_FAST_PATH = lines
+    wall, cpu, out = trio.run(bfs_load, edges, root)
+    dist = bfs_dists(root, edges)
+    ok = out == dict.fromkeys(dist.items(), 1)
+    return {
+        "figure": "reduce.bfs.load",
+        "line_fast_path": lines,
+        "edges": len(edges),
+        "load_s": round(wall, 4),
+        "load_s_cpu": round(cpu, 4),
+        "reached": len(dist),
+        "check": "ok" if ok else f"got {len(out)} reached",
+    }
+
+
 def measure(mode: str, total_order: bool, n_rounds: int) -> dict[str, Any]:
     """One figure, measured in this process."""
     init, rounds = w1_count(rounds=10_000)
@@ -159,7 +209,10 @@ def main() -> None:
     n_rounds = 1_000 if args.quick else 10_000
     if args.one:
         mode, total = args.one
-        print(json.dumps(measure(mode, total == "1", n_rounds)))
+        if mode == "bfs":
+            print(json.dumps(measure_bfs(total == "1", args.quick)))
+        else:
+            print(json.dumps(measure(mode, total == "1", n_rounds)))
         return
     for mode in ("interactive", "static"):
         rates: dict[bool, float] = {}
@@ -174,6 +227,17 @@ def main() -> None:
             if total_order:
                 line["fast_path_speedup"] = round(rates[True] / rates[False], 3)
             print(json.dumps(line), flush=True)
+    cpu: dict[bool, float] = {}
+    for lines in (False, True):
+        cmd = [sys.executable, __file__, "--one", "bfs", str(int(lines))]
+        if args.quick:
+            cmd.append("--quick")
+        proc = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        line = json.loads(proc.stdout)
+        cpu[lines] = line["load_s_cpu"]
+        if lines:
+            line["line_path_speedup"] = round(cpu[False] / cpu[True], 3)
+        print(json.dumps(line), flush=True)
     if args.profile:
         init, rounds = w1_count(rounds=10_000)
         prof = cProfile.Profile()

@@ -13,6 +13,14 @@ Prints one JSON line per figure:
    one small batch, then the reader's frontier follows to ``t``. Reports the trace size every
    10,000 rounds and the median per-round latency over rounds 900-1000 and over the last 100
    rounds. Target: the late median within 1.2x of the early one (latency stays flat).
+3. ``product``: the storage of iterative computations, whose times are ``Product(round,
+   iteration)``. (a) Arrange 200,000 int ``(key, val)`` updates (keys uniform in 0..10k) with
+   ``Product(i, j)`` times (``i`` the batch, ``j`` uniform in 0..20) in batches of 1,000,
+   a reader holding compaction one round behind (``{Product(i - 1, 0)}``, so merges advance
+   times), once encoded (numpy code columns) and once forced onto the object path
+   (``force_objects=True``, the layout every Product batch had before encoding): updates/s and
+   bytes per update of each. (b) Read the encoded trace back: 2,000 rounds of 100 random keys,
+   ``Spine.lookup_many`` against one ``Spine.lookup`` per key (keys/s each).
 
 Run: ``python benchmarks/bench_trace.py`` (``--quick`` for a smaller, faster run).
 """
@@ -30,6 +38,7 @@ import tracemalloc
 import numpy as np
 
 from deltaflow.framework.antichain import Antichain
+from deltaflow.framework.lattice import Product
 from deltaflow.framework.trace import Batch, Description, Spine
 
 BATCH = 10_000
@@ -120,6 +129,65 @@ def figure_compaction(rounds: int, keys: int = 1000) -> dict[str, object]:
     }
 
 
+PBATCH = 1_000
+PKEYS = 10_000
+INNER = 20
+
+
+def _arrange_products(n_updates: int, force_objects: bool) -> tuple[dict[str, float], Spine]:
+    rng = np.random.default_rng(3)
+    spine = Spine(Antichain([Product(0, 0)]))
+    reader = spine.reader()
+    elapsed = 0.0
+    perf = time.perf_counter
+    for i in range(n_updates // PBATCH):
+        keys = rng.integers(0, PKEYS, PBATCH).tolist()
+        vals = rng.integers(0, 2**20, PBATCH).tolist()
+        times = [Product(i, j) for j in rng.integers(0, INNER, PBATCH).tolist()]
+        diffs = [1] * PBATCH
+        desc = Description(Antichain([Product(i, 0)]), Antichain([Product(i + 1, 0)]))
+        start = perf()
+        batch = Batch.from_columns(keys, vals, times, diffs, desc, force_objects=force_objects)
+        spine.insert(batch)
+        if i:
+            reader.set_logical_compaction(Antichain([Product(i - 1, 0)]))
+        elapsed += perf() - start
+    stats = spine.statistics()
+    out = {"seconds": elapsed, "updates": stats.updates, "nbytes": stats.nbytes}
+    return out, spine
+
+
+def figure_product(n_updates: int, lookup_rounds: int) -> dict[str, object]:
+    encoded, spine = _arrange_products(n_updates, False)
+    objects, _ = _arrange_products(n_updates, True)
+    rng = np.random.default_rng(4)
+    probes = [rng.integers(0, PKEYS, 100).tolist() for _ in range(lookup_rounds)]
+    perf = time.perf_counter
+    start = perf()
+    for keys in probes:
+        spine.lookup_many(keys, sort=False)
+    many_s = perf() - start
+    lookup = spine.lookup
+    start = perf()
+    for keys in probes[: max(lookup_rounds // 10, 1)]:
+        for k in keys:
+            lookup(k)
+    single_s = (perf() - start) * lookup_rounds / max(lookup_rounds // 10, 1)
+    n_keys = 100 * lookup_rounds
+    return {
+        "figure": "product",
+        "updates": n_updates,
+        "batch": PBATCH,
+        "encoded_updates_per_s": round(n_updates / encoded["seconds"]),
+        "objects_updates_per_s": round(n_updates / objects["seconds"]),
+        "encoded_bytes_per_update": round(encoded["nbytes"] / max(encoded["updates"], 1), 2),
+        "objects_bytes_per_update": round(objects["nbytes"] / max(objects["updates"], 1), 2),
+        "batches_at_end": len(spine.batches()),
+        "lookup_many_keys_per_s": round(n_keys / many_s),
+        "lookup_keys_per_s": round(n_keys / single_s),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
@@ -131,7 +199,14 @@ def main(argv: list[str] | None = None) -> None:
         "numpy": np.__version__,
         "machine": platform.machine(),
     }
-    for fig in (figure_arrange(n_updates), figure_compaction(rounds)):
+    p_updates = 50_000 if args.quick else 200_000
+    p_rounds = 500 if args.quick else 2_000
+    figures = (
+        figure_arrange(n_updates),
+        figure_compaction(rounds),
+        figure_product(p_updates, p_rounds),
+    )
+    for fig in figures:
         fig.update(env)
         print(json.dumps(fig), flush=True)
 

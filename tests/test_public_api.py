@@ -8,11 +8,34 @@ import inspect
 import deltaflow as df
 from deltaflow.framework import lattice
 
-CONTRACT_METHODS = (
-    "map filter flat_map explode join_function negate concat consolidate inspect "
-    "arrange_by_key arrange_by_self join join_map semijoin antijoin reduce count distinct "
-    "threshold min max top_k iterate enter leave probe"
-).split()
+CONTRACT_METHODS = [
+    "map",
+    "filter",
+    "flat_map",
+    "explode",
+    "join_function",
+    "negate",
+    "concat",
+    "consolidate",
+    "inspect",
+    "arrange_by_key",
+    "arrange_by_self",
+    "join",
+    "join_map",
+    "semijoin",
+    "antijoin",
+    "reduce",
+    "count",
+    "distinct",
+    "threshold",
+    "min",
+    "max",
+    "top_k",
+    "iterate",
+    "enter",
+    "leave",
+    "probe",
+]
 
 
 def test_all_names_exist_and_are_documented() -> None:

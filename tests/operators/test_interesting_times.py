@@ -30,25 +30,30 @@ from deltaflow.operators.interesting_times import accumulate, interesting_times
 
 
 @contextlib.contextmanager
-def tunables(pairwise_below: int, short_chain: int, pair_sweep: bool) -> Iterator[None]:
-    """Temporarily set the module's tunables ((0, 0, False) forces the chain-crossing path)."""
-    old = (it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP)
-    it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP = (
+def tunables(
+    pairwise_below: int, short_chain: int, pair_sweep: bool, line_fast_path: bool = True
+) -> Iterator[None]:
+    """Temporarily set the module's tunables ((0, 0, False, False) forces the chain-crossing
+    path)."""
+    old = (it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP, it_mod.LINE_FAST_PATH)
+    (it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP, it_mod.LINE_FAST_PATH) = (
         pairwise_below,
         short_chain,
         pair_sweep,
+        line_fast_path,
     )
     try:
         yield
     finally:
-        it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP = old
+        it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP, it_mod.LINE_FAST_PATH = old
 
 
-DEFAULTS = (it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP)
+DEFAULTS = (it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP, it_mod.LINE_FAST_PATH)
 MODES = [
     pytest.param(DEFAULTS, id="default"),
-    pytest.param((DEFAULTS[0], DEFAULTS[1], False), id="fold"),
-    pytest.param((0, 0, False), id="chains"),
+    pytest.param((DEFAULTS[0], DEFAULTS[1], True, False), id="sweep"),
+    pytest.param((DEFAULTS[0], DEFAULTS[1], False, False), id="fold"),
+    pytest.param((0, 0, False, False), id="chains"),
 ]
 
 
@@ -259,6 +264,77 @@ def test_cross_emits_each_join_exactly_once(
     assert set(out) == {it_mod._join(r, c) for r in rows for c in cols}
 
 
+# --- times on one line -------------------------------------------------------------------------
+
+line_outers = st.one_of(st.integers(0, 3), st.builds(Product, st.integers(0, 2), st.integers(0, 2)))
+
+
+def line_case(data: st.DataObject) -> tuple[Time, list[Time], list[Time], Antichain]:
+    """Seeds on one line ``x``, stored times mostly at or below it, and a random frontier."""
+    x = data.draw(line_outers, label="x")
+    below = st.one_of(st.just(x), st.builds(Product, st.integers(0, 2), st.integers(0, 2)))
+    if x.__class__ is int:
+        below = st.integers(0, x) if data.draw(st.booleans()) else st.integers(0, 4)
+    ys = st.integers(0, 6)
+    seeds = data.draw(st.lists(st.builds(Product, st.just(x), ys), min_size=1, max_size=5))
+    stored = data.draw(st.lists(st.builds(Product, below, ys), max_size=6))
+    upper = Antichain(data.draw(st.lists(st.builds(Product, below, ys), max_size=3)))
+    return x, seeds, stored, upper
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_line_fast_path_matches_general(data: st.DataObject) -> None:
+    """Seeds on one line (int or nested outer coordinate): the shortcut gives exactly the
+    general answer and the brute-force one, whether or not the stored times fit the line."""
+    _x, seeds, stored, upper = line_case(data)
+    with tunables(*DEFAULTS[:3], True):
+        fast = interesting_times(seeds, stored, upper)
+    with tunables(*DEFAULTS[:3], False):
+        general = interesting_times(seeds, stored, upper)
+    assert fast == general
+    check_split(*fast, brute_interesting(seeds, stored), upper)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_accumulate_on_one_line_matches_general(data: st.DataObject) -> None:
+    """Accumulating at times of one line equals the general path and scanning the history."""
+    _x, seeds, stored, _ = line_case(data)
+    diffs = [1, -1, 2, 1, -2, 1, 1, -1]
+    history = list(zip("abcabcab", stored + seeds, diffs))
+    with tunables(*DEFAULTS[:3], True):
+        fast = accumulate(history, seeds)
+    with tunables(*DEFAULTS[:3], False):
+        general = accumulate(history, seeds)
+    assert fast == general == [brute_accumulate(history, t) for t in seeds]
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_line_bound_is_where_the_line_passes_the_frontier(data: st.DataObject) -> None:
+    """``Product(x, y)`` is beyond the frontier exactly when ``y >= line_bound(upper, x)``."""
+    x, _seeds, _stored, upper = line_case(data)
+    bound = it_mod.line_bound(upper, x)
+    for y in range(9):
+        assert upper.less_equal(Product(x, y)) == (bound is not None and y >= bound)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    seeds=st.lists(ints, min_size=1, max_size=6),
+    stored=st.lists(ints, max_size=6),
+    bound=st.one_of(st.none(), ints),
+)
+def test_interesting_on_line_is_the_int_answer(
+    seeds: list[int], stored: list[int], bound: int | None
+) -> None:
+    """Positions on a chain: the joins of subsets with a seed, split at ``bound``."""
+    ready, deferred = it_mod.interesting_on_line(seeds, stored, bound)
+    upper = Antichain([] if bound is None else [bound])
+    check_split(ready, deferred, brute_interesting(seeds, stored), upper)
+
+
 # --- accumulate -------------------------------------------------------------------------------
 
 
@@ -374,7 +450,7 @@ def test_trap_pending_join_is_kept() -> None:
     assert toy_reduce(rounds, pair_logic, carry=False) == []
 
 
-@pytest.mark.parametrize("mode", [MODES[0], MODES[2]])
+@pytest.mark.parametrize("mode", [MODES[0], MODES[3]])
 @pytest.mark.parametrize("logic", [pair_logic, min_logic, count_logic])
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32))

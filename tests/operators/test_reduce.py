@@ -7,8 +7,9 @@ context that checks the right to send and tracks capabilities, the way the runti
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from deltaflow.framework.trace._order import ukey
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.spine import Spine
-from deltaflow.operators import reduce as R
+from deltaflow.operators import interesting_times as it_mod, reduce as R
 from deltaflow.operators.base import UpdateBatch
 from deltaflow.testing import accumulate, example
 
@@ -444,6 +445,7 @@ def test_product_times_match_oracle(
         assert accumulate(stored, late) == accumulate(mine, late)
 
 
+@pytest.mark.parametrize("lines", [True, False], ids=["lines", "general"])
 @pytest.mark.parametrize("total_order", [True, False])
 @settings(max_examples=40)
 @given(
@@ -452,11 +454,116 @@ def test_product_times_match_oracle(
     lag=st.lists(st.booleans(), min_size=1, max_size=3),
 )
 def test_int_paths_match_oracle(
-    total_order: bool, updates: list[Any], frontiers: list[Antichain], lag: list[bool]
+    lines: bool,
+    total_order: bool,
+    updates: list[Any],
+    frontiers: list[Antichain],
+    lag: list[bool],
 ) -> None:
-    """Int times through the fast path and through the general path give the oracle's output."""
-    sent, ctx, _ = drive(updates, frontiers, parity_logic, 0, lag=lag, total_order=total_order)
+    """Int times through the fast path and through the general path (with and without its
+    chain sweep) give the oracle's output."""
+    with line_fast_path(lines):
+        sent, ctx, _ = drive(
+            updates, frontiers, parity_logic, 0, lag=lag, total_order=total_order
+        )
     assert_matches_oracle(sent, {"xs": updates}, q_parity)
+    assert ctx.held == {}
+
+
+@contextlib.contextmanager
+def line_fast_path(on: bool) -> Iterator[None]:
+    """Temporarily switch the one-line shortcut of reductions and interesting times."""
+    old = it_mod.LINE_FAST_PATH
+    it_mod.LINE_FAST_PATH = on
+    try:
+        yield
+    finally:
+        it_mod.LINE_FAST_PATH = old
+
+
+def consolidated(updates: list[Any]) -> Counter[Any]:
+    """``{(data, time): diff}`` of an update list, zero sums dropped."""
+    out: Counter[Any] = Counter()
+    for d, t, r in updates:
+        out[(d, t)] += r
+    return Counter({dt: r for dt, r in out.items() if r})
+
+
+def line_times(outer: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Times mostly on one line ``Product(x, _)``, sometimes below it or on another line."""
+    return st.builds(Product, outer, st.integers(0, 5))
+
+
+LINE_OUTERS = st.sampled_from([2, 2, 2, 2, 1, 3])
+NESTED_OUTERS = st.sampled_from(
+    [Product(1, 1), Product(1, 1), Product(1, 1), Product(0, 1), Product(1, 2)]
+)
+
+
+@pytest.mark.parametrize("outer", [LINE_OUTERS, NESTED_OUTERS], ids=["pairs", "nested"])
+@pytest.mark.parametrize("name", sorted(PRODUCT_QUERIES))
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_line_fast_path_matches_general_path(
+    outer: st.SearchStrategy[Any], name: str, data: st.DataObject
+) -> None:
+    """Keys whose times mostly lie on one line (pairs and nested loops): the chain sweep sends
+    exactly what the general path sends, which is the oracle's answer, and keeps the same
+    pending work and in-memory output."""
+    logic, query = PRODUCT_QUERIES[name]
+    times = line_times(outer)
+    updates = data.draw(
+        st.lists(
+            st.tuples(st.tuples(st.sampled_from(["a", "b"]), VALS), times,
+                      st.integers(-2, 2).filter(bool)),
+            max_size=10,
+        )
+    )
+    frontiers = data.draw(frontier_chains(times))
+    lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    lower = Product(Product(0, 0), 0) if outer is NESTED_OUTERS else Product(0, 0)
+    runs = []
+    for on in (True, False):
+        with line_fast_path(on):
+            sent, ctx, op = drive(updates, frontiers, logic, lower, lag=lag)
+        assert ctx.held == {} and op.pending == {}
+        runs.append((consolidated(sent), {k: consolidated([(v, t, d) for v, t, d in rows])
+                                          for k, rows in op.written.items()}))
+    assert runs[0] == runs[1]
+    assert_matches_oracle(
+        [(d, t, r) for (d, t), r in runs[0][0].items()], {"xs": updates}, query or q_parity
+    )
+
+
+def test_stored_time_compacted_onto_the_line_still_makes_joins() -> None:
+    """An old input time advanced by compaction onto the seeds' line, beyond the frontier,
+    is not a future message: its join with a new seed must be kept pending and corrected."""
+    lower = Product(0, 0)
+    source = Spine(Antichain([lower]))
+    op = R.ReduceOperator("reduce(both)", source, None, both_logic)
+    ctx = FakeContext(lower)
+    f1 = Antichain([Product(1, 0)])
+    first = Batch.from_updates([("k", "x", Product(0, 7), 1)], Description(Antichain([lower]), f1))
+    source.insert(first)
+    ctx.mailbox = [(Product(0, 7), first)]
+    ctx.run(op, f1)
+    assert ctx.sent == []
+    f1b = Antichain([Product(1, 1)])
+    source.insert(Batch.empty(Description(f1, f1b)))
+    ctx.run(op, f1b)
+    while source.exert(10_000):
+        pass
+    assert source.lookup("k") == [("x", Product(1, 7), 1)]  # compacted onto line 1
+    f2 = Antichain([Product(1, 5)])
+    second = Batch.from_updates([("k", "y", Product(1, 2), 1)], Description(f1b, f2))
+    source.insert(second)
+    ctx.mailbox = [(Product(1, 2), second)]
+    ctx.run(op, f2)
+    assert ctx.sent == []
+    assert op.pending == {"k": [Product(1, 7)]}
+    source.insert(Batch.empty(Description(f2, Antichain())))
+    ctx.run(op, Antichain())
+    assert ctx.sent == [(("k", "both"), Product(1, 7), 1)]
     assert ctx.held == {}
 
 
@@ -532,6 +639,39 @@ def test_history_stays_compacted_over_many_rounds(total_order: bool) -> None:
         spine._check()
     assert output.lookup("k") == [(1, 400, 1)] or output.lookup("k") == []
     assert op.readers[0].logical_compaction == Antichain([400])
+    assert len(op.written.get("k", [])) <= R.COMPACT_WRITTEN + 1
+
+
+def test_output_history_of_keys_never_touched_again_is_compacted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Keys that appear once and are retracted a round later leave no output history behind:
+    the in-memory output index is compacted as a whole when it has doubled, and dropped when
+    the input is done."""
+    monkeypatch.setattr(R, "COMPACT_ALL_WRITTEN", 16)
+    source = Spine(Antichain([0]))
+    op = R.ReduceOperator(
+        "count", source, None, R._count_logic, positive_only=False, total_order=False
+    )
+    ctx = FakeContext(0)
+    previous = Antichain([0])
+    sizes = []
+    for t in range(300):
+        rows = [(f"k{t}", 1, t, 1)]
+        if t:
+            rows.append((f"k{t - 1}", 1, t, -1))
+        frontier = Antichain([t + 1])
+        batch = Batch.from_updates(rows, Description(previous, frontier))
+        source.insert(batch)
+        ctx.mailbox = [(t, batch)]
+        ctx.run(op, frontier)
+        previous = frontier
+        sizes.append(op.written_size)
+    assert sizes[-1] > 0 and max(sizes) <= 16 + 2
+    source.insert(Batch.empty(Description(previous, Antichain())))
+    ctx.run(op, Antichain())
+    assert op.written == {} and op.written_size == 0
+    assert ctx.held == {}
 
 
 @settings(max_examples=30)

@@ -68,16 +68,24 @@ class Product:
     def _key(self) -> tuple[Any, Any]:
         return (self.outer, self.inner)
 
-    def __lt__(self, other: Product) -> bool:
+    def __lt__(self, other: object) -> bool:
+        if other.__class__ is not Product:
+            return NotImplemented
         return (self.outer, self.inner) < (other.outer, other.inner)
 
-    def __le__(self, other: Product) -> bool:
+    def __le__(self, other: object) -> bool:
+        if other.__class__ is not Product:
+            return NotImplemented
         return (self.outer, self.inner) <= (other.outer, other.inner)
 
-    def __gt__(self, other: Product) -> bool:
+    def __gt__(self, other: object) -> bool:
+        if other.__class__ is not Product:
+            return NotImplemented
         return (self.outer, self.inner) > (other.outer, other.inner)
 
-    def __ge__(self, other: Product) -> bool:
+    def __ge__(self, other: object) -> bool:
+        if other.__class__ is not Product:
+            return NotImplemented
         return (self.outer, self.inner) >= (other.outer, other.inner)
 
 
@@ -91,7 +99,7 @@ def less_equal(a: Time, b: Time) -> bool:
     (True, False)
     """
     if a.__class__ is int:
-        return a <= b  # type: ignore[operator]
+        return a <= b
     return less_equal(a.outer, b.outer) and less_equal(a.inner, b.inner)  # type: ignore[union-attr]
 
 
@@ -107,7 +115,7 @@ def join(a: Time, b: Time) -> Time:
     Product(outer=4, inner=7)
     """
     if a.__class__ is int:
-        return a if a >= b else b  # type: ignore[operator]
+        return a if a >= b else b
     return Product(join(a.outer, b.outer), join(a.inner, b.inner))  # type: ignore[union-attr]
 
 
@@ -118,7 +126,7 @@ def meet(a: Time, b: Time) -> Time:
     Product(outer=3, inner=6)
     """
     if a.__class__ is int:
-        return a if a <= b else b  # type: ignore[operator]
+        return a if a <= b else b
     return Product(meet(a.outer, b.outer), meet(a.inner, b.inner))  # type: ignore[union-attr]
 
 

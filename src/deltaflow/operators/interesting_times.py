@@ -91,6 +91,19 @@ produced by list slices, already in order. The chain fold remains the general al
 **Int times** are totally ordered: the interesting times are the seeds and the stored times
 above the smallest seed, with no joins to form.
 
+**Times on one line** (the common case inside a loop, where every time of a key shares the
+outer coordinate ``x`` of the current round) are just as simple. If every seed is
+``Product(x, _)`` with an int inner coordinate and every stored time has an outer coordinate
+``<= x``, then advancing the stored times by the seeds' meet ``Product(x, low)`` puts them all on
+the line ``x``: a chain, ordered by the inner coordinate. The interesting times are then the
+seeds and the stored times whose inner coordinate is above ``low``, exactly as for ints
+(:func:`interesting_on_line`), and a time ``Product(x, y)`` is beyond ``upper`` iff ``y`` is at
+least :func:`line_bound` (the smallest inner coordinate of an element of ``upper`` whose outer
+coordinate is ``<= x``). Accumulating at times on one line filters the history to outer
+coordinates ``<= x`` and sweeps it by inner coordinate. Both checks cost one pass over the
+times, and both answers are the general ones (tested against them); ``x`` itself may be any
+time (nested loops), only the inner coordinate must be an int.
+
 :func:`accumulate` decomposes the query times into chains. Along a chain the set of updates
 ``<= t`` only grows, so each update is assigned to the first chain position it is ``<=`` (a
 binary search per coordinate column) and one sweep per chain accumulates incrementally.
@@ -110,8 +123,8 @@ Footguns
 [Product(outer=0, inner=1), Product(outer=1, inner=0)]
 >>> deferred
 [Product(outer=1, inner=1)]
->>> accumulate([("a", Product(0, 1), 1), ("b", Product(1, 0), 1)], deferred)
-[{'a': 1, 'b': 1}]
+>>> accumulate([("a", Product(0, 1), 1), ("b", Product(1, 0), 1)], deferred) == [{"a": 1, "b": 1}]
+True
 """
 
 from __future__ import annotations
@@ -119,22 +132,28 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import repeat
-from operator import itemgetter, le
+from operator import attrgetter, itemgetter, le
 from typing import TypeAlias, TypeVar
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, less_equal
 
 __all__ = [
+    "LINE_FAST_PATH",
     "PAIRWISE_BELOW",
     "PAIR_SWEEP",
     "SHORT_CHAIN",
     "SMALL_ACCUMULATE",
     "accumulate",
+    "interesting_on_line",
     "interesting_times",
+    "line_bound",
 ]
 
 V = TypeVar("V", bound=Hashable)
+
+_first = itemgetter(0)
+_inner = attrgetter("inner")
 
 Point = tuple[int, ...]
 """A product time flattened to its int coordinates, outermost first (ordered coordinate-wise)."""
@@ -149,6 +168,10 @@ SHORT_CHAIN = 6
 
 PAIR_SWEEP = True
 """Use the coordinate sweep for ``Product(int, int)`` times (False: the general chain fold)."""
+
+LINE_FAST_PATH = True
+"""Take the one-line shortcut when every time of a call shares its outer coordinate (False:
+always the general algorithms; tests compare the two)."""
 
 SMALL_ACCUMULATE = 24
 """:func:`accumulate` compares every update with every time when there are at most this many
@@ -176,8 +199,9 @@ def interesting_times(
         those beyond it, to carry forward as pending seeds. Both are distinct and sorted in the
         total order, a linear extension of the partial order.
 
-    Runtime complexity: O(n log n) for int times (n = seeds + stored); O(n log^2 n + output)
-    for ``Product(int, int)``; otherwise O((n + output) log n) per pair of chains folded
+    Runtime complexity: O(n log n) for int times (n = seeds + stored) and for seeds on one line
+    with the stored times at or below it; O(n log^2 n + output) for ``Product(int, int)``;
+    otherwise O((n + output) log n) per pair of chains folded
     together, and never more than pairwise joining of the times with the closure.
 
     >>> interesting_times([4, 2], [1, 3, 7], Antichain([5]))
@@ -192,6 +216,10 @@ def interesting_times(
     if first.__class__ is int:
         return _interesting_ints(seed_set, stored, upper)  # type: ignore[arg-type]
     outer, inner = first.outer, first.inner  # type: ignore[union-attr]
+    if LINE_FAST_PATH and inner.__class__ is int:
+        stored = stored if isinstance(stored, (list, tuple)) else list(stored)
+        if _on_line(seed_set, stored, outer):  # type: ignore[arg-type]
+            return _interesting_line(seed_set, stored, upper, outer)  # type: ignore[arg-type]
     if PAIR_SWEEP and outer.__class__ is int and inner.__class__ is int:
         return _interesting_pairs(seed_set, stored, upper)  # type: ignore[arg-type]
     encode, decode = _codec(first)
@@ -221,7 +249,8 @@ def accumulate(history: Sequence[tuple[V, Time, int]], times: Sequence[Time]) ->
         diffs of every update whose time is ``<=`` that time, zero counts dropped. Each dict
         is a fresh object.
 
-    Runtime complexity: O((n + m) log(n + m) + output) for int times; for products,
+    Runtime complexity: O((n + m) log(n + m) + output) for int times and for times on one
+    line (all with the same outer coordinate); for other products,
     O(chains * n * d log m + output) for n updates, m distinct times in ``chains`` chains, and
     d coordinates.
 
@@ -234,6 +263,12 @@ def accumulate(history: Sequence[tuple[V, Time, int]], times: Sequence[Time]) ->
     first = next(iter(distinct))
     if first.__class__ is int:
         at = _accumulate_ints(history, distinct)  # type: ignore[arg-type]
+    elif (
+        LINE_FAST_PATH
+        and first.inner.__class__ is int  # type: ignore[union-attr]
+        and _same_outer(distinct, first.outer)  # type: ignore[arg-type, union-attr]
+    ):
+        at = _accumulate_line(history, distinct, first.outer)  # type: ignore[union-attr]
     else:
         at = _accumulate_points(history, distinct, first)
     out: list[dict[V, int]] = []
@@ -247,20 +282,73 @@ def accumulate(history: Sequence[tuple[V, Time, int]], times: Sequence[Time]) ->
     return out
 
 
+def interesting_on_line(
+    seeds: Iterable[int], stored: Iterable[int], bound: int | None
+) -> tuple[list[int], list[int]]:
+    """:func:`interesting_times` of a chain, given as int positions along it.
+
+    The times of a chain are totally ordered, so the join of a subset is its largest element
+    and the interesting times are the seeds and the stored positions above the smallest seed.
+
+    Args:
+        seeds: positions of the seeds (non-empty).
+        stored: positions of the stored times.
+        bound: positions ``>= bound`` are beyond the frontier (``None``: none is).
+
+    Returns:
+        ``(ready, deferred)`` positions, distinct and ascending.
+
+    Runtime complexity: O(n log n) for n positions.
+
+    >>> interesting_on_line([4, 2], [1, 3, 7], 5)
+    ([2, 3, 4], [7])
+    """
+    seed_set = seeds if isinstance(seeds, set) else set(seeds)
+    low = min(seed_set)
+    found = set(seed_set)
+    found.update([r for r in stored if r > low])
+    ordered = sorted(found)
+    if bound is None:
+        return ordered, []
+    cut = bisect_left(ordered, bound)
+    return ordered[:cut], ordered[cut:]
+
+
+def line_bound(upper: Antichain, outer: Time) -> int | None:
+    """The smallest inner coordinate ``y`` with ``Product(outer, y)`` beyond ``upper``, or None.
+
+    ``Product(outer, y)`` is beyond ``upper`` iff some element ``u`` has ``u.outer <= outer``
+    and ``u.inner <= y``; so the answer is the least such ``u.inner``. Elements must be
+    products with int inner coordinates.
+
+    Runtime complexity: O(len(upper)) comparisons.
+
+    >>> line_bound(Antichain([Product(0, 5), Product(2, 1)]), 1)
+    5
+    >>> line_bound(Antichain([Product(3, 0)]), 1) is None
+    True
+    """
+    bound: int | None = None
+    if outer.__class__ is int:
+        for u in upper.elements:
+            if u.outer <= outer and (bound is None or u.inner < bound):  # type: ignore[union-attr]
+                bound = u.inner  # type: ignore[union-attr]
+    else:
+        for u in upper.elements:
+            if less_equal(u.outer, outer) and (bound is None or u.inner < bound):  # type: ignore[union-attr]
+                bound = u.inner  # type: ignore[union-attr]
+    return bound
+
+
 # --- int times ------------------------------------------------------------------------------
 
 
 def _interesting_ints(
     seeds: set[int], stored: Iterable[int], upper: Antichain
 ) -> tuple[list[Time], list[Time]]:
-    low = min(seeds)
-    found = set(seeds)
-    found.update(r for r in stored if r > low)
-    ordered: list[Time] = sorted(found)
-    if not upper.elements:
-        return ordered, []
-    cut = bisect_left(ordered, min(upper.elements))
-    return ordered[:cut], ordered[cut:]
+    bound = min(upper.elements) if upper.elements else None
+    ready, deferred = interesting_on_line(seeds, stored, bound)  # type: ignore[arg-type]
+    return ready, deferred  # type: ignore[return-value]
 
 
 def _accumulate_ints(
@@ -274,6 +362,64 @@ def _accumulate_ints(
     for t in sorted(distinct):
         while i < n and updates[i][1] <= t:
             val, _, diff = updates[i]
+            i += 1
+            count = acc.get(val, 0) + diff
+            if count:
+                acc[val] = count
+            else:
+                acc.pop(val, None)
+        at[t] = dict(acc)
+    return at
+
+
+# --- times on one line ----------------------------------------------------------------------
+
+
+def _same_outer(times: Iterable[Product], outer: Time) -> bool:
+    """True when every one of ``times`` has outer coordinate ``outer``."""
+    return all(t.outer == outer for t in times)
+
+
+def _on_line(seeds: set[Product], stored: Sequence[Product], outer: Time) -> bool:
+    """True when every seed lies on line ``outer`` and every stored time is at or below it."""
+    if not _same_outer(seeds, outer):
+        return False
+    if outer.__class__ is int:
+        return all(r.outer <= outer for r in stored)
+    return all(less_equal(r.outer, outer) for r in stored)
+
+
+def _interesting_line(
+    seeds: set[Product], stored: Sequence[Product], upper: Antichain, outer: Time
+) -> tuple[list[Time], list[Time]]:
+    ready, deferred = interesting_on_line(
+        [s.inner for s in seeds], [r.inner for r in stored], line_bound(upper, outer)
+    )
+    return [Product(outer, y) for y in ready], [Product(outer, y) for y in deferred]
+
+
+def _accumulate_line(
+    history: Sequence[tuple[V, Time, int]], distinct: set[Time], outer: Time
+) -> dict[Time, dict[V, int]]:
+    """Accumulate at times that all lie on line ``outer``: a sweep by inner coordinate over the
+    updates whose outer coordinate is ``<= outer`` (the others are below none of the times)."""
+    if outer.__class__ is int:
+        rows = [(t.inner, v, d) for v, t, d in history if t.outer <= outer]  # type: ignore[union-attr]
+    else:
+        rows = [
+            (t.inner, v, d)  # type: ignore[union-attr]
+            for v, t, d in history
+            if less_equal(t.outer, outer)  # type: ignore[union-attr]
+        ]
+    rows.sort(key=_first)
+    n = len(rows)
+    acc: dict[V, int] = {}
+    at: dict[Time, dict[V, int]] = {}
+    i = 0
+    for t in sorted(distinct, key=_inner):
+        y = t.inner  # type: ignore[union-attr]
+        while i < n and rows[i][0] <= y:
+            _, val, diff = rows[i]
             i += 1
             count = acc.get(val, 0) + diff
             if count:

@@ -237,7 +237,7 @@ def temporal_filter_logic(
             return []
         if hi is None:
             return [(data, lo, 1)]
-        if not lo < hi:  # type: ignore[operator]
+        if not lo < hi:
             return []
         return [(data, lo, 1), (data, hi, -1)]
 

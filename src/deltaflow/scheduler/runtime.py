@@ -406,7 +406,7 @@ class Job:
     def _complete_before(self, time: int) -> bool:
         for out in self.outputs.values():
             for f in out._store.frontier:
-                if f < time:  # type: ignore[operator]
+                if f < time:
                     return False
         return True
 

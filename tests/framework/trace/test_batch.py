@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -11,7 +13,13 @@ from hypothesis import given, settings, strategies as st
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, advance_by, less_equal
-from deltaflow.framework.trace import Batch, Description, Merger, merge_batches
+from deltaflow.framework.trace import (
+    Batch,
+    Description,
+    Merger,
+    batch as batch_module,
+    merge_batches,
+)
 from deltaflow.framework.trace._order import ukey
 
 # ---------------------------------------------------------------------- models and strategies
@@ -353,3 +361,282 @@ def test_merge_requires_chaining_batches() -> None:
     """Batches whose frontiers do not meet cannot be merged."""
     with pytest.raises(ValueError, match="chain"):
         Merger(Batch.empty(desc(0, 2)), Batch.empty(desc(3, 4)), Antichain([0]))
+
+
+# ---------------------------------------------------------------------- encoded batches
+
+
+@contextmanager
+def thresholds(few: int, cached: int, probes: int) -> Iterator[None]:
+    """Temporarily set lookup_many's size thresholds, so that every code path runs."""
+    saved = (batch_module._FEW, batch_module._CACHED_ROWS, batch_module._FEW_PROBES)
+    batch_module._FEW, batch_module._CACHED_ROWS, batch_module._FEW_PROBES = few, cached, probes
+    try:
+        yield
+    finally:
+        batch_module._FEW, batch_module._CACHED_ROWS, batch_module._FEW_PROBES = saved
+
+
+small_ints = st.integers(-3, 40)
+int_key_strategy = small_ints
+pair_key_strategy = st.tuples(st.integers(0, 5), small_ints)
+triple_key_strategy = st.tuples(st.integers(-2, 2), st.integers(0, 3), st.integers(0, 300))
+key_shapes = st.sampled_from(["int", "pair", "triple"])
+val_shapes = st.sampled_from(["unit", "int", "pair", "product"])
+prod = st.builds(Product, st.integers(0, 6), st.integers(0, 5))
+
+
+def _strategy(shape: str) -> st.SearchStrategy[Any]:
+    return {
+        "int": int_key_strategy,
+        "pair": pair_key_strategy,
+        "triple": triple_key_strategy,
+        "unit": st.just(()),
+        "product": prod,
+    }[shape]
+
+
+@st.composite
+def product_updates(
+    draw: st.DrawFn, max_size: int = 60, outer: tuple[int, int] = (0, 3)
+) -> list[tuple[Any, Any, Product, int]]:
+    """Updates with keys and values of one drawn shape and Product(int, int) times."""
+    kshape, vshape = draw(key_shapes), draw(val_shapes)
+    times = st.builds(Product, st.integers(*outer), st.integers(0, 5))
+    row = st.tuples(_strategy(kshape), _strategy(vshape), times, diffs)
+    return draw(st.lists(row, max_size=max_size))
+
+
+def same_batches(a: Batch, b: Batch) -> None:
+    """Two batches hold the same updates, keys and per-key rows (with the same Python types)."""
+    ua, ub = list(a.updates()), list(b.updates())
+    assert ua == ub
+    assert [tuple(map(type, u)) for u in ua] == [tuple(map(type, u)) for u in ub]
+    assert a.keys() == b.keys()
+    assert list(a.iter_keys()) == list(b.iter_keys())
+
+
+@settings(max_examples=80, deadline=None)
+@given(product_updates())
+def test_encoded_product_batch_equals_object_batch(
+    updates: list[tuple[Any, Any, Product, int]],
+) -> None:
+    """Int / int-tuple keys with Product times are encoded and equal the object layout."""
+    enc = Batch.from_updates(updates, pdesc(0, 4))
+    obj = Batch.from_updates(updates, pdesc(0, 4), force_objects=True)
+    enc._check()
+    obj._check()
+    assert not obj.encoded and not enc.columnar
+    assert enc.encoded or not updates
+    same_batches(enc, obj)
+    assert list(enc.updates()) == model(updates)
+    for key, rows in obj.iter_keys():
+        assert enc.lookup(key) == rows
+    for _, _, t, _ in enc.updates():
+        assert type(t) is Product and type(t.outer) is int and type(t.inner) is int
+
+
+def test_large_encoded_batch_uses_numpy_and_interns_times() -> None:
+    """A big Product batch sorts with numpy; equal times come out as one shared object."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    keys = list(zip(rng.integers(0, 30, n).tolist(), rng.integers(0, 1000, n).tolist()))
+    times = [Product(o, i) for o, i in zip(rng.integers(0, 3, n).tolist(), [0, 1] * (n // 2))]
+    ds = rng.integers(-1, 2, n).tolist()
+    b = Batch.from_columns(keys, None, times, ds, pdesc(0, 3))
+    b._check()
+    assert b.encoded
+    rows = list(b.updates())
+    assert rows == model([(k, (), t, d) for k, t, d in zip(keys, times, ds)])
+    distinct = {id(t) for _, _, t, _ in rows}
+    assert len(distinct) == len({t for _, _, t, _ in rows})
+
+
+def test_shapes_that_stay_on_the_object_path() -> None:
+    """Mixed int and Product times, nested products, bools, ragged or huge tuples: objects."""
+    d = pdesc(0, 2)
+    mixed_rows = [(1, 0, Product(0, 0), 1), (1, 0, 0, 1), (1, 0, Product(0, 0), 1)]
+    mixed = Batch.from_updates(mixed_rows, d)  # no valid description holds both kinds
+    assert not mixed.encoded and list(mixed.updates()) == model(mixed_rows)
+    nested = Batch.from_updates([(1, 0, Product(Product(0, 1), 0), 1)], d)
+    flags = Batch.from_updates([((True, 1), 0, Product(0, 0), 1)], d)
+    ragged = Batch.from_updates([((1, 2), 0, Product(0, 0), 1), ((1,), 0, Product(0, 0), 1)], d)
+    huge = Batch.from_updates(
+        [((2**62, 0), 0, Product(0, 0), 1), ((-(2**62), 5), 0, Product(0, 0), 1)], d
+    )
+    floats = Batch.from_updates([(1, 0, Product(0.5, 0), 1)], d)
+    for b in (nested, flags, ragged, huge, floats):
+        assert not b.encoded
+        if b is not nested and b is not floats:  # neither is a valid time of this description
+            b._check()
+    wide = Batch.from_updates([((2**40, 5), 0, Product(0, 0), 1)], d)
+    assert wide.encoded and wide.lookup((2**40, 5)) == [(0, Product(0, 0), 1)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(product_updates(), product_updates(outer=(3, 6)), product_frontiers, st.booleans())
+def test_encoded_product_merge_equals_object_merge(
+    u1: list[tuple[Any, Any, Product, int]],
+    u2: list[tuple[Any, Any, Product, int]],
+    since: Antichain,
+    tiny: bool,
+) -> None:
+    """Merging encoded Product batches (any frontier) equals the object merge, and keeps
+    every accumulation at times beyond the frontier."""
+    since = Antichain(Product(t.outer + 1, t.inner) for t in since)
+    d1, d2 = pdesc(0, 3), pdesc(3, 7)
+    merger = TinyMerger if tiny else Merger
+    enc = merger(Batch.from_updates(u1, d1), Batch.from_updates(u2, d2), since).finish()
+    obj = merger(
+        Batch.from_updates(u1, d1, force_objects=True),
+        Batch.from_updates(u2, d2, force_objects=True),
+        since,
+    ).finish()
+    enc._check()
+    obj._check()
+    same_batches(enc, obj)
+    rows = list(enc.updates())
+    assert rows == model([(k, v, advance_by(t, since), d) for k, v, t, d in u1 + u2])
+    for u in (Product(a, b) for a in range(9) for b in range(8)):
+        if since.less_equal(u):
+            assert accumulate(rows, u) == accumulate(u1 + u2, u)
+
+
+def test_large_encoded_merge_in_steps_with_multi_element_frontier() -> None:
+    """A large Product merge spread over fueled calls, against a two-element frontier."""
+    rng = np.random.default_rng(11)
+    n = 6000
+
+    def updates(lo: int) -> list[tuple[Any, Any, Product, int]]:
+        ks = rng.integers(0, 400, n).tolist()
+        vs = rng.integers(0, 3, n).tolist()
+        outer = rng.integers(lo, lo + 3, n).tolist()
+        inner = rng.integers(0, 6, n).tolist()
+        ds = rng.integers(-1, 2, n).tolist()
+        return [(k, v, Product(o, i), d) for k, v, o, i, d in zip(ks, vs, outer, inner, ds)]
+
+    u1, u2 = updates(0), updates(3)
+    b1, b2 = Batch.from_updates(u1, pdesc(0, 3)), Batch.from_updates(u2, pdesc(3, 6))
+    since = Antichain([Product(2, 4), Product(4, 1)])
+    m = Merger(b1, b2, since)
+    calls = 0
+    while not m.complete:
+        m.work(1000)
+        calls += 1
+    assert calls > 3
+    result = m.finish()
+    result._check()
+    assert result.encoded
+    assert list(result.updates()) == model(
+        [(k, v, advance_by(t, since), d) for k, v, t, d in u1 + u2]
+    )
+
+
+def test_merge_re_encodes_batches_with_different_codecs() -> None:
+    """Batches whose key, value and time ranges differ merge into one encoded batch; when
+    the union cannot be encoded they merge as objects, still correctly."""
+    a = [((k, -k), (k, 2 * k), Product(0, k % 3), 1) for k in range(20)]
+    b = [((k * 1000, k), (-k, k), Product(7, 40 + k), 1) for k in range(20)]
+    b1, b2 = Batch.from_updates(a, pdesc(0, 5)), Batch.from_updates(b, pdesc(5, 9))
+    assert b1._kc is not b2._kc and b1._tc is not b2._tc
+    since = Antichain([Product(1, 50)])
+    for merger in (Merger, TinyMerger):
+        merged = merger(b1, b2, since).finish()
+        merged._check()
+        assert merged.encoded
+        assert list(merged.updates()) == model(
+            [(k, v, advance_by(t, since), d) for k, v, t, d in a + b]
+        )
+    far = [((2**61, 1), 0, Product(5, 0), 1)]
+    near = [((-(2**61), 1), 0, Product(0, 0), 1)]
+    b3, b4 = Batch.from_updates(near, pdesc(0, 5)), Batch.from_updates(far, pdesc(5, 9))
+    assert b3.encoded and b4.encoded
+    merged = merge_batches(b3, b4, Antichain([Product(0, 0)]))
+    merged._check()
+    assert not merged.encoded and list(merged.updates()) == model(near + far)
+
+
+def test_merging_encoded_and_object_product_batches() -> None:
+    """An encoded Product batch merges with an object batch (strings) and an int-time batch
+    never meets a Product frontier on the numpy path."""
+    b1 = Batch.from_updates([(1, 0, Product(0, 1), 1), (2, 0, Product(0, 0), 1)], pdesc(0, 1))
+    b2 = Batch.from_updates([("a", 0, Product(1, 0), 1), (1, 0, Product(1, 0), -1)], pdesc(1, 2))
+    assert b1.encoded and not b2.encoded
+    since = Antichain([Product(1, 0), Product(0, 2)])
+    merged = merge_batches(b1, b2, since)
+    merged._check()
+    u = [(1, 0, Product(0, 1), 1), (2, 0, Product(0, 0), 1)]
+    u += [("a", 0, Product(1, 0), 1), (1, 0, Product(1, 0), -1)]
+    assert list(merged.updates()) == model([(k, v, advance_by(t, since), d) for k, v, t, d in u])
+
+
+# ---------------------------------------------------------------------- searching
+
+
+probe_values = st.one_of(
+    small_ints,
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([2**63 - 1, -(2**63), True, False, 2.0, 2.5, float("inf"), "a", None]),
+    pair_key_strategy,
+    triple_key_strategy,
+    st.tuples(st.integers(0, 5), st.integers(-100, 100)),
+    st.tuples(st.integers(-(2**70), 2**70), st.integers(0, 3)),
+    st.tuples(st.sampled_from([1.0, True, 0.5]), small_ints),
+    st.tuples(small_ints, st.sampled_from(["x", None])),
+    st.just(()),
+    st.tuples(small_ints),
+)
+
+
+class Pair(tuple):  # type: ignore[type-arg]
+    """A tuple subclass: equal to the plain tuple with the same items."""
+
+    __slots__ = ()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.one_of(product_updates(), int_updates, object_updates),
+    st.lists(probe_values, max_size=12),
+    st.sampled_from([(4, 1024, 64), (0, 0, 0), (1, 3, 2), (2, 8, 5)]),
+)
+def test_lookup_many_equals_lookup(
+    updates: list[tuple[Any, Any, Any, int]], probes: list[Any], limits: tuple[int, int, int]
+) -> None:
+    """lookup_many answers exactly the keys lookup answers, with the same rows, whichever
+    path (dict index of a small batch, one searchsorted, per-key bisection) answers."""
+    d = pdesc(0, 4) if updates and isinstance(updates[0][2], Product) else desc(0, 5)
+    b = Batch.from_updates(updates, d)
+    keys = b.keys()
+    probes = probes + keys[::2] + [Pair(k) for k in keys[1::3] if type(k) is tuple]
+    probes += [float(k) for k in keys[:2] if type(k) is int]
+    with thresholds(4, 0, 64):  # no dict index: binary searches only
+        expected = {p: b.lookup(p) for p in probes if b.lookup(p)}
+    rows = dict(b.iter_keys())
+    assert all(expected[k] == rows[k] for k in keys[::2])
+    with thresholds(*limits):
+        got = b.lookup_many(probes)
+        assert got == expected
+        assert {p: b.lookup(p) for p in probes if b.lookup(p)} == expected
+        assert b.lookup_many([]) == {}
+        for answer in got.values():
+            answer.append(None)  # the lists are the caller's own: the batch is unchanged
+        assert b.lookup_many(probes) == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(product_updates(), st.lists(probe_values, max_size=10))
+def test_seek_finds_the_universal_order_position(
+    updates: list[tuple[Any, Any, Product, int]], probes: list[Any]
+) -> None:
+    """Seeking any value in an encoded batch lands where the universal order puts it."""
+    b = Batch.from_updates(updates, pdesc(0, 4))
+    keys = [k for k, _, _, _ in b.updates()]
+    for p in probes + list(set(keys)):
+        if isinstance(p, float) and p != p:
+            continue
+        before = sum(1 for k in keys if ukey(k) < ukey(p))
+        not_after = sum(1 for k in keys if not ukey(p) < ukey(k))
+        assert b._seek(p, 0) == before, p
+        assert b._after(p, before) == not_after, p
+        assert b._seek(p, before) == before

@@ -160,6 +160,8 @@ class SpineMachine(RuleBasedStateMachine):
         stats = spine.statistics()
         assert stats.batches == len(spine.batches())
         assert stats.updates == sum(len(b) for b in spine.batches())
+        probes = [*KEYS, 4, 2.0, "zz"]
+        assert spine.lookup_many(probes) == {k: spine.lookup(k) for k in probes if spine.lookup(k)}
 
 
 TestSpineMachine = SpineMachine.TestCase
@@ -332,3 +334,113 @@ def test_product_time_spine(
         for u in (Product(a, b) for a in range(n + 2) for b in range(8)):
             if frontier.less_equal(u):
                 assert accumulate(got, u) == accumulate(expected, u), (k, u)
+
+
+# ---------------------------------------------------------------------- Product times
+
+
+PKEYS: list[Any] = [0, 1, 3, (0, 1), (2, 5), (1, 0), "s"]
+KEY_SETS = [[0, 1, 3], [(0, 1), (2, 5), (1, 0)], [0, 1, 3, "s"], [(0, 1), (1, 0), "s"]]
+
+
+class ProductSpineMachine(RuleBasedStateMachine):
+    """Product(round, iteration) times, int or int-pair keys (encoded batches) and some string
+    keys (object batches), readers holding one- and two-element frontiers: every read must
+    match a naive model at every time beyond the spine's compaction frontier."""
+
+    readers = Bundle("readers")
+
+    @initialize(tiny_steps=st.booleans())
+    def start(self, tiny_steps: bool) -> None:
+        self.spine = (TinyStepSpine if tiny_steps else Spine)(Antichain([Product(0, 0)]))
+        self.updates: list[tuple[Any, Any, Product, int]] = []
+        self.upper = 0
+        self.live: list[TraceReader] = []
+
+    @rule(
+        keys=st.sampled_from(KEY_SETS),
+        rows=st.lists(
+            st.tuples(st.integers(0, 9), st.integers(0, 2), st.integers(0, 4), st.integers(-2, 2)),
+            max_size=30,
+        ),
+        unit=st.booleans(),
+        repeat=st.integers(1, 3),
+    )
+    def insert(
+        self, keys: list[Any], rows: list[tuple[int, int, int, int]], unit: bool, repeat: int
+    ) -> None:
+        lo = self.upper
+        ups = [
+            (keys[k % len(keys)], () if unit else v, Product(lo, j), d) for k, v, j, d in rows
+        ] * repeat
+        desc = Description(Antichain([Product(lo, 0)]), Antichain([Product(lo + 1, 0)]))
+        self.spine.insert(Batch.from_updates(ups, desc))
+        self.updates.extend(ups)
+        self.upper = lo + 1
+
+    @rule(target=readers)
+    def new_reader(self) -> TraceReader:
+        r = self.spine.reader()
+        self.live.append(r)
+        return r
+
+    @rule(reader=readers, back=st.integers(0, 2), inner=st.integers(0, 4), two=st.booleans())
+    def advance_reader(self, reader: TraceReader, back: int, inner: int, two: bool) -> None:
+        if reader.dropped:
+            return
+        top = max(0, self.upper - back)
+        elems = [Product(top, inner)]
+        if two and top > 0:
+            elems.append(Product(top - 1, inner + 2))
+        cand = Antichain(elems)
+        if reader.logical_compaction.dominates(cand):
+            reader.set_logical_compaction(cand)
+
+    @rule(reader=consumes(readers))
+    def drop_reader(self, reader: TraceReader) -> None:
+        reader.drop()
+        if reader in self.live:
+            self.live.remove(reader)
+
+    @rule(fuel=st.integers(1, 200))
+    def exert(self, fuel: int) -> None:
+        self.spine.exert(fuel)
+
+    @invariant()
+    def consistent(self) -> None:
+        spine = self.spine
+        spine._check()
+        frontier = spine.logical_compaction
+        grid = [Product(a, b) for a in range(self.upper + 2) for b in range(9)]
+        beyond = [u for u in grid if frontier.less_equal(u)]
+        probes = [*PKEYS, (0, 1.0), 7, (9, 9)]
+        many = spine.lookup_many(probes)
+        unsorted = spine.lookup_many(probes, sort=False)
+        for key in probes:
+            got = spine.lookup(key)
+            assert many.get(key, []) == got
+            assert sorted(unsorted.get(key, []), key=repr) == sorted(got, key=repr)
+            expected = [(v, t, d) for k, v, t, d in self.updates if k == key]
+            for u in beyond:
+                assert accumulate(got, u) == accumulate(expected, u), (key, u)
+
+
+TestProductSpineMachine = ProductSpineMachine.TestCase
+TestProductSpineMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+def test_spine_lookup_many_of_product_batches() -> None:
+    """Encoded Product batches in a spine: lookup_many equals lookup key by key."""
+    spine = Spine(Antichain([Product(0, 0)]))
+    reader = spine.reader()
+    for r in range(30):
+        ups = [((r % 4, k), (), Product(r, k % 3), 1 - 2 * (k % 2)) for k in range(40)]
+        desc = Description(Antichain([Product(r, 0)]), Antichain([Product(r + 1, 0)]))
+        spine.insert(Batch.from_updates(ups, desc))
+        reader.set_logical_compaction(Antichain([Product(max(0, r - 3), 1)]))
+    assert all(b.encoded for b in spine.batches() if len(b))
+    keys = [(a, k) for a in range(5) for k in range(0, 45, 2)]
+    many = spine.lookup_many(iter(keys))
+    assert many == {k: spine.lookup(k) for k in keys if spine.lookup(k)}
+    assert len(many) == 4 * 20
+    spine._check()

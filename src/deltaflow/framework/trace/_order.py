@@ -18,8 +18,9 @@ raises), so deltaflow defines one deterministic total order over all of them, :f
 Computing :func:`ukey` costs a Python call per value, so the natural ``<`` is used whenever it
 gives the same answer: for the "safe" types (numbers, ``str``, ``bytes``, tuples, ``Product``)
 every comparison that does not raise agrees with :func:`ukey`, so sorting and searching try the
-natural order first and fall back to :func:`ukey` when a ``TypeError`` says the values were not
-mutually comparable. The result is the same order either way, which is what lets batches that
+natural order first and fall back to :func:`ukey` when a ``TypeError`` (or the
+``AttributeError`` of a ``Product`` compared with an int) says the values were not mutually
+comparable. The result is the same order either way, which is what lets batches that
 were sorted differently be merged and searched together.
 
 Footguns: ``float('nan')`` is not ordered by anything and must not be used as a key or value; a
@@ -54,6 +55,11 @@ __all__ = [
 
 #: Types whose natural ``<``, when it does not raise, agrees with :func:`ukey`.
 SAFE_TYPES: frozenset[type] = frozenset({int, float, bool, str, bytes, tuple, Product})
+
+#: What a failed natural comparison raises: ``TypeError`` for mismatched built-in types, and
+#: ``AttributeError`` when a :class:`Product` is compared with a plain int (its ordering
+#: dunders read ``other.outer``).
+_INCOMPARABLE = (TypeError, AttributeError)
 
 _ORDERABLE: dict[type, bool] = {}
 _OBJECT_LT: object = object.__dict__["__lt__"]
@@ -142,7 +148,7 @@ def lt(a: object, b: object) -> bool:
     if a.__class__ in SAFE_TYPES and b.__class__ in SAFE_TYPES:
         try:
             return bool(a < b)  # type: ignore[operator]
-        except TypeError:
+        except _INCOMPARABLE:
             pass
     return ukey(a) < ukey(b)
 
@@ -164,7 +170,7 @@ def sort_pairs(items: list[tuple[Any, Any]], natural: bool) -> None:
         try:
             items.sort()
             return
-        except TypeError:
+        except _INCOMPARABLE:
             pass
     items.sort(key=_pair_key)
 
@@ -185,7 +191,7 @@ def sort_values(values: list[Any]) -> None:
         try:
             values.sort()
             return
-        except TypeError:
+        except _INCOMPARABLE:
             pass
     values.sort(key=ukey)
 
@@ -203,7 +209,7 @@ def bisect_left(seq: Sequence[Any], x: object, lo: int, hi: int, natural: bool) 
     if natural and x.__class__ in SAFE_TYPES:
         try:
             return bisect.bisect_left(seq, x, lo, hi)
-        except TypeError:
+        except _INCOMPARABLE:
             pass
     return bisect.bisect_left(seq, ukey(x), lo, hi, key=ukey)
 
@@ -219,6 +225,6 @@ def bisect_right(seq: Sequence[Any], x: object, lo: int, hi: int, natural: bool)
     if natural and x.__class__ in SAFE_TYPES:
         try:
             return bisect.bisect_right(seq, x, lo, hi)
-        except TypeError:
+        except _INCOMPARABLE:
             pass
     return bisect.bisect_right(seq, ukey(x), lo, hi, key=ukey)

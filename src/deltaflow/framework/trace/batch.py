@@ -11,15 +11,35 @@ A :class:`Batch` is the unit a trace stores, merges and shares between readers. 
   ``advance_by(time, description.since)`` (it has been compacted to ``since``);
 * it never changes after construction, so many readers may hold it at once.
 
-Storage is columnar. When every key, value and time is a plain ``int`` (``bool`` excluded) and
-fits in 64 bits, the four columns are numpy ``int64`` arrays (32 bytes per update), sorted and
-consolidated with vectorised numpy: the three sort columns are packed into one integer when their
-ranges fit in 62 bits (one stable argsort), otherwise ``np.lexsort``. Otherwise the columns are
-Python lists, consolidated with a dict and sorted with the natural order when it applies. When
-every value is ``()`` (an arrangement of keys only) the value column is ``None``, not a column
-of empty tuples.
+Storage is columnar whenever the data allows it, as numpy ``int64`` columns sorted and
+consolidated with vectorised numpy (the sort columns are packed into one integer when their
+ranges fit in 62 bits, one stable argsort; otherwise ``np.lexsort``):
 
-Everything a batch hands out (lookups, iteration) is plain Python: ``int``, not numpy scalars.
+* *plain ints*: every key, value and time a plain ``int`` (``bool`` excluded) within 64 bits;
+  the four columns hold the values themselves (32 bytes per update). :attr:`Batch.columnar`
+  is True exactly for these.
+* *encoded*: keys that are plain ints or tuples of plain ints (all of one length), values that
+  are plain ints, tuples of ints or ``Product(int, int)``, and times that are plain ints or
+  ``Product(int, int)`` (the times inside ``iterate``). Each such column holds *codes*: a
+  per-column :class:`_Codec` maps a value ``(c_1, ..., c_m)`` to
+  ``sum((c_i - offset_i) << shift_i)``, the components packed most significant first in
+  fixed bit widths. Packing preserves order (the lexicographic order of the components, which
+  is the universal order of int tuples and the total order of products), so sorting, searching
+  and consolidating codes is sorting, searching and consolidating the values. Offsets are 0 for
+  non-negative components and widths are rounded up to a multiple of 4 bits, so that batches of
+  similar data share one codec and merge without re-encoding. A column whose components need
+  more than 63 bits stays on the object path. Lookups and iteration decode codes back to Python
+  tuples and :class:`~deltaflow.framework.lattice.Product` objects; products are interned per
+  codec (each distinct time is one object, its hash computed once), so handing out times costs
+  a dict lookup, not a constructor call.
+* *objects*: anything else (strings, mixed types, huge ints, nested products, batches mixing
+  int and product times): Python lists, consolidated with a dict and sorted with the natural
+  order when it applies.
+
+When every value is ``()`` (an arrangement of keys only) the value column is ``None``, not a
+column of empty tuples. Everything a batch hands out is plain Python: ``int``, not numpy
+scalars. Footgun: ``Batch.from_columns(..., force_objects=True)`` builds the object layout
+for the same updates; it is for tests and comparisons, it is never faster.
 
     >>> from deltaflow.framework.antichain import Antichain
     >>> d = Description(Antichain([0]), Antichain([3]))
@@ -28,6 +48,10 @@ Everything a batch hands out (lookups, iteration) is plain Python: ``int``, not 
     [(1, 5, 0, 1), (1, 5, 2, -1), (2, 7, 1, 3)]
     >>> b.lookup(2), b.columnar
     ([(7, 1, 3)], True)
+    >>> pd = Description(Antichain([Product(0, 0)]), Antichain([Product(1, 0)]))
+    >>> p = Batch.from_updates([((1, 2), (), Product(0, 3), 1), ((1, 2), (), Product(0, 1), 1)], pd)
+    >>> p.lookup((1, 2)), p.encoded, p.columnar
+    ([((), Product(outer=0, inner=1), 1), ((), Product(outer=0, inner=3), 1)], True, False)
 """
 
 from __future__ import annotations
@@ -36,14 +60,14 @@ import math
 import numbers
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
+from itertools import chain, compress, repeat
 from typing import Any, Literal
 
 import attrs
 import numpy as np
 
 from ..antichain import Antichain
-from ..lattice import Time, advance_by
+from ..lattice import Product, Time, advance_by
 from . import _order
 from .description import Description
 
@@ -59,6 +83,489 @@ _PACK_BITS = 62
 # Up to this many updates, sorting and consolidating int columns in plain Python beats the fixed
 # cost of a dozen numpy calls.
 _SMALL = 48
+# Up to this many keys found in a batch, lookup_many reads each key's rows on its own.
+_FEW = 4
+# Up to this many lookup keys are checked and encoded in plain Python (numpy beyond).
+_FEW_PROBES = 64
+# Numpy batches up to this size keep their decoded rows and a dict index once read.
+_CACHED_ROWS = 1024
+
+# ---------------------------------------------------------------------- codecs
+
+_INT = 0  # plain ints: the codes are the values
+_TUPLE = 1  # tuples of m plain ints
+_PRODUCT = 2  # Product(int, int)
+# Bits a code may use (codes are non-negative int64 values).
+_CODE_BITS = 63
+# Component widths are rounded up to a multiple of this, so similar batches share a codec.
+_ROUND_BITS = 4
+# Interned products kept per codec before the cache is emptied (it only saves allocations).
+_CACHE_LIMIT = 1 << 16
+_INT_TYPES = frozenset({int})
+
+
+@attrs.frozen(eq=False, repr=False)
+class _Codec:
+    """An order-preserving map between values of one shape and non-negative int64 codes.
+
+    Codecs are interned (:func:`_make_codec`), so two columns share a codec iff they are
+    encoded identically: compare them with ``is``. The plain-int codec :data:`_INT_CODEC`
+    maps every int to itself.
+
+    >>> c = _codec_for(_PRODUCT, [(0, 5), (0, 9)])
+    >>> c.widths, c.shifts
+    ((4, 4), (4, 0))
+    >>> codes = c.encode_arrays([np.array([2, 1]), np.array([7, 9])])
+    >>> codes.tolist(), c.decode(codes)
+    ([39, 25], [Product(outer=2, inner=7), Product(outer=1, inner=9)])
+    >>> c._check()
+    """
+
+    kind: int
+    offsets: tuple[int, ...]
+    widths: tuple[int, ...]
+    shifts: tuple[int, ...]
+    highs: tuple[int, ...]  # the largest component value each position can encode
+    cache: dict[int, Any]  # interned products, by code
+
+    @property
+    def arity(self) -> int:
+        """Number of components (1 for the plain-int codec)."""
+        return len(self.offsets) if self.kind != _INT else 1
+
+    def __repr__(self) -> str:
+        names = {_INT: "int", _TUPLE: "tuple", _PRODUCT: "product"}
+        return f"_Codec({names[self.kind]}, offsets={self.offsets}, widths={self.widths})"
+
+    # -------------------------------------------------------------- arrays
+
+    def encode_arrays(self, comps: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+        """Codes of int64 component columns (each within this codec's ranges).
+
+        Runtime complexity: O(n * arity), vectorised.
+        """
+        if self.kind == _INT:
+            return comps[0]
+        code: Any = None
+        for c, off, w in zip(comps, self.offsets, self.widths):
+            x = c - off if off else c.copy()
+            if code is None:
+                code = x
+            else:
+                if w:
+                    code <<= w
+                code |= x
+        return code  # type: ignore[no-any-return]
+
+    def decode_arrays(self, codes: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
+        """The int64 component columns of ``codes`` (fresh arrays).
+
+        Runtime complexity: O(n * arity), vectorised.
+        """
+        if self.kind == _INT:
+            return [codes.copy()]
+        out = []
+        first = True
+        for off, s, w in zip(self.offsets, self.shifts, self.widths):
+            if first:
+                x = codes >> s
+                first = False
+            else:
+                x = (codes >> s) if s else codes.copy()
+                x &= (1 << w) - 1
+            if off:
+                x += off
+            out.append(x)
+        return out
+
+    def decode(self, codes: np.ndarray[Any, Any]) -> list[Any]:
+        """The Python values of an array of codes.
+
+        Runtime complexity: O(n); products cost a dict lookup each once interned.
+        """
+        kind = self.kind
+        if kind == _INT:
+            return codes.tolist()  # type: ignore[no-any-return]
+        if kind == _PRODUCT:
+            return self._products(codes.tolist())
+        return list(zip(*[c.tolist() for c in self.decode_arrays(codes)]))
+
+    def _products(self, codes: list[int]) -> list[Any]:
+        cache = self.cache
+        try:
+            return [cache[c] for c in codes]
+        except KeyError:
+            pass
+        if len(cache) > _CACHE_LIMIT:
+            cache.clear()
+        for c in set(codes).difference(cache):
+            cache[c] = self.decode_one(c)
+        return [cache[c] for c in codes]
+
+    # -------------------------------------------------------------- scalars
+
+    def decode_one(self, code: int) -> Any:
+        """The Python value of one code."""
+        kind = self.kind
+        if kind == _INT:
+            return code
+        if kind == _PRODUCT:
+            p = self.cache.get(code)
+            if p is None:
+                so, wi = self.shifts[0], self.widths[1]
+                oo, oi = self.offsets
+                p = Product((code >> so) + oo, (code & ((1 << wi) - 1)) + oi)
+                if len(self.cache) <= _CACHE_LIMIT:
+                    self.cache[code] = p
+            return p
+        return tuple(
+            ((code >> s) & ((1 << w) - 1)) + off
+            for off, s, w in zip(self.offsets, self.shifts, self.widths)
+        )
+
+    def probe(self, comps: Sequence[int], right: bool) -> tuple[int, bool]:
+        """A code and side such that searching a sorted code column for it bounds ``comps``.
+
+        ``comps`` (plain ints) may lie outside the codec's ranges. The first component that
+        does is clamped (to the lowest or highest encodable tuple with the same prefix) and
+        the side adjusted, so the search returns the position ``comps`` would have in the
+        universal order: a lower bound when ``right`` is False, an upper bound otherwise.
+        """
+        code = 0
+        clamp: bool | None = None
+        for x, off, w, hi in zip(comps, self.offsets, self.widths, self.highs):
+            if clamp is None:
+                if x < off:
+                    clamp, x = False, off
+                elif x > hi:
+                    clamp, x = True, hi
+            else:
+                x = hi if clamp else off
+            code = (code << w) | (x - off)
+        return code, (right if clamp is None else clamp)
+
+    def _check(self) -> None:
+        """Assert the codec's invariants (layout, ranges, interned products)."""
+        if self.kind == _INT:
+            assert self is _INT_CODEC and not self.offsets
+            return
+        assert self.kind in (_TUPLE, _PRODUCT) and self.offsets
+        assert self.kind == _TUPLE or len(self.offsets) == 2
+        assert _fits(self.offsets, self.widths)
+        assert sum(self.widths) == self.shifts[0] + self.widths[0]
+        for i in range(1, len(self.widths)):
+            assert self.shifts[i - 1] == self.shifts[i] + self.widths[i]
+        for off, w, hi in zip(self.offsets, self.widths, self.highs):
+            assert hi == off + (1 << w) - 1
+        for code, p in list(self.cache.items())[:64]:
+            assert p.__class__ is Product and self.probe((p.outer, p.inner), False) == (code, False)
+
+    def covers(self, bounds: Sequence[tuple[int, int]]) -> bool:
+        """Every component range in ``bounds`` is encodable."""
+        return all(
+            off <= lo and hi <= top for (lo, hi), off, top in zip(bounds, self.offsets, self.highs)
+        )
+
+
+_CODECS: dict[tuple[int, tuple[int, ...], tuple[int, ...]], _Codec] = {}
+_CODECS_LIMIT = 4096
+
+
+def _make_codec(kind: int, offsets: tuple[int, ...], widths: tuple[int, ...]) -> _Codec:
+    """The interned codec of ``kind`` with these component offsets and bit widths."""
+    key = (kind, offsets, widths)
+    codec = _CODECS.get(key)
+    if codec is None:
+        if len(_CODECS) > _CODECS_LIMIT:
+            # Forgetting codecs is safe: an equal codec made later is merely not identical,
+            # so merges of batches holding either re-encode (correct, a little slower).
+            _CODECS.clear()
+            _CODECS[_INT_KEY] = _INT_CODEC
+        shifts = []
+        s = 0
+        for w in reversed(widths):
+            shifts.append(s)
+            s += w
+        shifts.reverse()
+        highs = tuple(off + (1 << w) - 1 for off, w in zip(offsets, widths))
+        codec = _CODECS[key] = _Codec(kind, offsets, widths, tuple(shifts), highs, {})
+    return codec
+
+
+_INT_KEY: tuple[int, tuple[int, ...], tuple[int, ...]] = (_INT, (), ())
+_INT_CODEC = _make_codec(*_INT_KEY)
+
+
+def _codec_for(kind: int, bounds: Sequence[tuple[int, int]]) -> _Codec | None:
+    """A codec of ``kind`` encoding components within ``bounds`` (``[(low, high), ...]``).
+
+    Prefers offset 0 (or a power of two below a negative low) and widths rounded up to a
+    multiple of :data:`_ROUND_BITS`, so that similar columns share a codec; falls back to the
+    exact ranges; None when even those need more than 63 bits.
+    """
+    offsets = []
+    widths = []
+    for lo, hi in bounds:
+        off = 0 if lo >= 0 else -(1 << (-lo - 1).bit_length())
+        w = (hi - off).bit_length()
+        offsets.append(off)
+        widths.append(w + (-w % _ROUND_BITS))
+    if not _fits(offsets, widths):
+        offsets = [lo for lo, _ in bounds]
+        widths = [(hi - lo).bit_length() for lo, hi in bounds]
+        if not _fits(offsets, widths):
+            return None
+    return _make_codec(kind, tuple(offsets), tuple(widths))
+
+
+def _fits(offsets: Sequence[int], widths: Sequence[int]) -> bool:
+    if sum(widths) > _CODE_BITS:
+        return False
+    return all(
+        off >= _I64_MIN and off + (1 << w) - 1 <= _I64_MAX for off, w in zip(offsets, widths)
+    )
+
+
+def _common_codec(
+    codecs: Sequence[_Codec], extra: Sequence[tuple[int, int]] | None = None
+) -> _Codec | None:
+    """One codec for columns of ``codecs`` (same kind and arity) and the ``extra`` bounds."""
+    first = codecs[0]
+    kind = first.kind
+    if kind == _INT:
+        return first if all(c is first for c in codecs) else None
+    m = len(first.offsets)
+    if any(c.kind != kind or len(c.offsets) != m for c in codecs):
+        return None
+    if all(c is first for c in codecs) and (extra is None or first.covers(extra)):
+        return first
+    bounds = [
+        (min(c.offsets[i] for c in codecs), max(c.highs[i] for c in codecs)) for i in range(m)
+    ]
+    if extra is not None:
+        bounds = [(min(a, c), max(b, d)) for (a, b), (c, d) in zip(bounds, extra)]
+    return _codec_for(kind, bounds)
+
+
+def _translate(codes: np.ndarray[Any, Any], src: _Codec, dst: _Codec) -> np.ndarray[Any, Any]:
+    """``codes`` of ``src`` re-encoded with ``dst`` (which must cover ``src``'s ranges)."""
+    if src is dst:
+        return codes
+    return dst.encode_arrays(src.decode_arrays(codes))
+
+
+def _encode_column(col: Any, small: bool, kinds: tuple[int, ...]) -> tuple[_Codec, Any] | None:
+    """``(codec, codes)`` for a column whose values all have one encodable shape, else None.
+
+    ``kinds`` lists the shapes allowed. Codes are a Python list when ``small`` (and ``col`` is
+    not a numpy array), an int64 array otherwise.
+    """
+    if isinstance(col, np.ndarray):
+        if col.dtype.kind != "O":
+            arr = _as_int64(col)
+            return None if arr is None else (_INT_CODEC, arr)
+        col = col.tolist()
+    types = set(map(type, col))
+    if len(types) != 1:
+        return None
+    tp = types.pop()
+    if tp is int:
+        if small:
+            if min(col) < _I64_MIN or max(col) > _I64_MAX:
+                return None
+            return _INT_CODEC, list(col)
+        arr = _as_int64(col)
+        return None if arr is None else (_INT_CODEC, arr)
+    comps: list[Sequence[Any]]
+    if tp is tuple and _TUPLE in kinds:
+        lengths = set(map(len, col))
+        if len(lengths) != 1:
+            return None
+        m = lengths.pop()
+        if not m:
+            return None
+        comps = list(zip(*col))
+        kind = _TUPLE
+    elif tp is Product and _PRODUCT in kinds:
+        comps = [[t.outer for t in col], [t.inner for t in col]]
+        kind = _PRODUCT
+    else:
+        return None
+    for c in comps:
+        if set(map(type, c)) != _INT_TYPES:
+            return None
+    codec = _codec_for(kind, [(min(c), max(c)) for c in comps])
+    if codec is None:
+        return None
+    if small:
+        offsets, widths = codec.offsets, codec.widths
+        codes = [x - offsets[0] for x in comps[0]] if offsets[0] else list(comps[0])
+        for c, off, w in zip(comps[1:], offsets[1:], widths[1:]):
+            codes = [(acc << w) | (x - off) for acc, x in zip(codes, c)]
+        return codec, codes
+    return codec, codec.encode_arrays([np.array(c, dtype=np.int64) for c in comps])
+
+
+class _Probes:
+    """Lookup keys, checked and encoded once per key codec for all the batches that share it.
+
+    For a codec, :meth:`encoded` splits the keys into ``probes`` (the codec's exact shape,
+    within its ranges), a ``search`` array (the probes' codes, then each code plus one: one
+    ``searchsorted`` of it gives every probe's first and past-the-end positions), and
+    ``others``: keys of another type that may still equal a stored key (``1.0`` or ``True``
+    for an int, a tuple of floats or a tuple subclass for an int tuple), which need a
+    one-by-one lookup. Keys in neither cannot match.
+    """
+
+    __slots__ = ("_by_codec", "keys")
+
+    def __init__(self, keys: Iterable[Any]) -> None:
+        self.keys: Sequence[Any] = keys if isinstance(keys, (list, tuple)) else list(keys)
+        self._by_codec: dict[_Codec, tuple[list[Any], Any, list[Any]]] = {}
+
+    def encoded(self, kc: _Codec) -> tuple[list[Any], Any, list[Any]]:
+        """``(probes, search, others)`` for key codec ``kc`` (see the class docstring)."""
+        got = self._by_codec.get(kc)
+        if got is None:
+            probes, codes, others = self._encode(kc)
+            if isinstance(codes, list) and len(codes) <= _FEW_PROBES:
+                search = np.array(codes + [c + 1 for c in codes], dtype=np.int64)
+            else:
+                arr = np.asarray(codes, dtype=np.int64)
+                search = np.concatenate((arr, arr + 1))
+            got = self._by_codec[kc] = (probes, search, others)
+        return got
+
+    def _encode(self, kc: _Codec) -> tuple[list[Any], Any, list[Any]]:
+        keys = self.keys
+        probes: list[Any]
+        others: list[Any]
+        # The largest int64 is left to a one-by-one lookup, so that code + 1 cannot overflow.
+        if kc is _INT_CODEC:
+            if set(map(type, keys)) == _INT_TYPES and _I64_MIN <= min(keys) <= max(keys) < _I64_MAX:
+                probes = list(keys)
+                return probes, probes, []
+            probes = [k for k in keys if k.__class__ is int and _I64_MIN <= k < _I64_MAX]
+            others = [
+                k
+                for k in keys
+                if (k.__class__ is not int and isinstance(k, numbers.Real)) or k == _I64_MAX
+            ]
+            return probes, probes, others
+        m = kc.arity
+        if len(keys) > _FEW_PROBES:
+            return self._encode_vectorised(kc)
+        if m == 2:
+            return self._encode_pairs(kc)
+        probes, codes, others = [], [], []
+        offsets, highs, widths = kc.offsets, kc.highs, kc.widths
+        int_types = _INT_TYPES
+        for key in keys:
+            if key.__class__ is tuple:
+                if len(key) != m:
+                    continue
+                if set(map(type, key)) != int_types:
+                    others.append(key)
+                    continue
+                code = 0
+                for x, off, hi, w in zip(key, offsets, highs, widths):
+                    if x < off or x > hi:
+                        break
+                    code = (code << w) | (x - off)
+                else:
+                    if code < _I64_MAX:
+                        probes.append(key)
+                        codes.append(code)
+                    else:
+                        others.append(key)
+            elif isinstance(key, tuple):
+                others.append(key)
+        return probes, codes, others
+
+    def _encode_pairs(self, kc: _Codec) -> tuple[list[Any], list[int], list[Any]]:
+        """:meth:`_encode` for pairs of ints (the common composite key), unrolled."""
+        (o0, o1), (h0, h1), w1 = kc.offsets, kc.highs, kc.widths[1]
+        probes: list[Any] = []
+        codes: list[int] = []
+        others: list[Any] = []
+        for key in self.keys:
+            if key.__class__ is tuple:
+                if len(key) != 2:
+                    continue
+                a, b = key
+                if a.__class__ is int and b.__class__ is int:
+                    if o0 <= a <= h0 and o1 <= b <= h1:
+                        code = ((a - o0) << w1) | (b - o1)
+                        if code < _I64_MAX:
+                            probes.append(key)
+                            codes.append(code)
+                        else:
+                            others.append(key)
+                else:
+                    others.append(key)
+            elif isinstance(key, tuple):
+                others.append(key)
+        return probes, codes, others
+
+    def _encode_vectorised(self, kc: _Codec) -> tuple[list[Any], Any, list[Any]]:
+        """:meth:`_encode` of many int-tuple keys, with numpy."""
+        keys = self.keys
+        m = kc.arity
+        probes: list[Any] = []
+        others: list[Any] = []
+        arr: Any = None
+        if set(map(type, keys)) == {tuple} and set(map(len, keys)) == {m}:
+            flat = list(chain.from_iterable(keys))
+            if set(map(type, flat)) == _INT_TYPES:
+                try:
+                    arr = np.array(flat, dtype=np.int64).reshape(-1, m)
+                    probes = list(keys)
+                except OverflowError:
+                    arr = None
+        if arr is None:
+            for k in keys:
+                if k.__class__ is tuple:
+                    if len(k) == m:
+                        if set(map(type, k)) == _INT_TYPES and all(
+                            _I64_MIN <= x <= _I64_MAX for x in k
+                        ):
+                            probes.append(k)
+                        else:
+                            others.append(k)
+                elif isinstance(k, tuple):
+                    others.append(k)
+            if not probes:
+                return probes, [], others
+            arr = np.array(probes, dtype=np.int64).reshape(-1, m)
+        inside = (arr >= np.array(kc.offsets)) & (arr <= np.array(kc.highs))
+        ok = inside.all(axis=1)
+        codes = kc.encode_arrays([arr[:, i] for i in range(m)])
+        ok &= codes < _I64_MAX
+        if not ok.all():
+            others.extend(compress(probes, (codes == _I64_MAX).tolist()))
+            mask: list[bool] = ok.tolist()
+            probes = list(compress(probes, mask))
+            codes = codes[ok]
+        return probes, codes, others
+
+
+class _DecodedKeys:
+    """A read-only sequence view decoding a code column on access (for generic bisection)."""
+
+    __slots__ = ("_codec", "_codes")
+
+    def __init__(self, codes: np.ndarray[Any, Any], codec: _Codec) -> None:
+        self._codes = codes
+        self._codec = codec
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def __getitem__(self, i: int) -> Any:
+        return self._codec.decode_one(int(self._codes[i]))
+
+
+# ---------------------------------------------------------------------- batches
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -79,8 +586,16 @@ class Batch:
     _vals: Any  # None: every value is ()
     _times: Any
     _diffs: Any
-    _columnar: bool
+    _columnar: bool  # numpy int64 code columns (plain ints or encoded); else Python lists
     _natural: bool  # object storage only: every key's type is one of _order.SAFE_TYPES
+    _kc: _Codec = _INT_CODEC
+    _vc: _Codec = _INT_CODEC
+    _tc: _Codec = _INT_CODEC
+    # Small numpy batches keep their decoded rows and a rows-by-key index once read (the
+    # batch never changes); see _cache.
+    _cached: tuple[list[Any], dict[Any, tuple[Any, ...]]] | None = attrs.field(
+        init=False, default=None
+    )
 
     # ------------------------------------------------------------------ construction
 
@@ -95,7 +610,9 @@ class Batch:
         return cls(description, [], None, [], [], False, True)
 
     @classmethod
-    def from_updates(cls, updates: Iterable[Update], description: Description) -> Batch:
+    def from_updates(
+        cls, updates: Iterable[Update], description: Description, *, force_objects: bool = False
+    ) -> Batch:
         """Sort and consolidate ``(key, val, time, diff)`` updates into a batch.
 
         Times are stored as given (callers advance them first if they want compaction).
@@ -103,12 +620,14 @@ class Batch:
         Args:
             updates: the updates; diffs must be ints.
             description: the interval the updates belong to.
+            force_objects: store Python lists even when the data could be encoded (for tests
+                and comparisons).
 
         Raises:
             ValueError: if an update is not a 4-tuple.
             TypeError: if a diff is not an int.
 
-        Runtime complexity: O(n log n); vectorised numpy when everything is an int.
+        Runtime complexity: O(n log n); vectorised numpy when the data can be encoded.
 
         >>> from deltaflow.framework.antichain import Antichain
         >>> d = Description(Antichain([0]), Antichain([9]))
@@ -123,7 +642,7 @@ class Batch:
         except ValueError:
             msg = f"updates must be (key, val, time, diff) tuples; got {rows[0]!r}"
             raise ValueError(msg) from None
-        return cls.from_columns(keys, vals, times, diffs, description)
+        return cls.from_columns(keys, vals, times, diffs, description, force_objects=force_objects)
 
     @classmethod
     def from_columns(
@@ -133,11 +652,14 @@ class Batch:
         times: Sequence[Time] | np.ndarray[Any, Any],
         diffs: Sequence[int] | np.ndarray[Any, Any],
         description: Description,
+        *,
+        force_objects: bool = False,
     ) -> Batch:
         """Sort and consolidate updates given as four equally long columns.
 
-        ``vals=None`` means every value is ``()``. Integer numpy arrays (or lists of plain ints)
-        take the vectorised path; the inputs are copied, never kept.
+        ``vals=None`` means every value is ``()``. Integer numpy arrays (or lists of plain ints,
+        int tuples or ``Product(int, int)`` times) take the vectorised path; the inputs are
+        copied, never kept. ``force_objects`` stores Python lists whatever the data.
 
         Raises:
             ValueError: if the columns have different lengths.
@@ -164,29 +686,40 @@ class Batch:
                     vals = vals.tolist()
             elif _all_unit(vals, n):
                 vals = None
-        if n <= _SMALL and isinstance(keys, (list, tuple)):
-            small = _small_int_columns(keys, vals, times, diffs)
-            if small is not None:
-                k, v, t, d = small
-                return cls(description, k, v, t, d, True, True)
-        k = _as_int64(keys)
-        t = _as_int64(times) if k is not None else None
-        v = _as_int64(vals) if (t is not None and vals is not None) else None
-        if t is not None and (vals is None or v is not None):
-            d = _as_int64(diffs)
-            if d is None:
-                msg = f"diffs must be integers; got {_describe(diffs)}"
-                raise TypeError(msg)
-            assert k is not None
-            k, v, t, d = _sort_consolidate_int(k, v, t, d)
-            return cls(description, k, v, t, d, True, True)
+        if not force_objects:
+            small = n <= _SMALL and isinstance(keys, (list, tuple))
+            if small and isinstance(keys, (list, tuple)):
+                ints = _small_int_columns(keys, vals, times, diffs)
+                if ints is not None:
+                    k, v, t, d = ints
+                    return cls(description, k, v, t, d, True, True)
+            encoded = _encode_columns(keys, vals, times, small)
+            if encoded is not None:
+                (kc, k), vcoded, (tc, t) = encoded
+                vc, v = (_INT_CODEC, None) if vcoded is None else vcoded
+                if small and isinstance(k, list):
+                    ds = diffs.tolist() if isinstance(diffs, np.ndarray) else list(diffs)
+                    if set(map(type, ds)) != _INT_TYPES:
+                        msg = f"diffs must be integers; got {_describe(ds)}"
+                        raise TypeError(msg)
+                    if isinstance(t, list) and (v is None or isinstance(v, list)):
+                        k, v, t, d = _small_int_arrays(k, v, t, ds)
+                        return cls(description, k, v, t, d, True, True, kc, vc, tc)
+                k, v, t = (_as_array(c) for c in (k, v, t))
+                d = _as_int64(diffs)
+                if d is None:
+                    msg = f"diffs must be integers; got {_describe(diffs)}"
+                    raise TypeError(msg)
+                assert k is not None and t is not None
+                k, v, t, d = _sort_consolidate_int(k, v, t, d)
+                return cls(description, k, v, t, d, True, True, kc, vc, tc)
         ks = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
         vs = None
         if vals is not None:
             vs = vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
         ts = times.tolist() if isinstance(times, np.ndarray) else list(times)
         ds = diffs.tolist() if isinstance(diffs, np.ndarray) else list(diffs)
-        if not set(map(type, ds)) <= {int}:
+        if not set(map(type, ds)) <= _INT_TYPES:
             msg = f"diffs must be ints; got {_describe(ds)}"
             raise TypeError(msg)
         ks, vs, ts, ds = _consolidate_objects(ks, vs, ts, ds)
@@ -211,7 +744,26 @@ class Batch:
 
     @property
     def columnar(self) -> bool:
-        """True when the columns are numpy ``int64`` arrays (the all-int fast path)."""
+        """True when the columns are numpy ``int64`` arrays of plain ints (the all-int path).
+
+        Its key column is then the sorted int64 array of the keys themselves.
+        """
+        return (
+            self._columnar
+            and self._kc is _INT_CODEC
+            and self._tc is _INT_CODEC
+            and (self._vals is None or self._vc is _INT_CODEC)
+        )
+
+    @property
+    def encoded(self) -> bool:
+        """True when the columns are numpy ``int64`` code arrays (plain ints or encoded).
+
+        >>> from deltaflow.framework.antichain import Antichain
+        >>> d = Description(Antichain([0]), Antichain([1]))
+        >>> Batch.from_updates([((1, 2), 0, 0, 1)], d).encoded
+        True
+        """
         return self._columnar
 
     def __len__(self) -> int:
@@ -228,8 +780,7 @@ class Batch:
         [1, 2]
         """
         if self._columnar:
-            k = self._keys
-            return k[self._key_starts()].tolist()  # type: ignore[no-any-return]
+            return self._kc.decode(self._keys[self._key_starts()])
         keys = self._keys
         return [keys[i] for i in self._key_starts()]
 
@@ -244,9 +795,77 @@ class Batch:
         >>> b.lookup(2), b.lookup(5)
         ([('y', 3, 1)], [])
         """
+        if self._columnar and len(self._keys) <= _CACHED_ROWS:
+            c = key.__class__
+            if c is int or c is tuple or c is float or c is bool:
+                try:
+                    found = self._cache()[1].get(key)
+                except TypeError:  # a tuple holding something unhashable
+                    pass
+                else:
+                    return list(found) if found else []
         lo = self._seek(key, 0)
         hi = self._after(key, lo)
         return self._rows(lo, hi)
+
+    def lookup_many(self, keys: Sequence[Any] | _Probes) -> dict[Any, list[tuple[Any, Time, int]]]:
+        """The ``(val, time, diff)`` updates of each of ``keys``; keys without any are absent.
+
+        Equivalent to ``{k: self.lookup(k) for k in keys if self.lookup(k)}`` (each list is
+        the caller's own), but cheaper. For a numpy batch, the keys of the batch's own shape
+        (plain ints, or int tuples of its length) are encoded and found with one vectorised
+        ``searchsorted`` of all their first and past-the-end positions, and the rows found are
+        decoded together; other keys that may still be equal (``1.0``, ``True``, tuple
+        subclasses) are looked up one by one. A numpy batch of at most ``_CACHED_ROWS``
+        updates instead keeps its decoded rows and a dict from key to rows once read (numpy's
+        fixed cost per call dominates there), so each key costs one dict probe.
+
+        ``keys`` may also be a ``_Probes`` (what :meth:`Spine.lookup_many` passes), which
+        checks and encodes the keys once for all the batches sharing a key codec.
+
+        Runtime complexity: O(k log n) in numpy plus O(k + r) Python work for k keys and r rows
+        found; O(k + r) for a small numpy batch (after an O(n) first use); O(k log n + r) with
+        Python bisection for an object batch.
+
+        >>> from deltaflow.framework.antichain import Antichain
+        >>> d = Description(Antichain([0]), Antichain([9]))
+        >>> b = Batch.from_updates([(1, 5, 0, 1), (2, 6, 1, 1), (2, 7, 0, 1)], d)
+        >>> b.lookup_many([2, 3, 1])
+        {2: [(6, 1, 1), (7, 0, 1)], 1: [(5, 0, 1)]}
+        """
+        out: dict[Any, list[tuple[Any, Time, int]]] = {}
+        if not len(self._keys):
+            return out
+        if not self._columnar:
+            lookup = self.lookup
+            for key in keys.keys if isinstance(keys, _Probes) else keys:
+                rows = lookup(key)
+                if rows:
+                    out[key] = rows
+            return out
+        if len(self._keys) <= _CACHED_ROWS:
+            return self._lookup_small(keys.keys if isinstance(keys, _Probes) else keys)
+        if not isinstance(keys, _Probes):
+            keys = _Probes(keys)
+        probes, search, others = keys.encoded(self._kc)
+        if probes:
+            bounds = self._keys.searchsorted(search).tolist()
+            hits = [hit for hit in zip(probes, bounds, bounds[len(probes) :]) if hit[1] < hit[2]]
+            if len(hits) <= _FEW:
+                rows_of = self._rows
+                for key, lo, hi in hits:
+                    out[key] = rows_of(lo, hi)
+            else:
+                found, los, his = zip(*hits)
+                for key, rows in zip(found, self._rows_many(los, his)):
+                    out[key] = rows
+        if others:
+            lookup = self.lookup
+            for key in others:
+                rows = lookup(key)
+                if rows:
+                    out[key] = rows
+        return out
 
     def iter_keys(self) -> Iterator[tuple[Any, list[tuple[Any, Time, int]]]]:
         """Each distinct key with its ``(val, time, diff)`` updates, in key order.
@@ -307,7 +926,7 @@ class Batch:
     def __repr__(self) -> str:
         return (
             f"Batch(lower={self.description.lower!r}, upper={self.description.upper!r}, "
-            f"since={self.description.since!r}, len={len(self)}, columnar={self._columnar})"
+            f"since={self.description.since!r}, len={len(self)}, columnar={self.columnar})"
         )
 
     # ---------------------------------------------------------- internals (cursors, mergers)
@@ -326,20 +945,92 @@ class Batch:
             return []
         return [0, *(i for i in range(1, n) if k[i] != k[i - 1])]
 
+    def _lookup_small(self, keys: Sequence[Any]) -> dict[Any, list[tuple[Any, Time, int]]]:
+        """:meth:`lookup_many` of a small numpy batch: one dict probe per key (see _cache)."""
+        out: dict[Any, list[tuple[Any, Time, int]]] = {}
+        _, index = self._cache()
+        get = index.get
+        lookup = self.lookup
+        for key in keys:
+            c = key.__class__
+            if c is int or c is tuple or c is float or c is bool:
+                # Equality of these agrees with the universal order (as lookup compares).
+                try:
+                    found: Any = get(key)
+                except TypeError:  # a tuple holding something unhashable
+                    found = self._rows(self._seek(key, 0), self._after(key, 0))
+                if found:
+                    out[key] = list(found)
+            else:
+                rows = lookup(key)
+                if rows:
+                    out[key] = rows
+        return out
+
+    def _cache(self) -> tuple[list[tuple[Any, Time, int]], dict[Any, tuple[Any, ...]]]:
+        """The decoded rows of a small numpy batch, and its rows by key; built on first use.
+
+        Lookups of a batch of at most :data:`_CACHED_ROWS` updates are then list slices and
+        dict probes instead of numpy calls, whose fixed cost dominates for small batches.
+        """
+        cached = self._cached
+        if cached is None:
+            n = len(self._keys)
+            rows = self._decoded_rows(0, n)
+            starts: list[int] = self._key_starts().tolist()
+            keys = self._kc.decode(self._keys[starts])
+            ends = [*starts[1:], n]
+            index = {k: tuple(rows[a:b]) for k, a, b in zip(keys, starts, ends)}
+            cached = (rows, index)
+            object.__setattr__(self, "_cached", cached)
+        return cached
+
+    def _rows_many(
+        self, los: Sequence[int], his: Sequence[int]
+    ) -> list[list[tuple[Any, Time, int]]]:
+        """The rows of several index ranges at once (numpy batches), a list each.
+
+        Decodes the span from the first range to the last in one go when the ranges cover
+        much of it, and gathers just their rows with fancy indexing otherwise.
+        """
+        base, top = min(los), max(his)
+        total = sum(his) - sum(los)
+        if top - base <= 4 * total + 256:
+            rows = self._rows(base, top)
+            return [rows[a - base : b - base] for a, b in zip(los, his)]
+        lo = np.array(los, dtype=np.int64)
+        lens = np.array(his, dtype=np.int64)
+        lens -= lo
+        ends = np.cumsum(lens)
+        starts = ends - lens
+        pos = np.arange(total, dtype=np.int64)
+        pos += np.repeat(lo - starts, lens)
+        ts = self._tc.decode(self._times[pos])
+        ds = self._diffs[pos].tolist()
+        if self._vals is None:
+            rows = list(zip(repeat((), total), ts, ds))
+        else:
+            rows = list(zip(self._vc.decode(self._vals[pos]), ts, ds))
+        return [rows[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+
     def _key_at(self, i: int) -> Any:
         key = self._keys[i]
-        return key.item() if self._columnar else key
+        return self._kc.decode_one(int(key)) if self._columnar else key
 
     def _seek(self, key: Any, lo: int) -> int:
         """First index ``>= lo`` whose key does not sort before ``key``."""
         if self._columnar:
-            return self._int_bound(key, lo, False)
+            if self._kc is _INT_CODEC:
+                return self._int_bound(key, lo, False)
+            return self._coded_bound(key, lo, False)
         return _order.bisect_left(self._keys, key, lo, len(self._keys), self._natural)
 
     def _after(self, key: Any, lo: int) -> int:
         """First index ``>= lo`` whose key sorts after ``key``."""
         if self._columnar:
-            return self._int_bound(key, lo, True)
+            if self._kc is _INT_CODEC:
+                return self._int_bound(key, lo, True)
+            return self._coded_bound(key, lo, True)
         return _order.bisect_right(self._keys, key, lo, len(self._keys), self._natural)
 
     def _int_bound(self, key: Any, lo: int, right: bool) -> int:
@@ -364,27 +1055,58 @@ class Batch:
             return lo
         side: Literal["left", "right"] = "right" if right else "left"
         if lo == 0:
-            return int(np.searchsorted(k, x, side))
-        return lo + int(np.searchsorted(k[lo:], x, side))
+            return int(k.searchsorted(x, side))
+        return lo + int(k[lo:].searchsorted(x, side))
+
+    def _coded_bound(self, key: Any, lo: int, right: bool) -> int:
+        """:meth:`_seek` / :meth:`_after` for a column of encoded int-tuple keys."""
+        kc = self._kc
+        k = self._keys
+        n: int = len(k)
+        if key.__class__ is tuple and len(key) == kc.arity and set(map(type, key)) == _INT_TYPES:
+            code, right = kc.probe(key, right)
+            side: Literal["left", "right"] = "right" if right else "left"
+            if lo == 0:
+                return int(k.searchsorted(code, side))
+            return lo + int(k[lo:].searchsorted(code, side))
+        if isinstance(key, tuple):
+            view = _DecodedKeys(k, kc)
+            if right:
+                return _order.bisect_right(view, key, lo, n, True)  # type: ignore[arg-type]
+            return _order.bisect_left(view, key, lo, n, True)  # type: ignore[arg-type]
+        # Numbers, strings and bytes sort before every tuple; everything else after.
+        return lo if _order.ukey(key)[0] < 3 else n
 
     def _rows(self, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
         if hi <= lo:
             return []
         if self._columnar:
-            ts = self._times[lo:hi].tolist()
-            ds = self._diffs[lo:hi].tolist()
-            if self._vals is None:
-                return list(zip(repeat((), hi - lo), ts, ds))
-            return list(zip(self._vals[lo:hi].tolist(), ts, ds))
+            n = len(self._keys)
+            if n <= _CACHED_ROWS:
+                return self._cache()[0][lo:hi]
+            return self._decoded_rows(lo, hi)
         if self._vals is None:
             return list(zip(repeat((), hi - lo), self._times[lo:hi], self._diffs[lo:hi]))
         return list(zip(self._vals[lo:hi], self._times[lo:hi], self._diffs[lo:hi]))
 
+    def _decoded_rows(self, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
+        """The ``(val, time, diff)`` rows ``lo:hi`` of a numpy batch, decoded."""
+        ts = self._tc.decode(self._times[lo:hi])
+        ds = self._diffs[lo:hi].tolist()
+        if self._vals is None:
+            return list(zip(repeat((), hi - lo), ts, ds))
+        return list(zip(self._vc.decode(self._vals[lo:hi]), ts, ds))
+
     def _object_columns(self) -> tuple[list[Any], list[Any] | None, list[Any], list[int]]:
-        """The columns as Python lists (converted from numpy when columnar)."""
+        """The columns as Python lists (decoded from numpy when encoded)."""
         if self._columnar:
-            vs = None if self._vals is None else self._vals.tolist()
-            return self._keys.tolist(), vs, self._times.tolist(), self._diffs.tolist()
+            vs = None if self._vals is None else self._vc.decode(self._vals)
+            return (
+                self._kc.decode(self._keys),
+                vs,
+                self._tc.decode(self._times),
+                self._diffs.tolist(),
+            )
         return self._keys, self._vals, self._times, self._diffs
 
     # ------------------------------------------------------------------ invariants
@@ -409,7 +1131,23 @@ class Batch:
                     after = (v[1:] > v[:-1]) | ((v[1:] == v[:-1]) & after)
                 after = (k[1:] > k[:-1]) | ((k[1:] == k[:-1]) & after)
                 assert bool(np.all(after)), "columns not strictly sorted by (key, val, time)"
-            if n:
+            assert self._kc.kind in (_INT, _TUPLE) and self._tc.kind in (_INT, _PRODUCT)
+            for codec in (self._kc, self._vc, self._tc):
+                codec._check()
+            if self._cached is not None:
+                rows, index = self._cached
+                assert rows == self._decoded_rows(0, n)
+                assert list(index.items()) == [(key, tuple(rs)) for key, rs in self.iter_keys()]
+            for col, codec in ((k, self._kc), (v, self._vc), (t, self._tc)):
+                if col is None or not n or codec is _INT_CODEC:
+                    continue
+                assert int(col.min()) >= 0 and int(col.max()).bit_length() <= sum(codec.widths)
+                decoded = codec.decode(col)
+                assert _encode_column(decoded, False, (codec.kind,)) is not None
+                for value, code in zip(decoded, col.tolist()):
+                    comps = (value.outer, value.inner) if codec.kind == _PRODUCT else value
+                    assert codec.probe(comps, False) == (code, False), (value, code, codec)
+            if n and self._tc is _INT_CODEC:
                 tmin, tmax = int(t.min()), int(t.max())
                 for e in lower:
                     assert isinstance(e, int) and tmin >= e, (tmin, lower)
@@ -418,6 +1156,12 @@ class Batch:
                 if check_upper:
                     for e in upper:
                         assert isinstance(e, int) and tmax < e, (tmax, upper)
+            elif n:
+                for time in self._tc.decode(np.unique(t)):
+                    assert lower.less_equal(time), (time, lower)
+                    assert since.is_empty() or advance_by(time, since) == time, (time, since)
+                    if check_upper:
+                        assert not upper.less_equal(time), (time, upper)
             return
         assert self._natural == _order.is_safe(self._keys)
         assert all(d.__class__ is int and d != 0 for d in self._diffs)
@@ -433,6 +1177,31 @@ class Batch:
 
 
 # ---------------------------------------------------------------------- column helpers
+
+
+def _encode_columns(
+    keys: Any, vals: Any, times: Any, small: bool
+) -> tuple[tuple[_Codec, Any], tuple[_Codec, Any] | None, tuple[_Codec, Any]] | None:
+    """Encode keys (ints, int tuples), values (any encodable shape or None) and times (ints,
+    ``Product(int, int)``), or None when one of them cannot be encoded."""
+    k = _encode_column(keys, small, (_TUPLE,))
+    if k is None:
+        return None
+    t = _encode_column(times, small, (_PRODUCT,))
+    if t is None:
+        return None
+    if vals is None:
+        return k, None, t
+    v = _encode_column(vals, small, (_TUPLE, _PRODUCT))
+    if v is None:
+        return None
+    return k, v, t
+
+
+def _as_array(col: Any) -> Any:
+    if col is None or isinstance(col, np.ndarray):
+        return col
+    return np.array(col, dtype=np.int64)
 
 
 def _describe(col: Any) -> str:

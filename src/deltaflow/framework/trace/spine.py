@@ -34,6 +34,13 @@ merge: at least ``2**(k+2)`` units, twice what is needed. So a merge at level ``
 before ``2**(k-2)`` more updates arrive, and insertions never wait for a large merge. If the
 invariant were ever broken, the spine completes the merge at once (correct, only slower).
 
+Reading
+-------
+:meth:`Spine.lookup` reads one key from every batch and consolidates; operators that read many
+keys per round (reductions) use :meth:`Spine.lookup_many`, which encodes the keys once and asks
+each batch for all of them at once (one vectorised search per large encoded batch, one dict probe
+per key for a small one; see :meth:`Batch.lookup_many`).
+
 Compaction and readers
 ----------------------
 Readers (:class:`TraceReader`, from :meth:`Spine.reader`) each hold two frontiers:
@@ -72,14 +79,15 @@ trace then grows with every update); advance it as soon as older times are no lo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar, final
 
 import attrs
 
 from ..antichain import Antichain, MutableAntichain
-from ..lattice import Time, join
+from ..lattice import Product, Time, join
 from ._order import is_safe, sort_pairs
-from .batch import Batch
+from .batch import Batch, _Probes
 from .cursor import Cursor
 from .description import Description
 from .merger import Merger
@@ -130,6 +138,45 @@ class _Merging:
 
 
 _Layer = _Single | _Merging | None
+
+
+def _consolidate(
+    found: list[list[tuple[Any, Time, int]]], sort: bool = True
+) -> list[tuple[Any, Time, int]]:
+    """Sum the diffs of equal ``(val, time)`` across row lists; sort by ``(val, time)``.
+
+    Each list is already consolidated, so most rows are unique: one ``setdefault`` per row
+    keeps the first row of each ``(val, time)`` as is, and only collisions are summed on the
+    side. Product times are keyed by their coordinates: hashing a ``(val, outer, inner)``
+    tuple stays in C, where hashing a ``(val, Product)`` tuple calls the Product's
+    Python-level hash.
+    """
+    first: dict[tuple[Any, ...], tuple[Any, Time, int]] = {}
+    setdefault = first.setdefault
+    sums: dict[tuple[Any, ...], int] = {}
+    product = found[0][0][1].__class__ is Product
+    for rows in found:
+        for row in rows:
+            v, t, d = row
+            k = (v, t.outer, t.inner) if product else (v, t)  # type: ignore[union-attr]
+            kept = setdefault(k, row)
+            if kept is not row:
+                sums[k] = sums.get(k, kept[2]) + d
+    if not sums:
+        out = list(first.values())
+    else:
+        out = []
+        for k, row in first.items():
+            total = sums.get(k)
+            if total is None:
+                out.append(row)
+            elif total:
+                out.append((row[0], row[1], total))
+    if sort:
+        items = [((v, t), d) for v, t, d in out]
+        sort_pairs(items, is_safe(v for (v, _), _ in items))
+        out = [(v, t, d) for (v, t), d in items]
+    return out
 
 
 def _as_frontier(frontier: Antichain | Any) -> Antichain:
@@ -442,14 +489,54 @@ class Spine:
             return []
         if len(found) == 1:
             return found[0]
-        acc: dict[tuple[Any, Time], int] = {}
-        for rows in found:
-            for v, t, d in rows:
-                vt = (v, t)
-                acc[vt] = acc.get(vt, 0) + d
-        items = [item for item in acc.items() if item[1]]
-        sort_pairs(items, is_safe(v for (v, _), _ in items))
-        return [(v, t, d) for (v, t), d in items]
+        return _consolidate(found)
+
+    def lookup_many(
+        self, keys: Iterable[Any], *, sort: bool = True
+    ) -> dict[Any, list[tuple[Any, Time, int]]]:
+        """``lookup`` of many keys at once: ``{key: rows}`` for the keys that have updates.
+
+        Each key's rows are exactly ``self.lookup(key)``: consolidated across batches and
+        sorted by ``(val, time)``; with ``sort=False`` the same rows in an unspecified order
+        (saves sorting the keys found in several batches). Keys whose updates are absent or
+        cancel out are left out. The keys are checked and encoded once, and each encoded batch
+        answers all of them with one vectorised search (see :meth:`Batch.lookup_many`), so
+        reading many keys costs a few numpy calls per batch plus Python work per row found,
+        instead of two binary searches per batch per key.
+
+        Runtime complexity: O(k + b * k log n) for b batches and k keys (the searches in numpy
+        for encoded batches), plus O(r) for the r rows found (O(r log r) when sorting keys
+        found in several batches).
+
+        >>> from deltaflow.framework.antichain import Antichain
+        >>> spine = Spine(Antichain([0]))
+        >>> spine.insert(Batch.from_updates([(1, 5, 0, 1), (2, 6, 0, 1)],
+        ...                                 Description(Antichain([0]), Antichain([1]))))
+        >>> spine.insert(Batch.from_updates([(2, 6, 1, -1)],
+        ...                                 Description(Antichain([1]), Antichain([2]))))
+        >>> spine.lookup_many([1, 2, 3])
+        {1: [(5, 0, 1)], 2: [(6, 0, 1), (6, 1, -1)]}
+        """
+        probes = _Probes(keys)
+        found: dict[Any, list[list[tuple[Any, Time, int]]]] = {}
+        for batch in self.batches():
+            if not len(batch):
+                continue
+            for key, rows in batch.lookup_many(probes).items():
+                lists = found.get(key)
+                if lists is None:
+                    found[key] = [rows]
+                else:
+                    lists.append(rows)
+        out: dict[Any, list[tuple[Any, Time, int]]] = {}
+        for key, lists in found.items():
+            if len(lists) == 1:
+                out[key] = lists[0]
+            else:
+                rows = _consolidate(lists, sort)
+                if rows:
+                    out[key] = rows
+        return out
 
     def cursor(self) -> Cursor:
         """A cursor over the merged view of all current batches.
