@@ -202,3 +202,17 @@ def test_multiple_inputs_workers_concat(workers: int) -> None:
     for d, t, r in xs + ys:
         expected[(d, t)] = expected.get((d, t), 0) + r
     assert sorted(out) == sorted((d, t, r) for (d, t), r in expected.items() if r)
+
+
+async def test_capture_collects_completed_times(workers: int) -> None:
+    """capture() fills a list with (time, consolidated updates) as times complete."""
+    async with df.open(Double(), workers=workers) as job:
+        captured = job.output.capture()
+        xs = job.inputs["xs"]
+        xs.insert(1)
+        xs.insert(3)
+        await job.advance_to(1)
+        assert [(t, sorted(u)) for t, u in captured] == [(0, [(2, 1), (6, 1)])]
+        xs.remove(3)
+        await job.advance_to(2)
+    assert [(t, sorted(u)) for t, u in captured] == [(0, [(2, 1), (6, 1)]), (1, [(6, -1)])]

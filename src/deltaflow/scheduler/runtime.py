@@ -225,9 +225,12 @@ class OutputHandle:
         self._store = store
         self.name = store.name
         self._subscribers: list[trio.MemorySendChannel[tuple[Any, list[tuple[Any, int]]]]] = []
+        self._captures: list[list[tuple[Any, list[tuple[Any, int]]]]] = []
         store.on_complete = self._publish
 
     def _publish(self, time: Any, updates: list[tuple[Any, int]]) -> None:
+        for captured in self._captures:
+            captured.append((time, updates))
         for chan in list(self._subscribers):
             try:
                 chan.send_nowait((time, updates))
@@ -250,6 +253,14 @@ class OutputHandle:
     def frontier(self) -> Any:
         """The output's frontier: times beyond it may still change."""
         return self._store.frontier
+
+    def capture(self) -> list[tuple[Any, list[tuple[Any, int]]]]:
+        """A list that receives ``(time, consolidated updates)`` for each time completing from
+        now on, in time order: :meth:`subscribe` without a task, for tests and scripts.
+        """
+        captured: list[tuple[Any, list[tuple[Any, int]]]] = []
+        self._captures.append(captured)
+        return captured
 
     async def subscribe(self) -> AsyncIterator[tuple[Any, list[tuple[Any, int]]]]:
         """Yield ``(time, consolidated updates)`` for each time that completes from now on.
