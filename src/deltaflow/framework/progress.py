@@ -823,6 +823,17 @@ class ProgressTracker:
 
     # -- updates ------------------------------------------------------------------------------
 
+    def _buffer(self, loc: int, time: Time, delta: int) -> None:
+        """Validate ``time`` and queue ``(time, delta)`` at location ``loc``."""
+        if time.__class__ is not int:
+            _coords(time)
+        bucket = self._pending.get(loc)
+        if bucket is None:
+            self._pending[loc] = [(time, delta)]
+        else:
+            bucket.append((time, delta))
+        self._pending_count += 1
+
     def update_source(self, node: int, port: int, time: Time, delta: int) -> None:
         """Buffer a change of the capabilities held at output ``port`` of ``node``.
 
@@ -838,14 +849,7 @@ class ProgressTracker:
         except KeyError:
             msg = f"no output port {port!r} on node {node!r}"
             raise ValueError(msg) from None
-        if time.__class__ is not int:
-            _coords(time)
-        bucket = self._pending.get(loc)
-        if bucket is None:
-            self._pending[loc] = [(time, delta)]
-        else:
-            bucket.append((time, delta))
-        self._pending_count += 1
+        self._buffer(loc, time, delta)
 
     def update_target(self, node: int, port: int, time: Time, delta: int) -> None:
         """Buffer a change of the messages in flight to input ``port`` of ``node``.
@@ -862,14 +866,7 @@ class ProgressTracker:
         except KeyError:
             msg = f"no input port {port!r} on node {node!r}"
             raise ValueError(msg) from None
-        if time.__class__ is not int:
-            _coords(time)
-        bucket = self._pending.get(loc)
-        if bucket is None:
-            self._pending[loc] = [(time, delta)]
-        else:
-            bucket.append((time, delta))
-        self._pending_count += 1
+        self._buffer(loc, time, delta)
 
     def update(self, changes: Iterable[tuple[Location | tuple[int, int, bool], Time, int]]) -> None:
         """Buffer a batch of ``(location, time, delta)`` changes.

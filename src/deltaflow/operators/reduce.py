@@ -214,6 +214,29 @@ def _sorted_vals(acc: dict[Any, int], positive_only: bool) -> list[tuple[Any, in
     return vals
 
 
+
+def _difference(desired: dict[Any, int], current: dict[Any, int]) -> dict[Any, int]:
+    """``desired - current`` as ``{val: diff}``, zeros left out."""
+    fix = {v: c - current.get(v, 0) for v, c in desired.items() if c != current.get(v, 0)}
+    for v, c in current.items():
+        if v not in desired:
+            fix[v] = -c
+    return fix
+
+
+def _record(
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+    time: Any,
+    key: Any,
+    desired: dict[Any, int],
+    current: dict[Any, int],
+) -> None:
+    """Append the corrections turning ``current`` into ``desired`` at ``time``."""
+    rows = fixes.get(time)
+    if rows is None:
+        rows = fixes[time] = []
+    rows.extend([(key, v, d) for v, d in _difference(desired, current).items()])
+
 class ReduceOperator(Operator):
     """Maintain ``output = logic(input)`` per key over an arrangement by key (module docstring).
 
@@ -387,16 +410,7 @@ class ReduceOperator(Operator):
                 desired = evaluate(key, acc)
                 current = out if out is not None else {}
                 if desired != current:
-                    fix = corrections.get(t)
-                    if fix is None:
-                        fix = corrections[t] = []
-                    for v, c in desired.items():
-                        d = c - current.get(v, 0)
-                        if d:
-                            fix.append((key, v, d))
-                    for v, c in current.items():
-                        if v not in desired:
-                            fix.append((key, v, -c))
+                    _record(corrections, t, key, desired, current)
                     out = desired
                     changed = True
             if acc:
@@ -656,17 +670,7 @@ class ReduceOperator(Operator):
         current = _accumulate_at(written, x, low) if written else {}
         desired = self._evaluate(key, acc)
         if desired != current:
-            tkey = low if x is None else (x, low)
-            fix = fixes.get(tkey)
-            if fix is None:
-                fix = fixes[tkey] = []
-            for v, c in desired.items():
-                d = c - current.get(v, 0)
-                if d:
-                    fix.append((key, v, d))
-            for v, c in current.items():
-                if v not in desired:
-                    fix.append((key, v, -c))
+            _record(fixes, low if x is None else (x, low), key, desired, current)
         return True
 
     def _sweep_line(
@@ -740,17 +744,7 @@ class ReduceOperator(Operator):
             desired = evaluate(key, acc)
             if desired == current:
                 continue
-            tkey = y if x is None else (x, y)
-            fix = fixes.get(tkey)
-            if fix is None:
-                fix = fixes[tkey] = []
-            for v, c in desired.items():
-                d = c - current.get(v, 0)
-                if d:
-                    fix.append((key, v, d))
-            for v, c in current.items():
-                if v not in desired:
-                    fix.append((key, v, -c))
+            _record(fixes, y if x is None else (x, y), key, desired, current)
             current = desired
 
     def _general(
@@ -784,14 +778,7 @@ class ReduceOperator(Operator):
             desired = evaluate(key, acc)
             if desired == current:
                 continue
-            fix = {}
-            for v, c in desired.items():
-                d = c - current.get(v, 0)
-                if d:
-                    fix[v] = d
-            for v, c in current.items():
-                if v not in desired:
-                    fix[v] = -c
+            fix = _difference(desired, current)
             made.append((t, fix))
             rows = corrections.get(t)
             if rows is None:
