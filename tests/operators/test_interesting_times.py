@@ -31,26 +31,36 @@ from deltaflow.operators.interesting_times import accumulate, interesting_times
 
 @contextlib.contextmanager
 def tunables(
-    pairwise_below: int, short_chain: int, pair_sweep: bool, line_fast_path: bool = True
+    pairwise_below: int,
+    short_chain: int,
+    pair_sweep: bool,
+    line_fast_path: bool = True,
+    pairs_small: int = 0,
 ) -> Iterator[None]:
     """Temporarily set the module's tunables ((0, 0, False, False) forces the chain-crossing
-    path)."""
-    old = (it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP, it_mod.LINE_FAST_PATH)
-    (it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP, it_mod.LINE_FAST_PATH) = (
-        pairwise_below,
-        short_chain,
-        pair_sweep,
-        line_fast_path,
-    )
+    path; ``pairs_small`` 0 keeps small pairs off the pairwise fold)."""
+    names = ("PAIRWISE_BELOW", "SHORT_CHAIN", "PAIR_SWEEP", "LINE_FAST_PATH", "PAIRS_SMALL")
+    old = tuple(getattr(it_mod, n) for n in names)
+    new = (pairwise_below, short_chain, pair_sweep, line_fast_path, pairs_small)
+    for n, v in zip(names, new):
+        setattr(it_mod, n, v)
     try:
         yield
     finally:
-        it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP, it_mod.LINE_FAST_PATH = old
+        for n, v in zip(names, old):
+            setattr(it_mod, n, v)
 
 
-DEFAULTS = (it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP, it_mod.LINE_FAST_PATH)
+DEFAULTS = (
+    it_mod.PAIRWISE_BELOW,
+    it_mod.SHORT_CHAIN,
+    it_mod.PAIR_SWEEP,
+    it_mod.LINE_FAST_PATH,
+    it_mod.PAIRS_SMALL,
+)
 MODES = [
     pytest.param(DEFAULTS, id="default"),
+    pytest.param((DEFAULTS[0], DEFAULTS[1], True, False, 1 << 30), id="small-pairs"),
     pytest.param((DEFAULTS[0], DEFAULTS[1], True, False), id="sweep"),
     pytest.param((DEFAULTS[0], DEFAULTS[1], False, False), id="fold"),
     pytest.param((0, 0, False, False), id="chains"),
@@ -450,7 +460,7 @@ def test_trap_pending_join_is_kept() -> None:
     assert toy_reduce(rounds, pair_logic, carry=False) == []
 
 
-@pytest.mark.parametrize("mode", [MODES[0], MODES[3]])
+@pytest.mark.parametrize("mode", [MODES[0], MODES[4]])
 @pytest.mark.parametrize("logic", [pair_logic, min_logic, count_logic])
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32))

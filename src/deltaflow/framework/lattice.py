@@ -100,7 +100,11 @@ def less_equal(a: Time, b: Time) -> bool:
     """
     if a.__class__ is int:
         return a <= b
-    return less_equal(a.outer, b.outer) and less_equal(a.inner, b.inner)  # type: ignore[union-attr]
+    ao = a.outer  # type: ignore[union-attr]
+    ai = a.inner  # type: ignore[union-attr]
+    if ao.__class__ is int and ai.__class__ is int:  # a loop's Product(round, iteration)
+        return ao <= b.outer and ai <= b.inner  # type: ignore[union-attr,no-any-return]
+    return less_equal(ao, b.outer) and less_equal(ai, b.inner)  # type: ignore[union-attr]
 
 
 def less_than(a: Time, b: Time) -> bool:
@@ -116,7 +120,18 @@ def join(a: Time, b: Time) -> Time:
     """
     if a.__class__ is int:
         return a if a >= b else b
-    return Product(join(a.outer, b.outer), join(a.inner, b.inner))  # type: ignore[union-attr]
+    ao = a.outer  # type: ignore[union-attr]
+    ai = a.inner  # type: ignore[union-attr]
+    if ao.__class__ is int and ai.__class__ is int:
+        # Return an argument when it is the answer: no new Product (and its hash) to build.
+        bo = b.outer  # type: ignore[union-attr]
+        bi = b.inner  # type: ignore[union-attr]
+        if ao >= bo:
+            if ai >= bi:
+                return a
+            return b if ao == bo else Product(ao, bi)
+        return b if bi >= ai else Product(bo, ai)
+    return Product(join(ao, b.outer), join(ai, b.inner))  # type: ignore[union-attr]
 
 
 def meet(a: Time, b: Time) -> Time:

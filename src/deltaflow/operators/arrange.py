@@ -110,8 +110,12 @@ class ArrangeOperator(Operator):
         spine = self.spine
         pending = self.pending
         caps = self.caps
+        last = len(caps) - 1
         for i, cap in enumerate(caps):
-            upper = Antichain([*frontier, *(c.time for c in caps[i + 1 :])])
+            if i == last:
+                upper = frontier
+            else:
+                upper = Antichain([*frontier, *(c.time for c in caps[i + 1 :])])
             ready = [t for t in pending if not upper.less_equal(t)]
             if not ready and upper == spine.upper:
                 continue
@@ -122,9 +126,8 @@ class ArrangeOperator(Operator):
         if spine.upper != frontier and spine.upper.dominates(frontier):
             spine.insert(Batch.empty(Description(spine.upper, frontier)))
         # Re-derive capabilities for what is still buffered.
-        remaining = Antichain(pending)
         new_caps = []
-        for t in remaining:
+        for t in Antichain(pending) if pending else ():
             for cap in caps:
                 if less_equal(cap.time, t):
                     new_caps.append(cap.delayed(t))

@@ -350,7 +350,7 @@ class Collection:
     ) -> Collection:
         """Like :meth:`join`, giving ``fn(k, a, b)`` for each matching pair."""
         left, right = self._arranged_pair(other, False)
-        return left.join_core(right, lambda k, a, b: (fn(k, a, b),), name="join_map")
+        return left._join(right, fn, "join_map", single=True)
 
     def semijoin(self, keys: Collection | Arranged) -> Collection:
         """The ``(k, v)`` whose key is in ``keys`` (counts multiplied by the key's count)."""
@@ -509,6 +509,11 @@ class Arranged:
         name: str = "join_core",
     ) -> Collection:
         """Join with ``other`` (same key, same scope): ``logic(k, a, b)`` yields output data."""
+        return self._join(other, logic, name, single=False)
+
+    def _join(
+        self, other: Arranged, logic: Callable[[Any, Any, Any], Any], name: str, *, single: bool
+    ) -> Collection:
         if other.builder is not self.builder:
             msg = "arrangements from different pipelines cannot be joined"
             raise ValueError(msg)
@@ -521,7 +526,9 @@ class Arranged:
         left_reg, right_reg = self.registry, other.registry
 
         def factory(w: int, _n: int) -> JoinOperator:
-            return JoinOperator(name, left_reg.spine(w), right_reg.spine(w), logic)
+            return JoinOperator(
+                name, left_reg.spine(w), right_reg.spine(w), logic, single=single
+            )
 
         return self._stream()._add(name, factory, [self._stream(), other._stream()])
 

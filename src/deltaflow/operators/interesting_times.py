@@ -140,12 +140,14 @@ from deltaflow.framework.lattice import Product, Time, less_equal
 
 __all__ = [
     "LINE_FAST_PATH",
+    "PAIRS_SMALL",
     "PAIRWISE_BELOW",
     "PAIR_SWEEP",
     "SHORT_CHAIN",
     "SMALL_ACCUMULATE",
     "accumulate",
     "interesting_on_line",
+    "interesting_pairs_small",
     "interesting_times",
     "line_bound",
 ]
@@ -168,6 +170,10 @@ SHORT_CHAIN = 6
 
 PAIR_SWEEP = True
 """Use the coordinate sweep for ``Product(int, int)`` times (False: the general chain fold)."""
+
+PAIRS_SMALL = 16
+"""``Product(int, int)`` times with at most this many seeds plus stored times are closed by
+:func:`interesting_pairs_small` (pairwise joins of int pairs) instead of the sweep."""
 
 LINE_FAST_PATH = True
 """Take the one-line shortcut when every time of a call shares its outer coordinate (False:
@@ -220,8 +226,17 @@ def interesting_times(
         stored = stored if isinstance(stored, (list, tuple)) else list(stored)
         if _on_line(seed_set, stored, outer):  # type: ignore[arg-type]
             return _interesting_line(seed_set, stored, upper, outer)  # type: ignore[arg-type]
-    if PAIR_SWEEP and outer.__class__ is int and inner.__class__ is int:
-        return _interesting_pairs(seed_set, stored, upper)  # type: ignore[arg-type]
+    if outer.__class__ is int and inner.__class__ is int:
+        stored = stored if isinstance(stored, (list, tuple)) else list(stored)
+        if len(seed_set) + len(stored) <= PAIRS_SMALL:
+            pairs = interesting_pairs_small(
+                {(s.outer, s.inner) for s in seed_set},  # type: ignore[union-attr]
+                [(r.outer, r.inner) for r in stored],  # type: ignore[union-attr]
+                [(u.outer, u.inner) for u in upper.elements],  # type: ignore[union-attr]
+            )
+            return [Product(x, y) for x, y in pairs[0]], [Product(x, y) for x, y in pairs[1]]
+        if PAIR_SWEEP:
+            return _interesting_pairs(seed_set, stored, upper)  # type: ignore[arg-type]
     encode, decode = _codec(first)
     ordered = _closure({encode(s) for s in seed_set}, [encode(r) for r in stored])
     bounds = [encode(u) for u in upper.elements]
@@ -280,6 +295,59 @@ def accumulate(history: Sequence[tuple[V, Time, int]], times: Sequence[Time]) ->
             seen.add(t)
             out.append(at[t])
     return out
+
+
+def interesting_pairs_small(
+    seeds: set[tuple[int, int]],
+    stored: Iterable[tuple[int, int]],
+    bounds: Sequence[tuple[int, int]],
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """:func:`interesting_times` of ``Product(int, int)`` times given as int pairs, by folding.
+
+    Meant for a handful of times (:data:`PAIRS_SMALL`), where the sweep's set-up costs more
+    than the answer: the joins of the non-empty subsets of ``seeds`` are folded in one seed at
+    a time (``Z <- Z + {s} + (Z v s)``), then each stored time, advanced by the seeds' meet,
+    joins them (``Z <- Z + (Z v r)``). Joins of int pairs are coordinate-wise maxima.
+
+    Args:
+        seeds: the seeds as ``(outer, inner)`` pairs (non-empty).
+        stored: the stored times as pairs.
+        bounds: the frontier's elements as pairs; a pair at or above one is deferred.
+
+    Returns:
+        ``(ready, deferred)`` pairs, each distinct and sorted (lexicographic order is a linear
+        extension of the product order).
+
+    Runtime complexity: O((s + r) * z) for s seeds, r stored times and z interesting times.
+
+    >>> interesting_pairs_small({(0, 1), (1, 0)}, [(0, 3)], [(1, 2)])
+    ([(0, 1), (0, 3), (1, 0), (1, 1)], [(1, 3)])
+    """
+    low_x = min([x for x, _ in seeds])
+    low_y = min([y for _, y in seeds])
+    closure: set[tuple[int, int]] = set()
+    for sx, sy in seeds:
+        grown = {
+            (zx if zx > sx else sx, zy if zy > sy else sy) for zx, zy in closure
+        }
+        grown.add((sx, sy))
+        closure |= grown
+    advanced = set()
+    for rx, ry in stored:
+        advanced.add((rx if rx > low_x else low_x, ry if ry > low_y else low_y))
+    for rx, ry in advanced:
+        closure |= {(zx if zx > rx else rx, zy if zy > ry else ry) for zx, zy in closure}
+    ready: list[tuple[int, int]] = []
+    deferred: list[tuple[int, int]] = []
+    for z in sorted(closure):
+        zx, zy = z
+        for bx, by in bounds:
+            if bx <= zx and by <= zy:
+                deferred.append(z)
+                break
+        else:
+            ready.append(z)
+    return ready, deferred
 
 
 def interesting_on_line(

@@ -25,7 +25,7 @@ lets the other actors of the worker run.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..framework.lattice import join as time_join
@@ -40,24 +40,49 @@ __all__ = ["JoinOperator"]
 
 
 class _Work:
-    """A batch still to be joined against a snapshot of the other side's batches."""
+    """A batch still to be joined against a snapshot of the other side's batches.
 
-    __slots__ = ("cap", "items", "matches", "others", "pos", "row", "swap")
+    ``found`` holds the other side's rows for the keys ``items[pos:fetched]``, looked up a
+    chunk of keys at a time (:data:`LOOKUP_CHUNK`) with one ``lookup_many`` per batch.
+    """
+
+    __slots__ = ("cap", "fetched", "found", "items", "others", "pos", "row", "swap")
 
     def __init__(self, cap: Capability, batch: Batch, others: list[Batch], swap: bool) -> None:
         self.cap = cap
         self.items = list(batch.iter_keys())
         self.pos = 0
         self.row = 0
-        self.matches: list[tuple[Any, Any, int]] | None = None
+        self.fetched = 0
+        self.found: dict[Any, list[tuple[Any, Any, int]]] = {}
         self.others = others
         self.swap = swap
+
+    def fetch(self) -> None:
+        """Look up the next chunk of keys in the other side's batches."""
+        start = self.pos
+        self.fetched = start + LOOKUP_CHUNK
+        keys = [key for key, _ in self.items[start : self.fetched]]
+        found: dict[Any, list[tuple[Any, Any, int]]] = {}
+        for batch in self.others:
+            for key, rows in batch.lookup_many(keys).items():
+                have = found.get(key)
+                if have is None:
+                    found[key] = rows
+                else:
+                    have.extend(rows)
+        self.found = found
+
+
+LOOKUP_CHUNK = 1024
+"""Keys of an arriving batch looked up in the other side together (bounds what is held)."""
 
 
 class JoinOperator(Operator):
     """Join two arrangements with ``logic(key, val1, val2) -> iterable of outputs``.
 
-    ``logic`` returns an iterable of output data (``join_map`` wraps a one-result function).
+    ``logic`` returns an iterable of output data, or with ``single=True`` exactly one output
+    datum (``join_map``'s function, called without wrapping its result in a tuple).
     """
 
     interest = Interest.ALWAYS
@@ -69,10 +94,13 @@ class JoinOperator(Operator):
         name: str,
         left: Spine,
         right: Spine,
-        logic: Callable[[Any, Any, Any], Iterable[Any]],
+        logic: Callable[[Any, Any, Any], Any],
+        *,
+        single: bool = False,
     ) -> None:
         self.name = name
         self.logic = logic
+        self.single = single
         self.readers: tuple[TraceReader, TraceReader] = (left.reader(), right.reader())
         self.spines = (left, right)
         self.acknowledged = [left.lower, right.lower]
@@ -86,21 +114,25 @@ class JoinOperator(Operator):
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue newly arrived batches, do budgeted work, move compaction holds."""
+        acknowledged = self.acknowledged
         for side in (0, 1):
             other = 1 - side
+            ack = acknowledged[side]
             for time, batch in ctx.messages(side):
-                others = self._acknowledged_batches(other)
-                if others and len(batch):
-                    self.work.append(_Work(ctx.capability(time), batch, others, side == 1))
-                self.acknowledged[side] = batch.upper
-                self.readers[side].set_physical_compaction(batch.upper)
+                if len(batch):
+                    others = self._acknowledged_batches(other)
+                    if others:
+                        self.work.append(_Work(ctx.capability(time), batch, others, side == 1))
+                ack = batch.upper
             # Empty batches are inserted into the trace but never sent. Once the input
             # frontier has passed the trace's upper, every batch below it has been drained
             # here, so the whole trace can be acknowledged (and merged).
             upper = self.spines[side].upper
-            if upper != self.acknowledged[side] and upper.dominates(ctx.frontier(side)):
-                self.acknowledged[side] = upper
-                self.readers[side].set_physical_compaction(upper)
+            if upper != ack and upper.dominates(ctx.frontier(side)):
+                ack = upper
+            if ack is not acknowledged[side]:
+                acknowledged[side] = ack
+                self.readers[side].set_physical_compaction(ack)
         if self.work:
             self._do_work(ctx)
         for side in (0, 1):
@@ -112,17 +144,18 @@ class JoinOperator(Operator):
     def _do_work(self, ctx: OperatorContext) -> None:
         budget = self.BUDGET
         logic = self.logic
+        single = self.single
         while self.work and budget > 0:
             item = self.work[0]
             out: dict[Any, tuple[list[Any], list[int]]] = {}
             items = item.items
-            others = item.others
+            n_items = len(items)
             swap = item.swap
-            while item.pos < len(items) and budget > 0:
+            while item.pos < n_items and budget > 0:
+                if item.pos >= item.fetched:
+                    item.fetch()
                 key, rows = items[item.pos]
-                matches = item.matches
-                if matches is None:
-                    matches = item.matches = [m for b in others for m in b.lookup(key)]
+                matches = item.found.get(key)
                 # A key with many matches is split across activations, row by row.
                 while item.row < len(rows) and matches and budget > 0:
                     v1, t1, r1 = rows[item.row]
@@ -132,21 +165,24 @@ class JoinOperator(Operator):
                         slot = out.get(t)
                         if slot is None:
                             slot = out[t] = ([], [])
-                        results = logic(key, v2, v1) if swap else logic(key, v1, v2)
                         r = r1 * r2
-                        for d in results:
+                        if single:
+                            slot[0].append(logic(key, v2, v1) if swap else logic(key, v1, v2))
+                            slot[1].append(r)
+                            budget -= 1
+                            continue
+                        for d in logic(key, v2, v1) if swap else logic(key, v1, v2):
                             slot[0].append(d)
                             slot[1].append(r)
                             budget -= 1
                 if item.row >= len(rows) or not matches:
                     item.pos += 1
                     item.row = 0
-                    item.matches = None
-            for t in sorted(out):
+            for t in sorted(out) if len(out) > 1 else out:
                 data, diffs = out[t]
                 if data:
                     ctx.send(0, t, UpdateBatch(data, diffs))
-            if item.pos >= len(items):
+            if item.pos >= n_items:
                 item.cap.drop()
                 self.work.popleft()
         if self.work:
