@@ -308,7 +308,7 @@ class Job:
             for name in [node.name.removeprefix("input:")]
             if node.name.startswith("input:")
         }
-        self._changed = trio.Event()
+        self._waiters: list[tuple[Callable[[], bool], trio.Event]] = []
         self._channels: list[trio.MemorySendChannel[Any]] = []
         self.error: BaseException | None = None
         self._error_reported = False
@@ -346,9 +346,24 @@ class Job:
             raise ValueError(msg)
 
     def notify(self) -> None:
-        """Wake everything waiting on the job's state."""
-        ev, self._changed = self._changed, trio.Event()
-        ev.set()
+        """Wake the tasks whose awaited condition now holds (all of them once the job failed
+        or a worker finished).
+
+        Workers call this after every step, so the conditions are checked here rather than
+        by waking each waiting task to check its own: a round of ``advance_to`` then costs
+        the application one wake-up instead of one per worker step.
+        """
+        waiters = self._waiters
+        if not waiters:
+            return
+        wake_all = self.failed or any(w.finished for w in self.workers)
+        keep = []
+        for condition, event in waiters:
+            if wake_all or condition():
+                event.set()
+            else:
+                keep.append((condition, event))
+        self._waiters = keep
 
     def fail(self, exc: BaseException) -> None:
         """Stop every worker and remember ``exc`` for the application."""
@@ -375,7 +390,13 @@ class Job:
             if all(w.finished for w in self.workers):
                 msg = "the job finished before the awaited condition held"
                 raise JobClosedError(msg)
-            await self._changed.wait()
+            waiter = (condition, trio.Event())
+            self._waiters.append(waiter)
+            try:
+                await waiter[1].wait()
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
 
     def _activate_inputs(self, name: str | None = None) -> None:
         for input_name, node in self._input_actors.items():
