@@ -302,12 +302,13 @@ def interesting_pairs_small(
     stored: Iterable[tuple[int, int]],
     bounds: Sequence[tuple[int, int]],
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """:func:`interesting_times` of ``Product(int, int)`` times given as int pairs, by folding.
+    """:func:`interesting_times` of ``Product(int, int)`` times given as int pairs, by a scan.
 
     Meant for a handful of times (:data:`PAIRS_SMALL`), where the sweep's set-up costs more
-    than the answer: the joins of the non-empty subsets of ``seeds`` are folded in one seed at
-    a time (``Z <- Z + {s} + (Z v s)``), then each stored time, advanced by the seeds' meet,
-    joins them (``Z <- Z + (Z v r)``). Joins of int pairs are coordinate-wise maxima.
+    than the answer. With ``T`` the seeds and the stored times advanced by the seeds' meet,
+    ``(x, y)`` is a join of a subset of ``T`` containing a seed iff some time of ``T`` on
+    column ``x`` and some on row ``y`` lie below it, and so does some seed (the module
+    docstring); the scan checks every column of ``T`` against every row, in order.
 
     Args:
         seeds: the seeds as ``(outer, inner)`` pairs (non-empty).
@@ -318,35 +319,53 @@ def interesting_pairs_small(
         ``(ready, deferred)`` pairs, each distinct and sorted (lexicographic order is a linear
         extension of the product order).
 
-    Runtime complexity: O((s + r) * z) for s seeds, r stored times and z interesting times.
+    Runtime complexity: O(c * r * b) for c columns, r rows and b bounds.
 
     >>> interesting_pairs_small({(0, 1), (1, 0)}, [(0, 3)], [(1, 2)])
     ([(0, 1), (0, 3), (1, 0), (1, 1)], [(1, 3)])
     """
     low_x = min([x for x, _ in seeds])
     low_y = min([y for _, y in seeds])
-    closure: set[tuple[int, int]] = set()
-    for sx, sy in seeds:
-        grown = {
-            (zx if zx > sx else sx, zy if zy > sy else sy) for zx, zy in closure
-        }
-        grown.add((sx, sy))
-        closure |= grown
-    advanced = set()
-    for rx, ry in stored:
-        advanced.add((rx if rx > low_x else low_x, ry if ry > low_y else low_y))
-    for rx, ry in advanced:
-        closure |= {(zx if zx > rx else rx, zy if zy > ry else ry) for zx, zy in closure}
+    lowest_y: dict[int, int] = {}  # column x -> lowest y of a time on it
+    leftmost_x: dict[int, int] = {}  # row y -> leftmost x of a time on it
+    seed_y: dict[int, int] = {}  # column x -> lowest y of a seed on it
+    for x, y in seeds:
+        if lowest_y.get(x, y) >= y:
+            lowest_y[x] = y
+            seed_y[x] = y
+        if leftmost_x.get(y, x) >= x:
+            leftmost_x[y] = x
+    for x, y in stored:
+        if x < low_x:
+            x = low_x
+        if y < low_y:
+            y = low_y
+        if lowest_y.get(x, y) >= y:
+            lowest_y[x] = y
+        if leftmost_x.get(y, x) >= x:
+            leftmost_x[y] = x
+    rows = sorted(leftmost_x.items())
     ready: list[tuple[int, int]] = []
     deferred: list[tuple[int, int]] = []
-    for z in sorted(closure):
-        zx, zy = z
-        for bx, by in bounds:
-            if bx <= zx and by <= zy:
-                deferred.append(z)
-                break
-        else:
-            ready.append(z)
+    seed_low: int | None = None  # lowest y of a seed left of or on the current column
+    for x in sorted(lowest_y):
+        sy = seed_y.get(x)
+        if sy is not None and (seed_low is None or sy < seed_low):
+            seed_low = sy
+        if seed_low is None:
+            continue
+        lo = lowest_y[x]
+        if lo < seed_low:
+            lo = seed_low
+        for y, left in rows:
+            if y < lo or left > x:
+                continue
+            for bx, by in bounds:
+                if bx <= x and by <= y:
+                    deferred.append((x, y))
+                    break
+            else:
+                ready.append((x, y))
     return ready, deferred
 
 
