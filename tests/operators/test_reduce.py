@@ -772,3 +772,20 @@ def test_min_distances_in_a_loop_match_oracle(lives: list[Any], workers: int) ->
     roots = [(0, 0, 1)]
     out = df.run(Bfs(), workers=workers, roots=roots, edges=edges)
     assert_matches_oracle(out, {"roots": roots, "edges": edges}, query)
+
+
+MIXED_VALS = st.one_of(st.integers(-3, 3), st.sampled_from(["x", "y", (1, 2), 2.5]))
+
+
+@pytest.mark.parametrize("logic", [R._distinct_logic, R._count_logic, R._min_logic, R._max_logic])
+@given(acc=st.dictionaries(MIXED_VALS, st.integers(-3, 3).filter(bool), max_size=6))
+def test_builtin_folds_equal_their_logic(logic: Any, acc: dict[Any, int]) -> None:
+    """A built-in reduction's fold of the accumulation gives what its logic gives on the
+    sorted positive (or, for count, non-zero) values, mixed types included."""
+    fold, positive_only = R._FOLDS[logic]
+    op = R.ReduceOperator("r", Spine(Antichain([0])), None, logic, positive_only=positive_only)
+    assert op.fold is fold
+    generic = R.ReduceOperator("r", Spine(Antichain([0])), None, logic,
+                               positive_only=positive_only)  # fmt: skip
+    generic.fold = None
+    assert op._evaluate("k", dict(acc)) == generic._evaluate("k", dict(acc))

@@ -107,6 +107,7 @@ Footguns
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -289,6 +290,9 @@ class ReduceOperator(Operator):
         self.logic = logic
         self.positive_only = positive_only
         self.key_only = key_only
+        # The built-in reductions' answer straight from the accumulation (see _FOLDS).
+        builtin = _FOLDS.get(logic)
+        self.fold = builtin[0] if builtin and builtin[1] == positive_only else None
         self.source = source
         self.upper: Antichain = source.lower
         ints = all(t.__class__ is int for t in source.lower)
@@ -363,6 +367,11 @@ class ReduceOperator(Operator):
 
     def _evaluate(self, key: Any, acc: dict[Any, int]) -> dict[Any, int]:
         """``logic`` at one accumulation, consolidated into ``{out_val: count}``."""
+        fold = self.fold
+        if fold is not None:
+            folded = fold(acc)
+            if folded is not None:
+                return folded
         vals = _sorted_vals(acc, self.positive_only)
         if not vals:
             return {}
@@ -1038,6 +1047,38 @@ def _build(
     )[0]
 
 
+def _distinct_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
+    for c in acc.values():
+        if c > 0:
+            return {(): 1}
+    return {}
+
+
+def _count_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
+    total = sum(acc.values())
+    return {total: 1} if total > 0 else {}
+
+
+def _min_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
+    vals = [v for v, c in acc.items() if c > 0]
+    if not vals:
+        return {}
+    try:
+        return {builtins.min(vals): 1}
+    except TypeError:  # incomparable values: the universal order, via logic
+        return None
+
+
+def _max_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
+    vals = [v for v, c in acc.items() if c > 0]
+    if not vals:
+        return {}
+    try:
+        return {builtins.max(vals): 1}
+    except TypeError:
+        return None
+
+
 def reduce(collection: Collection, logic: Logic, name: str | None = None) -> Collection:
     """Per key of ``(key, val)`` data, ``(key, out_val)`` for each ``(out_val, n)`` of ``logic``.
 
@@ -1161,3 +1202,15 @@ def top_k(
 
     label = "top_k" if key is None else f"top_k(key={describe_callable(key)})"
     return _build(collection.arrange_by_key(), logic, label)
+
+
+_FOLDS: dict[Any, tuple[Callable[[dict[Any, int]], dict[Any, int] | None], bool]] = {
+    _distinct_logic: (_distinct_fold, True),
+    _count_logic: (_count_fold, False),
+    _min_logic: (_min_fold, True),
+    _max_logic: (_max_fold, True),
+}
+"""The built-in logics with an equivalent fold of the accumulation ``{val: count}`` straight
+to the output ``{out_val: count}`` (skipping the sorted value list and the result checks), and
+the ``positive_only`` they are used with. A fold returns None to fall back on ``logic`` (values
+that ``<`` cannot order)."""
