@@ -244,3 +244,36 @@ def test_mutable_antichain_examples(changes: list[tuple[Time, int]], frontier: s
     assert set(m.frontier()) == frontier
     assert {t for t, d in moves if d == 1} == frontier
     m._check()
+
+
+def test_mutable_antichain_frontier_is_cached_until_it_moves() -> None:
+    """frontier() gives the same Antichain while the frontier stands, a fresh one after."""
+    m = MutableAntichain()
+    m.update_iter([(Product(1, 0), 1), (Product(0, 2), 1)])
+    first = m.frontier()
+    assert m.frontier() is first
+    assert m.update_iter([(Product(1, 1), 1), (Product(1, 0), 1)]) == []
+    assert m.frontier() is first
+    assert m.update_iter([(Product(1, 0), -2)]) == [(Product(1, 0), -1), (Product(1, 1), 1)]
+    second = m.frontier()
+    assert second is not first
+    assert second == Antichain([Product(0, 2), Product(1, 1)])
+    assert first == Antichain([Product(1, 0), Product(0, 2)])
+    m._check()
+
+
+@pytest.mark.parametrize(
+    ("times", "elements"),
+    [
+        ([5, 3, 3, 9], (3,)),
+        ([Product(2, 0), Product(0, 2), Product(1, 1), Product(2, 2)], None),
+        ([Product(Product(1, 2), 0), Product(Product(1, 1), 3)], None),
+    ],
+)
+def test_antichain_construction_examples(times: list[Time], elements: Any) -> None:
+    """Ints keep the least; product times keep every minimal one, sorted."""
+    a = Antichain(times)
+    expected = tuple(sorted(minimal(times))) if elements is None else elements
+    assert a.elements == expected
+    assert Antichain(reversed(times)) == a
+    a._check()

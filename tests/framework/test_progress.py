@@ -365,6 +365,105 @@ def test_times_must_use_the_flat_encoding() -> None:
     assert tracker.frontier(nodes[1], 0) == A(P(1, 2, 3))
 
 
+def test_bulk_updates_match_single_updates() -> None:
+    """update_pointstamps takes the workers' (is_source, node, port, time, delta) tuples."""
+    graph, n = loop_graph()
+    changes = [
+        (True, n["input"], 0, 0, 1),
+        (False, n["body"], 0, P(0, 2), 1),
+        (False, n["body"], 0, P(0, 2), -1),
+        (True, n["body"], 0, P(0, 1), 2),
+        (False, n["sink"], 0, 4, 0),
+    ]
+    bulk, single = ProgressTracker(graph), ProgressTracker(graph)
+    bulk.update_pointstamps(changes)
+    for is_source, node, port, time, delta in changes:
+        (single.update_source if is_source else single.update_target)(node, port, time, delta)
+    assert bulk.statistics().pending == single.statistics().pending == 4
+    assert sorted(bulk.propagate()) == sorted(single.propagate())
+    for node, port in all_input_ports(graph):
+        assert bulk.frontier(node, port) == single.frontier(node, port)
+    bulk._check()
+
+
+def test_bulk_updates_validate_and_keep_earlier_changes() -> None:
+    """A bad port or time raises; the changes before it stay buffered."""
+    graph, nodes = chain(1)
+    tracker = ProgressTracker(graph)
+    with pytest.raises(ValueError, match="no input port 2 on node 1"):
+        tracker.update_pointstamps([(True, nodes[0], 0, 3, 1), (False, nodes[1], 2, 3, 1)])
+    with pytest.raises(ValueError, match="no output port 1 on node 1"):
+        tracker.update_pointstamps([(True, nodes[1], 1, 3, 1)])
+    with pytest.raises(ValueError, match="progress times"):
+        tracker.update_pointstamps([(True, nodes[0], 0, Product(1, Product(2, 3)), 1)])
+    assert tracker.statistics().pending == 1
+    assert tracker.propagate() == [(nodes[1], 0, 3, 1)]
+
+
+def test_propagate_inputs_lists_exactly_the_ports_that_moved() -> None:
+    """Ports whose frontier moves and moves back within one propagation are not listed."""
+    graph, n = loop_graph()
+    tracker = ProgressTracker(graph)
+    tracker.update_source(n["input"], 0, 0, 1)
+    tracker.update_source(n["body"], 0, P(0, 0), 1)
+    assert sorted(tracker.propagate_inputs()) == all_input_ports(graph)
+    tracker.update_source(n["input"], 0, 0, -1)
+    assert sorted(tracker.propagate_inputs()) == [(n["enter"], 0), (n["head"], 0), (n["body"], 0)]
+    assert tracker.frontier(n["head"], 0).is_empty()
+    assert tracker.frontier(n["sink"], 0) == A(0)
+    # The body moves from (0, 0) to (0, 1): the loop's ports move; the sink sees 0 either way
+    # (it loses 0 when (0, 0) leaves the loop and gets it back when (0, 1) arrives).
+    tracker.update_source(n["body"], 0, P(0, 1), 1)
+    tracker.update_source(n["body"], 0, P(0, 0), -1)
+    moved = tracker.propagate_inputs()
+    assert sorted(moved) == [(n["head"], 1), (n["body"], 0), (n["feedback"], 0), (n["leave"], 0)]
+    assert tracker.frontier(n["head"], 1) == A(P(0, 2))
+    assert tracker.frontier(n["leave"], 0) == A(P(0, 1))
+    assert tracker.propagate_inputs() == []
+    tracker._check()
+
+
+def test_frontiers_are_cached_until_they_move() -> None:
+    """frontier() gives the same object while the frontier stands, a new one once it moves."""
+    graph, nodes = chain(3)
+    tracker = ProgressTracker(graph)
+    tracker.update_source(nodes[0], 0, Product(1, 5), 1)
+    tracker.update_source(nodes[0], 0, Product(2, 3), 1)
+    tracker.propagate()
+    first = tracker.frontier(nodes[1], 0)
+    assert tracker.frontier(nodes[1], 0) is first
+    assert tracker.frontier(nodes[3], 0) == first
+    tracker.update_target(nodes[3], 0, Product(2, 2), 1)
+    tracker.propagate()
+    assert tracker.frontier(nodes[1], 0) is first
+    assert tracker.frontier(nodes[3], 0) == A(Product(1, 5), Product(2, 2))
+    tracker._check()
+
+
+def test_unvalidated_graph_with_an_identity_cycle() -> None:
+    """A graph built without validation still gets a tracker; its cycle's times settle.
+
+    (Retractions around such a cycle are another matter: the cycle supports itself, which is
+    why ``build()`` rejects it.)
+    """
+    ident = PathSummary.identity()
+    graph = ProgressGraph(
+        ("a", "b", "sink"),
+        (1, 1, 1),
+        (1, 1, 0),
+        ({(0, 0): ident}, {(0, 0): ident}, {}),
+        (((0, 0), (1, 0)), ((1, 0), (0, 0)), ((1, 0), (2, 0))),
+    )
+    tracker = ProgressTracker(graph)
+    tracker.update_source(0, 0, 4, 1)
+    tracker.update_target(0, 0, 6, 1)
+    tracker.propagate()
+    assert [tracker.frontier(node, 0) for node in range(3)] == [A(4)] * 3
+    tracker.update_target(2, 0, 3, 1)
+    assert tracker.propagate_inputs() == [(2, 0)]
+    assert tracker.frontier(2, 0) == A(3)
+
+
 def test_graph_accessors() -> None:
     """Locations have dense ids that round-trip; arcs follow edges and summaries."""
     graph, n = loop_graph()
@@ -801,8 +900,10 @@ class TrackerMachine(RuleBasedStateMachine):
     def update(self, data: st.DataObject, delta: int) -> None:
         loc = data.draw(st.sampled_from(self.locations))
         time = data.draw(times_of_depth(self.depth_of[loc]))
-        how = data.draw(st.sampled_from(["single", "location", "tuple"]))
-        if how == "single":
+        how = data.draw(st.sampled_from(["single", "location", "tuple", "bulk"]))
+        if how == "bulk":
+            self.tracker.update_pointstamps([(loc.is_source, loc.node, loc.port, time, delta)])
+        elif how == "single":
             if loc.is_source:
                 self.tracker.update_source(loc.node, loc.port, time, delta)
             else:
@@ -832,6 +933,19 @@ class TrackerMachine(RuleBasedStateMachine):
             else:
                 assert delta == -1 and time in seen
                 seen.remove(time)
+        self.check_frontiers()
+
+    @rule()
+    def propagate_inputs(self) -> None:
+        changed = self.tracker.propagate_inputs()
+        assert len(changed) == len(set(changed))
+        for node, port in changed:
+            new = set(self.tracker.frontier(node, port))
+            assert new != self.mirror.get((node, port), set()), "listed an unchanged port"
+            self.mirror[(node, port)] = new
+        self.check_frontiers()
+
+    def check_frontiers(self) -> None:
         assert_matches_naive(self.tracker, self.counts)
         graph = self.tracker.graph
         for node, port in all_input_ports(graph):

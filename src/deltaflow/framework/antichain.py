@@ -28,9 +28,19 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from .lattice import Time, less_equal, less_than
+from .lattice import Product, Time, less_equal, less_than
 
 __all__ = ["Antichain", "ChangeBatch", "MutableAntichain"]
+
+
+def _less_equal(a: Time, b: Time) -> bool:
+    """:func:`~deltaflow.framework.lattice.less_equal`, inlined for ``Product(int, int)``."""
+    if a.__class__ is Product:
+        ao, ai = a.outer, a.inner
+        if ao.__class__ is int and ai.__class__ is int:
+            return ao <= b.outer and ai <= b.inner  # type: ignore[union-attr,no-any-return]
+    return less_equal(a, b)
+
 
 K = TypeVar("K", bound=Hashable)
 
@@ -127,19 +137,38 @@ class Antichain:
     _elements: tuple[Time, ...]
 
     def __init__(self, times: Iterable[Time] = ()) -> None:
-        elements: list[Time] = []
-        for t in times:
-            if any(less_equal(e, t) for e in elements):
-                continue
-            elements = [e for e in elements if not less_equal(t, e)]
-            elements.append(t)
-        self._elements = tuple(sorted(elements))
+        # Sorting first (the total order is a linear extension of the partial order) means an
+        # element can only be dominated by one kept before it, and the result comes out sorted.
+        ordered = sorted(times)
+        if len(ordered) <= 1:
+            self._elements = tuple(ordered)
+            return
+        first = ordered[0]
+        if first.__class__ is int:
+            self._elements = (first,)  # ints are totally ordered: the least one dominates
+            return
+        elements = [first]
+        le = _less_equal
+        for t in ordered[1:]:
+            for e in elements:
+                if le(e, t):
+                    break
+            else:
+                elements.append(t)
+        self._elements = tuple(elements)
 
     @classmethod
     def from_elem(cls, time: Time) -> Antichain:
         """The frontier holding exactly ``time``."""
         out = cls.__new__(cls)
         out._elements = (time,)
+        return out
+
+    @classmethod
+    def _from_sorted(cls, elements: tuple[Time, ...]) -> Antichain:
+        """Wrap ``elements`` that are already mutually incomparable and sorted (unchecked)."""
+        out = cls.__new__(cls)
+        out._elements = elements
         return out
 
     @property
@@ -150,7 +179,7 @@ class Antichain:
     def less_equal(self, time: Time) -> bool:
         """True iff ``time`` is beyond the frontier: some element is ``<=`` it."""
         for e in self._elements:  # noqa: SIM110 - a plain loop beats any() on this hot path
-            if less_equal(e, time):
+            if _less_equal(e, time):
                 return True
         return False
 
@@ -160,7 +189,14 @@ class Antichain:
 
     def dominates(self, other: Antichain) -> bool:
         """True iff every element of ``other`` is beyond this frontier (``self <= other``)."""
-        return all(self.less_equal(t) for t in other._elements)
+        mine = self._elements
+        for t in other._elements:
+            for e in mine:
+                if _less_equal(e, t):
+                    break
+            else:
+                return False
+        return True
 
     def is_empty(self) -> bool:
         """True for the frontier of a finished stream."""
@@ -177,7 +213,12 @@ class Antichain:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Antichain):
-            return set(self._elements) == set(other._elements)
+            a, b = self._elements, other._elements
+            # Elements are kept sorted, so equal antichains have equal tuples; the set
+            # comparison is only a safety net for elements with an inconsistent total order.
+            if a == b:
+                return True
+            return len(a) == len(b) > 1 and set(a) == set(b)
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -217,6 +258,7 @@ class MutableAntichain:
 
     _counts: dict[Time, int] = attrs.field(factory=dict)
     _frontier: list[Time] = attrs.field(factory=list)
+    _cached: Antichain | None = attrs.field(default=None, init=False)
 
     def update_iter(self, changes: Iterable[tuple[Time, int]]) -> list[tuple[Time, int]]:
         """Apply count changes; return the frontier's changes as ``(time, +1 | -1)`` pairs.
@@ -245,7 +287,7 @@ class MutableAntichain:
                 # An increment cannot move the frontier if some element (whose count is
                 # positive) is already <= it.
                 for f in frontier:
-                    if less_equal(f, time):
+                    if _less_equal(f, time):
                         break
                 else:
                     rebuild = True
@@ -259,16 +301,25 @@ class MutableAntichain:
 
     def _rebuild(self) -> list[tuple[Time, int]]:
         old = self._frontier
-        new: list[Time] = []
-        for t in sorted(t for t, c in self._counts.items() if c > 0):
-            for f in new:
-                if less_equal(f, t):
-                    break
-            else:
-                new.append(t)
-        self._frontier = new
+        new = [t for t, c in self._counts.items() if c > 0]
+        if len(new) > 1:
+            # In sorted order (a linear extension) only an earlier time can dominate a later.
+            new.sort()
+            kept = [new[0]]
+            for t in new[1:]:
+                for f in kept:
+                    if _less_equal(f, t):
+                        break
+                else:
+                    kept.append(t)
+            new = kept
         if old == new:
             return []
+        self._frontier = new
+        self._cached = None
+        if len(old) == 1 and len(new) == 1:
+            o, n = old[0], new[0]
+            return [(n, 1), (o, -1)] if n < o else [(o, -1), (n, 1)]
         old_set, new_set = set(old), set(new)
         changes = [(t, -1) for t in old if t not in new_set]
         changes.extend((t, 1) for t in new if t not in old_set)
@@ -276,9 +327,14 @@ class MutableAntichain:
         return changes
 
     def frontier(self) -> Antichain:
-        """The current frontier as an immutable :class:`Antichain`."""
-        out = Antichain.__new__(Antichain)
-        out._elements = tuple(self._frontier)
+        """The current frontier as an immutable :class:`Antichain` (cached until it moves).
+
+        Runtime complexity: O(1) when the frontier did not move since the last call; O(w)
+        otherwise.
+        """
+        out = self._cached
+        if out is None:
+            out = self._cached = Antichain._from_sorted(tuple(self._frontier))
         return out
 
     @property
@@ -289,7 +345,7 @@ class MutableAntichain:
     def less_equal(self, time: Time) -> bool:
         """True iff ``time`` is beyond the frontier (it could still be reached)."""
         for f in self._frontier:  # noqa: SIM110 - a plain loop beats any() on this hot path
-            if less_equal(f, time):
+            if _less_equal(f, time):
                 return True
         return False
 
@@ -306,11 +362,15 @@ class MutableAntichain:
         return not self._frontier
 
     def _check(self) -> None:
-        """Assert the invariant: the frontier is the minimal positive-count times."""
+        """Assert the invariants: the frontier is the minimal positive-count times, sorted, and
+        the cached :class:`Antichain` (if any) holds exactly it."""
         positive = [t for t, c in self._counts.items() if c > 0]
         expected = {t for t in positive if not any(less_than(u, t) for u in positive)}
         assert set(self._frontier) == expected, (self._frontier, expected)
         assert all(c != 0 for c in self._counts.values())
+        assert self._frontier == sorted(self._frontier), self._frontier
+        if self._cached is not None:
+            assert self._cached.elements == tuple(self._frontier), (self._cached, self._frontier)
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={self._frontier!r}, counts={self._counts!r})"

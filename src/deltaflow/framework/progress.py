@@ -17,22 +17,30 @@ input port's implications are its **frontier**: once no frontier element is ``<=
 How it works:
 
 * Updates are buffered by :meth:`ProgressTracker.update_source` /
-  :meth:`~ProgressTracker.update_target` and applied by :meth:`~ProgressTracker.propagate`.
-* Each location keeps its ``pointstamps`` (a
-  :class:`~deltaflow.framework.antichain.MutableAntichain` of its own counts) and its
-  ``implications``: counts of the frontier elements of its own pointstamps plus those of its
-  predecessors' implications, mapped along the arcs, with the antichain of minimal
-  positive-count times. Only *frontier changes* travel: a change of a location's implication
-  frontier is pushed to its successors. Implications receive one change at a time, so they
-  are kept as a plain dict of counts plus a frontier list, updated incrementally in the
-  propagation loop (the same semantics as ``MutableAntichain``, without its batch rebuild),
-  and over coordinate tuples (``sort_key(time)``, e.g. ``(t, i)`` for ``Product(t, i)``),
-  which hash and compare at C speed; times are rebuilt only for reports and queries.
+  :meth:`~ProgressTracker.update_target` (or in bulk by
+  :meth:`~ProgressTracker.update_pointstamps`), summed per location and time, and applied by
+  :meth:`~ProgressTracker.propagate`. A message sent and consumed between two propagations
+  cancels in the buffer and costs nothing more.
+* Each location keeps its ``pointstamps`` (counts of its own times, with the antichain of
+  minimal positive-count times, the semantics of
+  :class:`~deltaflow.framework.antichain.MutableAntichain`) and its ``implications``: counts of
+  the frontier elements of its own pointstamps plus those of its predecessors' implications,
+  mapped along the arcs, with the antichain of minimal positive-count times. Only *frontier
+  changes* travel: a change that does not move a location's frontier (an increment of a time
+  already dominated there, a decrement that leaves the count positive) stops at once; a change
+  of a location's implication frontier is pushed to its successors. Both are plain dicts of
+  counts plus a frontier list, updated one change at a time, over coordinate tuples
+  (``sort_key(time)``, e.g. ``(t, i)`` for ``Product(t, i)``), which hash and compare at C
+  speed; times are rebuilt only for reports and queries (reusing the time objects the tracker
+  was given), and a location's frontier :class:`Antichain` is built when first asked for
+  after it moved (locations with equal frontiers share one).
 * The pending changes live in a min-heap keyed by ``(sort_key(time), location)``; all entries
   for the same key are summed before they are applied. Processing in time order is what makes
   cycles terminate: a retraction always reaches a location before the times it was hiding can
   travel around a loop and come back. A first-in-first-out queue can chase its own tail for
-  ever.
+  ever. Locations are numbered so that, within one time, every location comes after those that
+  can pass it that time unchanged: each is visited at most once per time, and a change along a
+  chain of single successors skips the heap.
 
 Invariants and footguns:
 
@@ -75,12 +83,13 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import attrs
 
-from .antichain import Antichain, MutableAntichain
-from .lattice import Product, Time, less_equal, less_than, sort_key
+from .antichain import Antichain
+from .lattice import Product, Time, less_equal, sort_key
 from .summary import PathSummary
 
 __all__ = [
@@ -704,17 +713,22 @@ def _time(coords: Coords) -> Time:
 _EMPTY = Antichain()
 
 
-def _antichain(frontier: list[Coords]) -> Antichain:
-    """An :class:`Antichain` of the times of a frontier (already mutually incomparable)."""
-    if not frontier:
-        return _EMPTY
-    if len(frontier) == 1:
-        return Antichain.from_elem(_time(frontier[0]))
-    return Antichain(_time(c) for c in frontier)
+def _to_coords(time: Time) -> Coords:
+    """:func:`_coords` with fast paths for ints and ``Product(int, int)``."""
+    cls = time.__class__
+    if cls is int:
+        return (time,)  # type: ignore[return-value]
+    if cls is Product:
+        outer, inner = time.outer, time.inner  # type: ignore[union-attr]
+        if outer.__class__ is int and inner.__class__ is int:
+            return (outer, inner)
+    return _coords(time)
 
 
 def _coords_le(a: Coords, b: Coords) -> bool:
     """The product partial order on coordinate tuples of equal length."""
+    if len(a) == 2:
+        return a[0] <= b[0] and a[1] <= b[1]
     for x, y in zip(a, b):  # noqa: SIM110 (a generator in all() is twice as slow)
         if x > y:
             return False
@@ -744,6 +758,138 @@ def _coords_map(summary: PathSummary) -> Callable[[Coords], Coords]:
     return apply
 
 
+def _port_changes(
+    changes: Iterable[tuple[Location | tuple[int, int, bool], Time, int]],
+) -> Iterator[tuple[bool, int, int, Time, int]]:
+    """``(location, time, delta)`` changes as ``(is_source, node, port, time, delta)``."""
+    for where, time, delta in changes:
+        if where.__class__ is Location:
+            yield where.is_source, where.node, where.port, time, delta
+        else:
+            node, port, is_source = where  # type: ignore[misc]
+            yield is_source, node, port, time, delta
+
+
+def _update_counted(
+    counts: dict[Coords, int], frontier: list[Coords], t: Coords, d: int
+) -> list[tuple[Coords, int]] | None:
+    """Add ``d`` (non-zero) to the count of ``t`` and keep ``frontier`` its minimal positive times.
+
+    ``frontier`` is updated in place. Returns its changes (``(time, +1 | -1)``), or ``None``
+    when it did not move: an increment of a time already positive, or dominated by a frontier
+    element; a decrement that leaves the count positive, or of a time not in the frontier.
+
+    Runtime complexity: O(len(frontier)) comparisons, plus a scan of ``counts`` when a frontier
+    element leaves.
+    """
+    old = counts.get(t, 0)
+    new = old + d
+    if new:
+        counts[t] = new
+    else:
+        del counts[t]
+    le = _coords_le
+    if d > 0:
+        if old > 0 or new <= 0:
+            return None
+        if not frontier:
+            frontier.append(t)
+            return [(t, 1)]
+        for f in frontier:
+            if le(f, t):
+                return None
+        moved = [(t, 1)]
+        if len(frontier) == 1:
+            f = frontier[0]
+            if le(t, f):
+                frontier[0] = t
+                moved.append((f, -1))
+            else:
+                frontier.append(t)
+            return moved
+        kept = []
+        for f in frontier:
+            if le(t, f):
+                moved.append((f, -1))
+            else:
+                kept.append(f)
+        kept.append(t)
+        frontier[:] = kept
+        return moved
+    if old <= 0 or new > 0 or t not in frontier:
+        return None
+    frontier.remove(t)
+    if len(counts) > len(frontier):
+        return [(t, -1), *_exposed(counts, frontier, t)]
+    # Every counted time is a frontier element: nothing can be exposed.
+    return [(t, -1)]
+
+
+def _exposed(
+    counts: dict[Coords, int], frontier: list[Coords], t: Coords
+) -> list[tuple[Coords, int]]:
+    """Add to ``frontier`` the positive times that the removal of ``t`` exposed; return them."""
+    le = _coords_le
+    # Only times above ``t`` can be exposed. Visiting them in lexicographic order (a linear
+    # extension of the partial order) means a later one never dominates an earlier one.
+    if len(t) == 2:
+        t0, t1 = t
+        exposed = [u for u, c in counts.items() if c > 0 and t0 <= u[0] and t1 <= u[1]]
+    else:
+        exposed = [u for u, c in counts.items() if c > 0 and le(t, u)]
+    if len(exposed) > 1:
+        exposed.sort()
+    moved = []
+    for u in exposed:
+        for f in frontier:
+            if le(f, u):
+                break
+        else:
+            frontier.append(u)
+            moved.append((u, 1))
+    return moved
+
+
+def _check_counted(counts: dict[Coords, int], frontier: list[Coords], where: str) -> None:
+    """Assert that ``frontier`` holds exactly the minimal positive-count times of ``counts``."""
+    assert all(c != 0 for c in counts.values()), (where, counts)
+    positive = [t for t, c in counts.items() if c > 0]
+    minimal = {t for t in positive if not any(u != t and _coords_le(u, t) for u in positive)}
+    assert len(frontier) == len(set(frontier)), (where, frontier)
+    assert set(frontier) == minimal, (where, frontier, minimal)
+
+
+def _same_time_order(graph: ProgressGraph) -> list[int]:
+    """Location ids in a topological order of the arcs that can map a time to itself.
+
+    Such arcs (identity, or resetting inner coordinates without adding) never form a cycle in a
+    validated graph, so processing the locations of one time in this order visits each at most
+    once. Any leftover locations (an unvalidated graph) follow in id order.
+    """
+    n = graph.location_count
+    indegree = [0] * n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u in range(n):
+        for v, s in graph.arcs(u):
+            if s.add == 0 and s.depth_change == 0:
+                succ[u].append(v)
+                indegree[v] += 1
+    ready = [u for u in range(n) if not indegree[u]]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        u = heapq.heappop(ready)
+        order.append(u)
+        for v in succ[u]:
+            indegree[v] -= 1
+            if not indegree[v]:
+                heapq.heappush(ready, v)
+    if len(order) < n:
+        placed = set(order)
+        order.extend(u for u in range(n) if u not in placed)
+    return order
+
+
 @attrs.define(eq=False, repr=False, init=False)
 class ProgressTracker:
     """Counts pointstamps per location and maintains every location's frontier.
@@ -752,8 +898,16 @@ class ProgressTracker:
         graph: a graph from :meth:`ProgressGraphBuilder.build`.
 
     Times given to the tracker must be ints or Products that nest in the outer coordinate
-    with int inner coordinates (the flat loop encoding); internally, implications are kept as
-    coordinate tuples (``sort_key(time)``), which hash and compare at C speed.
+    with int inner coordinates (the flat loop encoding); internally, pointstamps and
+    implications are kept as coordinate tuples (``sort_key(time)``), which hash and compare at
+    C speed. Buffered changes are summed per location and time, so a message sent and consumed
+    between two propagations costs nothing to propagate.
+
+    Internally, locations are renumbered in a topological order of the arcs that can map a
+    time to itself (:func:`_same_time_order`): the worklist, ordered by (time, location),
+    then visits each location at most once per time and merges everything arriving there
+    first. A change that moves one frontier element to a single successor that comes next in
+    that order is handed over directly, without touching the heap.
 
     Runtime complexity: :meth:`propagate` does O(log W) heap work per frontier change that
     travels along an arc (W the worklist size), plus O(frontier) comparisons per change
@@ -778,16 +932,29 @@ class ProgressTracker:
     (Antichain([]), True)
     """
 
+    #: Coordinate tuples remembered with their times, so that reports and frontiers reuse
+    #: the time objects given to the tracker instead of rebuilding Products, and frontiers
+    #: remembered with their :class:`Antichain`, so that locations with equal frontiers share
+    #: one; each memo is cleared when it grows past this size.
+    TIME_CACHE_SIZE = 4096
+
     graph: ProgressGraph
-    _pointstamps: list[MutableAntichain]
+    _stamps: list[dict[Coords, int]]
+    _stamp_frontiers: list[list[Coords]]
     _counts: list[dict[Coords, int]]
     _frontiers: list[list[Coords]]
-    _pending: dict[int, list[tuple[Time, int]]]
+    _antichains: list[Antichain | None]
+    _pending: dict[tuple[int, Coords], int]
     _pending_count: int
+    _times: dict[Coords, Time]
+    _antichain_memo: dict[Any, Antichain]
     _ident_succ: tuple[tuple[int, ...], ...]
     _other_succ: tuple[tuple[tuple[int, Callable[[Coords], Coords]], ...], ...]
+    _chain_succ: tuple[int, ...]
     _is_target: tuple[bool, ...]
     _node_port: tuple[Port, ...]
+    _graph_ids: tuple[int, ...]
+    _internal_ids: tuple[int, ...]
     _source_ids: dict[Port, int]
     _target_ids: dict[Port, int]
     _occupied: int
@@ -798,24 +965,40 @@ class ProgressTracker:
     def __init__(self, graph: ProgressGraph) -> None:
         self.graph = graph
         n = graph.location_count
-        self._pointstamps = [MutableAntichain() for _ in range(n)]
+        self._stamps = [{} for _ in range(n)]
+        self._stamp_frontiers = [[] for _ in range(n)]
         self._counts = [{} for _ in range(n)]
         self._frontiers = [[] for _ in range(n)]
+        self._antichains = [_EMPTY] * n
         self._pending = {}
         self._pending_count = 0
+        self._times = {}
+        self._antichain_memo = {}
+        # Internal id ``i`` is graph location ``order[i]``.
+        order = _same_time_order(graph)
+        internal = [0] * n
+        for i, g in enumerate(order):
+            internal[g] = i
+        self._graph_ids = tuple(order)
+        self._internal_ids = tuple(internal)
         ident: list[tuple[int, ...]] = []
         other: list[tuple[tuple[int, Callable[[Coords], Coords]], ...]] = []
-        for loc_id in range(n):
-            arcs = graph.arcs(loc_id)
-            ident.append(tuple(v for v, s in arcs if s.is_identity))
-            other.append(tuple((v, _coords_map(s)) for v, s in arcs if not s.is_identity))
+        chain: list[int] = []
+        for g in order:
+            arcs = graph.arcs(g)
+            ident.append(tuple(internal[v] for v, s in arcs if s.is_identity))
+            other.append(tuple((internal[v], _coords_map(s)) for v, s in arcs if not s.is_identity))
+            # A single identity successor later in the order can take a change directly.
+            only = ident[-1][0] if len(arcs) == 1 and len(ident[-1]) == 1 else -1
+            chain.append(only if only > len(chain) else -1)
         self._ident_succ = tuple(ident)
         self._other_succ = tuple(other)
-        locations = [graph.location(i) for i in range(n)]
+        self._chain_succ = tuple(chain)
+        locations = [graph.location(g) for g in order]
         self._is_target = tuple(not loc.is_source for loc in locations)
         self._node_port = tuple((loc.node, loc.port) for loc in locations)
-        self._source_ids = dict(graph._source_ids)
-        self._target_ids = dict(graph._target_ids)
+        self._source_ids = {port: internal[g] for port, g in graph._source_ids.items()}
+        self._target_ids = {port: internal[g] for port, g in graph._target_ids.items()}
         self._occupied = 0
         self._propagations = 0
         self._pops = 0
@@ -824,14 +1007,13 @@ class ProgressTracker:
     # -- updates ------------------------------------------------------------------------------
 
     def _buffer(self, loc: int, time: Time, delta: int) -> None:
-        """Validate ``time`` and queue ``(time, delta)`` at location ``loc``."""
+        """Validate ``time`` and add ``delta`` to its buffered change at location ``loc``."""
+        c = _to_coords(time)
         if time.__class__ is not int:
-            _coords(time)
-        bucket = self._pending.get(loc)
-        if bucket is None:
-            self._pending[loc] = [(time, delta)]
-        else:
-            bucket.append((time, delta))
+            self._times[c] = time
+        key = (loc, c)
+        pending = self._pending
+        pending[key] = pending.get(key, 0) + delta
         self._pending_count += 1
 
     def update_source(self, node: int, port: int, time: Time, delta: int) -> None:
@@ -879,31 +1061,49 @@ class ProgressTracker:
 
         Runtime complexity: O(len(changes)).
         """
+        self.update_pointstamps(_port_changes(changes))
+
+    def update_pointstamps(self, changes: Iterable[tuple[bool, int, int, Time, int]]) -> None:
+        """Buffer a batch of ``(is_source, node, port, time, delta)`` changes.
+
+        This is the format workers exchange (a capability change at output ``port`` when
+        ``is_source``, a message change at input ``port`` otherwise); it is the fastest way in.
+
+        Raises:
+            ValueError: if a port does not exist or a time is not valid; changes before the
+                offending one stay buffered.
+
+        Runtime complexity: O(len(changes)).
+        """
         source_ids = self._source_ids
         target_ids = self._target_ids
         pending = self._pending
+        times = self._times
         count = 0
         try:
-            for where, time, delta in changes:
+            for is_source, node, port, time, delta in changes:
                 if not delta:
                     continue
-                if where.__class__ is Location:
-                    node, port, is_source = where.node, where.port, where.is_source
-                else:
-                    node, port, is_source = where  # type: ignore[misc]
-                try:
-                    loc = (source_ids if is_source else target_ids)[(node, port)]
-                except KeyError:
+                loc = (source_ids if is_source else target_ids).get((node, port))
+                if loc is None:
                     kind = "output" if is_source else "input"
                     msg = f"no {kind} port {port!r} on node {node!r}"
-                    raise ValueError(msg) from None
-                if time.__class__ is not int:
-                    _coords(time)
-                bucket = pending.get(loc)
-                if bucket is None:
-                    pending[loc] = [(time, delta)]
+                    raise ValueError(msg)
+                cls = time.__class__
+                if cls is int:
+                    c: Coords = (time,)  # type: ignore[assignment]
                 else:
-                    bucket.append((time, delta))
+                    if cls is Product:
+                        outer, inner = time.outer, time.inner  # type: ignore[union-attr]
+                        if outer.__class__ is int and inner.__class__ is int:
+                            c = (outer, inner)
+                        else:
+                            c = _coords(time)
+                    else:
+                        c = _coords(time)
+                    times[c] = time
+                key = (loc, c)
+                pending[key] = pending.get(key, 0) + delta
                 count += 1
         finally:
             self._pending_count += count
@@ -915,30 +1115,90 @@ class ProgressTracker:
 
         Returns:
             Consolidated ``(node, in_port, time, +1 | -1)`` changes of input-port frontiers
-            (``+1``: ``time`` joined the frontier; ``-1``: it left), in a deterministic order.
+            (``+1``: ``time`` joined the frontier; ``-1``: it left), in a deterministic order:
+            by input port in the order they were first reached, then times leaving, then
+            times joining, each in sort order.
 
         Runtime complexity: see the class docstring.
         """
-        pending = self._pending
-        if not pending:
+        if not self._pending:
             return []
+        node_port = self._node_port
+        time_of = self._time_of
+        frontiers = self._frontiers
+        out: list[tuple[int, int, Time, int]] = []
+        for loc, old in self._propagate().items():
+            new = frontiers[loc]
+            node, port = node_port[loc]
+            out.extend([(node, port, time_of(t), -1) for t in sorted(old) if t not in new])
+            out.extend([(node, port, time_of(t), 1) for t in sorted(new) if t not in old])
+        self._reported += len(out)
+        return out
+
+    def propagate_inputs(self) -> list[tuple[int, int]]:
+        """Apply every buffered change; return the input ports whose frontier changed.
+
+        Like :meth:`propagate`, but without listing the times: the new frontiers are what
+        :meth:`frontier` returns (built on first request, then cached until they move).
+
+        Returns:
+            ``(node, in_port)`` for every input port whose frontier differs from before the
+            call, in a deterministic order (the order they were first reached).
+
+        Runtime complexity: see the class docstring.
+        """
+        if not self._pending:
+            return []
+        node_port = self._node_port
+        frontiers = self._frontiers
+        out = []
+        changes = 0
+        for loc, old in self._propagate().items():
+            frontier = frontiers[loc]
+            common = 0
+            for t in old:
+                if t in frontier:
+                    common += 1
+            n = len(frontier)
+            if common == n == len(old):
+                continue  # moved and moved back
+            changes += len(old) + n - 2 * common
+            out.append(node_port[loc])
+        self._reported += changes
+        return out
+
+    def _propagate(self) -> dict[int, list[Coords]]:
+        """Apply the buffered changes.
+
+        Returns:
+            For every input port whose frontier may have moved (internal location id), its
+            frontier before the call; its current frontier is ``self._frontiers[loc]``.
+        """
+        pending = self._pending
         self._pending = {}
         self._pending_count = 0
         self._propagations += 1
+        if len(self._times) > self.TIME_CACHE_SIZE:
+            self._times = {}
+        if len(self._antichain_memo) > self.TIME_CACHE_SIZE:
+            self._antichain_memo = {}
         heap: list[tuple[Coords, int, int]] = []
-        pointstamps = self._pointstamps
+        all_stamps = self._stamps
+        stamp_frontiers = self._stamp_frontiers
         occupied = self._occupied
-        for loc, changes in pending.items():
-            stamps = pointstamps[loc]
-            was_empty = not stamps.elements
-            moved_stamps = stamps.update_iter(changes)
-            if moved_stamps:
+        for (loc, t), d in pending.items():
+            if not d:
+                continue
+            frontier = stamp_frontiers[loc]
+            was_empty = not frontier
+            moved_stamps = _update_counted(all_stamps[loc], frontier, t, d)
+            if moved_stamps is not None:
                 if was_empty:
                     occupied += 1
-                elif not stamps.elements:
+                elif not frontier:
                     occupied -= 1
-                for time, d in moved_stamps:
-                    heap.append(((time,) if time.__class__ is int else _coords(time), loc, d))
+                for t2, d2 in moved_stamps:
+                    heap.append((t2, loc, d2))
         self._occupied = occupied
         heapq.heapify(heap)
 
@@ -946,74 +1206,109 @@ class ProgressTracker:
         heappop = heapq.heappop
         all_counts = self._counts
         all_frontiers = self._frontiers
+        antichains = self._antichains
         ident_succ = self._ident_succ
         other_succ = self._other_succ
+        chain_succ = self._chain_succ
         is_target = self._is_target
-        reported: dict[tuple[int, Coords], int] = {}
+        le = _coords_le
+        exposed = _exposed
+        # Input ports reached, with their frontier before this call.
+        before: dict[int, list[Coords]] = {}
         pops = 0
-        while heap:
-            t, loc, d = heappop(heap)
-            pops += 1
-            while heap:
-                top = heap[0]
-                if top[1] == loc and top[0] == t:
-                    d += heappop(heap)[2]
-                    pops += 1
-                else:
-                    break
-            if not d:
-                continue
-            # Apply (t, d) to the implications of ``loc``; ``moved`` gets the frontier changes.
+        # ``t, loc, d`` is the next change to apply: popped off the heap (summed with every
+        # entry for the same time and location), or handed over directly by its predecessor.
+        direct = False
+        t = ()
+        loc = d = 0
+        while True:
+            if direct:
+                direct = False
+            elif heap:
+                t, loc, d = heappop(heap)
+                pops += 1
+                while heap:
+                    top = heap[0]
+                    if top[1] == loc and top[0] == t:
+                        d += heappop(heap)[2]
+                        pops += 1
+                    else:
+                        break
+                if not d:
+                    continue
+            else:
+                break
+            # Apply ``(t, d)`` to the implications of ``loc`` (``_update_counted``, inlined;
+            # a lexicographic ``<=`` on the tuples, a necessary condition for ``le``, is
+            # checked first at C speed).
             counts = all_counts[loc]
-            frontier = all_frontiers[loc]
             old = counts.get(t, 0)
             new = old + d
             if new:
                 counts[t] = new
             else:
                 del counts[t]
+            frontier = all_frontiers[loc]
             if d > 0:
                 if old > 0 or new <= 0:
                     continue
-                if frontier:
+                if not frontier:
+                    if is_target[loc] and loc not in before:
+                        before[loc] = []
+                    frontier.append(t)
+                    moved = [(t, 1)]
+                else:
                     dominated = False
                     for f in frontier:
-                        if _coords_le(f, t):
+                        if f <= t and le(f, t):
                             dominated = True
                             break
                     if dominated:
                         continue
-                    moved = [(t, 1)]
-                    kept = []
-                    for f in frontier:
-                        if _coords_le(t, f):
-                            moved.append((f, -1))
+                    if is_target[loc] and loc not in before:
+                        before[loc] = frontier[:]
+                    if len(frontier) == 1:
+                        f = frontier[0]
+                        if t <= f and le(t, f):
+                            frontier[0] = t
+                            moved = [(t, 1), (f, -1)]
                         else:
-                            kept.append(f)
-                    kept.append(t)
-                    all_frontiers[loc] = kept
-                else:
-                    frontier.append(t)
-                    moved = [(t, 1)]
+                            frontier.append(t)
+                            moved = [(t, 1)]
+                    else:
+                        moved = [(t, 1)]
+                        kept = []
+                        for f in frontier:
+                            if t <= f and le(t, f):
+                                moved.append((f, -1))
+                            else:
+                                kept.append(f)
+                        kept.append(t)
+                        frontier[:] = kept
             else:
                 if old <= 0 or new > 0 or t not in frontier:
                     continue
+                if is_target[loc] and loc not in before:
+                    before[loc] = frontier[:]
                 frontier.remove(t)
-                moved = [(t, -1)]
-                if counts:
-                    # Only times above ``t`` can be exposed. Visiting them in lexicographic
-                    # order (a linear extension) means a later one never dominates an earlier.
-                    for u in sorted(u for u, c in counts.items() if c > 0 and _coords_le(t, u)):
-                        for f in frontier:
-                            if _coords_le(f, u):
-                                break
-                        else:
-                            frontier.append(u)
-                            moved.append((u, 1))
-            if is_target[loc]:
-                for t2, d2 in moved:
-                    k = (loc, t2)
-                    reported[k] = reported.get(k, 0) + d2
+                if len(counts) > len(frontier):
+                    moved = [(t, -1), *exposed(counts, frontier, t)]
+                else:
+                    moved = [(t, -1)]
+            antichains[loc] = None
+            succ = chain_succ[loc]
+            if succ >= 0 and len(moved) == 1:
+                # One change to the only successor: if nothing on the heap comes first, apply
+                # it next without the heap (no entry for the same time and location exists).
+                t2, d2 = moved[0]
+                if heap:
+                    top = heap[0]
+                    if not (t2 < top[0] or (t2 == top[0] and succ < top[1])):
+                        heappush(heap, (t2, succ, d2))
+                        continue
+                t, loc, d = t2, succ, d2
+                direct = True
+                continue
             for succ in ident_succ[loc]:
                 for t2, d2 in moved:
                     heappush(heap, (t2, succ, d2))
@@ -1021,16 +1316,51 @@ class ProgressTracker:
                 for t2, d2 in moved:
                     heappush(heap, (results_in(t2), succ, d2))
         self._pops += pops
-        node_port = self._node_port
-        out = [
-            (*node_port[loc], t[0] if len(t) == 1 else _time(t), d)
-            for (loc, t), d in reported.items()
-            if d
-        ]
-        self._reported += len(out)
-        return out
+        return before
 
     # -- queries ------------------------------------------------------------------------------
+
+    def _time_of(self, coords: Coords) -> Time:
+        """The time with ``coords``: the one given to the tracker if remembered, else rebuilt."""
+        if len(coords) == 1:
+            return coords[0]
+        time = self._times.get(coords)
+        if time is None:
+            time = self._times[coords] = _time(coords)
+        return time
+
+    def _antichain(self, loc: int) -> Antichain:
+        """The implications frontier of internal location ``loc`` as an Antichain (cached)."""
+        out = self._antichains[loc]
+        if out is None:
+            out = self._antichains[loc] = self._to_antichain(self._frontiers[loc])
+        return out
+
+    def _to_antichain(self, frontier: list[Coords]) -> Antichain:
+        """The Antichain of ``frontier``'s times; equal frontiers share one (memoized)."""
+        if not frontier:
+            return _EMPTY
+        # A frontier of one element is keyed by its coordinates, a larger one by the sorted
+        # tuple of them (coordinate tuples sort exactly as the times do); the two never clash.
+        n = len(frontier)
+        key: Any
+        if n == 1:
+            key = frontier[0]
+        elif n == 2:
+            a, b = frontier
+            key = (a, b) if a < b else (b, a)
+        else:
+            key = tuple(sorted(frontier))
+        memo = self._antichain_memo
+        out = memo.get(key)
+        if out is None:
+            time_of = self._time_of
+            if n == 1:
+                out = Antichain._from_sorted((time_of(key),))
+            else:
+                out = Antichain._from_sorted(tuple([time_of(c) for c in key]))
+            memo[key] = out
+        return out
 
     def frontier(self, node: int, in_port: int) -> Antichain:
         """The frontier of input ``in_port`` of ``node``: minimal times that could still arrive.
@@ -1038,14 +1368,15 @@ class ProgressTracker:
         Raises:
             ValueError: if the port does not exist.
 
-        Runtime complexity: O(1) for frontiers of at most one time, O(size ** 2) otherwise.
+        Runtime complexity: O(1) when the frontier did not change since it was last asked for;
+        O(size log size) otherwise.
         """
         try:
             loc = self._target_ids[(node, in_port)]
         except KeyError:
             msg = f"no input port {in_port!r} on node {node!r}"
             raise ValueError(msg) from None
-        return _antichain(self._frontiers[loc])
+        return self._antichain(loc)
 
     def source_frontier(self, node: int, out_port: int) -> Antichain:
         """The minimal times that could still be sent from output ``out_port`` of ``node``.
@@ -1061,11 +1392,12 @@ class ProgressTracker:
         except KeyError:
             msg = f"no output port {out_port!r} on node {node!r}"
             raise ValueError(msg) from None
-        return _antichain(self._frontiers[loc])
+        return self._antichain(loc)
 
     def pointstamps(self, location: Location) -> Antichain:
         """The minimal times with a positive pointstamp count *at* ``location`` itself."""
-        return self._pointstamps[self.graph.location_id(location)].frontier()
+        loc = self._internal_ids[self.graph.location_id(location)]
+        return self._to_antichain(self._stamp_frontiers[loc])
 
     def held(self) -> list[tuple[Location, Antichain]]:
         """Every location holding positive pointstamps, with their minimal times.
@@ -1075,10 +1407,12 @@ class ProgressTracker:
         Runtime complexity: O(number of locations).
         """
         graph = self.graph
+        internal = self._internal_ids
+        stamp_frontiers = self._stamp_frontiers
         return [
-            (graph.location(i), stamps.frontier())
-            for i, stamps in enumerate(self._pointstamps)
-            if stamps.elements
+            (graph.location(g), self._to_antichain(stamp_frontiers[internal[g]]))
+            for g in range(graph.location_count)
+            if stamp_frontiers[internal[g]]
         ]
 
     def is_complete(self) -> bool:
@@ -1107,40 +1441,49 @@ class ProgressTracker:
     def _check(self, max_steps: int = 1_000_000) -> None:
         """Assert that every frontier equals a from-scratch recomputation.
 
-        Checks the implication counts against the frontiers they are derived from, and every
-        frontier against a walk of every pointstamp through all paths that keeps per location
-        only the minimal times reached (an ``AssertionError`` after ``max_steps`` steps).
+        Checks each location's pointstamp frontier against its counts, the implication counts
+        against the frontiers they are derived from, every frontier against a walk of every
+        pointstamp through all paths that keeps per location only the minimal times reached
+        (an ``AssertionError`` after ``max_steps`` steps), and every cached frontier.
         """
         graph = self.graph
+        n = graph.location_count
+        internal = self._internal_ids
         seeds: list[tuple[int, Time]] = []
         occupied = 0
-        for loc, stamps in enumerate(self._pointstamps):
-            stamps._check()
-            if stamps.elements:
+        for g in range(n):
+            loc = internal[g]
+            frontier = self._stamp_frontiers[loc]
+            _check_counted(self._stamps[loc], frontier, graph.describe(g))
+            if frontier:
                 occupied += 1
-            seeds.extend((loc, t) for t in stamps.elements)
+            seeds.extend((g, _time(c)) for c in frontier)
         assert occupied == self._occupied, (occupied, self._occupied)
         # Implication counts: one per own pointstamp frontier element, plus one per
         # predecessor implication frontier element mapped along each arc.
-        expected_counts: list[dict[Coords, int]] = [{} for _ in range(graph.location_count)]
-        for loc, stamps in enumerate(self._pointstamps):
-            for t in stamps.elements:
-                c = _coords(t)
-                expected_counts[loc][c] = expected_counts[loc].get(c, 0) + 1
-        for loc, frontier in enumerate(self._frontiers):
-            for succ, summary in graph.arcs(loc):
-                for c in frontier:
+        expected_counts: list[dict[Coords, int]] = [{} for _ in range(n)]
+        for g in range(n):
+            for c in self._stamp_frontiers[internal[g]]:
+                expected_counts[g][c] = expected_counts[g].get(c, 0) + 1
+        for g in range(n):
+            for succ, summary in graph.arcs(g):
+                for c in self._frontiers[internal[g]]:
                     c2 = _coords(summary.results_in(_time(c)))
                     expected_counts[succ][c2] = expected_counts[succ].get(c2, 0) + 1
         expected = _naive_frontiers(graph, seeds, max_steps)
-        for loc, (counts, frontier) in enumerate(zip(self._counts, self._frontiers)):
-            where = graph.describe(loc)
-            assert counts == expected_counts[loc], (where, counts, expected_counts[loc])
-            positive = [_time(c) for c, n in counts.items() if n > 0]
-            minimal = {t for t in positive if not any(less_than(u, t) for u in positive)}
-            assert len(frontier) == len(set(frontier)), (where, frontier)
-            assert {_time(c) for c in frontier} == minimal, (where, frontier, minimal)
-            assert minimal == expected[loc], (where, minimal, expected[loc])
+        for g in range(n):
+            loc = internal[g]
+            counts, frontier = self._counts[loc], self._frontiers[loc]
+            where = graph.describe(g)
+            assert counts == expected_counts[g], (where, counts, expected_counts[g])
+            _check_counted(counts, frontier, where)
+            assert {_time(c) for c in frontier} == expected[g], (where, frontier, expected[g])
+            cached = self._antichains[loc]
+            if cached is not None:
+                assert cached == self._to_antichain(frontier), (where, cached, frontier)
+                cached._check()
+        for c, time in self._times.items():
+            assert _coords(time) == c, (c, time)
 
     def __repr__(self) -> str:
         return f"ProgressTracker({self.graph!r}, occupied={self._occupied})"

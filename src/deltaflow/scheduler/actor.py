@@ -6,6 +6,13 @@ as the worker's tracker last computed it, and counts of the capabilities it hold
 Every message it sends and every message it drains, and every capability minted, downgraded
 or dropped, becomes a pointstamp change the worker reports to the progress trackers.
 
+A message delivered on the same worker is announced lazily: the mailbox remembers where the
+messages delivered in the current step begin (``_fresh``), a drain reports only the messages
+before that point, and the worker announces the rest when the step ends
+(:meth:`~deltaflow.scheduler.worker.Worker.step`). A message sent and drained within one step
+(the common case along a chain of actors) so costs the trackers nothing, and the step's
+progress batch is exactly what it would be with eager announcements, net.
+
 ``send`` checks the right to send: a capability held for a time ``<=`` the send time, or a
 message drained in the current activation whose time (mapped through the operator's path
 summary) is ``<=`` it.
@@ -34,6 +41,8 @@ class Actor:
     """Runs one :class:`~deltaflow.operators.base.Operator` on one worker."""
 
     __slots__ = (
+        "_feeds",
+        "_fresh",
         "_held",
         "_rights",
         "_worker",
@@ -65,12 +74,29 @@ class Actor:
         self.name = operator.name
         self.interest = operator.interest is Interest.ALWAYS
         self.mailboxes: list[list[tuple[Time, Any]]] = [[] for _ in range(inputs)]
-        self.frontiers: list[Antichain] = [Antichain.from_elem(initial) for _ in range(inputs)]
+        # Per input port: the index in its mailbox where the messages delivered in this step
+        # (not announced to the trackers yet) begin; -1 when there are none.
+        self._fresh: list[int] = [-1] * inputs
+        # Per input port: its frontier, or ``None`` when it moved and has not been asked for
+        # since (``frontier`` then fetches it from the worker's tracker).
+        self.frontiers: list[Antichain | None] = [
+            Antichain.from_elem(initial) for _ in range(inputs)
+        ]
         self.outputs = outputs
         self.summaries = summaries
         self.routes = routes
         self._held: list[dict[Time, int]] = [{} for _ in range(outputs)]
         self._rights: list[list[Time]] = [[] for _ in range(outputs)]
+        # Per input port: the rights lists of the outputs it is connected to, each with the
+        # summary to apply to a drained message's time (``None`` for the identity).
+        self._feeds: list[tuple[tuple[list[Time], PathSummary | None], ...]] = [
+            tuple(
+                (self._rights[out], None if summary.is_identity else summary)
+                for out, summary in enumerate(summaries[port])
+                if summary is not None
+            )
+            for port in range(inputs)
+        ]
 
     # -- OperatorContext -----------------------------------------------------------------
     @property
@@ -91,48 +117,80 @@ class Actor:
         self.mailboxes[port] = []
         pending = self._worker.pending
         node = self.index
-        for time, _ in box:
-            pending.append((False, node, port, time, -1))
-        for out, rights in enumerate(self._rights):
-            summary = self.summaries[port][out]
+        # Only messages before the fresh ones were announced; those delivered in this step
+        # were not, so draining them reports nothing (and later ones are fresh too).
+        fresh = self._fresh[port]
+        if fresh >= 0:
+            self._fresh[port] = 0
+        if len(box) == 1:
+            time = box[0][0]
+            if fresh:
+                pending.append((False, node, port, time, -1))
+            for rights, summary in self._feeds[port]:
+                rights.append(time if summary is None else summary.results_in(time))
+            return box
+        times = [t for t, _ in box]
+        announced = times if fresh < 0 else times[:fresh]
+        pending.extend([(False, node, port, t, -1) for t in announced])
+        for rights, summary in self._feeds[port]:
             if summary is None:
-                continue
-            if summary.is_identity:
-                rights.extend(t for t, _ in box)
+                rights.extend(times)
             else:
                 results_in = summary.results_in
-                rights.extend(results_in(t) for t, _ in box)
+                rights.extend([results_in(t) for t in times])
         return box
 
     def frontier(self, port: int) -> Antichain:
         """The frontier of input ``port``."""
-        return self.frontiers[port]
+        frontier = self.frontiers[port]
+        if frontier is None:
+            frontier = self.frontiers[port] = self._worker.tracker.frontier(self.index, port)
+        return frontier
 
     def send(self, port: int, time: Time, payload: Any) -> None:
         """Send ``payload`` at ``time`` on output ``port`` to every consumer."""
-        if not self._may_send(port, time):
-            msg = (
-                f"operator '{self.name}' (output {port}) sent at time {time!r} without a "
-                f"capability: it holds {sorted(self._held[port])!r} and received "
-                f"{sorted(set(self._rights[port]))!r} in this activation"
-            )
-            raise ValueError(msg)
+        for t in self._rights[port]:  # ``_may_send``, with its common case inlined
+            if t is time or less_equal(t, time):
+                break
+        else:
+            if not self._may_send(port, time):
+                msg = (
+                    f"operator '{self.name}' (output {port}) sent at time {time!r} without a "
+                    f"capability: it holds {sorted(self._held[port])!r} and received "
+                    f"{sorted(set(self._rights[port]))!r} in this activation"
+                )
+                raise ValueError(msg)
         worker = self._worker
-        pending = worker.pending
+        local = worker.peers == 1
         for node, inport, key in self.routes[port]:
-            if key is None or worker.peers == 1:
-                pending.append((False, node, inport, time, 1))
-                worker.deliver(worker.index, node, inport, time, payload)
+            if key is None or local:
+                # ``worker._deliver_fresh``, inlined: announced when the step ends, if still
+                # in the mailbox then.
+                target = worker.actors[node]
+                box = target.mailboxes[inport]
+                fresh = target._fresh
+                if fresh[inport] < 0:
+                    fresh[inport] = len(box)
+                    worker._fresh_ports.append((target, inport))
+                box.append((time, payload))
+                worker.activate(node)
             else:
+                me = worker.index
                 for w, part in _split(payload, key, worker.peers):
-                    pending.append((False, node, inport, time, 1))
-                    worker.deliver(w, node, inport, time, part)
+                    if w == me:
+                        worker._deliver_fresh(node, inport, time, part)
+                    else:
+                        worker.pending.append((False, node, inport, time, 1))
+                        worker.deliver(w, node, inport, time, part)
 
     def _may_send(self, port: int, time: Time) -> bool:
         for t in self._rights[port]:
-            if t == time or less_equal(t, time):
+            if t is time or less_equal(t, time):
                 return True
-        return any(less_equal(t, time) for t in self._held[port])
+        for t in self._held[port]:  # noqa: SIM110 - a plain loop beats any() on this hot path
+            if t is time or less_equal(t, time):
+                return True
+        return False
 
     def capability(self, time: Time, port: int = 0) -> Capability:
         """Mint a capability at ``time`` from a right held in this activation."""
@@ -164,7 +222,8 @@ class Actor:
             self.operator.schedule(self)
         finally:
             for rights in self._rights:
-                rights.clear()
+                if rights:
+                    rights.clear()
 
     def holds_capabilities(self) -> bool:
         """True while the actor holds any capability."""
