@@ -72,18 +72,41 @@ def key_rows(rows: list[tuple[Any, Any, Any, int]], key: Any) -> list[tuple[Any,
     return [(v, t, d) for k, v, t, d in rows if k == key and type(k) is type(key)]
 
 
+@contextmanager
+def tiny(n: int) -> Iterator[None]:
+    """Temporarily set how many updates from_columns keeps as a list batch (0: use numpy
+    whenever the data allows, as for large batches)."""
+    saved = batch_module._TINY
+    batch_module._TINY = n
+    try:
+        yield
+    finally:
+        batch_module._TINY = saved
+
+
+class NumpyMerger(Merger):
+    """A merger that never merges in plain Python: results stay encoded when they can."""
+
+    SMALL_MERGE = 0
+
+
 # ---------------------------------------------------------------------- construction
 
 
-@given(int_updates)
-def test_from_updates_int_matches_model(updates: list[tuple[int, int, int, int]]) -> None:
-    """All-int updates take the numpy path and equal the consolidated, sorted model."""
-    b = Batch.from_updates(updates, desc(0, 5))
+@given(int_updates, st.sampled_from([0, 32]))
+def test_from_updates_int_matches_model(
+    updates: list[tuple[int, int, int, int]], threshold: int
+) -> None:
+    """All-int updates beyond the list threshold take the numpy path; both layouts equal the
+    consolidated, sorted model."""
+    with tiny(threshold):
+        b = Batch.from_updates(updates, desc(0, 5))
     b._check()
     assert list(b.updates()) == model(updates)
     assert len(b) == len(model(updates))
     if b:
-        assert b.columnar
+        assert b.columnar == (len(updates) > threshold)
+        assert b.encoded == b.columnar
 
 
 @given(object_updates)
@@ -146,12 +169,15 @@ def test_huge_ints_and_bools_fall_back_to_objects() -> None:
     assert not flags.columnar and flags.keys() == [True, 2]
 
 
-def test_unit_vals_are_stored_as_none() -> None:
-    """arrange_by_self batches (every val ()) keep no value column."""
-    b = Batch.from_updates([(3, (), 0, 1), (1, (), 0, 2), (3, (), 0, 1)], desc(0, 1))
-    assert b.columnar and b._vals is None
+@pytest.mark.parametrize("threshold", [0, 32])
+def test_unit_vals_are_stored_as_none(threshold: int) -> None:
+    """arrange_by_self batches (every val ()) keep no value column, in either layout."""
+    with tiny(threshold):
+        b = Batch.from_updates([(3, (), 0, 1), (1, (), 0, 2), (3, (), 0, 1)], desc(0, 1))
+    assert b.columnar == (threshold == 0) and b._vals is None
     assert list(b.updates()) == [(1, (), 0, 2), (3, (), 0, 2)]
     assert b.lookup(3) == [((), 0, 2)]
+    b._check()
 
 
 def test_plain_python_ints_come_out() -> None:
@@ -233,10 +259,12 @@ def test_nbytes_is_a_plausible_estimate() -> None:
 
 
 class TinyMerger(Merger):
-    """A merger whose steps may be as small as one update (to exercise resumption)."""
+    """A merger whose steps may be as small as one update (to exercise resumption), never
+    merging at once in plain Python."""
 
     MIN_STEP = 1
     MIN_OBJECT_STEP = 1
+    SMALL_MERGE = 0
 
 
 @given(int_updates, int_updates, st.integers(0, 12), st.booleans())
@@ -319,8 +347,8 @@ def test_resumable_merge_equals_one_shot(
     result = m.finish()
     result._check()
     assert list(result.updates()) == list(merge_batches(b1, b2, since).updates())
-    if len(b1) + len(b2) > 4 * fuel + 200:
-        assert steps > 1
+    if len(b1) and len(b2) and len(b1) + len(b2) > 4 * fuel + 200:
+        assert steps > 1  # (with one side empty, unchanged times complete the merge at once)
 
 
 def test_large_columnar_merge_in_steps() -> None:
@@ -367,14 +395,17 @@ def test_merge_requires_chaining_batches() -> None:
 
 
 @contextmanager
-def thresholds(few: int, cached: int, probes: int) -> Iterator[None]:
+def thresholds(few: int, cached: int, probes: int, after: int = 8) -> Iterator[None]:
     """Temporarily set lookup_many's size thresholds, so that every code path runs."""
-    saved = (batch_module._FEW, batch_module._CACHED_ROWS, batch_module._FEW_PROBES)
-    batch_module._FEW, batch_module._CACHED_ROWS, batch_module._FEW_PROBES = few, cached, probes
+    names = ("_FEW", "_CACHED_ROWS", "_FEW_PROBES", "_CACHE_AFTER")
+    saved = [getattr(batch_module, name) for name in names]
+    for name, value in zip(names, (few, cached, probes, after)):
+        setattr(batch_module, name, value)
     try:
         yield
     finally:
-        batch_module._FEW, batch_module._CACHED_ROWS, batch_module._FEW_PROBES = saved
+        for name, value in zip(names, saved):
+            setattr(batch_module, name, value)
 
 
 small_ints = st.integers(-3, 40)
@@ -422,13 +453,25 @@ def test_encoded_product_batch_equals_object_batch(
     updates: list[tuple[Any, Any, Product, int]],
 ) -> None:
     """Int / int-tuple keys with Product times are encoded and equal the object layout."""
-    enc = Batch.from_updates(updates, pdesc(0, 4))
+    with tiny(0):
+        enc = Batch.from_updates(updates, pdesc(0, 4))
     obj = Batch.from_updates(updates, pdesc(0, 4), force_objects=True)
+    small = Batch.from_updates(updates, pdesc(0, 4))
     enc._check()
     obj._check()
+    small._check()
     assert not obj.encoded and not enc.columnar
     assert enc.encoded or not updates
+    assert small.encoded == (len(updates) > batch_module._TINY)
     same_batches(enc, obj)
+    same_batches(small, obj)
+    if enc.encoded:
+        assert enc._as_encoded() is enc
+    again = obj._as_encoded()
+    assert (again is None) == (not len(obj))  # nothing to encode in an empty batch
+    if again is not None:
+        again._check()
+        same_batches(again, obj)
     assert list(enc.updates()) == model(updates)
     for key, rows in obj.iter_keys():
         assert enc.lookup(key) == rows
@@ -469,8 +512,11 @@ def test_shapes_that_stay_on_the_object_path() -> None:
         assert not b.encoded
         if b is not nested and b is not floats:  # neither is a valid time of this description
             b._check()
-    wide = Batch.from_updates([((2**40, 5), 0, Product(0, 0), 1)], d)
+    with tiny(0):
+        wide = Batch.from_updates([((2**40, 5), 0, Product(0, 0), 1)], d)
     assert wide.encoded and wide.lookup((2**40, 5)) == [(0, Product(0, 0), 1)]
+    for b in (nested, flags, ragged, huge, floats):
+        assert b._as_encoded() is None
 
 
 @settings(max_examples=60, deadline=None)
@@ -537,37 +583,165 @@ def test_merge_re_encodes_batches_with_different_codecs() -> None:
     the union cannot be encoded they merge as objects, still correctly."""
     a = [((k, -k), (k, 2 * k), Product(0, k % 3), 1) for k in range(20)]
     b = [((k * 1000, k), (-k, k), Product(7, 40 + k), 1) for k in range(20)]
-    b1, b2 = Batch.from_updates(a, pdesc(0, 5)), Batch.from_updates(b, pdesc(5, 9))
+    with tiny(0):
+        b1, b2 = Batch.from_updates(a, pdesc(0, 5)), Batch.from_updates(b, pdesc(5, 9))
     assert b1._kc is not b2._kc and b1._tc is not b2._tc
     since = Antichain([Product(1, 50)])
-    for merger in (Merger, TinyMerger):
+    for merger in (NumpyMerger, TinyMerger, Merger):
         merged = merger(b1, b2, since).finish()
         merged._check()
-        assert merged.encoded
+        assert merged.encoded == (merger is not Merger)  # 40 updates: Merger uses Python
         assert list(merged.updates()) == model(
             [(k, v, advance_by(t, since), d) for k, v, t, d in a + b]
         )
     far = [((2**61, 1), 0, Product(5, 0), 1)]
     near = [((-(2**61), 1), 0, Product(0, 0), 1)]
-    b3, b4 = Batch.from_updates(near, pdesc(0, 5)), Batch.from_updates(far, pdesc(5, 9))
+    with tiny(0):
+        b3, b4 = Batch.from_updates(near, pdesc(0, 5)), Batch.from_updates(far, pdesc(5, 9))
     assert b3.encoded and b4.encoded
-    merged = merge_batches(b3, b4, Antichain([Product(0, 0)]))
-    merged._check()
-    assert not merged.encoded and list(merged.updates()) == model(near + far)
+    for merger in (NumpyMerger, Merger):
+        merged = merger(b3, b4, Antichain([Product(0, 0)])).finish()
+        merged._check()
+        assert not merged.encoded and list(merged.updates()) == model(near + far)
 
 
 def test_merging_encoded_and_object_product_batches() -> None:
     """An encoded Product batch merges with an object batch (strings) and an int-time batch
     never meets a Product frontier on the numpy path."""
-    b1 = Batch.from_updates([(1, 0, Product(0, 1), 1), (2, 0, Product(0, 0), 1)], pdesc(0, 1))
+    with tiny(0):
+        b1 = Batch.from_updates([(1, 0, Product(0, 1), 1), (2, 0, Product(0, 0), 1)], pdesc(0, 1))
     b2 = Batch.from_updates([("a", 0, Product(1, 0), 1), (1, 0, Product(1, 0), -1)], pdesc(1, 2))
-    assert b1.encoded and not b2.encoded
+    assert b1.encoded and not b2.encoded and b2._as_encoded() is None
     since = Antichain([Product(1, 0), Product(0, 2)])
-    merged = merge_batches(b1, b2, since)
-    merged._check()
     u = [(1, 0, Product(0, 1), 1), (2, 0, Product(0, 0), 1)]
     u += [("a", 0, Product(1, 0), 1), (1, 0, Product(1, 0), -1)]
-    assert list(merged.updates()) == model([(k, v, advance_by(t, since), d) for k, v, t, d in u])
+    for merger in (Merger, NumpyMerger):
+        m = merger(b1, b2, since)
+        assert not m._columnar
+        merged = m.finish()
+        merged._check()
+        assert not merged.encoded
+        assert list(merged.updates()) == model(
+            [(k, v, advance_by(t, since), d) for k, v, t, d in u]
+        )
+
+
+# ---------------------------------------------------------------------- list batches
+
+
+def test_tiny_batches_are_lists_indexed_on_first_read() -> None:
+    """A few updates make a list batch; its first lookup builds a dict index, no numpy."""
+    rows = [((r, n), (), Product(2, i), 1) for r, n, i in [(1, 5, 0), (0, 9, 1), (1, 5, 2)]]
+    b = Batch.from_updates([*rows, ((0, 9), (), Product(2, 1), -1)], pdesc(2, 3))
+    assert not b.encoded and b._vals is None and b._cached is None
+    assert list(b.updates()) == [((1, 5), (), Product(2, 0), 1), ((1, 5), (), Product(2, 2), 1)]
+    assert b.lookup((1, 5)) == [((), Product(2, 0), 1), ((), Product(2, 2), 1)]
+    assert b._cached is not None and b._cached[1] is not None
+    assert b.lookup((0, 9)) == [] and b.lookup((1.0, 5)) == b.lookup((1, 5))
+    assert b.lookup_many([(1, 5), (2, 2), Pair((1, 5))]) == {
+        (1, 5): b.lookup((1, 5)),
+        Pair((1, 5)): b.lookup((1, 5)),
+    }
+    b._check()
+    strings = Batch.from_updates([(frozenset({1}), 0, 0, 1), (frozenset(), 0, 0, 1)], desc(0, 1))
+    assert strings.lookup_many([frozenset(), 1]) == {frozenset(): [(0, 0, 1)]}
+    assert strings._cached == (None, None)  # keys of other classes: bisection, no index
+    strings._check()
+
+
+def test_large_encoded_batch_merges_with_small_list_batch_vectorised() -> None:
+    """An encoded batch meeting a list batch of encodable data merges with numpy (the list
+    batch is encoded), in either order, and equals the list-layout merge."""
+    rng = np.random.default_rng(2)
+    n = 3000
+    big_rows = [
+        ((int(a), int(b)), (), Product(int(o), int(i)), 1)
+        for a, b, o, i in zip(
+            rng.integers(0, 10, n),
+            rng.integers(0, 500, n),
+            rng.integers(0, 2, n),
+            rng.integers(0, 9, n),
+        )
+    ]
+    small_rows = [((a, 7 * a), (), Product(2, a), -1 + 2 * (a % 2)) for a in range(9)]
+    big = Batch.from_updates(big_rows, pdesc(0, 2))
+    small = Batch.from_updates(small_rows, pdesc(2, 3))
+    assert big.encoded and not small.encoded
+    since = Antichain([Product(1, 3), Product(2, 0)])
+    for merger in (Merger, TinyMerger):
+        m = merger(big, small, since)
+        assert m._columnar
+        merged = m.finish()
+        merged._check()
+        assert merged.encoded
+        expected = model([(k, v, advance_by(t, since), d) for k, v, t, d in big_rows + small_rows])
+        assert list(merged.updates()) == expected
+    early = Batch.from_updates([((1, 2), (), Product(0, 0), 1)], pdesc(0, 1))
+    late = Batch.from_updates(
+        [(k, v, Product(t.outer + 1, t.inner), d) for k, v, t, d in big_rows], pdesc(1, 3)
+    )
+    m = Merger(early, late, Antichain([Product(0, 0)]))
+    assert m._columnar
+    merged = m.finish()
+    merged._check()
+    assert merged.encoded and len(merged) == len(late) + 1
+
+
+def test_small_merges_give_list_batches() -> None:
+    """Merges of few updates run in plain Python and give list batches, whatever their
+    inputs' layout; a numpy merge whose result is small gives a list batch too."""
+    ups1 = [(k, k % 3, Product(0, k % 2), 1) for k in range(40)]
+    ups2 = [(k, k % 3, Product(1, 0), 1) for k in range(40)]
+    with tiny(0):
+        b1, b2 = Batch.from_updates(ups1, pdesc(0, 1)), Batch.from_updates(ups2, pdesc(1, 2))
+    assert b1.encoded and b2.encoded
+    since = Antichain([Product(1, 0)])
+    merged = merge_batches(b1, b2, since)
+    merged._check()
+    assert not merged.encoded
+    assert list(merged.updates()) == list(NumpyMerger(b1, b2, since).finish().updates())
+    n = 400
+    plus = Batch.from_updates([(k, 0, k % 5, 1) for k in range(n)], desc(0, 5))
+    minus = Batch.from_updates([(k, 0, 5, -1) for k in range(n - 3)], desc(5, 6))
+    assert plus.encoded and minus.encoded
+    m = Merger(plus, minus, Antichain([5]))
+    assert m._columnar
+    left = m.finish()
+    left._check()
+    assert not left.encoded and list(left.updates()) == [(k, 0, 5, 1) for k in range(n - 3, n)]
+
+
+def test_merge_with_an_empty_batch_keeps_the_columns_when_no_time_changes() -> None:
+    """An empty side and a frontier not beyond the other side's lower: the result shares the
+    other batch's columns; a frontier that moves times still compacts them."""
+    ups = [((k, 1), (), Product(3, k % 2), 1) for k in range(40)]
+    for threshold in (0, 32):
+        with tiny(threshold):
+            b = Batch.from_updates(ups, pdesc(3, 4))
+        empty = Batch.empty(pdesc(4, 5))
+        kept = Merger(b, empty, Antichain([Product(2, 0)])).finish()
+        kept._check()
+        assert kept._keys is b._keys and kept.description.upper == empty.upper
+        assert kept.description.since == Antichain([Product(2, 0)])
+        moved = Merger(b, empty, Antichain([Product(3, 1)])).finish()
+        moved._check()
+        assert moved._keys is not b._keys
+        assert {t for _, _, t, _ in moved.updates()} == {Product(3, 1)}
+        early = Merger(Batch.empty(pdesc(2, 3)), b, Antichain([Product(3, 0)])).finish()
+        assert early._keys is b._keys and early.description.lower == Antichain([Product(2, 0)])
+        # Times all beyond {(2, 5)}, though the lower (3, 0) is not: checked time by time.
+        late_ups = [(k, v, Product(3, 5 + t.inner), d) for k, v, t, d in ups]
+        with tiny(threshold):
+            late = Batch.from_updates(late_ups, pdesc(3, 4))
+        late_list = Batch.from_updates(late_ups, pdesc(3, 4), force_objects=True)
+        for source in (late, late_list):
+            for since in ([Product(2, 5)], [Product(2, 5), Product(4, 0)]):
+                same = Merger(source, empty, Antichain(since)).finish()
+                same._check()
+                assert same._keys is source._keys
+            changed = Merger(source, empty, Antichain([Product(2, 6)])).finish()
+            changed._check()
+            assert changed._keys is not source._keys and len(changed) == len(source)
 
 
 # ---------------------------------------------------------------------- searching
@@ -594,34 +768,61 @@ class Pair(tuple):  # type: ignore[type-arg]
     __slots__ = ()
 
 
-@settings(max_examples=80, deadline=None)
+@contextmanager
+def by_key(many: int, per_key: int) -> Iterator[None]:
+    """Temporarily set when a small batch looks its own keys up among a spine's probes."""
+    saved = (batch_module._MANY_PROBES, batch_module._PROBES_PER_KEY)
+    batch_module._MANY_PROBES, batch_module._PROBES_PER_KEY = many, per_key
+    try:
+        yield
+    finally:
+        batch_module._MANY_PROBES, batch_module._PROBES_PER_KEY = saved
+
+
+@settings(max_examples=120, deadline=None)
 @given(
     st.one_of(product_updates(), int_updates, object_updates),
     st.lists(probe_values, max_size=12),
-    st.sampled_from([(4, 1024, 64), (0, 0, 0), (1, 3, 2), (2, 8, 5)]),
+    st.sampled_from([(32, 1024, 64, 8), (0, 0, 0, 0), (1, 3, 2, 0), (2, 8, 5, 1), (4, 64, 3, 2)]),
+    st.sampled_from([0, 32]),
+    st.sampled_from([(16, 4), (0, 0), (1, 1)]),
 )
 def test_lookup_many_equals_lookup(
-    updates: list[tuple[Any, Any, Any, int]], probes: list[Any], limits: tuple[int, int, int]
+    updates: list[tuple[Any, Any, Any, int]],
+    probes: list[Any],
+    limits: tuple[int, int, int, int],
+    threshold: int,
+    many: tuple[int, int],
 ) -> None:
     """lookup_many answers exactly the keys lookup answers, with the same rows, whichever
-    path (dict index of a small batch, one searchsorted, per-key bisection) answers."""
+    path (dict index of a small batch, looking the batch's keys up among the probes, one
+    searchsorted, reading rows element by element or gathered, per-key bisection) answers,
+    in either layout."""
     d = pdesc(0, 4) if updates and isinstance(updates[0][2], Product) else desc(0, 5)
-    b = Batch.from_updates(updates, d)
+    with tiny(threshold):
+        b = Batch.from_updates(updates, d)
     keys = b.keys()
     probes = probes + keys[::2] + [Pair(k) for k in keys[1::3] if type(k) is tuple]
     probes += [float(k) for k in keys[:2] if type(k) is int]
+    probes.append((1, [2]))  # a tuple that cannot be hashed
     with thresholds(4, 0, 64):  # no dict index: binary searches only
         expected = {p: b.lookup(p) for p in probes if b.lookup(p)}
     rows = dict(b.iter_keys())
     assert all(expected[k] == rows[k] for k in keys[::2])
-    with thresholds(*limits):
+    with thresholds(*limits), by_key(*many):
         got = b.lookup_many(probes)
         assert got == expected
+        assert b.lookup_many(batch_module._Probes(probes)) == expected
         assert {p: b.lookup(p) for p in probes if b.lookup(p)} == expected
         assert b.lookup_many([]) == {}
         for answer in got.values():
             answer.append(None)  # the lists are the caller's own: the batch is unchanged
         assert b.lookup_many(probes) == expected
+        for _ in range(limits[3] + 1):
+            assert b.lookup_many(probes) == expected
+        if b.encoded and 0 < len(b) <= limits[1]:  # read often enough to have built its index
+            assert b._cached is not None
+        b._check()
 
 
 @settings(max_examples=80, deadline=None)
@@ -630,7 +831,8 @@ def test_seek_finds_the_universal_order_position(
     updates: list[tuple[Any, Any, Product, int]], probes: list[Any]
 ) -> None:
     """Seeking any value in an encoded batch lands where the universal order puts it."""
-    b = Batch.from_updates(updates, pdesc(0, 4))
+    with tiny(0):
+        b = Batch.from_updates(updates, pdesc(0, 4))
     keys = [k for k, _, _, _ in b.updates()]
     for p in probes + list(set(keys)):
         if isinstance(p, float) and p != p:

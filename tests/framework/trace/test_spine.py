@@ -25,6 +25,7 @@ from deltaflow.framework.trace import (
     Spine,
     TraceReader,
     TraceStatistics,
+    batch as batch_module,
 )
 
 
@@ -57,10 +58,24 @@ KEYS = [0, 1, 2, 3, 5, 8, "a", "b"]
 
 
 class TinyMerger(Merger):
-    """Merges in steps as small as one update, so merges stay half-done across operations."""
+    """Merges in steps as small as one update, so merges stay half-done across operations
+    (never at once in plain Python)."""
 
     MIN_STEP = 1
     MIN_OBJECT_STEP = 1
+    SMALL_MERGE = 0
+
+
+class NumpyMerger(Merger):
+    """Never merges at once in plain Python: results stay encoded when they can."""
+
+    SMALL_MERGE = 0
+
+
+class NumpySpine(Spine):
+    """A spine whose merges never run in plain Python: its batches stay encoded."""
+
+    MERGER = NumpyMerger
 
 
 class TinyStepSpine(Spine):
@@ -75,8 +90,11 @@ class SpineMachine(RuleBasedStateMachine):
 
     readers = Bundle("readers")
 
-    @initialize(tiny_steps=st.booleans())
-    def start(self, tiny_steps: bool) -> None:
+    @initialize(tiny_steps=st.booleans(), list_batches=st.booleans())
+    def start(self, tiny_steps: bool, list_batches: bool) -> None:
+        # Small batches are lists, or (threshold 0) numpy whenever the data allows.
+        self.saved_tiny = batch_module._TINY
+        batch_module._TINY = batch_module._TINY if list_batches else 0
         self.spine = (TinyStepSpine if tiny_steps else Spine)(Antichain([0]))
         self.updates: list[tuple[Any, Any, int, int]] = []
         self.upper = 0
@@ -162,6 +180,9 @@ class SpineMachine(RuleBasedStateMachine):
         assert stats.updates == sum(len(b) for b in spine.batches())
         probes = [*KEYS, 4, 2.0, "zz"]
         assert spine.lookup_many(probes) == {k: spine.lookup(k) for k in probes if spine.lookup(k)}
+
+    def teardown(self) -> None:
+        batch_module._TINY = self.saved_tiny
 
 
 TestSpineMachine = SpineMachine.TestCase
@@ -261,6 +282,26 @@ def test_physical_hold_keeps_batches_apart() -> None:
     spine._check()
 
 
+def test_empty_batches_extend_the_newest_batch_unless_they_compact_it() -> None:
+    """An empty batch whose merge would change no time extends the newest batch in place (no
+    merge, no new batch); once the reader's frontier passes its times it merges and compacts."""
+    spine = Spine(Antichain([0]))
+    reader = spine.reader()
+    spine.insert(Batch.from_updates([("a", 1, 0, 1), ("b", 2, 1, 1)], desc(0, 2)))
+    first = spine.batches()[0]
+    for t in range(2, 6):
+        spine.insert(Batch.empty(desc(t, t + 1)))
+    (only,) = spine.batches()
+    assert only._keys is first._keys and only.upper == Antichain([6])
+    reader.set_logical_compaction(Antichain([4]))
+    spine.insert(Batch.empty(desc(6, 7)))
+    while spine.exert(100):
+        pass
+    spine._check()
+    assert spine.lookup("a") == [(1, 4, 1)] and spine.lookup("b") == [(2, 4, 1)]
+    assert spine.upper == Antichain([7]) and spine.statistics().batches == 1
+
+
 def test_insert_validates_descriptions() -> None:
     """Out-of-order batches, reversed intervals and premature compaction are rejected."""
     spine = Spine(Antichain([0]))
@@ -350,8 +391,10 @@ class ProductSpineMachine(RuleBasedStateMachine):
 
     readers = Bundle("readers")
 
-    @initialize(tiny_steps=st.booleans())
-    def start(self, tiny_steps: bool) -> None:
+    @initialize(tiny_steps=st.booleans(), list_batches=st.booleans())
+    def start(self, tiny_steps: bool, list_batches: bool) -> None:
+        self.saved_tiny = batch_module._TINY
+        batch_module._TINY = batch_module._TINY if list_batches else 0
         self.spine = (TinyStepSpine if tiny_steps else Spine)(Antichain([Product(0, 0)]))
         self.updates: list[tuple[Any, Any, Product, int]] = []
         self.upper = 0
@@ -424,23 +467,32 @@ class ProductSpineMachine(RuleBasedStateMachine):
             for u in beyond:
                 assert accumulate(got, u) == accumulate(expected, u), (key, u)
 
+    def teardown(self) -> None:
+        batch_module._TINY = self.saved_tiny
+
 
 TestProductSpineMachine = ProductSpineMachine.TestCase
 TestProductSpineMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
 
 
-def test_spine_lookup_many_of_product_batches() -> None:
-    """Encoded Product batches in a spine: lookup_many equals lookup key by key."""
-    spine = Spine(Antichain([Product(0, 0)]))
+@pytest.mark.parametrize(("numpy_merges", "size"), [(True, 40), (False, 40), (False, 12)])
+def test_spine_lookup_many_of_product_batches(numpy_merges: bool, size: int) -> None:
+    """Encoded Product batches in a spine (or, merged in Python, list batches): lookup_many
+    equals lookup key by key."""
+    spine = (NumpySpine if numpy_merges else Spine)(Antichain([Product(0, 0)]))
     reader = spine.reader()
     for r in range(30):
-        ups = [((r % 4, k), (), Product(r, k % 3), 1 - 2 * (k % 2)) for k in range(40)]
+        ups = [((r % 4, k), (), Product(r, k % 3), 1 - 2 * (k % 2)) for k in range(size)]
         desc = Description(Antichain([Product(r, 0)]), Antichain([Product(r + 1, 0)]))
         spine.insert(Batch.from_updates(ups, desc))
         reader.set_logical_compaction(Antichain([Product(max(0, r - 3), 1)]))
-    assert all(b.encoded for b in spine.batches() if len(b))
+    layouts = {b.encoded for b in spine.batches() if len(b)}
+    if numpy_merges:
+        assert layouts == {True}
+    elif size <= batch_module._TINY:
+        assert False in layouts  # the latest small batches (and merges of them) are lists
     keys = [(a, k) for a in range(5) for k in range(0, 45, 2)]
     many = spine.lookup_many(iter(keys))
     assert many == {k: spine.lookup(k) for k in keys if spine.lookup(k)}
-    assert len(many) == 4 * 20
+    assert len(many) == 4 * ((size + 1) // 2)
     spine._check()

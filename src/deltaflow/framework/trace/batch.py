@@ -11,9 +11,30 @@ A :class:`Batch` is the unit a trace stores, merges and shares between readers. 
   ``advance_by(time, description.since)`` (it has been compacted to ``since``);
 * it never changes after construction, so many readers may hold it at once.
 
-Storage is columnar whenever the data allows it, as numpy ``int64`` columns sorted and
-consolidated with vectorised numpy (the sort columns are packed into one integer when their
-ranges fit in 62 bits, one stable argsort; otherwise ``np.lexsort``):
+A batch has one of two layouts, chosen by size first and by data second.
+
+*Lists* (:attr:`Batch.encoded` False): four Python lists (the value list is ``None`` when every
+value is ``()``). This is the layout of
+
+* every batch :meth:`Batch.from_columns` builds from at most :data:`_TINY` updates, whatever
+  the data: a few rows are sorted as tuples and consolidated by summing equal neighbours in
+  less time than a single numpy call takes (when keys and values are not mutually comparable,
+  they are consolidated with a dict and sorted in the universal order instead);
+* every batch a :class:`~.merger.Merger` makes from at most ``Merger.SMALL_MERGE`` updates, or
+  whose result is that small, or from two list batches of at most :data:`_LIST_ROWS` updates
+  in all (see :mod:`.merger`);
+* batches whose data cannot be encoded (strings, mixed types, huge ints, nested products,
+  batches mixing int and product times), at any size, and ``force_objects=True``.
+
+A list batch of at most :data:`_CACHED_ROWS` updates builds, the first time it is read, a dict
+from each key to its rows (when its keys are of classes whose ``==`` agrees with the universal
+order, :data:`_HASHED`), so a lookup is one dict probe: the batches a trace seals every round
+and looks up right away never touch numpy. Larger ones are searched by bisection.
+
+*Numpy* (:attr:`Batch.encoded` True): ``int64`` columns sorted and consolidated with vectorised
+numpy (the sort columns are packed into one integer when their ranges fit in 62 bits, one
+stable argsort; otherwise ``np.lexsort``). Batches of more than :data:`_TINY` updates whose
+data allows it, and merges of those, use it:
 
 * *plain ints*: every key, value and time a plain ``int`` (``bool`` excluded) within 64 bits;
   the four columns hold the values themselves (32 bytes per update). :attr:`Batch.columnar`
@@ -28,30 +49,35 @@ ranges fit in 62 bits, one stable argsort; otherwise ``np.lexsort``):
   and consolidating codes is sorting, searching and consolidating the values. Offsets are 0 for
   non-negative components and widths are rounded up to a multiple of 4 bits, so that batches of
   similar data share one codec and merge without re-encoding. A column whose components need
-  more than 63 bits stays on the object path. Lookups and iteration decode codes back to Python
+  more than 63 bits stays on the list layout. Lookups and iteration decode codes back to Python
   tuples and :class:`~deltaflow.framework.lattice.Product` objects; products are interned per
   codec (each distinct time is one object, its hash computed once), so handing out times costs
-  a dict lookup, not a constructor call.
-* *objects*: anything else (strings, mixed types, huge ints, nested products, batches mixing
-  int and product times): Python lists, consolidated with a dict and sorted with the natural
-  order when it applies.
+  a dict lookup, not a constructor call. A lookup decodes only the rows it finds: a few rows
+  element by element (``ndarray.item``), many with one vectorised gather. A numpy batch of at
+  most :data:`_CACHED_ROWS` updates that is read more than :data:`_CACHE_AFTER` times decodes
+  all its rows and builds the same dict index as a list batch.
 
-When every value is ``()`` (an arrangement of keys only) the value column is ``None``, not a
-column of empty tuples. Everything a batch hands out is plain Python: ``int``, not numpy
-scalars. Footgun: ``Batch.from_columns(..., force_objects=True)`` builds the object layout
-for the same updates; it is for tests and comparisons, it is never faster.
+A list batch of encodable data is encoded (O(n), no sorting: encoding preserves the order)
+when it meets a numpy batch in a merge too large for plain Python, so the merge stays
+vectorised. Everything a batch hands out is plain Python: ``int``, not numpy scalars.
+Footgun: ``Batch.from_columns(..., force_objects=True)`` builds the list layout for the same
+updates at any size; it is for tests and comparisons, it is never faster.
 
     >>> from deltaflow.framework.antichain import Antichain
     >>> d = Description(Antichain([0]), Antichain([3]))
     >>> b = Batch.from_updates([(2, 7, 1, 1), (1, 5, 0, 1), (2, 7, 1, 2), (1, 5, 2, -1)], d)
     >>> list(b.updates())
     [(1, 5, 0, 1), (1, 5, 2, -1), (2, 7, 1, 3)]
-    >>> b.lookup(2), b.columnar
-    ([(7, 1, 3)], True)
+    >>> b.lookup(2), b.encoded
+    ([(7, 1, 3)], False)
+    >>> big = Batch.from_updates([(k, 7, 1, 1) for k in range(100)], d)
+    >>> big.lookup(2), big.encoded, big.columnar
+    ([(7, 1, 1)], True, True)
     >>> pd = Description(Antichain([Product(0, 0)]), Antichain([Product(1, 0)]))
-    >>> p = Batch.from_updates([((1, 2), (), Product(0, 3), 1), ((1, 2), (), Product(0, 1), 1)], pd)
+    >>> rows = [((k, 2), (), Product(0, k % 4), 1) for k in range(40)]
+    >>> p = Batch.from_updates(rows, pd)
     >>> p.lookup((1, 2)), p.encoded, p.columnar
-    ([((), Product(outer=0, inner=1), 1), ((), Product(outer=0, inner=3), 1)], True, False)
+    ([((), Product(outer=0, inner=1), 1)], True, False)
 """
 
 from __future__ import annotations
@@ -61,6 +87,7 @@ import numbers
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
+from operator import sub
 from typing import Any, Literal
 
 import attrs
@@ -83,12 +110,31 @@ _PACK_BITS = 62
 # Up to this many updates, sorting and consolidating int columns in plain Python beats the fixed
 # cost of a dozen numpy calls.
 _SMALL = 48
-# Up to this many keys found in a batch, lookup_many reads each key's rows on its own.
-_FEW = 4
+# Up to this many rows found in a large numpy batch, lookups read them element by element
+# (``ndarray.item``) instead of with vectorised gathers, whose fixed cost is higher.
+_FEW = 32
 # Up to this many lookup keys are checked and encoded in plain Python (numpy beyond).
 _FEW_PROBES = 64
-# Numpy batches up to this size keep their decoded rows and a dict index once read.
+# A small batch answers a spine's lookup_many of more than _MANY_PROBES keys by looking up its
+# own keys among the probes when there are more than _PROBES_PER_KEY probes per key it holds.
+_MANY_PROBES = 16
+_PROBES_PER_KEY = 4
+# Batches up to this size keep a dict from key to rows once read (numpy batches also keep
+# their decoded rows).
 _CACHED_ROWS = 1024
+# A small numpy batch builds that index (decoding every row) on its read after this many
+# reads; until then reads decode only the rows they find (few reads never pay a full decode).
+_CACHE_AFTER = 8
+# Up to this many updates, from_columns builds a list batch: sorting and consolidating a few
+# rows in Python, and reading them through a dict, costs less than any numpy call.
+_TINY = 32
+# List batches up to this size may be encoded when they meet an encoded batch in a merge (so
+# the merge stays vectorised); two list batches of at most this many updates in all merge in
+# plain Python (encoding both would cost more).
+_LIST_ROWS = 256
+# Key classes whose ``==`` and ``hash`` agree with the universal order, so a dict finds
+# exactly the stored keys a lookup would find (given the footguns of :mod:`._order`).
+_HASHED: frozenset[type] = frozenset({int, float, bool, str, bytes, tuple, type(None), Product})
 
 # ---------------------------------------------------------------------- codecs
 
@@ -102,6 +148,7 @@ _ROUND_BITS = 4
 # Interned products kept per codec before the cache is emptied (it only saves allocations).
 _CACHE_LIMIT = 1 << 16
 _INT_TYPES = frozenset({int})
+_NOTHING: Any = object()  # equal to nothing but itself
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -415,13 +462,37 @@ class _Probes:
     ``others``: keys of another type that may still equal a stored key (``1.0`` or ``True``
     for an int, a tuple of floats or a tuple subclass for an int tuple), which need a
     one-by-one lookup. Keys in neither cannot match.
+
+    For batches with a dict index and fewer keys than there are probes, :meth:`by_key`
+    gives the probes as a dict, so that the batch can look up its own keys among them.
     """
 
-    __slots__ = ("_by_codec", "keys")
+    __slots__ = ("_by_codec", "_by_key", "keys")
 
     def __init__(self, keys: Iterable[Any]) -> None:
         self.keys: Sequence[Any] = keys if isinstance(keys, (list, tuple)) else list(keys)
         self._by_codec: dict[_Codec, tuple[list[Any], Any, list[Any]]] = {}
+        self._by_key: tuple[dict[Any, Any], list[Any]] | None = None
+
+    def by_key(self) -> tuple[dict[Any, Any], list[Any]]:
+        """``(first, rest)``: ``first`` maps each key of a :data:`_HASHED` class to the first
+        probe equal to it; ``rest`` lists the other keys (which need a search)."""
+        got = self._by_key
+        if got is None:
+            first: dict[Any, Any] = {}
+            rest: list[Any] = []
+            setdefault = first.setdefault
+            hashed = _HASHED
+            for key in self.keys:
+                if key.__class__ in hashed:
+                    try:
+                        setdefault(key, key)
+                        continue
+                    except TypeError:  # a tuple holding something unhashable
+                        pass
+                rest.append(key)
+            got = self._by_key = (first, rest)
+        return got
 
     def encoded(self, kc: _Codec) -> tuple[list[Any], Any, list[Any]]:
         """``(probes, search, others)`` for key codec ``kc`` (see the class docstring)."""
@@ -591,11 +662,15 @@ class Batch:
     _kc: _Codec = _INT_CODEC
     _vc: _Codec = _INT_CODEC
     _tc: _Codec = _INT_CODEC
-    # Small numpy batches keep their decoded rows and a rows-by-key index once read (the
-    # batch never changes); see _cache.
-    _cached: tuple[list[Any], dict[Any, tuple[Any, ...]]] | None = attrs.field(
+    # Small batches keep a rows-by-key index once read (numpy ones also their decoded rows;
+    # the batch never changes); see _cache.
+    _cached: tuple[list[Any] | None, dict[Any, tuple[Any, ...]] | None] | None = attrs.field(
         init=False, default=None
     )
+    # Numpy batches keep their scalar accessors once read; see _item_rows.
+    _readers: tuple[Any, ...] | None = attrs.field(init=False, default=None)
+    # Reads of a small numpy batch so far (it builds its index after a few; see _use_index).
+    _reads: int = attrs.field(init=False, default=0)
 
     # ------------------------------------------------------------------ construction
 
@@ -657,9 +732,10 @@ class Batch:
     ) -> Batch:
         """Sort and consolidate updates given as four equally long columns.
 
-        ``vals=None`` means every value is ``()``. Integer numpy arrays (or lists of plain ints,
-        int tuples or ``Product(int, int)`` times) take the vectorised path; the inputs are
-        copied, never kept. ``force_objects`` stores Python lists whatever the data.
+        ``vals=None`` means every value is ``()``. At most :data:`_TINY` updates make a list
+        batch (see the module docstring). Beyond that, integer numpy arrays (or lists of plain
+        ints, int tuples or ``Product(int, int)`` times) take the vectorised path. The inputs
+        are copied, never kept. ``force_objects`` stores Python lists whatever the data.
 
         Raises:
             ValueError: if the columns have different lengths.
@@ -686,7 +762,7 @@ class Batch:
                     vals = vals.tolist()
             elif _all_unit(vals, n):
                 vals = None
-        if not force_objects:
+        if not force_objects and n > _TINY:
             small = n <= _SMALL and isinstance(keys, (list, tuple))
             if small and isinstance(keys, (list, tuple)):
                 ints = _small_int_columns(keys, vals, times, diffs)
@@ -713,17 +789,32 @@ class Batch:
                 assert k is not None and t is not None
                 k, v, t, d = _sort_consolidate_int(k, v, t, d)
                 return cls(description, k, v, t, d, True, True, kc, vc, tc)
-        ks = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
-        vs = None
-        if vals is not None:
-            vs = vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
-        ts = times.tolist() if isinstance(times, np.ndarray) else list(times)
-        ds = diffs.tolist() if isinstance(diffs, np.ndarray) else list(diffs)
+        # The list layout. Consolidation reads the columns without keeping or changing them.
+        ks = keys.tolist() if isinstance(keys, np.ndarray) else keys
+        vs = vals.tolist() if isinstance(vals, np.ndarray) else vals
+        ts = times.tolist() if isinstance(times, np.ndarray) else times
+        ds = diffs.tolist() if isinstance(diffs, np.ndarray) else diffs
         if not set(map(type, ds)) <= _INT_TYPES:
             msg = f"diffs must be ints; got {_describe(ds)}"
             raise TypeError(msg)
-        ks, vs, ts, ds = _consolidate_objects(ks, vs, ts, ds)
-        return cls(description, ks, vs, ts, ds, False, _order.is_safe(ks))
+        return cls._from_lists(description, *_consolidate_objects(ks, vs, ts, ds))
+
+    @classmethod
+    def _from_lists(
+        cls,
+        description: Description,
+        keys: list[Any],
+        vals: list[Any] | None,
+        times: list[Any],
+        diffs: list[int],
+        natural: bool,
+    ) -> Batch:
+        """A list batch of already sorted and consolidated columns (``natural``: see _natural)."""
+        if not keys:
+            return cls(description, [], None, [], [], False, True)
+        if vals is not None and _all_unit(vals, len(vals)):
+            vals = None
+        return cls(description, keys, vals, times, diffs, False, natural)
 
     # ------------------------------------------------------------------ reading
 
@@ -757,12 +848,15 @@ class Batch:
 
     @property
     def encoded(self) -> bool:
-        """True when the columns are numpy ``int64`` code arrays (plain ints or encoded).
+        """True when the columns are numpy ``int64`` code arrays (plain ints or encoded);
+        False for the list layout (small batches and data that cannot be encoded).
 
         >>> from deltaflow.framework.antichain import Antichain
         >>> d = Description(Antichain([0]), Antichain([1]))
-        >>> Batch.from_updates([((1, 2), 0, 0, 1)], d).encoded
+        >>> Batch.from_updates([((1, k), 0, 0, 1) for k in range(50)], d).encoded
         True
+        >>> Batch.from_updates([((1, 2), 0, 0, 1)], d).encoded
+        False
         """
         return self._columnar
 
@@ -787,7 +881,8 @@ class Batch:
     def lookup(self, key: Any) -> list[tuple[Any, Time, int]]:
         """The ``(val, time, diff)`` updates of ``key``, sorted by ``(val, time)``.
 
-        Runtime complexity: O(log n + k) for k results.
+        Runtime complexity: O(log n + k) for k results; O(k) for a batch of at most
+        :data:`_CACHED_ROWS` updates (a dict probe, once its index is built in O(n)).
 
         >>> from deltaflow.framework.antichain import Antichain
         >>> d = Description(Antichain([0]), Antichain([9]))
@@ -795,15 +890,19 @@ class Batch:
         >>> b.lookup(2), b.lookup(5)
         ([('y', 3, 1)], [])
         """
-        if self._columnar and len(self._keys) <= _CACHED_ROWS:
-            c = key.__class__
-            if c is int or c is tuple or c is float or c is bool:
+        if len(self._keys) <= _CACHED_ROWS and key.__class__ in _HASHED and self._use_index():
+            index = self._cache()[1]
+            if index is not None:
                 try:
-                    found = self._cache()[1].get(key)
+                    found = index.get(key)
                 except TypeError:  # a tuple holding something unhashable
                     pass
                 else:
                     return list(found) if found else []
+        return self._search(key)
+
+    def _search(self, key: Any) -> list[tuple[Any, Time, int]]:
+        """:meth:`lookup` by binary search (no index)."""
         lo = self._seek(key, 0)
         hi = self._after(key, lo)
         return self._rows(lo, hi)
@@ -812,20 +911,21 @@ class Batch:
         """The ``(val, time, diff)`` updates of each of ``keys``; keys without any are absent.
 
         Equivalent to ``{k: self.lookup(k) for k in keys if self.lookup(k)}`` (each list is
-        the caller's own), but cheaper. For a numpy batch, the keys of the batch's own shape
-        (plain ints, or int tuples of its length) are encoded and found with one vectorised
-        ``searchsorted`` of all their first and past-the-end positions, and the rows found are
-        decoded together; other keys that may still be equal (``1.0``, ``True``, tuple
-        subclasses) are looked up one by one. A numpy batch of at most ``_CACHED_ROWS``
-        updates instead keeps its decoded rows and a dict from key to rows once read (numpy's
-        fixed cost per call dominates there), so each key costs one dict probe.
+        the caller's own), but cheaper. A batch of at most ``_CACHED_ROWS`` updates keeps a
+        dict from key to rows once read (numpy's fixed cost per call dominates there; a numpy
+        batch builds it after a few reads, and also keeps its decoded rows), so each key costs
+        one dict probe. For a larger (or rarely read) numpy batch, the keys of the batch's own
+        shape (plain ints, or int tuples of its length) are encoded and found with one
+        vectorised ``searchsorted`` of all their first and past-the-end positions, and the
+        rows found are decoded together (element by element when few); other keys that
+        may still be equal (``1.0``, ``True``, tuple subclasses) are looked up one by one.
 
         ``keys`` may also be a ``_Probes`` (what :meth:`Spine.lookup_many` passes), which
         checks and encodes the keys once for all the batches sharing a key codec.
 
         Runtime complexity: O(k log n) in numpy plus O(k + r) Python work for k keys and r rows
-        found; O(k + r) for a small numpy batch (after an O(n) first use); O(k log n + r) with
-        Python bisection for an object batch.
+        found; O(k + r) for a small batch (after an O(n) first use); O(k log n + r) with
+        Python bisection for a large list batch.
 
         >>> from deltaflow.framework.antichain import Antichain
         >>> d = Description(Antichain([0]), Antichain([9]))
@@ -834,31 +934,33 @@ class Batch:
         {2: [(6, 1, 1), (7, 0, 1)], 1: [(5, 0, 1)]}
         """
         out: dict[Any, list[tuple[Any, Time, int]]] = {}
-        if not len(self._keys):
+        n = len(self._keys)
+        if not n:
             return out
+        if n <= _CACHED_ROWS and self._use_index():
+            return self._lookup_small(keys)
         if not self._columnar:
-            lookup = self.lookup
+            search = self._search
             for key in keys.keys if isinstance(keys, _Probes) else keys:
-                rows = lookup(key)
+                rows = search(key)
                 if rows:
                     out[key] = rows
             return out
-        if len(self._keys) <= _CACHED_ROWS:
-            return self._lookup_small(keys.keys if isinstance(keys, _Probes) else keys)
         if not isinstance(keys, _Probes):
             keys = _Probes(keys)
         probes, search, others = keys.encoded(self._kc)
         if probes:
             bounds = self._keys.searchsorted(search).tolist()
-            hits = [hit for hit in zip(probes, bounds, bounds[len(probes) :]) if hit[1] < hit[2]]
-            if len(hits) <= _FEW:
-                rows_of = self._rows
-                for key, lo, hi in hits:
-                    out[key] = rows_of(lo, hi)
-            else:
-                found, los, his = zip(*hits)
-                for key, rows in zip(found, self._rows_many(los, his)):
-                    out[key] = rows
+            m = len(probes)
+            los, his = bounds[:m], bounds[m:]
+            if los != his:
+                if sum(his) - sum(los) <= _FEW:  # rows found, over all probes
+                    self._item_rows(probes, los, his, out)
+                else:
+                    hits = [hit for hit in zip(probes, los, his) if hit[1] < hit[2]]
+                    found, flos, fhis = zip(*hits)
+                    for key, rows in zip(found, self._rows_many(flos, fhis)):
+                        out[key] = rows
         if others:
             lookup = self.lookup
             for key in others:
@@ -945,45 +1047,136 @@ class Batch:
             return []
         return [0, *(i for i in range(1, n) if k[i] != k[i - 1])]
 
-    def _lookup_small(self, keys: Sequence[Any]) -> dict[Any, list[tuple[Any, Time, int]]]:
-        """:meth:`lookup_many` of a small numpy batch: one dict probe per key (see _cache)."""
+    def _use_index(self) -> bool:
+        """Whether a read of this small batch goes through its dict index (see _cache).
+
+        List batches always do; a numpy batch from its read after :data:`_CACHE_AFTER`
+        (counting this one), so that a batch read only a few times never decodes every row.
+        """
+        if self._cached is not None or not self._columnar:
+            return True
+        reads = self._reads + 1
+        object.__setattr__(self, "_reads", reads)
+        return reads > _CACHE_AFTER
+
+    def _lookup_small(
+        self, keys: Sequence[Any] | _Probes
+    ) -> dict[Any, list[tuple[Any, Time, int]]]:
+        """:meth:`lookup_many` of a small batch: one dict probe per key (see _cache), or per
+        stored key when there are many more probes than stored keys."""
         out: dict[Any, list[tuple[Any, Time, int]]] = {}
-        _, index = self._cache()
+        index = self._cache()[1]
+        search = self._search
+        if isinstance(keys, _Probes):
+            k = len(keys.keys)
+            if index is not None and k > _MANY_PROBES and len(index) * _PROBES_PER_KEY < k:
+                first, rest = keys.by_key()
+                get_probe = first.get
+                for key, stored in index.items():
+                    probe = get_probe(key, _NOTHING)
+                    if probe is not _NOTHING:
+                        out[probe] = list(stored)
+                for key in rest:
+                    rows = search(key)
+                    if rows:
+                        out[key] = rows
+                return out
+            keys = keys.keys
+        if index is None:
+            for key in keys:
+                rows = search(key)
+                if rows:
+                    out[key] = rows
+            return out
         get = index.get
-        lookup = self.lookup
+        hashed = _HASHED
         for key in keys:
-            c = key.__class__
-            if c is int or c is tuple or c is float or c is bool:
+            if key.__class__ in hashed:
                 # Equality of these agrees with the universal order (as lookup compares).
                 try:
                     found: Any = get(key)
                 except TypeError:  # a tuple holding something unhashable
-                    found = self._rows(self._seek(key, 0), self._after(key, 0))
+                    found = search(key)
                 if found:
                     out[key] = list(found)
             else:
-                rows = lookup(key)
+                rows = search(key)
                 if rows:
                     out[key] = rows
         return out
 
-    def _cache(self) -> tuple[list[tuple[Any, Time, int]], dict[Any, tuple[Any, ...]]]:
-        """The decoded rows of a small numpy batch, and its rows by key; built on first use.
+    def _cache(
+        self,
+    ) -> tuple[list[tuple[Any, Time, int]] | None, dict[Any, tuple[Any, ...]] | None]:
+        """``(rows, index)`` of a small batch, built on first use.
 
-        Lookups of a batch of at most :data:`_CACHED_ROWS` updates are then list slices and
-        dict probes instead of numpy calls, whose fixed cost dominates for small batches.
+        ``index`` maps each key to its rows; it is None for a list batch holding a key whose
+        class is not in :data:`_HASHED` (lookups then bisect). ``rows`` are the decoded rows
+        of a numpy batch, None for a list batch (whose rows are its lists). Lookups of a batch
+        of at most :data:`_CACHED_ROWS` updates are then dict probes and list slices instead
+        of numpy calls, whose fixed cost dominates for small batches.
         """
         cached = self._cached
         if cached is None:
-            n = len(self._keys)
-            rows = self._decoded_rows(0, n)
-            starts: list[int] = self._key_starts().tolist()
-            keys = self._kc.decode(self._keys[starts])
-            ends = [*starts[1:], n]
-            index = {k: tuple(rows[a:b]) for k, a, b in zip(keys, starts, ends)}
-            cached = (rows, index)
+            keys = self._keys
+            n = len(keys)
+            if self._columnar:
+                rows: list[tuple[Any, Time, int]] | None = self._decoded_rows(0, n)
+                assert rows is not None
+                starts: list[int] = self._key_starts().tolist()
+                distinct = self._kc.decode(keys[starts])
+                ends = [*starts[1:], n]
+                index = {k: tuple(rows[a:b]) for k, a, b in zip(distinct, starts, ends)}
+                cached = (rows, index)
+            elif set(map(type, keys)) <= _HASHED:
+                cached = (None, _index_lists(keys, self._rows(0, n)))
+            else:
+                cached = (None, None)
             object.__setattr__(self, "_cached", cached)
         return cached
+
+    def _redescribed(self, description: Description) -> Batch:
+        """The same updates under another ``description`` (sharing columns and caches).
+
+        The caller guarantees the updates satisfy the batch invariants for it.
+        """
+        b = Batch(
+            description,
+            self._keys,
+            self._vals,
+            self._times,
+            self._diffs,
+            self._columnar,
+            self._natural,
+            self._kc,
+            self._vc,
+            self._tc,
+        )
+        object.__setattr__(b, "_cached", self._cached)
+        object.__setattr__(b, "_readers", self._readers)
+        return b
+
+    def _as_encoded(self) -> Batch | None:
+        """This batch in the numpy layout (same updates and description), or None when its
+        data cannot be encoded (a numpy batch is returned as is).
+
+        Runtime complexity: O(n), in Python (for list batches of a few hundred updates).
+        """
+        if self._columnar:
+            return self
+        if not self._keys:
+            return None
+        encoded = _encode_columns(self._keys, self._vals, self._times, False)
+        if encoded is None:
+            return None
+        try:
+            d = np.array(self._diffs, dtype=np.int64)
+        except OverflowError:
+            return None
+        (kc, k), vcoded, (tc, t) = encoded
+        vc, v = (_INT_CODEC, None) if vcoded is None else vcoded
+        # The universal order of encodable values is the order of their codes: no sorting.
+        return Batch(self.description, k, v, t, d, True, True, kc, vc, tc)
 
     def _rows_many(
         self, los: Sequence[int], his: Sequence[int]
@@ -1078,16 +1271,79 @@ class Batch:
         return lo if _order.ukey(key)[0] < 3 else n
 
     def _rows(self, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
+        """The ``(val, time, diff)`` rows ``lo:hi`` (a fresh list)."""
         if hi <= lo:
             return []
         if self._columnar:
-            n = len(self._keys)
-            if n <= _CACHED_ROWS:
-                return self._cache()[0][lo:hi]
+            cached = self._cached
+            if cached is not None:
+                rows = cached[0]
+                assert rows is not None
+                return rows[lo:hi]
+            if hi - lo <= _FEW:
+                out: dict[Any, list[tuple[Any, Time, int]]] = {}
+                self._item_rows((None,), (lo,), (hi,), out)
+                return out[None]
             return self._decoded_rows(lo, hi)
         if self._vals is None:
             return list(zip(repeat((), hi - lo), self._times[lo:hi], self._diffs[lo:hi]))
         return list(zip(self._vals[lo:hi], self._times[lo:hi], self._diffs[lo:hi]))
+
+    def _item_rows(
+        self,
+        keys: Sequence[Any],
+        los: Sequence[int],
+        his: Sequence[int],
+        out: dict[Any, list[tuple[Any, Time, int]]],
+    ) -> None:
+        """Set ``out[key]`` to the rows ``lo:hi`` of a numpy batch, for each non-empty range.
+
+        Reads element by element: for a few rows ``ndarray.item`` and the codecs' scalar
+        decoding (a dict probe for an interned product) cost less than any vectorised gather.
+
+        Runtime complexity: O(k + r) Python steps for k ranges and r rows.
+        """
+        readers = self._readers
+        if readers is None:
+            readers = self._make_readers()
+        titem, ditem, tget, tdecode, vitem, vdecode = readers
+        # Only the non-empty ranges, found at C speed (most probes usually miss).
+        for j in compress(range(len(los)), map(sub, his, los)):
+            lo, hi = los[j], his[j]
+            if tget is not None and vitem is None:
+                # Unit values and product times: arrange_by_self inside a loop.
+                rows = []
+                for i in range(lo, hi):
+                    c = titem(i)
+                    p = tget(c)
+                    rows.append(((), tdecode(c) if p is None else p, ditem(i)))
+            else:
+                rows = []
+                for i in range(lo, hi):
+                    t = titem(i)
+                    if tget is not None:
+                        p = tget(t)
+                        t = tdecode(t) if p is None else p
+                    if vitem is None:
+                        rows.append(((), t, ditem(i)))
+                    else:
+                        v = vitem(i)
+                        rows.append((v if vdecode is None else vdecode(v), t, ditem(i)))
+            out[keys[j]] = rows
+
+    def _make_readers(self) -> tuple[Any, ...]:
+        """The scalar accessors :meth:`_item_rows` uses, made once per numpy batch."""
+        tc, vals = self._tc, self._vals
+        readers = (
+            self._times.item,
+            self._diffs.item,
+            tc.cache.get if tc.kind == _PRODUCT else None,
+            tc.decode_one,
+            None if vals is None else vals.item,
+            None if self._vc is _INT_CODEC else self._vc.decode_one,
+        )
+        object.__setattr__(self, "_readers", readers)
+        return readers
 
     def _decoded_rows(self, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
         """The ``(val, time, diff)`` rows ``lo:hi`` of a numpy batch, decoded."""
@@ -1136,7 +1392,7 @@ class Batch:
                 codec._check()
             if self._cached is not None:
                 rows, index = self._cached
-                assert rows == self._decoded_rows(0, n)
+                assert rows == self._decoded_rows(0, n) and index is not None
                 assert list(index.items()) == [(key, tuple(rs)) for key, rs in self.iter_keys()]
             for col, codec in ((k, self._kc), (v, self._vc), (t, self._tc)):
                 if col is None or not n or codec is _INT_CODEC:
@@ -1165,6 +1421,14 @@ class Batch:
             return
         assert self._natural == _order.is_safe(self._keys)
         assert all(d.__class__ is int and d != 0 for d in self._diffs)
+        assert self._vals is None or not n or not _all_unit(self._vals, n)
+        if self._cached is not None:
+            rows, index = self._cached
+            assert rows is None
+            if index is None:
+                assert not set(map(type, self._keys)) <= _HASHED
+            else:
+                assert list(index.items()) == [(key, tuple(rs)) for key, rs in self.iter_keys()]
         prev = None
         for key, val, time, _diff in self.updates():
             current = (_order.ukey(key), _order.ukey(val), _order.ukey(time))
@@ -1379,9 +1643,31 @@ def _small_int_arrays(
 
 
 def _consolidate_objects(
-    keys: list[Any], vals: list[Any] | None, times: list[Any], diffs: list[int]
-) -> tuple[list[Any], list[Any] | None, list[Any], list[int]]:
-    """Consolidate list columns with a dict, then sort them in the universal order."""
+    keys: Sequence[Any],
+    vals: Sequence[Any] | None,
+    times: Sequence[Any],
+    diffs: Sequence[int],
+    safe_keys: bool | None = None,
+) -> tuple[list[Any], list[Any] | None, list[Any], list[int], bool]:
+    """Sort columns in the universal order and sum the diffs of equal ``(key, val, time)``.
+
+    Returns fresh lists and whether every key left is of one of :data:`_order.SAFE_TYPES`
+    (``safe_keys``, when known, says whether every key given is).
+    When every key and value is of those types and their natural ``<`` does not raise, the
+    rows are sorted as tuples and equal neighbours summed (fast for small inputs and sorted
+    runs); otherwise they are consolidated with a dict, then sorted.
+
+    Runtime complexity: O(n log n); O(n) for a few sorted runs.
+    """
+    if safe_keys is None:
+        safe_keys = _order.is_safe(keys)
+    if safe_keys and (vals is None or _order.is_safe(vals)):
+        try:
+            if vals is None:
+                return _fold_sorted(sorted(zip(keys, times, diffs)))
+            return _fold_sorted4(sorted(zip(keys, vals, times, diffs)))
+        except _order._INCOMPARABLE:
+            pass
     acc: dict[tuple[Any, ...], int] = {}
     get = acc.get
     if vals is None:
@@ -1392,15 +1678,90 @@ def _consolidate_objects(
             acc[kvt] = get(kvt, 0) + dd
     items = [item for item in acc.items() if item[1]]
     if not items:
-        return [], (None if vals is None else []), [], []
-    natural = _order.is_safe(keys) and (vals is None or _order.is_safe(vals))
-    _order.sort_pairs(items, natural)
-    triples, ds = zip(*items)
+        return [], (None if vals is None else []), [], [], True
+    _order.sort_pairs(items, safe_keys and (vals is None or _order.is_safe(vals)))
+    triples, dsum = zip(*items)
+    vs: list[Any] | None = None
     if vals is None:
-        ks, ts = zip(*triples)
-        return list(ks), None, list(ts), list(ds)
-    ks, vs, ts = zip(*triples)
-    return list(ks), list(vs), list(ts), list(ds)
+        kcol, tcol = zip(*triples)
+    else:
+        kcol, vcol, tcol = zip(*triples)
+        vs = list(vcol)
+    out = list(kcol)
+    return out, vs, list(tcol), list(dsum), safe_keys or _order.is_safe(out)
+
+
+def _fold_sorted(
+    rows: list[tuple[Any, Any, int]],
+) -> tuple[list[Any], None, list[Any], list[int], bool]:
+    """The columns of sorted ``(key, time, diff)`` rows, with the diffs of equal neighbours
+    summed and zero diffs dropped (see :func:`_consolidate_objects`).
+
+    Runtime complexity: O(n), one short Python step per row (equal times are usually one
+    object, so comparing them rarely calls ``Product.__eq__``).
+    """
+    ks: list[Any] = []
+    ts: list[Any] = []
+    ds: list[int] = []
+    pk: Any = _NOTHING
+    pt: Any = _NOTHING
+    for k, t, d in rows:
+        if k == pk and (t is pt or t == pt):
+            ds[-1] += d
+        else:
+            ks.append(k)
+            ts.append(t)
+            ds.append(d)
+            pk, pt = k, t
+    if 0 in ds:
+        keep = list(map(bool, ds))
+        ks, ts, ds = list(compress(ks, keep)), list(compress(ts, keep)), list(compress(ds, keep))
+    return ks, None, ts, ds, True
+
+
+def _fold_sorted4(
+    rows: list[tuple[Any, Any, Any, int]],
+) -> tuple[list[Any], list[Any], list[Any], list[int], bool]:
+    """:func:`_fold_sorted` of sorted ``(key, val, time, diff)`` rows."""
+    ks: list[Any] = []
+    vs: list[Any] = []
+    ts: list[Any] = []
+    ds: list[int] = []
+    pk: Any = _NOTHING
+    pv: Any = _NOTHING
+    pt: Any = _NOTHING
+    for k, v, t, d in rows:
+        if k == pk and v == pv and (t is pt or t == pt):
+            ds[-1] += d
+        else:
+            ks.append(k)
+            vs.append(v)
+            ts.append(t)
+            ds.append(d)
+            pk, pv, pt = k, v, t
+    if 0 in ds:
+        keep = list(map(bool, ds))
+        ks, vs = list(compress(ks, keep)), list(compress(vs, keep))
+        ts, ds = list(compress(ts, keep)), list(compress(ds, keep))
+    return ks, vs, ts, ds, True
+
+
+def _index_lists(keys: list[Any], rows: list[tuple[Any, Time, int]]) -> dict[Any, tuple[Any, ...]]:
+    """``{key: tuple of its rows}`` for sorted ``keys`` and their aligned ``rows``, in order.
+
+    Runtime complexity: O(n).
+    """
+    index = dict(zip(keys, [(row,) for row in rows]))
+    if len(index) == len(keys):
+        return index  # every key distinct (the common case of a few updates)
+    index = {}
+    start = 0
+    n = len(keys)
+    for i in range(1, n + 1):
+        if i == n or keys[i] != keys[start]:
+            index[keys[start]] = tuple(rows[start:i])
+            start = i
+    return index
 
 
 def _sample_size(col: Sequence[Any]) -> int:

@@ -25,13 +25,28 @@ from __future__ import annotations
 import attrs
 
 from ..antichain import Antichain
-from ..lattice import minimum_like
+from ..lattice import Product, minimum_like
 
 __all__ = ["Description"]
 
 
+# The least frontiers of the usual time shapes, shared (antichains are immutable): building a
+# default ``since`` is then a few class checks, not an antichain of new products.
+_LEAST_INT = Antichain([0])
+_LEAST_PRODUCT = Antichain([Product(0, 0)])
+
+
 def _minimum_since(self: Description) -> Antichain:
-    return Antichain([minimum_like(t) for t in self.lower])
+    elems = self.lower.elements
+    if elems:
+        if all(e.__class__ is int for e in elems):
+            return _LEAST_INT
+        if all(
+            e.__class__ is Product and e.outer.__class__ is int and e.inner.__class__ is int
+            for e in elems
+        ):
+            return _LEAST_PRODUCT
+    return Antichain([minimum_like(t) for t in elems])
 
 
 @attrs.frozen

@@ -19,6 +19,9 @@ cancels. A level is vacant, holds one batch, or holds two batches being merged b
   Then every level below the target is merged, right away, into one batch placed at the target
   ("roll up"), so the new batch lands on a level holding at most one batch; if that level holds
   one, their merge starts.
+* An empty batch (how an operator advances the trace's upper when no update arrived) is merged
+  into the newest batch at once when that changes none of its times: the newest batch's
+  columns under the merged description. Otherwise it is introduced like any batch.
 * When the largest batch turns out small (its updates cancelled), it is moved down towards the
   level its real size deserves, so that the number of levels follows the live data, not the
   history.
@@ -38,16 +41,20 @@ Reading
 -------
 :meth:`Spine.lookup` reads one key from every batch and consolidates; operators that read many
 keys per round (reductions) use :meth:`Spine.lookup_many`, which encodes the keys once and asks
-each batch for all of them at once (one vectorised search per large encoded batch, one dict probe
-per key for a small one; see :meth:`Batch.lookup_many`).
+each batch for all of them at once (one vectorised search per large encoded batch; one dict
+probe per key for a small one, or per stored key when the batch holds far fewer keys than are
+asked; see :meth:`Batch.lookup_many`). The answers are combined with dict set operations, so
+only keys found in several batches cost a Python-level consolidation.
 
 Compaction and readers
 ----------------------
 Readers (:class:`TraceReader`, from :meth:`Spine.reader`) each hold two frontiers:
 
 * *logical compaction*: "I only need correct accumulations at times beyond this frontier". The
-  spine keeps every reader's frontier elements in a ``MutableAntichain``; its logical compaction
-  frontier is that antichain's frontier, the meet of all holds. When a merge *starts* it takes
+  spine keeps every reader's frontier; its logical compaction frontier is the meet of all holds
+  (the minimal held elements), computed when the spine next needs it after a hold or its upper
+  changed (a reader alone is its own meet), so readers may advance often at O(1) cost to the
+  spine. When a merge *starts* it takes
   ``since = join(batch1.since, batch2.since, logical compaction)`` and advances every time to it
   (the result's ``description.since``). With no reader at all (or only readers holding the empty
   frontier) nobody can read, and merges compact to the spine's ``upper`` (joined with the last
@@ -84,13 +91,13 @@ from typing import Any, ClassVar, final
 
 import attrs
 
-from ..antichain import Antichain, MutableAntichain
+from ..antichain import Antichain
 from ..lattice import Product, Time, join
 from ._order import is_safe, sort_pairs
 from .batch import Batch, _Probes
 from .cursor import Cursor
 from .description import Description
-from .merger import Merger
+from .merger import Merger, _unchanged_by
 
 __all__ = ["Spine", "TraceReader", "TraceStatistics"]
 
@@ -101,10 +108,22 @@ def _level(n: int) -> int:
 
 
 def _frontier_join(a: Antichain, b: Antichain) -> Antichain:
-    """The least frontier beyond both ``a`` and ``b`` (pairwise joins, minimised)."""
+    """The least frontier beyond both ``a`` and ``b`` (pairwise joins, minimised).
+
+    When one frontier is beyond the other (the usual case: compaction frontiers only
+    advance) it is the join, found without building a new antichain.
+
+    Runtime complexity: O(|a| * |b|) lattice operations.
+    """
+    if a is b:
+        return a
     ea, eb = a.elements, b.elements
     if len(ea) == 1 and len(eb) == 1 and ea[0].__class__ is int and eb[0].__class__ is int:
         return a if ea[0] >= eb[0] else b
+    if a.dominates(b):
+        return b
+    if b.dominates(a):
+        return a
     return Antichain(join(x, y) for x in ea for y in eb)
 
 
@@ -183,6 +202,19 @@ def _as_frontier(frontier: Antichain | Any) -> Antichain:
     return frontier if isinstance(frontier, Antichain) else Antichain(frontier)
 
 
+def _meet_of_holds(holds: dict[int, Antichain], last: Antichain, upper: Antichain) -> Antichain:
+    """The frontier of the held elements; ``join(last, upper)`` when nothing is held."""
+    if len(holds) == 1:
+        (f,) = holds.values()
+        if f:
+            return f
+    elif holds:
+        elems = [e for f in holds.values() for e in f.elements]
+        if elems:
+            return Antichain(elems)
+    return _frontier_join(last, upper)
+
+
 @final
 @attrs.define(eq=False, repr=False)
 class TraceReader:
@@ -202,6 +234,7 @@ class TraceReader:
 
     _spine: Spine
     _logical: Antichain
+    _token: int  # this reader's key in the spine's registry of holds
     _physical: Antichain | None = None
     _dropped: bool = False
 
@@ -232,19 +265,19 @@ class TraceReader:
         Raises:
             ValueError: if ``frontier`` is not beyond the current one, or the reader was dropped.
 
-        Runtime complexity: O(frontier size) frontier maintenance.
+        Runtime complexity: O(size of both frontiers) comparisons; the spine recomputes its
+        compaction frontier when it next needs it.
         """
         spine = self._live()
         new = _as_frontier(frontier)
         old = self._logical
+        if new is old:
+            return
         if not old.dominates(new):
             msg = f"cannot move logical compaction backwards from {old!r} to {new!r}"
             raise ValueError(msg)
-        if new == old:
-            return
-        changes = [(e, -1) for e in old]
-        changes.extend((e, 1) for e in new)
-        spine._logical_holds.update_iter(changes)
+        spine._logical_of[self._token] = new
+        spine._logical_cache = None
         self._logical = new
 
     def set_physical_compaction(self, frontier: Antichain | Any) -> None:
@@ -269,14 +302,13 @@ class TraceReader:
                 )
                 raise ValueError(msg)
             spine._physical_readers += 1
-            changes = [(e, 1) for e in new]
-        else:
-            if not old.dominates(new):
-                msg = f"cannot move physical compaction backwards from {old!r} to {new!r}"
-                raise ValueError(msg)
-            changes = [(e, -1) for e in old]
-            changes.extend((e, 1) for e in new)
-        spine._physical_holds.update_iter(changes)
+        elif new is old:
+            return
+        elif not old.dominates(new):
+            msg = f"cannot move physical compaction backwards from {old!r} to {new!r}"
+            raise ValueError(msg)
+        spine._physical_of[self._token] = new
+        spine._physical_cache = None
         self._physical = new
         spine._consider_merges()
 
@@ -285,11 +317,13 @@ class TraceReader:
         if self._dropped:
             return
         spine = self._spine
-        spine._logical_holds.update_iter([(e, -1) for e in self._logical])
+        del spine._logical_of[self._token]
         spine._logical_readers -= 1
+        spine._logical_cache = None
         if self._physical is not None:
-            spine._physical_holds.update_iter([(e, -1) for e in self._physical])
+            del spine._physical_of[self._token]
             spine._physical_readers -= 1
+            spine._physical_cache = None
         self._dropped = True
         spine._consider_merges()
 
@@ -326,12 +360,17 @@ class Spine:
     _effort: int
     _layers: list[_Layer]
     _pending: list[Batch]
-    _logical_holds: MutableAntichain
-    _physical_holds: MutableAntichain
+    # Each live reader's frontiers, by reader token (the holds; their meet is the frontier).
+    _logical_of: dict[int, Antichain]
+    _physical_of: dict[int, Antichain]
     _logical_readers: int
     _physical_readers: int
+    _next_token: int
     _last_logical: Antichain
     _last_physical: Antichain
+    # The compaction frontiers, until a hold or the upper changes (None: recompute).
+    _logical_cache: Antichain | None
+    _physical_cache: Antichain | None
     _forced_merges: int
 
     def __init__(self, lower: Antichain, effort: int = DEFAULT_EFFORT) -> None:
@@ -340,12 +379,15 @@ class Spine:
         self._effort = max(1, int(effort))
         self._layers = []
         self._pending = []
-        self._logical_holds = MutableAntichain()
-        self._physical_holds = MutableAntichain()
+        self._logical_of = {}
+        self._physical_of = {}
         self._logical_readers = 0
         self._physical_readers = 0
+        self._next_token = 0
         self._last_logical = lower
         self._last_physical = lower
+        self._logical_cache = None
+        self._physical_cache = None
         self._forced_merges = 0
 
     # ------------------------------------------------------------------ frontiers
@@ -365,24 +407,28 @@ class Spine:
         """The meet of all readers' logical frontiers (``upper`` when there are none).
 
         Accumulations read from the trace are correct at every time beyond it.
+
+        Runtime complexity: O(1) while no hold and the upper are unchanged; otherwise O(h * m)
+        comparisons for h held elements of which m are minimal.
         """
-        holds = self._logical_holds
-        if self._logical_readers and not holds.is_empty():
-            f = holds.frontier()
-        else:
-            f = _frontier_join(self._last_logical, self._upper)
-        self._last_logical = f
+        f = self._logical_cache
+        if f is None:
+            f = self._logical_cache = self._last_logical = _meet_of_holds(
+                self._logical_of, self._last_logical, self._upper
+            )
         return f
 
     @property
     def physical_compaction(self) -> Antichain:
-        """The meet of all physical holds (``upper`` when no reader holds one)."""
-        holds = self._physical_holds
-        if self._physical_readers and not holds.is_empty():
-            f = holds.frontier()
-        else:
-            f = _frontier_join(self._last_physical, self._upper)
-        self._last_physical = f
+        """The meet of all physical holds (``upper`` when no reader holds one).
+
+        Runtime complexity: as :attr:`logical_compaction`.
+        """
+        f = self._physical_cache
+        if f is None:
+            f = self._physical_cache = self._last_physical = _meet_of_holds(
+                self._physical_of, self._last_physical, self._upper
+            )
         return f
 
     def reader(self) -> TraceReader:
@@ -393,9 +439,12 @@ class Spine:
         Antichain([0])
         """
         frontier = self.logical_compaction
-        self._logical_holds.update_iter([(e, 1) for e in frontier])
+        token = self._next_token
+        self._next_token = token + 1
+        self._logical_of[token] = frontier
         self._logical_readers += 1
-        return TraceReader(self, frontier)
+        self._logical_cache = None
+        return TraceReader(self, frontier, token)
 
     # ------------------------------------------------------------------ writing
 
@@ -410,27 +459,30 @@ class Spine:
                 ``lower``, or its ``since`` is ahead of the trace's logical compaction.
         """
         desc = batch.description
-        if desc.lower != self._upper:
+        lower, upper = desc.lower, desc.upper
+        if lower is not self._upper and lower != self._upper:
             msg = (
                 f"batch lower {desc.lower!r} does not match the trace's upper {self._upper!r}; "
                 "insert batches in order, each starting where the previous one ended"
             )
             raise ValueError(msg)
-        if not desc.lower.dominates(desc.upper):
-            msg = f"batch upper {desc.upper!r} is not beyond its lower {desc.lower!r}"
+        if not lower.dominates(upper):
+            msg = f"batch upper {upper!r} is not beyond its lower {lower!r}"
             raise ValueError(msg)
-        if not desc.since.dominates(self.logical_compaction):
+        logical = self.logical_compaction
+        if desc.since is not logical and not desc.since.dominates(logical):
             msg = (
                 f"batch since {desc.since!r} is ahead of the trace's logical compaction "
-                f"{self.logical_compaction!r}; fresh batches should not set since"
+                f"{logical!r}; fresh batches should not set since"
             )
             raise ValueError(msg)
-        if desc.lower == desc.upper:
+        if lower is upper or lower == upper:
             if len(batch):
-                msg = f"a batch with lower == upper ({desc.lower!r}) cannot hold updates"
+                msg = f"a batch with lower == upper ({lower!r}) cannot hold updates"
                 raise ValueError(msg)
             return
-        self._upper = desc.upper
+        self._upper = upper
+        self._logical_cache = self._physical_cache = None
         self._pending.append(batch)
         self._consider_merges()
 
@@ -518,24 +570,33 @@ class Spine:
         {1: [(5, 0, 1)], 2: [(6, 0, 1), (6, 1, -1)]}
         """
         probes = _Probes(keys)
-        found: dict[Any, list[list[tuple[Any, Time, int]]]] = {}
+        # ``out`` holds each key's rows from the first batch that has any; ``more`` the row
+        # lists of keys found in several batches, consolidated at the end.
+        out: dict[Any, list[tuple[Any, Time, int]]] = {}
+        more: dict[Any, list[list[tuple[Any, Time, int]]]] = {}
         for batch in self.batches():
             if not len(batch):
                 continue
-            for key, rows in batch.lookup_many(probes).items():
-                lists = found.get(key)
+            got = batch.lookup_many(probes)  # a fresh dict of fresh lists: ours to keep
+            if not got:
+                continue
+            if not out:
+                out = got
+                continue
+            for key in out.keys() & got.keys():
+                rows = got.pop(key)
+                lists = more.get(key)
                 if lists is None:
-                    found[key] = [rows]
+                    more[key] = [out[key], rows]
                 else:
                     lists.append(rows)
-        out: dict[Any, list[tuple[Any, Time, int]]] = {}
-        for key, lists in found.items():
-            if len(lists) == 1:
-                out[key] = lists[0]
+            out.update(got)
+        for key, lists in more.items():
+            rows = _consolidate(lists, sort)
+            if rows:
+                out[key] = rows
             else:
-                rows = _consolidate(lists, sort)
-                if rows:
-                    out[key] = rows
+                del out[key]
         return out
 
     def cursor(self) -> Cursor:
@@ -589,9 +650,34 @@ class Spine:
         whatever sits at ``level``.
         """
         self._apply_fuel((self.FUEL_PER_UPDATE * self._effort) << level)
-        self._roll_up(level)
-        self._insert_at(batch, level)
+        if batch is None or len(batch) or not self._absorb(batch):
+            self._roll_up(level)
+            self._insert_at(batch, level)
         self._tidy()
+
+    def _absorb(self, empty: Batch) -> bool:
+        """Merge ``empty`` (no updates) into the newest batch at once when that changes none
+        of its times: the newest batch's updates under the merged description, sharing its
+        columns (how a trace's upper advances without a merge). When compaction would change
+        times, or the newest batch is being merged, nothing happens.
+
+        Returns:
+            Whether ``empty`` was absorbed.
+        """
+        layers = self._layers
+        for i, layer in enumerate(layers):
+            if layer is None:
+                continue
+            if layer.__class__ is not _Single:
+                return False
+            old = layer.batch
+            since = self._since_for(old, empty)
+            if not _unchanged_by(old, since):
+                return False
+            desc = Description(old.description.lower, empty.description.upper, since)
+            layers[i] = _Single(old._redescribed(desc))
+            return True
+        return False
 
     def _since_for(self, old: Batch, new: Batch) -> Antichain:
         since = _frontier_join(old.description.since, new.description.since)
@@ -738,10 +824,15 @@ class Spine:
             physical = self.physical_compaction
             assert not self._pending[0].description.upper.dominates(physical)
         assert self._logical_readers >= 0 and self._physical_readers >= 0
-        assert self._logical_readers or self._logical_holds.is_empty()
-        assert self._physical_readers or self._physical_holds.is_empty()
-        self._logical_holds._check()
-        self._physical_holds._check()
+        assert self._logical_readers == len(self._logical_of)
+        assert self._physical_readers == len(self._physical_of)
+        for holds, cache in (
+            (self._logical_of, self._logical_cache),
+            (self._physical_of, self._physical_cache),
+        ):
+            elems = [e for f in holds.values() for e in f.elements]
+            if cache is not None and elems:
+                assert cache == Antichain(elems), (cache, holds)
 
     def __repr__(self) -> str:
         s = self.statistics()
