@@ -528,7 +528,7 @@ def test_line_fast_path_matches_general_path(
             sent, ctx, op = drive(updates, frontiers, logic, lower, lag=lag)
         assert ctx.held == {} and op.pending == {}
         runs.append((consolidated(sent), {k: consolidated([(v, t, d) for v, t, d in rows])
-                                          for k, rows in op.written.items()}))
+                                          for k, rows in op.outputs.rows.items()}))
     assert runs[0] == runs[1]
     assert_matches_oracle(
         [(d, t, r) for (d, t), r in runs[0][0].items()], {"xs": updates}, query or q_parity
@@ -639,15 +639,16 @@ def test_history_stays_compacted_over_many_rounds(total_order: bool) -> None:
         spine._check()
     assert output.lookup("k") == [(1, 400, 1)] or output.lookup("k") == []
     assert op.readers[0].logical_compaction == Antichain([400])
-    assert len(op.written.get("k", [])) <= R.COMPACT_WRITTEN + 1
+    assert len(op.outputs.rows.get("k", [])) <= R.COMPACT_WRITTEN + 1
+    assert len(op.inputs.rows.get("k", [])) <= R.COMPACT_WRITTEN + 1
 
 
 def test_output_history_of_keys_never_touched_again_is_compacted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Keys that appear once and are retracted a round later leave no output history behind:
-    the in-memory output index is compacted as a whole when it has doubled, and dropped when
-    the input is done."""
+    """Keys that appear once and are retracted a round later leave no input or output history
+    behind: the in-memory indexes are compacted as a whole when they have doubled, and dropped
+    when the input is done."""
     monkeypatch.setattr(R, "COMPACT_ALL_WRITTEN", 16)
     source = Spine(Antichain([0]))
     op = R.ReduceOperator(
@@ -655,7 +656,8 @@ def test_output_history_of_keys_never_touched_again_is_compacted(
     )
     ctx = FakeContext(0)
     previous = Antichain([0])
-    sizes = []
+    sizes: list[int] = []
+    in_sizes: list[int] = []
     for t in range(300):
         rows = [(f"k{t}", 1, t, 1)]
         if t:
@@ -666,11 +668,15 @@ def test_output_history_of_keys_never_touched_again_is_compacted(
         ctx.mailbox = [(t, batch)]
         ctx.run(op, frontier)
         previous = frontier
-        sizes.append(op.written_size)
+        sizes.append(op.outputs.size)
+        in_sizes.append(op.inputs.size)
     assert sizes[-1] > 0 and max(sizes) <= 16 + 2
+    # The input index likewise: each key's +1 and -1 cancel once advanced to the frontier.
+    assert in_sizes[-1] > 0 and max(in_sizes) <= 16 + 2
     source.insert(Batch.empty(Description(previous, Antichain())))
     ctx.run(op, Antichain())
-    assert op.written == {} and op.written_size == 0
+    assert op.outputs.rows == {} and op.outputs.size == 0
+    assert op.inputs.rows == {} and op.inputs.size == 0
     assert ctx.held == {}
 
 

@@ -13,6 +13,11 @@ arrangement: each gets a reader of the trace on its worker and moves its reader'
 frontier forward as it goes, so history nobody can ask about any more is compacted away when
 batches merge.
 
+A spine that no operator reads (a reduction keeps its input in memory, so an arrangement
+made for it alone has only the batch stream as a consumer) is not kept: the operator still
+seals and sends batches but inserts nothing, so it pays no merges. Whether anyone reads it is
+known at the first activation, when every operator of the worker has been created.
+
 Sealing with partially ordered times: the operator holds capabilities at the minimal times of
 what it has buffered. Sealing at input frontier ``F``, it cuts one batch per held capability
 ``c_i`` (sorted), with ``upper = F`` joined with the later capabilities; so every batch is sent
@@ -66,6 +71,11 @@ class ArrangeOperator(Operator):
         self.by_self = by_self
         self.pending: dict[Any, tuple[list[Any], list[int]]] = {}
         self.caps: list[Capability] = []
+        #: The frontier sealed so far (the ``upper`` of the last batch).
+        self.upper = spine.upper
+        #: Whether the spine is kept: decided at the first activation, once every operator
+        #: of the worker exists, by whether any of them holds a reader on it.
+        self.keep: bool | None = None
 
     def _hold(self, ctx: OperatorContext, time: Time) -> None:
         caps = self.caps
@@ -96,8 +106,12 @@ class ArrangeOperator(Operator):
                 slot[1].extend(batch.diffs)
         frontier = ctx.frontier(0)
         spine = self.spine
-        if frontier != spine.upper:
+        if self.keep is None:
+            self.keep = spine.has_readers
+        if frontier != self.upper:
             self._seal(ctx, frontier)
+        if not self.keep:
+            return
         # Finish merges in progress a slice at a time between other actors' work. Promoting
         # idle batches (which re-merges them into larger levels) is only worth it once the
         # input has ended: while rounds keep coming, each promotion would cost a merge of the
@@ -108,6 +122,7 @@ class ArrangeOperator(Operator):
 
     def _seal(self, ctx: OperatorContext, frontier: Antichain) -> None:
         spine = self.spine
+        keep = self.keep
         pending = self.pending
         caps = self.caps
         last = len(caps) - 1
@@ -117,14 +132,18 @@ class ArrangeOperator(Operator):
             else:
                 upper = Antichain([*frontier, *(c.time for c in caps[i + 1 :])])
             ready = [t for t in pending if not upper.less_equal(t)]
-            if not ready and upper == spine.upper:
+            if not ready and upper == self.upper:
                 continue
-            batch = self._build(ready, Description(spine.upper, upper))
-            spine.insert(batch)
+            batch = self._build(ready, Description(self.upper, upper))
+            if keep:
+                spine.insert(batch)
+            self.upper = upper
             if len(batch):
                 ctx.send(0, cap.time, batch)
-        if spine.upper != frontier and spine.upper.dominates(frontier):
-            spine.insert(Batch.empty(Description(spine.upper, frontier)))
+        if self.upper != frontier and self.upper.dominates(frontier):
+            if keep:
+                spine.insert(Batch.empty(Description(self.upper, frontier)))
+            self.upper = frontier
         # Re-derive capabilities for what is still buffered.
         new_caps = []
         for t in Antichain(pending) if pending else ():

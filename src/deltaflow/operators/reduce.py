@@ -23,8 +23,8 @@ What ``logic`` sees
 How it is computed
 ==================
 
-The input is an *arrangement by key* (a stream of sealed trace batches plus the shared
-:class:`~deltaflow.framework.trace.spine.Spine` they are inserted in). A
+The input is an *arrangement by key*: a stream of sealed batches (and a shared
+:class:`~deltaflow.framework.trace.spine.Spine`, which this operator does not read). A
 :class:`ReduceOperator` remembers, per key, the times of the new updates (*seeds*). When the
 input frontier advances to ``upper`` it corrects every key that has seeds or *pending* times:
 
@@ -33,7 +33,7 @@ input frontier advances to ``upper`` it corrects every key that has seeds or *pe
    seed, see :mod:`.interesting_times`), split into those the frontier has passed and those it
    has not.
 2. For each ready time ``t``, in a linear extension of the partial order: the input
-   accumulated at ``t`` (from the input trace), ``desired = logic(key, vals)``, the output
+   accumulated at ``t`` (from its input history), ``desired = logic(key, vals)``, the output
    accumulated at ``t`` (from the operator's own output history plus the corrections made
    earlier in this round at times ``<= t``); the difference is emitted at ``t``.
 3. ``deferred`` becomes the key's pending times (*resumption tokens*). They must be kept even
@@ -41,26 +41,26 @@ input frontier advances to ``upper`` it corrects every key that has seeds or *pe
    ``logic`` may output nothing at ``a`` and at ``b`` and something at ``join(a, b)``; no
    stored output witnesses that debt.
 
-A round reads the input histories of all its keys at once (``Spine.lookup_many``: one
-vectorised search per batch), not two binary searches per key per batch.
-
-**Its own output** the operator reads from :attr:`ReduceOperator.written`, an in-memory
-``{key: [(out_val, time, diff)]}`` of everything it has sent, not from a trace: appending there
-costs a list append, and reading a key a dict lookup, where a private output trace cost a
-batch build, merges and a search per batch per key. Each key's list is compacted (times
-advanced to the previous frontier, equal updates consolidated) when it grows beyond
-:data:`COMPACT_WRITTEN` updates, and all of it when the total has doubled since the last such
-pass (keys that cancel disappear), so it stays proportional to the live output. An output
-trace is kept only when someone else reads it (:func:`reduce_core` with
-``arrange_output=True``); the round's corrections are then inserted into it as one batch (a
-round without corrections inserts nothing, so that trace's ``upper`` may lag the frontier).
+**Its input and its own output** the operator keeps in memory, in two
+:class:`KeyedHistory` indexes ``{key: [(val, time, diff)]}``: every update of every batch it
+receives, and everything it has sent. Appending there costs a list append and reading a key a
+dict lookup, where reading the input trace cost a search per batch per round (and a private
+output trace a batch build and merges too). Each key's list is compacted (times advanced to the
+previous frontier, equal updates consolidated) when it grows beyond :data:`COMPACT_WRITTEN`
+updates, and all of them when the total has grown enough since the last such pass (keys that
+cancel disappear), so both stay proportional to the live collections. An arrangement made for
+this operator alone then has no trace reader, and keeps no trace at all (see
+:mod:`.arrange`). An output trace is kept only when someone else reads it
+(:func:`reduce_core` with ``arrange_output=True``); the round's corrections are then inserted
+into it as one batch (a round without corrections inserts nothing, so that trace's ``upper``
+may lag the frontier).
 
 The corrections are sent downstream as update batches of ``(key, out_val)``, one per time.
-Then the operator moves the logical compaction of both traces to ``upper``: from now on it
-only needs accumulations at times beyond ``upper``, so the traces may advance older times
-(``advance_by``) and cancel history. That keeps each key's history, and so the per-key work,
-bounded in long runs and in loops. It holds no physical compaction: it never reads batches
-separately, so the traces may merge them as soon as they like.
+Then the operator moves the logical compaction of the traces it holds (the output trace, and
+the input trace on the int path) to ``upper``: from now on it only needs accumulations at
+times beyond ``upper``, so older times may be advanced (``advance_by``) and history cancel.
+That keeps each key's history, and so the per-key work, bounded in long runs and in loops. It
+holds no physical compaction: it never reads batches separately.
 
 Capabilities: the operator holds one at the time of each message it has not yet processed and
 one at each minimal pending time, and nothing else. When nothing is pending it holds nothing
@@ -97,8 +97,8 @@ Footguns
   key with a huge history is evaluated in one piece (the operator does not yield inside a
   round).
 * The int fast path keeps every key's live values in a dict besides the trace (about as much
-  memory again as the compacted input trace); the general path keeps its output history in a
-  dict of lists (Python objects, more memory per update than a columnar trace).
+  memory again as the compacted input trace); the general path keeps its input and output
+  histories in dicts of lists (Python objects, more memory per update than a columnar trace).
 
     >>> from deltaflow.testing import example
     >>> example(lambda xs: count(xs), xs=[(("a", 1), 0, 1), (("a", 2), 0, 1), (("a", 1), 2, -1)])
@@ -155,11 +155,110 @@ _time_of = itemgetter(1)
 _UNKNOWN: Any = object()
 
 COMPACT_WRITTEN = 8
-"""Compact a key's in-memory output history once it holds more than this many updates."""
+"""Compact a key's in-memory history (input or output) once it holds more than this many
+updates."""
 
 COMPACT_ALL_WRITTEN = 4096
-"""Compact all in-memory output histories once they hold more than this many updates (and
+"""Compact all of an in-memory history once it holds more than this many updates (and
 twice as many as after the last such compaction)."""
+
+
+class KeyedHistory:
+    """``{key: [(val, time, diff), ...]}`` kept in memory, compacted lazily.
+
+    A reduction reads its own input and output histories one key at a time; here that is a
+    dict lookup, where a trace costs a search per batch. A key's list only grows between
+    compactions; :meth:`read` compacts the lists longer than :data:`COMPACT_WRITTEN` of the
+    keys asked for (to the frontier of the previous round: every time evaluated from now on
+    is beyond it, so no accumulation that will be read changes), and :meth:`tidy` compacts
+    all of them when the total has doubled since the last full pass, so the history of keys
+    that are never touched again is bounded too, at amortised constant cost per update (the
+    next full pass waits for the total to grow by a factor of twice the frontier's width, since
+    advancing each time costs a join per frontier element).
+
+    >>> h = KeyedHistory()
+    >>> h.append("k", "v", 1, 1); h.append("k", "v", 2, -1)
+    >>> h.tidy((3,), force=True); h.rows, h.size
+    ({}, 0)
+    """
+
+    __slots__ = ("limit", "rows", "size")
+
+    def __init__(self) -> None:
+        self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
+        self.size = 0
+        self.limit = COMPACT_ALL_WRITTEN
+
+    def append(self, key: Any, val: Any, time: Time, diff: int) -> None:
+        """Add one update of ``key``."""
+        rows = self.rows.get(key)
+        if rows is None:
+            self.rows[key] = [(val, time, diff)]
+        else:
+            rows.append((val, time, diff))
+        self.size += 1
+
+    def read(
+        self, keys: Iterable[Any], frontier: tuple[Time, ...]
+    ) -> dict[Any, list[tuple[Any, Time, int]]]:
+        """All rows by key, after compacting the long lists of ``keys`` to ``frontier``."""
+        rows_of = self.rows
+        advanced: dict[Time, Time] = {}
+        for key in keys:
+            rows = rows_of.get(key)
+            if rows is not None and len(rows) > COMPACT_WRITTEN:
+                self._compact(key, rows, frontier, advanced)
+        return rows_of
+
+    def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:
+        """Compact every key to ``frontier`` once the total passed the limit (or ``force``).
+
+        With an empty frontier nothing can be evaluated any more and everything is dropped.
+        """
+        if not force and self.size <= self.limit and (frontier or not self.rows):
+            return
+        if not frontier:
+            self.rows.clear()
+            self.size = 0
+        else:
+            advanced: dict[Time, Time] = {}
+            # A single update cannot cancel: advancing it alone would free nothing.
+            for key, rows in [item for item in self.rows.items() if len(item[1]) > 1]:
+                self._compact(key, rows, frontier, advanced)
+        # Advancing a time costs a join per frontier element: with many rounds in flight
+        # (a wide frontier) wait proportionally longer, keeping the cost per update constant.
+        self.limit = COMPACT_ALL_WRITTEN + 2 * self.size * (len(frontier) or 1)
+
+    def _compact(
+        self,
+        key: Any,
+        rows: list[tuple[Any, Time, int]],
+        frontier: tuple[Time, ...],
+        advanced: dict[Time, Time],
+    ) -> None:
+        """Advance a key's rows to ``frontier`` and consolidate them (``advanced`` caches
+        ``advance_by`` per distinct time)."""
+        acc: dict[tuple[Any, Time], int] = {}
+        get = acc.get
+        for v, t, d in rows:
+            a = advanced.get(t)
+            if a is None:
+                a = advanced[t] = advance_by(t, frontier)
+            vt = (v, a)
+            acc[vt] = get(vt, 0) + d
+        merged = [(v, t, d) for (v, t), d in acc.items() if d]
+        self.size += len(merged) - len(rows)
+        if merged:
+            self.rows[key] = merged
+        else:
+            del self.rows[key]
+
+    def check(self) -> None:
+        """Assert the invariants (no empty list, no zero diff, the size is the total)."""
+        for rows in self.rows.values():
+            assert rows and all(d for _, _, d in rows)
+        assert self.size == sum(map(len, self.rows.values()))
+
 
 
 def _least(times: list[Any]) -> Any:
@@ -301,7 +400,9 @@ class ReduceOperator(Operator):
             msg = f"{name}: the output spine must start at {source.lower!r}, not {output.upper!r}"
             raise ValueError(msg)
         self.output = output
-        self.readers = [source.reader()]
+        # The partial-order path reads its input from ``inputs``, not from the trace; the
+        # int path keeps a reader only to move the trace's compaction along.
+        self.readers = [source.reader()] if self.total else []
         if output is not None:
             self.readers.append(output.reader())
         # Partial orders: new update times per key, and pending (deferred) times per key and
@@ -309,12 +410,10 @@ class ReduceOperator(Operator):
         self.seeds: dict[Any, list[Time]] = {}
         self.pending: dict[Any, list[Time]] = {}
         self.pending_keys: dict[Time, set[Any]] = {}
-        # Partial orders: every (val, time, diff) this operator has output, per key; appended
-        # to each round, compacted (advanced and consolidated) when a key's list grows long,
-        # and all of it when the total has doubled since the last full compaction.
-        self.written: dict[Any, list[tuple[Any, Time, int]]] = {}
-        self.written_size = 0
-        self.written_limit = COMPACT_ALL_WRITTEN
+        # Partial orders: every input update received and every (val, time, diff) this
+        # operator has output, per key (see KeyedHistory).
+        self.inputs = KeyedHistory()
+        self.outputs = KeyedHistory()
         # Totally ordered times: each key's unapplied updates and its accumulations so far.
         self.buffered: dict[Any, list[tuple[Any, int, int]]] = {}
         self.accs: dict[Any, dict[Any, int]] = {}
@@ -354,14 +453,22 @@ class ReduceOperator(Operator):
                         rows.append((val, t, diff))
         else:
             seeds = self.seeds
+            inputs = self.inputs
+            rows_of = inputs.rows
             for time, batch in messages:
                 unprocessed.add(time)
-                for key, _val, t, _diff in batch.updates():
+                for key, val, t, diff in batch.updates():
                     times = seeds.get(key)
                     if times is None:
                         seeds[key] = [t]
                     else:
                         times.append(t)
+                    history = rows_of.get(key)
+                    if history is None:
+                        rows_of[key] = [(val, t, diff)]
+                    else:
+                        history.append((val, t, diff))
+                inputs.size += len(batch)
 
     # ------------------------------------------------------------------ evaluation
 
@@ -474,8 +581,9 @@ class ReduceOperator(Operator):
                         seeds[key] = []
         if not seeds:
             return {}
-        source_histories = self.source.lookup_many(seeds, sort=False)
-        written = self._written_histories(seeds)
+        frontier = self.upper.elements
+        source_histories = self.inputs.read(seeds, frontier)
+        written = self.outputs.read(seeds, frontier)
         no_rows: list[tuple[Any, Time, int]] = []
         corrections: dict[Time, list[tuple[Any, Any, int]]] = {}
         # Corrections of keys on a line, by (outer, inner); made into times once at the end.
@@ -528,80 +636,11 @@ class ReduceOperator(Operator):
                 corrections[t] = rows
             else:
                 fix.extend(rows)
-        written = self.written
+        record = self.outputs.append
         for t, rows in corrections.items():
-            self.written_size += len(rows)
             for key, v, d in rows:
-                mine = written.get(key)
-                if mine is None:
-                    written[key] = [(v, t, d)]
-                else:
-                    mine.append((v, t, d))
+                record(key, v, t, d)
         return corrections
-
-    def _written_histories(self, keys: Iterable[Any]) -> dict[Any, list[tuple[Any, Time, int]]]:
-        """The output histories of ``keys`` (from :attr:`written`), long ones compacted first.
-
-        A key's list only grows between compactions; once it is longer than
-        :data:`COMPACT_WRITTEN` it is compacted to the frontier of the previous round (every
-        time evaluated from now on is beyond it), so reading a key stays proportional to its
-        live output.
-        """
-        written = self.written
-        advanced: dict[Time, Time] = {}
-        frontier = self.upper.elements
-        for key in keys:
-            rows = written.get(key)
-            if rows is not None and len(rows) > COMPACT_WRITTEN:
-                self._compact_written(key, rows, frontier, advanced)
-        return written
-
-    def _compact_written(
-        self,
-        key: Any,
-        rows: list[tuple[Any, Time, int]],
-        frontier: tuple[Time, ...],
-        advanced: dict[Time, Time],
-    ) -> None:
-        """Advance a key's output history to ``frontier`` and consolidate it (in place).
-
-        Advancing changes no accumulation at a time beyond ``frontier``, and only such times
-        are evaluated from now on. ``advanced`` caches ``advance_by`` per distinct time.
-        """
-        acc: dict[tuple[Any, Time], int] = {}
-        get = acc.get
-        for v, t, d in rows:
-            a = advanced.get(t)
-            if a is None:
-                a = advanced[t] = advance_by(t, frontier)
-            vt = (v, a)
-            acc[vt] = get(vt, 0) + d
-        merged = [(v, t, d) for (v, t), d in acc.items() if d]
-        self.written_size += len(merged) - len(rows)
-        if merged:
-            self.written[key] = merged
-        else:
-            del self.written[key]
-
-    def _compact_all_written(self) -> None:
-        """Compact every key's output history to :attr:`upper` (keys that cancel disappear).
-
-        Run when the total has doubled since the last time, so the history of keys that are
-        never touched again is bounded too, at amortised constant cost per update. With an
-        empty frontier nothing can be evaluated any more and everything is dropped.
-        """
-        frontier = self.upper.elements
-        if not frontier:
-            self.written.clear()
-            self.written_size = 0
-        else:
-            advanced: dict[Time, Time] = {}
-            compact = self._compact_written
-            # A single update cannot cancel: advancing it alone would free nothing.
-            for key, rows in [item for item in self.written.items() if len(item[1]) > 1]:
-                compact(key, rows, frontier, advanced)
-        # (``max`` is this module's reduction.)
-        self.written_limit = COMPACT_ALL_WRITTEN + 2 * self.written_size
 
     def _defer(self, key: Any, deferred: list[Time]) -> None:
         """Record ``deferred`` as the key's pending times (none were pending for it)."""
@@ -932,8 +971,9 @@ class ReduceOperator(Operator):
                 output.insert(Batch.empty(description))
         self.upper = upper
         self.unprocessed.clear()
-        if self.written_size > self.written_limit or (not upper and self.written):
-            self._compact_all_written()
+        frontier = upper.elements
+        self.inputs.tidy(frontier)
+        self.outputs.tidy(frontier)
         for reader in self.readers:
             reader.set_logical_compaction(upper)
 
@@ -979,9 +1019,8 @@ class ReduceOperator(Operator):
             assert self.output.upper.dominates(self.upper), (self.output.upper, self.upper)
         for acc in (*self.accs.values(), *self.outs.values()):
             assert acc and all(acc.values())
-        for rows in self.written.values():
-            assert rows and all(d for _, _, d in rows)
-        assert self.written_size == sum(map(len, self.written.values()))
+        self.inputs.check()
+        self.outputs.check()
 
 
 # ---------------------------------------------------------------------- building dataflows

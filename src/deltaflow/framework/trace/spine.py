@@ -487,6 +487,17 @@ class Spine:
         self._consider_merges()
 
     @property
+    def has_readers(self) -> bool:
+        """True while some reader holds a logical or physical compaction frontier.
+
+        >>> from deltaflow.framework.antichain import Antichain
+        >>> spine = Spine(Antichain([0]))
+        >>> spine.has_readers, spine.reader().dropped, spine.has_readers
+        (False, False, True)
+        """
+        return bool(self._logical_readers or self._physical_readers)
+
+    @property
     def merging(self) -> bool:
         """True while a merge is in progress (it still needs fuel to complete)."""
         return any(layer.__class__ is _Merging for layer in self._layers)
