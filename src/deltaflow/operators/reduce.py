@@ -260,7 +260,6 @@ class KeyedHistory:
         assert self.size == sum(map(len, self.rows.values()))
 
 
-
 def _least(times: list[Any]) -> Any:
     """The smallest of a non-empty list of ints (the builtin is shadowed by :func:`min`)."""
     low = times[0]
@@ -320,7 +319,6 @@ def _sorted_vals(acc: dict[Any, int], positive_only: bool) -> list[tuple[Any, in
     return vals
 
 
-
 def _pair_bounds(upper: Antichain) -> list[tuple[int, int]] | None:
     """``upper``'s elements as int pairs, or None when they are not all ``Product(int, int)``."""
     out = []
@@ -342,6 +340,26 @@ def _difference(desired: dict[Any, int], current: dict[Any, int]) -> dict[Any, i
     return fix
 
 
+def _add_into(acc: dict[Any, int], changes: dict[Any, int]) -> None:
+    """Add ``{val: diff}`` into the accumulation ``acc`` (zero counts dropped)."""
+    for v, d in changes.items():
+        c = acc.get(v, 0) + d
+        if c:
+            acc[v] = c
+        else:
+            del acc[v]
+
+
+def _add_rows(
+    fixes: dict[Any, list[tuple[Any, Any, int]]], time: Any, key: Any, fix: dict[Any, int]
+) -> None:
+    """Append ``key``'s ``{val: diff}`` corrections at ``time``."""
+    rows = fixes.get(time)
+    if rows is None:
+        rows = fixes[time] = []
+    rows.extend([(key, v, d) for v, d in fix.items()])
+
+
 def _record(
     fixes: dict[Any, list[tuple[Any, Any, int]]],
     time: Any,
@@ -350,10 +368,8 @@ def _record(
     current: dict[Any, int],
 ) -> None:
     """Append the corrections turning ``current`` into ``desired`` at ``time``."""
-    rows = fixes.get(time)
-    if rows is None:
-        rows = fixes[time] = []
-    rows.extend([(key, v, d) for v, d in _difference(desired, current).items()])
+    _add_rows(fixes, time, key, _difference(desired, current))
+
 
 class ReduceOperator(Operator):
     """Maintain ``output = logic(input)`` per key over an arrangement by key (module docstring).
@@ -500,6 +516,11 @@ class ReduceOperator(Operator):
             )
             raise TypeError(msg) from None
         return out
+
+    def _correction(self, key: Any, acc: dict[Any, int], current: dict[Any, int]) -> dict[Any, int]:
+        """``logic``'s output at input ``acc`` minus the output ``current`` there (empty: none)."""
+        desired = self._evaluate(key, acc)
+        return {} if desired == current else _difference(desired, current)
 
     def _process_total(self, upper: Antichain) -> dict[Time, list[tuple[Any, Any, int]]]:
         """The int-time sweep: apply each key's buffered updates below ``upper`` in order.
@@ -851,7 +872,7 @@ class ReduceOperator(Operator):
             return
         ins = [(t.outer, t.inner, v, d) for v, t, d in history]
         outs = [(t.outer, t.inner, v, d) for v, t, d in output_history or ()]
-        evaluate = self._evaluate
+        correct = self._correction
         made: list[tuple[int, int, dict[Any, int]]] = []
         for x, y in ready:
             acc: dict[Any, int] = {}
@@ -870,24 +891,13 @@ class ReduceOperator(Operator):
                         current[v] = c
                     else:
                         del current[v]
-            for mx, my, fix in made:
+            for mx, my, made_fix in made:
                 if mx <= x and my <= y:
-                    for v, d in fix.items():
-                        c = current.get(v, 0) + d
-                        if c:
-                            current[v] = c
-                        else:
-                            del current[v]
-            desired = evaluate(key, acc)
-            if desired == current:
-                continue
-            fix = _difference(desired, current)
-            made.append((x, y, fix))
-            t = Product(x, y)
-            rows = corrections.get(t)
-            if rows is None:
-                rows = corrections[t] = []
-            rows.extend([(key, v, d) for v, d in fix.items()])
+                    _add_into(current, made_fix)
+            fix = correct(key, acc, current)
+            if fix:
+                made.append((x, y, fix))
+                _add_rows(corrections, Product(x, y), key, fix)
 
     def _general(
         self,
@@ -906,26 +916,16 @@ class ReduceOperator(Operator):
             return
         inputs = accumulate(history, ready)
         outputs = accumulate(output_history, ready)
-        evaluate = self._evaluate
+        correct = self._correction
         made: list[tuple[Time, dict[Any, int]]] = []
         for t, acc, current in zip(ready, inputs, outputs):
-            for tm, fix in made:
+            for tm, made_fix in made:
                 if less_equal(tm, t):
-                    for v, d in fix.items():
-                        c = current.get(v, 0) + d
-                        if c:
-                            current[v] = c
-                        else:
-                            del current[v]
-            desired = evaluate(key, acc)
-            if desired == current:
-                continue
-            fix = _difference(desired, current)
-            made.append((t, fix))
-            rows = corrections.get(t)
-            if rows is None:
-                rows = corrections[t] = []
-            rows.extend([(key, v, d) for v, d in fix.items()])
+                    _add_into(current, made_fix)
+            fix = correct(key, acc, current)
+            if fix:
+                made.append((t, fix))
+                _add_rows(corrections, t, key, fix)
 
     # ------------------------------------------------------------------ output and progress
 
