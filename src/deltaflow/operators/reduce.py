@@ -340,6 +340,19 @@ def _difference(desired: dict[Any, int], current: dict[Any, int]) -> dict[Any, i
     return fix
 
 
+def _accumulate_pairs(rows: list[tuple[int, int, Any, int]], x: int, y: int) -> dict[Any, int]:
+    """The accumulation at ``Product(x, y)`` of ``(outer, inner, val, diff)`` rows."""
+    acc: dict[Any, int] = {}
+    for ux, uy, v, d in rows:
+        if ux <= x and uy <= y:
+            c = acc.get(v, 0) + d
+            if c:
+                acc[v] = c
+            else:
+                del acc[v]
+    return acc
+
+
 def _add_into(acc: dict[Any, int], changes: dict[Any, int]) -> None:
     """Add ``{val: diff}`` into the accumulation ``acc`` (zero counts dropped)."""
     for v, d in changes.items():
@@ -875,22 +888,8 @@ class ReduceOperator(Operator):
         correct = self._correction
         made: list[tuple[int, int, dict[Any, int]]] = []
         for x, y in ready:
-            acc: dict[Any, int] = {}
-            for ux, uy, v, d in ins:
-                if ux <= x and uy <= y:
-                    c = acc.get(v, 0) + d
-                    if c:
-                        acc[v] = c
-                    else:
-                        del acc[v]
-            current: dict[Any, int] = {}
-            for ux, uy, v, d in outs:
-                if ux <= x and uy <= y:
-                    c = current.get(v, 0) + d
-                    if c:
-                        current[v] = c
-                    else:
-                        del current[v]
+            acc = _accumulate_pairs(ins, x, y)
+            current = _accumulate_pairs(outs, x, y)
             for mx, my, made_fix in made:
                 if mx <= x and my <= y:
                     _add_into(current, made_fix)
