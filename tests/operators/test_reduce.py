@@ -23,7 +23,7 @@ from deltaflow.framework.trace._order import ukey
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.spine import Spine
-from deltaflow.operators import interesting_times as it_mod, reduce as R
+from deltaflow.operators import history as H, interesting_times as it_mod, reduce as R
 from deltaflow.operators.base import UpdateBatch
 from deltaflow.testing import accumulate, example
 
@@ -639,8 +639,8 @@ def test_history_stays_compacted_over_many_rounds(total_order: bool) -> None:
         spine._check()
     assert output.lookup("k") == [(1, 400, 1)] or output.lookup("k") == []
     assert op.readers[0].logical_compaction == Antichain([400])
-    assert len(op.outputs.rows.get("k", [])) <= R.COMPACT_WRITTEN + 1
-    assert len(op.inputs.rows.get("k", [])) <= R.COMPACT_WRITTEN + 1
+    assert len(op.outputs.rows.get("k", [])) <= H.COMPACT_WRITTEN + 1
+    assert len(op.inputs.rows.get("k", [])) <= H.COMPACT_WRITTEN + 1
 
 
 def test_output_history_of_keys_never_touched_again_is_compacted(
@@ -649,7 +649,7 @@ def test_output_history_of_keys_never_touched_again_is_compacted(
     """Keys that appear once and are retracted a round later leave no input or output history
     behind: the in-memory indexes are compacted as a whole when they have doubled, and dropped
     when the input is done."""
-    monkeypatch.setattr(R, "COMPACT_ALL_WRITTEN", 16)
+    monkeypatch.setattr(H, "COMPACT_ALL_WRITTEN", 16)
     source = Spine(Antichain([0]))
     op = R.ReduceOperator(
         "count", source, None, R._count_logic, positive_only=False, total_order=False

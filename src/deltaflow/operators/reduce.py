@@ -46,7 +46,7 @@ input frontier advances to ``upper`` it corrects every key that has seeds or *pe
 receives, and everything it has sent. Appending there costs a list append and reading a key a
 dict lookup, where reading the input trace cost a search per batch per round (and a private
 output trace a batch build and merges too). Each key's list is compacted (times advanced to the
-previous frontier, equal updates consolidated) when it grows beyond :data:`COMPACT_WRITTEN`
+previous frontier, equal updates consolidated) when it grows beyond :data:`.history.COMPACT_WRITTEN`
 updates, and all of them when the total has grown enough since the last such pass (keys that
 cancel disappear), so both stay proportional to the live collections. An arrangement made for
 this operator alone then has no trace reader, and keeps no trace at all (see
@@ -113,7 +113,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..framework.antichain import Antichain
-from ..framework.lattice import Product, advance_by, less_equal
+from ..framework.lattice import Product, less_equal
 from ..framework.trace._order import ukey
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
@@ -121,6 +121,7 @@ from ..framework.trace.spine import Spine, TraceReader
 from . import interesting_times as _it
 from .arrange import TraceRegistry
 from .base import Interest, Operator, UpdateBatch, describe_callable
+from .history import KeyedHistory
 from .interesting_times import (
     accumulate,
     interesting_on_line,
@@ -153,112 +154,6 @@ Logic = Callable[[Any, list[tuple[Any, int]]], Iterable[tuple[Any, int]]]
 _first = itemgetter(0)
 _time_of = itemgetter(1)
 _UNKNOWN: Any = object()
-
-COMPACT_WRITTEN = 8
-"""Compact a key's in-memory history (input or output) once it holds more than this many
-updates."""
-
-COMPACT_ALL_WRITTEN = 4096
-"""Compact all of an in-memory history once it holds more than this many updates (and
-twice as many as after the last such compaction)."""
-
-
-class KeyedHistory:
-    """``{key: [(val, time, diff), ...]}`` kept in memory, compacted lazily.
-
-    A reduction reads its own input and output histories one key at a time; here that is a
-    dict lookup, where a trace costs a search per batch. A key's list only grows between
-    compactions; :meth:`read` compacts the lists longer than :data:`COMPACT_WRITTEN` of the
-    keys asked for (to the frontier of the previous round: every time evaluated from now on
-    is beyond it, so no accumulation that will be read changes), and :meth:`tidy` compacts
-    all of them when the total has doubled since the last full pass, so the history of keys
-    that are never touched again is bounded too, at amortised constant cost per update (the
-    next full pass waits for the total to grow by a factor of twice the frontier's width, since
-    advancing each time costs a join per frontier element).
-
-    >>> h = KeyedHistory()
-    >>> h.append("k", "v", 1, 1); h.append("k", "v", 2, -1)
-    >>> h.tidy((3,), force=True); h.rows, h.size
-    ({}, 0)
-    """
-
-    __slots__ = ("limit", "rows", "size")
-
-    def __init__(self) -> None:
-        self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
-        self.size = 0
-        self.limit = COMPACT_ALL_WRITTEN
-
-    def append(self, key: Any, val: Any, time: Time, diff: int) -> None:
-        """Add one update of ``key``."""
-        rows = self.rows.get(key)
-        if rows is None:
-            self.rows[key] = [(val, time, diff)]
-        else:
-            rows.append((val, time, diff))
-        self.size += 1
-
-    def read(
-        self, keys: Iterable[Any], frontier: tuple[Time, ...]
-    ) -> dict[Any, list[tuple[Any, Time, int]]]:
-        """All rows by key, after compacting the long lists of ``keys`` to ``frontier``."""
-        rows_of = self.rows
-        advanced: dict[Time, Time] = {}
-        for key in keys:
-            rows = rows_of.get(key)
-            if rows is not None and len(rows) > COMPACT_WRITTEN:
-                self._compact(key, rows, frontier, advanced)
-        return rows_of
-
-    def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:
-        """Compact every key to ``frontier`` once the total passed the limit (or ``force``).
-
-        With an empty frontier nothing can be evaluated any more and everything is dropped.
-        """
-        if not force and self.size <= self.limit and (frontier or not self.rows):
-            return
-        if not frontier:
-            self.rows.clear()
-            self.size = 0
-        else:
-            advanced: dict[Time, Time] = {}
-            # A single update cannot cancel: advancing it alone would free nothing.
-            for key, rows in [item for item in self.rows.items() if len(item[1]) > 1]:
-                self._compact(key, rows, frontier, advanced)
-        # Advancing a time costs a join per frontier element: with many rounds in flight
-        # (a wide frontier) wait proportionally longer, keeping the cost per update constant.
-        self.limit = COMPACT_ALL_WRITTEN + 2 * self.size * (len(frontier) or 1)
-
-    def _compact(
-        self,
-        key: Any,
-        rows: list[tuple[Any, Time, int]],
-        frontier: tuple[Time, ...],
-        advanced: dict[Time, Time],
-    ) -> None:
-        """Advance a key's rows to ``frontier`` and consolidate them (``advanced`` caches
-        ``advance_by`` per distinct time)."""
-        acc: dict[tuple[Any, Time], int] = {}
-        get = acc.get
-        for v, t, d in rows:
-            a = advanced.get(t)
-            if a is None:
-                a = advanced[t] = advance_by(t, frontier)
-            vt = (v, a)
-            acc[vt] = get(vt, 0) + d
-        merged = [(v, t, d) for (v, t), d in acc.items() if d]
-        self.size += len(merged) - len(rows)
-        if merged:
-            self.rows[key] = merged
-        else:
-            del self.rows[key]
-
-    def check(self) -> None:
-        """Assert the invariants (no empty list, no zero diff, the size is the total)."""
-        for rows in self.rows.values():
-            assert rows and all(d for _, _, d in rows)
-        assert self.size == sum(map(len, self.rows.values()))
-
 
 def _least(times: list[Any]) -> Any:
     """The smallest of a non-empty list of ints (the builtin is shadowed by :func:`min`)."""

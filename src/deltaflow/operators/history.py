@@ -1,0 +1,130 @@
+"""Per-key update histories kept in memory by the operators that read them one key at a time.
+
+A reduction reads, for each key it corrects, the key's whole input and output history; a join
+reads, for each key of an arriving batch, the other side's updates of that key. In Python a dict
+lookup is the cheapest way to do that, far cheaper than a search per trace batch, so an operator
+that is the only reader of an arrangement keeps what it has received in a :class:`KeyedHistory`
+and the arrangement keeps no trace (see :mod:`.arrange`).
+
+Compaction follows the traces' rule (:mod:`deltaflow.framework.trace.merger`): advancing a time
+to a frontier ``F`` with ``advance_by`` keeps every accumulation at times beyond ``F``, so once
+only such times will be read, equal ``(val, advanced time)`` updates can be summed and zeros
+dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..framework.lattice import advance_by
+
+if TYPE_CHECKING:
+    from ..framework.lattice import Time
+
+__all__ = ["COMPACT_ALL_WRITTEN", "COMPACT_WRITTEN", "KeyedHistory"]
+
+COMPACT_WRITTEN = 8
+"""Compact a key's in-memory history (input or output) once it holds more than this many
+updates."""
+
+COMPACT_ALL_WRITTEN = 4096
+"""Compact all of an in-memory history once it holds more than this many updates (and
+twice as many as after the last such compaction)."""
+
+
+class KeyedHistory:
+    """``{key: [(val, time, diff), ...]}`` kept in memory, compacted lazily.
+
+    A reduction reads its own input and output histories one key at a time; here that is a
+    dict lookup, where a trace costs a search per batch. A key's list only grows between
+    compactions; :meth:`read` compacts the lists longer than :data:`COMPACT_WRITTEN` of the
+    keys asked for (to the frontier of the previous round: every time evaluated from now on
+    is beyond it, so no accumulation that will be read changes), and :meth:`tidy` compacts
+    all of them when the total has doubled since the last full pass, so the history of keys
+    that are never touched again is bounded too, at amortised constant cost per update (the
+    next full pass waits for the total to grow by a factor of twice the frontier's width, since
+    advancing each time costs a join per frontier element).
+
+    >>> h = KeyedHistory()
+    >>> h.append("k", "v", 1, 1); h.append("k", "v", 2, -1)
+    >>> h.tidy((3,), force=True); h.rows, h.size
+    ({}, 0)
+    """
+
+    __slots__ = ("limit", "rows", "size")
+
+    def __init__(self) -> None:
+        self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
+        self.size = 0
+        self.limit = COMPACT_ALL_WRITTEN
+
+    def append(self, key: Any, val: Any, time: Time, diff: int) -> None:
+        """Add one update of ``key``."""
+        rows = self.rows.get(key)
+        if rows is None:
+            self.rows[key] = [(val, time, diff)]
+        else:
+            rows.append((val, time, diff))
+        self.size += 1
+
+    def read(
+        self, keys: Iterable[Any], frontier: tuple[Time, ...]
+    ) -> dict[Any, list[tuple[Any, Time, int]]]:
+        """All rows by key, after compacting the long lists of ``keys`` to ``frontier``."""
+        rows_of = self.rows
+        advanced: dict[Time, Time] = {}
+        for key in keys:
+            rows = rows_of.get(key)
+            if rows is not None and len(rows) > COMPACT_WRITTEN:
+                self._compact(key, rows, frontier, advanced)
+        return rows_of
+
+    def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:
+        """Compact every key to ``frontier`` once the total passed the limit (or ``force``).
+
+        With an empty frontier nothing can be evaluated any more and everything is dropped.
+        """
+        if not force and self.size <= self.limit and (frontier or not self.rows):
+            return
+        if not frontier:
+            self.rows.clear()
+            self.size = 0
+        else:
+            advanced: dict[Time, Time] = {}
+            # A single update cannot cancel: advancing it alone would free nothing.
+            for key, rows in [item for item in self.rows.items() if len(item[1]) > 1]:
+                self._compact(key, rows, frontier, advanced)
+        # Advancing a time costs a join per frontier element: with many rounds in flight
+        # (a wide frontier) wait proportionally longer, keeping the cost per update constant.
+        self.limit = COMPACT_ALL_WRITTEN + 2 * self.size * (len(frontier) or 1)
+
+    def _compact(
+        self,
+        key: Any,
+        rows: list[tuple[Any, Time, int]],
+        frontier: tuple[Time, ...],
+        advanced: dict[Time, Time],
+    ) -> None:
+        """Advance a key's rows to ``frontier`` and consolidate them (``advanced`` caches
+        ``advance_by`` per distinct time)."""
+        acc: dict[tuple[Any, Time], int] = {}
+        get = acc.get
+        for v, t, d in rows:
+            a = advanced.get(t)
+            if a is None:
+                a = advanced[t] = advance_by(t, frontier)
+            vt = (v, a)
+            acc[vt] = get(vt, 0) + d
+        merged = [(v, t, d) for (v, t), d in acc.items() if d]
+        self.size += len(merged) - len(rows)
+        if merged:
+            self.rows[key] = merged
+        else:
+            del self.rows[key]
+
+    def check(self) -> None:
+        """Assert the invariants (no empty list, no zero diff, the size is the total)."""
+        for rows in self.rows.values():
+            assert rows and all(d for _, _, d in rows)
+        assert self.size == sum(map(len, self.rows.values()))
