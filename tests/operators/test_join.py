@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.reference import assert_matches_oracle, expected_at
 
 import deltaflow as df
+import deltaflow.operators.history as history_module
 import deltaflow.operators.join as join_module
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators.arrange import ArrangeOperator
@@ -234,6 +235,50 @@ def test_joins_with_an_arranged_argument(
     assert_matches_oracle(out, {"a": left, "b": right, "ks": ks}, query)
 
 
+@examples(50)
+@given(left=pairs, right=pairs, other=pairs)
+def test_private_and_shared_sides_match_oracle(
+    workers: int, left: list[Update], right: list[Update], other: list[Update]
+) -> None:
+    """Two joins share ``b``'s arrangement (read from its trace) while each keeps its other,
+    private side in memory; both match the oracle, and so does the plain private join."""
+
+    def build(a: df.Collection, b: df.Collection, c: df.Collection) -> dict[str, df.Collection]:
+        b_arr = b.arrange_by_key()
+        a_wrapped = a.map(lambda kv: (kv[0], (kv[1],)))
+        return {"ab": a.join(b_arr), "cb": c.join_map(b_arr, same), "ac": a_wrapped.join(c)}
+
+    def query(x: dict[str, Counter[Any]]) -> dict[str, Counter[Any]]:
+        a, b, c = x["a"], x["b"], x["c"]
+        a1: Counter[Any] = Counter()
+        for (k, v), n in a.items():
+            a1[(k, (v,))] += n
+        return {"ab": join_of(a, b, pair), "cb": join_of(c, b, same), "ac": join_of(a1, c, pair)}
+
+    out = collect(pipeline(build), workers=workers, a=left, b=right, c=other)
+    assert_matches_oracle(out, {"a": left, "b": right, "c": other}, query)
+
+
+def join_operators(job: Job) -> list[JoinOperator]:
+    """Every worker's join operators."""
+    return [
+        a.operator for w in job.workers for a in w.actors if isinstance(a.operator, JoinOperator)
+    ]
+
+
+def test_owned_sides_only_for_sole_readers() -> None:
+    """A join keeps a side in memory exactly when it is that arrangement's only reader."""
+    def build(a: df.Collection, b: df.Collection, c: df.Collection) -> dict[str, df.Collection]:
+        b_arr = b.arrange_by_key()
+        return {"ab": a.join(b_arr), "cb": c.join(b_arr)}
+
+    job = run_job(pipeline(build), 1, a=[((1, 1), 0, 1)], b=[((1, 2), 0, 1)], c=[])
+    owned = sorted((op.histories[0] is not None, op.histories[1] is not None)
+                   for op in join_operators(job))  # fmt: skip
+    assert owned == [(True, False), (True, False)]
+    assert job.outputs["ab"].at(0) == {(1, (1, 2)): 1}
+
+
 @examples(40)
 @given(side=pairs)
 def test_join_with_an_empty_side(workers: int, side: list[Update]) -> None:
@@ -385,42 +430,65 @@ def input_spines(job: Job, name: str) -> dict[int, Spine]:
     return out
 
 
-def test_join_reader_lets_busy_side_compact(workers: int) -> None:
-    """Insert-then-retract rounds on one side: that side's trace stays small under a join."""
+def shared_xs_join(xs: df.Collection, ys: df.Collection) -> dict[str, df.Collection]:
+    """``xs`` joined with ``ys`` twice: ``xs``'s arrangement has two readers, so a trace."""
+    xs_arr, ys_arr = xs.arrange_by_key(), ys.arrange_by_key()
+    return {
+        "output": xs_arr.join_core(ys_arr, lambda k, a, b: [(k, (a, b))]),
+        "again": xs_arr.join_core(ys_arr, lambda k, a, b: [(k, b, a)]),
+    }
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["private-side", "shared-trace"])
+def test_join_lets_busy_side_compact(
+    workers: int, shared: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Insert-then-retract rounds on one side: what the join holds of that side (its trace
+    when shared, its in-memory history when private, compacted whenever it has doubled)
+    stays small."""
+    monkeypatch.setattr(history_module, "COMPACT_ALL_WRITTEN", 32)
     sizes: list[int] = []
+    build: Any = shared_xs_join if shared else (lambda xs, ys: xs.join(ys))
 
     async def main() -> None:
-        async with df.open(pipeline(lambda xs, ys: xs.join(ys)), workers=workers) as job:
+        async with df.open(pipeline(build), workers=workers) as job:
             spines = input_spines(job, "xs")
+            ops = join_operators(job)
             job.inputs["ys"].insert_many([(k, "y") for k in range(10)])
             for t in range(200):
                 job.inputs["xs"].insert((t % 10, t))
                 if t:
                     job.inputs["xs"].remove(((t - 1) % 10, t - 1))
                 await job.advance_to(t + 1)
-                assert job.output.at(t) == {(t % 10, (t, "y")): 1}
-                sizes.append(sum(s.statistics().updates for s in spines.values()))
+                assert job.outputs["output"].at(t) == {(t % 10, (t, "y")): 1}
+                if shared:
+                    sizes.append(sum(s.statistics().updates for s in spines.values()))
+                else:
+                    sizes.append(sum(op.histories[0].size for op in ops))  # type: ignore[union-attr]
 
     trio.run(main)
-    assert max(sizes[20:]) <= 8 * workers
+    assert min(sizes) > 0
+    assert max(sizes[20:]) <= (8 if shared else 48) * workers
 
 
 def test_join_quiet_side_trace_stays_small(workers: int) -> None:
-    """A quiet join input does not accumulate one trace batch per round."""
+    """A quiet join input (arranged for two joins, so with a trace) does not accumulate one
+    trace batch per round."""
     rounds = 150
     batches: list[int] = []
 
     async def main() -> None:
-        async with df.open(pipeline(lambda xs, ys: xs.join(ys)), workers=workers) as job:
+        async with df.open(pipeline(shared_xs_join), workers=workers) as job:
             quiet = input_spines(job, "ys")
             job.inputs["ys"].insert_many([(k, "y") for k in range(10)])
             for t in range(rounds):
                 job.inputs["xs"].insert((t % 10, t))
                 await job.advance_to(t + 1)
                 batches.append(max(s.statistics().batches for s in quiet.values()))
-            assert job.output.at(rounds - 1)[(3, (3, "y"))] == 1
+            assert job.outputs["output"].at(rounds - 1)[(3, (3, "y"))] == 1
 
     trio.run(main)
+    assert min(batches) > 0
     assert max(batches) <= 12, f"the quiet side's trace holds {max(batches)} batches"
 
 

@@ -13,8 +13,8 @@ arrangement: each gets a reader of the trace on its worker and moves its reader'
 frontier forward as it goes, so history nobody can ask about any more is compacted away when
 batches merge.
 
-A spine that no operator reads (a reduction keeps its input in memory, so an arrangement
-made for it alone has only the batch stream as a consumer) is not kept: the operator still
+A spine that no operator reads (a reduction keeps its input in memory, and so does a join
+that is an arrangement's only reader, see :mod:`.history`) is not kept: the operator still
 seals and sends batches but inserts nothing, so it pays no merges. Whether anyone reads it is
 known at the first activation, when every operator of the worker has been created.
 
@@ -52,6 +52,9 @@ class TraceRegistry:
     def __init__(self, name: str) -> None:
         self.name = name
         self.spines: dict[int, Spine] = {}
+        #: How many operators of the dataflow read the trace (counted as it is built): an
+        #: operator that is the only one may keep what it needs in memory instead.
+        self.readers = 0
 
     def spine(self, worker: int) -> Spine:
         """The spine on ``worker``."""

@@ -524,10 +524,14 @@ class Arranged:
             )
             raise ValueError(msg)
         left_reg, right_reg = self.registry, other.registry
+        left_reg.readers += 1
+        right_reg.readers += 1
 
         def factory(w: int, _n: int) -> JoinOperator:
+            # Built once the whole dataflow is: the reader counts are final.
+            own = (left_reg.readers == 1, right_reg.readers == 1)
             return JoinOperator(
-                name, left_reg.spine(w), right_reg.spine(w), logic, single=single
+                name, left_reg.spine(w), right_reg.spine(w), logic, single=single, own=own
             )
 
         return self._stream()._add(name, factory, [self._stream(), other._stream()])

@@ -33,17 +33,32 @@ COMPACT_ALL_WRITTEN = 4096
 twice as many as after the last such compaction)."""
 
 
+def _may_cancel(rows: list[tuple[Any, Time, int]]) -> bool:
+    """Whether compacting ``rows`` can free anything: only updates of one value can meet.
+
+    A list whose values are all different keeps its length whatever its times become, so
+    compacting it would cost a pass and free nothing (a key's edges, say).
+    """
+    n = len(rows)
+    if n < 2:
+        return False
+    if n == 2:
+        return bool(rows[0][0] == rows[1][0])
+    return len({v for v, _, _ in rows}) < n
+
+
 class KeyedHistory:
     """``{key: [(val, time, diff), ...]}`` kept in memory, compacted lazily.
 
-    A reduction reads its own input and output histories one key at a time; here that is a
-    dict lookup, where a trace costs a search per batch. A key's list only grows between
-    compactions; :meth:`read` compacts the lists longer than :data:`COMPACT_WRITTEN` of the
-    keys asked for (to the frontier of the previous round: every time evaluated from now on
-    is beyond it, so no accumulation that will be read changes), and :meth:`tidy` compacts
-    all of them when the total has doubled since the last full pass, so the history of keys
-    that are never touched again is bounded too, at amortised constant cost per update (the
-    next full pass waits for the total to grow by a factor of twice the frontier's width, since
+    A reduction reads its own input and output histories one key at a time, a join the other
+    side's updates of a key; here that is a dict lookup, where a trace costs a search per
+    batch. A key's list only grows between compactions, and only lists holding some value
+    twice are compacted (no other can shrink). :meth:`read` compacts the lists longer than
+    :data:`COMPACT_WRITTEN` of the keys asked for (to a frontier every time still to be read
+    is beyond, so no accumulation that will be read changes), and :meth:`tidy` compacts all of
+    them when the total has doubled since the last full pass, so the history of keys that are
+    never touched again is bounded too, at amortised constant cost per update (the next full
+    pass waits for the total to grow by a factor of twice the frontier's width, since
     advancing each time costs a join per frontier element).
 
     >>> h = KeyedHistory()
@@ -68,6 +83,19 @@ class KeyedHistory:
             rows.append((val, time, diff))
         self.size += 1
 
+    def extend(self, updates: Iterable[tuple[Any, Any, Time, int]]) -> None:
+        """Add ``(key, val, time, diff)`` updates (a batch's, say)."""
+        rows_of = self.rows
+        n = 0
+        for key, val, time, diff in updates:
+            rows = rows_of.get(key)
+            if rows is None:
+                rows_of[key] = [(val, time, diff)]
+            else:
+                rows.append((val, time, diff))
+            n += 1
+        self.size += n
+
     def read(
         self, keys: Iterable[Any], frontier: tuple[Time, ...]
     ) -> dict[Any, list[tuple[Any, Time, int]]]:
@@ -76,7 +104,7 @@ class KeyedHistory:
         advanced: dict[Time, Time] = {}
         for key in keys:
             rows = rows_of.get(key)
-            if rows is not None and len(rows) > COMPACT_WRITTEN:
+            if rows is not None and len(rows) > COMPACT_WRITTEN and _may_cancel(rows):
                 self._compact(key, rows, frontier, advanced)
         return rows_of
 
@@ -92,8 +120,7 @@ class KeyedHistory:
             self.size = 0
         else:
             advanced: dict[Time, Time] = {}
-            # A single update cannot cancel: advancing it alone would free nothing.
-            for key, rows in [item for item in self.rows.items() if len(item[1]) > 1]:
+            for key, rows in [item for item in self.rows.items() if _may_cancel(item[1])]:
                 self._compact(key, rows, frontier, advanced)
         # Advancing a time costs a join per frontier element: with many rounds in flight
         # (a wide frontier) wait proportionally longer, keeping the cost per update constant.

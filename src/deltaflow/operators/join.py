@@ -12,6 +12,11 @@ those before it). Its *logical* compaction holds follow the input frontiers: an 
 arrives later on side 1 has a time beyond side 1's frontier, and joining with a trace time
 advanced to that frontier gives the same output time.
 
+A side whose arrangement this operator alone reads (the usual ``a.join(b)``) is not read from
+a trace at all: the operator keeps the batches it received from that side in memory, per key
+(:class:`~.history.KeyedHistory`), and the arrangement keeps no trace. Shared arrangements
+(an ``Arranged`` passed to several joins) are read from their trace as above.
+
 Work is budgeted: a batch meeting a huge key produces at most :attr:`JoinOperator.BUDGET`
 output updates per activation, then the operator keeps a capability, reschedules itself and
 lets the other actors of the worker run.
@@ -28,8 +33,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..framework.antichain import Antichain
 from ..framework.lattice import join as time_join
 from .base import Interest, Operator, UpdateBatch
+from .history import KeyedHistory
 
 if TYPE_CHECKING:
     from ..framework.trace.batch import Batch
@@ -40,31 +47,70 @@ __all__ = ["JoinOperator"]
 
 
 class _Work:
-    """A batch still to be joined against a snapshot of the other side's batches.
+    """A batch still to be joined against the other side as it was when the batch arrived.
 
-    ``found`` holds the other side's rows for the keys ``items[pos:fetched]``, looked up a
-    chunk of keys at a time (:data:`LOOKUP_CHUNK`) with one ``lookup_many`` per batch.
+    The other side is a snapshot of its acknowledged trace batches, or the operator's own
+    :class:`~.history.KeyedHistory` of it (which nothing changes while this item is queued:
+    see :class:`JoinOperator`). ``found`` holds the other side's rows for the keys
+    ``items[pos:fetched]``, looked up a chunk of keys at a time (:data:`LOOKUP_CHUNK`). ``keep``
+    is the operator's own history of the batch's side, if it keeps one: the batch goes in
+    there once it is joined.
     """
 
-    __slots__ = ("cap", "fetched", "found", "items", "others", "pos", "row", "swap")
+    __slots__ = (
+        "batch", "cap", "fetched", "found", "items", "keep", "others", "pos", "row", "swap",
+    )  # fmt: skip
 
-    def __init__(self, cap: Capability, batch: Batch, others: list[Batch], swap: bool) -> None:
+    def __init__(
+        self,
+        cap: Capability | None,
+        batch: Batch,
+        others: list[Batch] | KeyedHistory,
+        swap: bool,
+        keep: KeyedHistory | None = None,
+    ) -> None:
         self.cap = cap
-        self.items = list(batch.iter_keys())
+        self.batch = batch
+        self.items: list[tuple[Any, list[tuple[Any, Any, int]]]] | None = (
+            None if cap is not None else []
+        )
         self.pos = 0
         self.row = 0
         self.fetched = 0
         self.found: dict[Any, list[tuple[Any, Any, int]]] = {}
         self.others = others
         self.swap = swap
+        self.keep = keep
 
-    def fetch(self) -> None:
-        """Look up the next chunk of keys in the other side's batches."""
+    def start(self) -> list[tuple[Any, list[tuple[Any, Any, int]]]]:
+        """The batch's keys with their rows, read when the item reaches the head of the queue
+        (none when the other side is a history that is still empty then)."""
+        items = self.items
+        if items is None:
+            others = self.others
+            if isinstance(others, KeyedHistory) and not others.rows:
+                items = []
+            else:
+                items = list(self.batch.iter_keys())
+            self.items = items
+        return items
+
+    def fetch(self, frontier: tuple[Any, ...]) -> None:
+        """Look up the next chunk of keys in the other side.
+
+        ``frontier``: every time this side may still join with is beyond it, so an in-memory
+        history's long keys are compacted to it as they are read.
+        """
         start = self.pos
         self.fetched = start + LOOKUP_CHUNK
-        keys = [key for key, _ in self.items[start : self.fetched]]
+        keys = [key for key, _ in self.start()[start : self.fetched]]
+        others = self.others
+        if isinstance(others, KeyedHistory):
+            rows_of = others.read(keys, frontier)
+            self.found = {key: rows_of[key] for key in keys if key in rows_of}
+            return
         found: dict[Any, list[tuple[Any, Any, int]]] = {}
-        for batch in self.others:
+        for batch in others:
             for key, rows in batch.lookup_many(keys).items():
                 have = found.get(key)
                 if have is None:
@@ -72,6 +118,13 @@ class _Work:
                 else:
                     have.extend(rows)
         self.found = found
+
+    def finish(self) -> None:
+        """Release the capability and record the batch in its side's own history."""
+        if self.cap is not None:
+            self.cap.drop()
+        if self.keep is not None:
+            self.keep.extend(self.batch.updates())
 
 
 LOOKUP_CHUNK = 1024
@@ -83,6 +136,16 @@ class JoinOperator(Operator):
 
     ``logic`` returns an iterable of output data, or with ``single=True`` exactly one output
     datum (``join_map``'s function, called without wrapping its result in a tuple).
+
+    ``own[side]``: this operator is the only reader of that side's arrangement, so instead of
+    reading its trace it keeps every batch it received from that side in a
+    :class:`~.history.KeyedHistory` (one dict lookup per key instead of a search per trace
+    batch), and the arrangement keeps no trace. Exactly-once pairing then rests on order: work
+    items run first in, first out, and a batch enters its side's history only when its own
+    item is done, so an item sees exactly the other side's batches that arrived before it.
+    The history is compacted to the other side's input frontier: a key's long list as it is
+    read (to that frontier and the times of the other side's queued items, which are drained
+    and so no longer in it), and all of it when it has grown enough and no work is queued.
     """
 
     interest = Interest.ALWAYS
@@ -97,33 +160,50 @@ class JoinOperator(Operator):
         logic: Callable[[Any, Any, Any], Any],
         *,
         single: bool = False,
+        own: tuple[bool, bool] = (False, False),
     ) -> None:
         self.name = name
         self.logic = logic
         self.single = single
-        self.readers: tuple[TraceReader, TraceReader] = (left.reader(), right.reader())
         self.spines = (left, right)
+        self.histories = tuple(KeyedHistory() if o else None for o in own)
+        self.readers: list[TraceReader | None] = [
+            None if o else spine.reader() for o, spine in zip(own, self.spines)
+        ]
         self.acknowledged = [left.lower, right.lower]
         for reader, spine in zip(self.readers, self.spines):
-            reader.set_physical_compaction(spine.physical_compaction)
+            if reader is not None:
+                reader.set_physical_compaction(spine.physical_compaction)
         self.work: deque[_Work] = deque()
 
-    def _acknowledged_batches(self, side: int) -> list[Batch]:
+    def _other_side(self, side: int) -> list[Batch] | KeyedHistory:
+        history = self.histories[side]
+        if history is not None:
+            return history
         ack = self.acknowledged[side]
         return [b for b in self.spines[side].batches() if len(b) and b.upper.dominates(ack)]
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue newly arrived batches, do budgeted work, move compaction holds."""
         acknowledged = self.acknowledged
+        work = self.work
         for side in (0, 1):
             other = 1 - side
             ack = acknowledged[side]
+            keep = self.histories[side]
             for time, batch in ctx.messages(side):
                 if len(batch):
-                    others = self._acknowledged_batches(other)
+                    others = self._other_side(other)
                     if others:
-                        self.work.append(_Work(ctx.capability(time), batch, others, side == 1))
+                        work.append(
+                            _Work(ctx.capability(time), batch, others, side == 1, keep)
+                        )
+                    elif keep is not None:
+                        # Nothing to join now, but the batch joins the history in order.
+                        work.append(_Work(None, batch, others, side == 1, keep))
                 ack = batch.upper
+            if keep is not None:
+                continue
             # Empty batches are inserted into the trace but never sent. Once the input
             # frontier has passed the trace's upper, every batch below it has been drained
             # here, so the whole trace can be acknowledged (and merged).
@@ -132,14 +212,30 @@ class JoinOperator(Operator):
                 ack = upper
             if ack is not acknowledged[side]:
                 acknowledged[side] = ack
-                self.readers[side].set_physical_compaction(ack)
-        if self.work:
+                reader = self.readers[side]
+                assert reader is not None  # sides without a history read the trace
+                reader.set_physical_compaction(ack)
+        if work:
             self._do_work(ctx)
         for side in (0, 1):
             frontier = ctx.frontier(1 - side)
             reader = self.readers[side]
-            if reader.logical_compaction.dominates(frontier) and frontier:
+            if reader is None:
+                history = self.histories[side]
+                if not work and history is not None:
+                    history.tidy(frontier.elements)
+            elif reader.logical_compaction.dominates(frontier) and frontier:
                 reader.set_logical_compaction(frontier)
+
+    def _read_frontier(self, ctx: OperatorContext, swap: bool) -> tuple[Any, ...]:
+        """What the other side's history may be compacted to while an item of side
+        ``int(swap)`` reads it: that side's input frontier and the times of its queued items
+        (drained already, so no longer in the frontier)."""
+        times = [w.cap.time for w in self.work if w.swap is swap and w.cap is not None]
+        frontier = ctx.frontier(1 if swap else 0)
+        if not times:
+            return frontier.elements
+        return Antichain([*frontier.elements, *times]).elements
 
     def _do_work(self, ctx: OperatorContext) -> None:
         budget = self.BUDGET
@@ -148,12 +244,13 @@ class JoinOperator(Operator):
         while self.work and budget > 0:
             item = self.work[0]
             out: dict[Any, tuple[list[Any], list[int]]] = {}
-            items = item.items
+            items = item.start()
             n_items = len(items)
             swap = item.swap
             while item.pos < n_items and budget > 0:
                 if item.pos >= item.fetched:
-                    item.fetch()
+                    history_backed = isinstance(item.others, KeyedHistory)
+                    item.fetch(self._read_frontier(ctx, item.swap) if history_backed else ())
                 key, rows = items[item.pos]
                 matches = item.found.get(key)
                 # A key with many matches is split across activations, row by row.
@@ -183,7 +280,7 @@ class JoinOperator(Operator):
                 if data:
                     ctx.send(0, t, UpdateBatch(data, diffs))
             if item.pos >= n_items:
-                item.cap.drop()
+                item.finish()
                 self.work.popleft()
         if self.work:
             ctx.activate()

@@ -377,22 +377,15 @@ class ReduceOperator(Operator):
                         rows.append((val, t, diff))
         else:
             seeds = self.seeds
-            inputs = self.inputs
-            rows_of = inputs.rows
             for time, batch in messages:
                 unprocessed.add(time)
-                for key, val, t, diff in batch.updates():
+                for key, _val, t, _diff in batch.updates():
                     times = seeds.get(key)
                     if times is None:
                         seeds[key] = [t]
                     else:
                         times.append(t)
-                    history = rows_of.get(key)
-                    if history is None:
-                        rows_of[key] = [(val, t, diff)]
-                    else:
-                        history.append((val, t, diff))
-                inputs.size += len(batch)
+                self.inputs.extend(batch.updates())
 
     # ------------------------------------------------------------------ evaluation
 
