@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.jobs import input_spines, pipeline_of, run_job
 from tests.reference import assert_matches_oracle
 
 import deltaflow as df
@@ -43,25 +44,6 @@ diffs = st.sampled_from([-3, -2, -1, 1, 2, 3])
 def update_lists(data: st.SearchStrategy[Any], max_size: int = 40) -> Any:
     """Updates with many times (0..15), duplicates, retractions and negative counts."""
     return st.lists(st.tuples(data, times, diffs), max_size=max_size)
-
-
-def pipeline(build: Any) -> df.Pipeline:
-    """A one-off pipeline whose inputs are ``build``'s parameter names."""
-    return type("Under", (df.Pipeline,), {"build": staticmethod(build)})()
-
-
-def run_job(pipe: df.Pipeline, workers: int, **inputs: list[Update]) -> Job:
-    """Feed every update at its own time, close, and return the finished job for inspection."""
-
-    async def main() -> Job:
-        async with df.open(pipe, workers=workers) as job:
-            for name, ups in inputs.items():
-                handle = job.inputs[name]
-                for d, t, r in ups:
-                    handle.update_at(d, t, r)
-        return job
-
-    return trio.run(main)
 
 
 def traced(arranged: df.Arranged) -> df.Collection:
@@ -107,7 +89,8 @@ def trace_contents(spine: Spine) -> dict[tuple[Any, Any], int]:
 @given(xs=update_lists(st.tuples(keys, vals)))
 def test_arrange_by_key_as_collection_equals_input(workers: int, xs: list[Update]) -> None:
     """arrange_by_key().as_collection() equals the input collection at every time."""
-    out = collect(pipeline(lambda xs: xs.arrange_by_key().as_collection()), workers=workers, xs=xs)
+    pipe = pipeline_of(lambda xs: xs.arrange_by_key().as_collection())
+    out = collect(pipe, workers=workers, xs=xs)
     assert_matches_oracle(out, {"xs": xs}, lambda c: c["xs"])
 
 
@@ -115,7 +98,8 @@ def test_arrange_by_key_as_collection_equals_input(workers: int, xs: list[Update
 @given(xs=update_lists(keys))
 def test_arrange_by_self_as_collection_equals_input(workers: int, xs: list[Update]) -> None:
     """arrange_by_self().as_collection() equals the input collection at every time."""
-    out = collect(pipeline(lambda xs: xs.arrange_by_self().as_collection()), workers=workers, xs=xs)
+    pipe = pipeline_of(lambda xs: xs.arrange_by_self().as_collection())
+    out = collect(pipe, workers=workers, xs=xs)
     assert_matches_oracle(out, {"xs": xs}, lambda c: c["xs"])
 
 
@@ -134,7 +118,7 @@ def test_as_collection_interactive_rounds(workers: int, rounds: list[list[Any]])
     fed: list[Update] = []
 
     async def main() -> None:
-        pipe = pipeline(lambda xs: xs.arrange_by_key().as_collection())
+        pipe = pipeline_of(lambda xs: xs.arrange_by_key().as_collection())
         async with df.open(pipe, workers=workers) as job:
             for t, round_ in enumerate(rounds):
                 for d, r, ahead in round_:
@@ -150,7 +134,7 @@ def test_as_collection_interactive_rounds(workers: int, rounds: list[list[Any]])
 def test_arrange_by_key_rejects_non_pairs() -> None:
     """A datum that is not a (key, value) pair stops the job with a clear error."""
     with pytest.raises(df.OperatorError, match=r"expected \(key, value\) pairs, got 7"):
-        df.run(pipeline(lambda xs: xs.arrange_by_key().as_collection()), xs=[(7, 0, 1)])
+        df.run(pipeline_of(lambda xs: xs.arrange_by_key().as_collection()), xs=[(7, 0, 1)])
 
 
 # -- sharing ----------------------------------------------------------------------------------
@@ -165,7 +149,7 @@ def test_arranging_twice_returns_the_same_arrangement() -> None:
         seen["s1"], seen["s2"] = xs.arrange_by_self(), xs.arrange_by_self()
         return seen["a"].as_collection()
 
-    pipeline(build).instantiate(1)
+    pipeline_of(build).instantiate(1)
     assert seen["a"] is seen["b"]
     assert seen["s1"] is seen["s2"]
     assert seen["a"] is not seen["s1"]
@@ -186,7 +170,7 @@ def test_shared_arrangement_one_operator_many_readers(workers: int) -> None:
     xs = [((k % 4, k), k % 3, 1) for k in range(20)]
     ys = [((k, "y"), 1, 1) for k in range(4)]
     zs = [((k, 100), 2, 2) for k in range(4)]
-    job = run_job(pipeline(build), workers, xs=xs, ys=ys, zs=zs)
+    job = run_job(pipeline_of(build), workers, xs=xs, ys=ys, zs=zs)
     for w, worker in enumerate(job.workers):
         arranges = [a.operator for a in worker.actors if isinstance(a.operator, ArrangeOperator)]
         assert len(arranges) == 3  # xs once, ys, zs
@@ -229,7 +213,7 @@ def join_counts(left: Counter[Any], right: Counter[Any], f: Any) -> Counter[Any]
 @given(xs=update_lists(st.tuples(keys, vals), max_size=60))
 def test_trace_holds_each_workers_keys_and_final_contents(workers: int, xs: list[Update]) -> None:
     """Each worker's trace holds only the keys routed to it; together they hold the input."""
-    job = run_job(pipeline(lambda xs: traced(xs.arrange_by_key())), workers, xs=xs)
+    job = run_job(pipeline_of(lambda xs: traced(xs.arrange_by_key())), workers, xs=xs)
     spines = arrange_spines(job)
     total: Counter[tuple[Any, Any]] = Counter()
     for w, ss in spines.items():
@@ -248,7 +232,7 @@ def test_trace_holds_each_workers_keys_and_final_contents(workers: int, xs: list
 @given(xs=update_lists(keys, max_size=60))
 def test_trace_by_self_holds_unit_values(workers: int, xs: list[Update]) -> None:
     """An arrange_by_self trace holds the data as keys with value () and the right counts."""
-    job = run_job(pipeline(lambda xs: traced(xs.arrange_by_self())), workers, xs=xs)
+    job = run_job(pipeline_of(lambda xs: traced(xs.arrange_by_self())), workers, xs=xs)
     total: Counter[Any] = Counter()
     for w, ss in arrange_spines(job, by_self=True).items():
         (spine,) = ss
@@ -259,20 +243,6 @@ def test_trace_by_self_holds_unit_values(workers: int, xs: list[Update]) -> None
     assert {k: n for k, n in total.items() if n} == accumulate(xs, 15)
 
 
-def input_spines(job: Job, name: str) -> dict[int, Spine]:
-    """Each worker's spine of the arrangement fed directly by input ``name``."""
-    nodes = job.plan.nodes
-    out: dict[int, Spine] = {}
-    for worker in job.workers:
-        for actor in worker.actors:
-            op = actor.operator
-            if isinstance(op, ArrangeOperator):
-                upstream = nodes[nodes[actor.index].inputs[0].node]
-                if upstream.name == f"input:{name}":
-                    out[worker.index] = op.spine
-    return out
-
-
 def insert_retract_rounds(build: Any, workers: int, rounds: int) -> list[list[int]]:
     """Round t inserts (t % 10, t) and retracts ((t-1) % 10, t-1), checking the output.
 
@@ -281,7 +251,7 @@ def insert_retract_rounds(build: Any, workers: int, rounds: int) -> list[list[in
     sizes: list[list[int]] = []
 
     async def main() -> None:
-        async with df.open(pipeline(build), workers=workers) as job:
+        async with df.open(pipeline_of(build), workers=workers) as job:
             spines = input_spines(job, "xs")
             assert sorted(spines) == list(range(workers))
             xs = job.inputs["xs"]
@@ -338,7 +308,7 @@ def test_single_update_rounds_do_not_remerge_the_whole_trace(workers: int) -> No
 
     async def main() -> None:
         nonlocal changed
-        pipe = pipeline(lambda xs: traced(xs.arrange_by_key()))
+        pipe = pipeline_of(lambda xs: traced(xs.arrange_by_key()))
         async with df.open(pipe, workers=workers) as job:
             spines = input_spines(job, "xs")
             job.inputs["xs"].insert_many([(k, k) for k in range(n)])

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.jobs import pipeline_of
 
 import deltaflow as df
 from deltaflow.framework.lattice import Time, join
@@ -27,11 +28,6 @@ FAST = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
-def pipeline_of(build: Callable[..., Any]) -> df.Pipeline:
-    """A pipeline whose ``build`` is ``build`` (input names = its parameter names)."""
-    return type("Built", (df.Pipeline,), {"build": staticmethod(build)})()
 
 
 def plan_of(build: Callable[..., Any], *, fuse: bool = True) -> Plan:

@@ -14,13 +14,12 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.jobs import input_spines, pipeline_of, run_job
 from tests.reference import assert_matches_oracle, expected_at
 
 import deltaflow as df
 import deltaflow.operators.history as history_module
 import deltaflow.operators.join as join_module
-from deltaflow.framework.trace.spine import Spine
-from deltaflow.operators.arrange import ArrangeOperator
 from deltaflow.operators.join import JoinOperator
 from deltaflow.scheduler.runtime import Job
 from deltaflow.testing import accumulate, collect
@@ -59,25 +58,6 @@ def distinct_keys(draw: st.DrawFn) -> list[Update]:
         toggles = sorted(draw(st.sets(times, min_size=1, max_size=4)))
         out.extend((key, t, 1 if i % 2 == 0 else -1) for i, t in enumerate(toggles))
     return draw(st.permutations(out))
-
-
-def pipeline(build: Any) -> df.Pipeline:
-    """A one-off pipeline whose inputs are ``build``'s parameter names."""
-    return type("Under", (df.Pipeline,), {"build": staticmethod(build)})()
-
-
-def run_job(pipe: df.Pipeline, workers: int, **inputs: list[Update]) -> Job:
-    """Feed every update at its own time, close, and return the finished job for inspection."""
-
-    async def main() -> Job:
-        async with df.open(pipe, workers=workers) as job:
-            for name, ups in inputs.items():
-                handle = job.inputs[name]
-                for d, t, r in ups:
-                    handle.update_at(d, t, r)
-        return job
-
-    return trio.run(main)
 
 
 # -- oracle queries over accumulated collections ----------------------------------------------
@@ -132,7 +112,7 @@ def same(k: Any, a: Any, b: Any) -> Any:
 @given(left=pairs, right=pairs)
 def test_join_matches_oracle(workers: int, left: list[Update], right: list[Update]) -> None:
     """join gives (k, (a, b)) at join(t1, t2) with multiplied counts, at every time."""
-    out = collect(pipeline(lambda a, b: a.join(b)), workers=workers, a=left, b=right)
+    out = collect(pipeline_of(lambda a, b: a.join(b)), workers=workers, a=left, b=right)
     assert_matches_oracle(out, {"a": left, "b": right}, lambda c: join_of(c["a"], c["b"], pair))
 
 
@@ -140,7 +120,7 @@ def test_join_matches_oracle(workers: int, left: list[Update], right: list[Updat
 @given(left=pairs, right=pairs)
 def test_join_map_matches_oracle(workers: int, left: list[Update], right: list[Update]) -> None:
     """join_map gives f(k, a, b) per matching pair; colliding outputs add up."""
-    out = collect(pipeline(lambda a, b: a.join_map(b, same)), workers=workers, a=left, b=right)
+    out = collect(pipeline_of(lambda a, b: a.join_map(b, same)), workers=workers, a=left, b=right)
     assert_matches_oracle(out, {"a": left, "b": right}, lambda c: join_of(c["a"], c["b"], same))
 
 
@@ -154,7 +134,7 @@ def test_semijoin_and_antijoin_with_distinct_keys(
     def build(a: df.Collection, ks: df.Collection) -> dict[str, df.Collection]:
         return {"semi": a.semijoin(ks), "anti": a.antijoin(ks)}
 
-    out = collect(pipeline(build), workers=workers, a=left, ks=ks)
+    out = collect(pipeline_of(build), workers=workers, a=left, ks=ks)
     assert_matches_oracle(
         out,
         {"a": left, "ks": ks},
@@ -166,7 +146,7 @@ def test_semijoin_and_antijoin_with_distinct_keys(
 @given(left=pairs, ks=update_lists(keys))
 def test_semijoin_multiplies_key_counts(workers: int, left: list[Update], ks: list[Update]) -> None:
     """semijoin with a non-distinct (even negative) keys collection multiplies the counts."""
-    out = collect(pipeline(lambda a, ks: a.semijoin(ks)), workers=workers, a=left, ks=ks)
+    out = collect(pipeline_of(lambda a, ks: a.semijoin(ks)), workers=workers, a=left, ks=ks)
     assert_matches_oracle(out, {"a": left, "ks": ks}, lambda c: semijoin_of(c["a"], c["ks"]))
 
 
@@ -190,7 +170,7 @@ def test_self_join_and_two_paths(workers: int, edges: list[Update]) -> None:
             "paths": join_of(rev, e, lambda _m, s, d: (s, d)),
         }
 
-    out = collect(pipeline(build), workers=workers, edges=edges)
+    out = collect(pipeline_of(build), workers=workers, edges=edges)
     assert_matches_oracle(out, {"edges": edges}, query)
 
 
@@ -231,7 +211,7 @@ def test_joins_with_an_arranged_argument(
             "core": both,
         }
 
-    out = collect(pipeline(build), workers=workers, a=left, b=right, ks=ks)
+    out = collect(pipeline_of(build), workers=workers, a=left, b=right, ks=ks)
     assert_matches_oracle(out, {"a": left, "b": right, "ks": ks}, query)
 
 
@@ -255,7 +235,7 @@ def test_private_and_shared_sides_match_oracle(
             a1[(k, (v,))] += n
         return {"ab": join_of(a, b, pair), "cb": join_of(c, b, same), "ac": join_of(a1, c, pair)}
 
-    out = collect(pipeline(build), workers=workers, a=left, b=right, c=other)
+    out = collect(pipeline_of(build), workers=workers, a=left, b=right, c=other)
     assert_matches_oracle(out, {"a": left, "b": right, "c": other}, query)
 
 
@@ -272,7 +252,7 @@ def test_owned_sides_only_for_sole_readers() -> None:
         b_arr = b.arrange_by_key()
         return {"ab": a.join(b_arr), "cb": c.join(b_arr)}
 
-    job = run_job(pipeline(build), 1, a=[((1, 1), 0, 1)], b=[((1, 2), 0, 1)], c=[])
+    job = run_job(pipeline_of(build), 1, a=[((1, 1), 0, 1)], b=[((1, 2), 0, 1)], c=[])
     owned = sorted((op.histories[0] is not None, op.histories[1] is not None)
                    for op in join_operators(job))  # fmt: skip
     assert owned == [(True, False), (True, False)]
@@ -292,7 +272,7 @@ def test_join_with_an_empty_side(workers: int, side: list[Update]) -> None:
             "anti": a.antijoin(empty),
         }
 
-    out = collect(pipeline(build), workers=workers, a=side, empty=[])
+    out = collect(pipeline_of(build), workers=workers, a=side, empty=[])
     assert out["left"] == out["right"] == out["semi"] == []
     assert_matches_oracle(out["anti"], {"a": side}, lambda c: c["a"])
 
@@ -301,7 +281,7 @@ def test_output_time_is_the_join_of_times_and_diffs_multiply(workers: int) -> No
     """A pair is output once, at the later of its two times, with the product of its diffs."""
     left = [((1, "x"), 3, 2), ((1, "z"), 0, 1), ((2, "w"), 1, 1)]
     right = [((1, "y"), 5, -3), ((1, "v"), 2, 1), ((3, "u"), 0, 1)]
-    out = collect(pipeline(lambda a, b: a.join(b)), workers=workers, a=left, b=right)
+    out = collect(pipeline_of(lambda a, b: a.join(b)), workers=workers, a=left, b=right)
     assert out == [
         ((1, ("z", "v")), 2, 1),
         ((1, ("x", "v")), 3, 2),
@@ -337,7 +317,7 @@ def test_join_interactive_rounds(workers: int, rounds: list[Any]) -> None:
         }
 
     async def main() -> None:
-        async with df.open(pipeline(build), workers=workers) as job:
+        async with df.open(pipeline_of(build), workers=workers) as job:
             for t, feeds in enumerate(rounds):
                 for name, ups in zip(("a", "b", "ks"), feeds):
                     for d, r, off in ups:
@@ -380,7 +360,7 @@ def test_join_budget_yields_between_keys(workers: int, monkeypatch: pytest.Monke
     produced = instrument(monkeypatch)
     left = [((k, a), 0, 1) for k in range(300) for a in range(10)]
     right = [((k, b), 1, 2) for k in range(300) for b in range(10)]
-    job = run_job(pipeline(lambda a, b: a.join(b)), workers, a=left, b=right)
+    job = run_job(pipeline_of(lambda a, b: a.join(b)), workers, a=left, b=right)
     out = job.output.updates()
     assert sorted(out) == sorted(
         ((k, (a, b)), 1, 2) for k in range(300) for a in range(10) for b in range(10)
@@ -400,7 +380,7 @@ def test_join_budget_splits_one_huge_key(monkeypatch: pytest.MonkeyPatch) -> Non
     produced = instrument(monkeypatch)
     left = [((7, a), 0, 1) for a in range(2_000)]
     right = [((7, b), 1, 1) for b in range(200)]
-    job = run_job(pipeline(lambda a, b: a.join(b)), workers, a=left, b=right)
+    job = run_job(pipeline_of(lambda a, b: a.join(b)), workers, a=left, b=right)
     out = job.output.updates()
     assert len(out) == 400_000
     assert all(t == 1 and r == 1 for _d, t, r in out)
@@ -414,20 +394,6 @@ def test_join_budget_splits_one_huge_key(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 # -- compaction holds -------------------------------------------------------------------------
-
-
-def input_spines(job: Job, name: str) -> dict[int, Spine]:
-    """Each worker's spine of the arrangement fed directly by input ``name``."""
-    nodes = job.plan.nodes
-    out: dict[int, Spine] = {}
-    for worker in job.workers:
-        for actor in worker.actors:
-            op = actor.operator
-            if isinstance(op, ArrangeOperator):
-                upstream = nodes[nodes[actor.index].inputs[0].node]
-                if upstream.name == f"input:{name}":
-                    out[worker.index] = op.spine
-    return out
 
 
 def shared_xs_join(xs: df.Collection, ys: df.Collection) -> dict[str, df.Collection]:
@@ -451,7 +417,7 @@ def test_join_lets_busy_side_compact(
     build: Any = shared_xs_join if shared else (lambda xs, ys: xs.join(ys))
 
     async def main() -> None:
-        async with df.open(pipeline(build), workers=workers) as job:
+        async with df.open(pipeline_of(build), workers=workers) as job:
             spines = input_spines(job, "xs")
             ops = join_operators(job)
             job.inputs["ys"].insert_many([(k, "y") for k in range(10)])
@@ -478,7 +444,7 @@ def test_join_quiet_side_trace_stays_small(workers: int) -> None:
     batches: list[int] = []
 
     async def main() -> None:
-        async with df.open(pipeline(shared_xs_join), workers=workers) as job:
+        async with df.open(pipeline_of(shared_xs_join), workers=workers) as job:
             quiet = input_spines(job, "ys")
             job.inputs["ys"].insert_many([(k, "y") for k in range(10)])
             for t in range(rounds):

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.jobs import pipeline_of
 from tests.reference import assert_matches_oracle, inputs_at, interesting_times_for_check
 
 import deltaflow as df
@@ -36,11 +37,6 @@ FAST = settings(
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-def pipeline_of(build: Callable[..., Any]) -> df.Pipeline:
-    """A pipeline whose ``build`` is ``build`` (input names = its parameter names)."""
-    return type("Built", (df.Pipeline,), {"build": staticmethod(build)})()
 
 
 def run_checked(build: Callable[..., Any], workers: int, **inputs: list[Update]) -> Any:
