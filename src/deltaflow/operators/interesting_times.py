@@ -133,7 +133,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import repeat
 from operator import attrgetter, itemgetter, le
-from typing import TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, less_equal
@@ -150,6 +150,7 @@ __all__ = [
     "interesting_pairs_small",
     "interesting_times",
     "line_bound",
+    "sweep_to",
 ]
 
 V = TypeVar("V", bound=Hashable)
@@ -438,23 +439,38 @@ def _interesting_ints(
     return ready, deferred  # type: ignore[return-value]
 
 
+def sweep_to(rows: Sequence[tuple[Any, V, int]], i: int, position: Any, acc: dict[V, int]) -> int:
+    """Add ``rows[i:]`` up to ``position`` into ``acc``; return the index of the first row left.
+
+    ``rows`` are ``(position, val, diff)`` sorted by position; the rows added are those whose
+    position is ``<= position``. Zero counts are dropped from ``acc``. Sweeping increasing
+    positions over one sorted list accumulates a chain of times in one pass.
+
+    >>> acc = {}
+    >>> sweep_to([(1, "x", 1), (2, "x", -1), (5, "y", 1)], 0, 2, acc), acc
+    (2, {})
+    """
+    n = len(rows)
+    while i < n and rows[i][0] <= position:
+        _, val, diff = rows[i]
+        i += 1
+        count = acc.get(val, 0) + diff
+        if count:
+            acc[val] = count
+        else:
+            acc.pop(val, None)
+    return i
+
+
 def _accumulate_ints(
     history: Sequence[tuple[V, int, int]], distinct: set[int]
 ) -> dict[Time, dict[V, int]]:
-    updates = sorted(history, key=itemgetter(1))
-    n = len(updates)
+    rows = sorted([(t, val, diff) for val, t, diff in history], key=_first)
     acc: dict[V, int] = {}
     at: dict[Time, dict[V, int]] = {}
     i = 0
     for t in sorted(distinct):
-        while i < n and updates[i][1] <= t:
-            val, _, diff = updates[i]
-            i += 1
-            count = acc.get(val, 0) + diff
-            if count:
-                acc[val] = count
-            else:
-                acc.pop(val, None)
+        i = sweep_to(rows, i, t, acc)
         at[t] = dict(acc)
     return at
 
@@ -499,20 +515,11 @@ def _accumulate_line(
             if less_equal(t.outer, outer)  # type: ignore[union-attr]
         ]
     rows.sort(key=_first)
-    n = len(rows)
     acc: dict[V, int] = {}
     at: dict[Time, dict[V, int]] = {}
     i = 0
     for t in sorted(distinct, key=_inner):
-        y = t.inner  # type: ignore[union-attr]
-        while i < n and rows[i][0] <= y:
-            _, val, diff = rows[i]
-            i += 1
-            count = acc.get(val, 0) + diff
-            if count:
-                acc[val] = count
-            else:
-                acc.pop(val, None)
+        i = sweep_to(rows, i, t.inner, acc)  # type: ignore[union-attr]
         at[t] = dict(acc)
     return at
 

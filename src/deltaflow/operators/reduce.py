@@ -128,6 +128,7 @@ from .interesting_times import (
     interesting_pairs_small,
     interesting_times,
     line_bound,
+    sweep_to,
 )
 
 if TYPE_CHECKING:
@@ -707,33 +708,16 @@ class ReduceOperator(Operator):
             inputs.sort(key=_first)
         if len(outputs) > 1:
             outputs.sort(key=_first)
-        n_in = len(inputs)
-        n_out = len(outputs)
         i = j = 0
         acc: dict[Any, int] = {}
         current: dict[Any, int] = {}
         evaluate = self._evaluate
         fresh = True
         for y in ready:
-            moved = fresh
-            while i < n_in and inputs[i][0] <= y:
-                _, v, d = inputs[i]
-                i += 1
-                c = acc.get(v, 0) + d
-                if c:
-                    acc[v] = c
-                else:
-                    acc.pop(v, None)
-                moved = True
-            while j < n_out and outputs[j][0] <= y:
-                _, v, d = outputs[j]
-                j += 1
-                c = current.get(v, 0) + d
-                if c:
-                    current[v] = c
-                else:
-                    current.pop(v, None)
-                moved = True
+            i_next = sweep_to(inputs, i, y, acc)
+            j_next = sweep_to(outputs, j, y, current)
+            moved = fresh or i_next != i or j_next != j
+            i, j = i_next, j_next
             if not moved:
                 # Neither the input nor the output changed since logic last ran: the output
                 # there already equals logic's answer.
