@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Any
+from unittest import mock
 
 import pytest
 import trio
@@ -16,9 +17,14 @@ from tests.jobs import input_spines, pipeline_of, run_job
 from tests.reference import assert_matches_oracle
 
 import deltaflow as df
+from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.hashing import stable_hash
+from deltaflow.framework.lattice import Product, less_equal
+from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.spine import Spine
-from deltaflow.operators.arrange import ArrangeOperator
+from deltaflow.operators import arrange
+from deltaflow.operators.arrange import ArrangeOperator, RawBatch
+from deltaflow.operators.base import Interest, UpdateBatch
 from deltaflow.operators.join import JoinOperator
 from deltaflow.scheduler.runtime import Job
 from deltaflow.testing import accumulate, collect
@@ -135,6 +141,71 @@ def test_arrange_by_key_rejects_non_pairs() -> None:
     """A datum that is not a (key, value) pair stops the job with a clear error."""
     with pytest.raises(df.OperatorError, match=r"expected \(key, value\) pairs, got 7"):
         df.run(pipeline_of(lambda xs: xs.arrange_by_key().as_collection()), xs=[(7, 0, 1)])
+
+
+class _PassThroughContext:
+    """Just enough of an activation for an arrangement nobody reads: messages in, sends out."""
+
+    worker_index = 0
+    peers = 1
+
+    def __init__(self, messages: list[tuple[Any, UpdateBatch]]) -> None:
+        self.mailbox = messages
+        self.sent: list[tuple[Any, RawBatch | Batch]] = []
+        self.interest: Interest | None = None
+
+    def messages(self, port: int) -> list[tuple[Any, Any]]:
+        box, self.mailbox = self.mailbox, []
+        return box
+
+    def set_interest(self, interest: Interest) -> None:
+        self.interest = interest
+
+    def send(self, port: int, time: Any, payload: RawBatch | Batch) -> None:
+        self.sent.append((time, payload))
+
+
+products = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
+
+
+@pytest.mark.parametrize("as_batch", [False, True], ids=["raw", "batch"])
+@given(
+    st.lists(
+        st.tuples(products, st.lists(st.tuples(st.integers(0, 3), diffs), min_size=1)),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_unread_arrangement_forwards_consolidated_updates_at_minimal_times(
+    as_batch: bool, messages: list[tuple[Product, list[tuple[int, int]]]]
+) -> None:
+    """Without readers the arrangement forwards each activation's messages at once, with no
+    capability: one batch per minimal message time, every update in it at or beyond that time,
+    equal updates summed, and together exactly the input (``batch``: every group is beyond
+    ``FORWARD_AS_BATCH`` and forwarded as a trace batch)."""
+    op = ArrangeOperator("arrange_by_self", Spine(Antichain([Product(0, 0)])), by_self=True)
+    ctx = _PassThroughContext(
+        [(t, UpdateBatch([d for d, _ in rows], [r for _, r in rows])) for t, rows in messages]
+    )
+    with mock.patch.object(arrange, "FORWARD_AS_BATCH", 0 if as_batch else 10**9):
+        op.schedule(ctx)  # type: ignore[arg-type]
+    assert all(isinstance(b, Batch if as_batch else RawBatch) for _, b in ctx.sent)
+    assert ctx.interest is Interest.NEVER and op.caps == []
+    sent_at = [t for t, _ in ctx.sent]
+    assert len(set(sent_at)) == len(sent_at)
+    assert set(sent_at) <= set(Antichain(t for t, _ in messages))
+    expected: Counter[Any] = Counter()
+    for t, rows in messages:
+        for d, r in rows:
+            expected[(d, t)] += r
+    got: Counter[Any] = Counter()
+    for low, batch in ctx.sent:
+        rows_seen = list(batch.updates())
+        assert len({(k, t) for k, _, t, _ in rows_seen}) == len(rows_seen), "not consolidated"
+        for key, val, t, r in rows_seen:
+            assert val == () and r != 0 and less_equal(low, t)
+            got[(key, t)] += r
+    assert +got == +expected and -got == -expected
 
 
 # -- sharing ----------------------------------------------------------------------------------

@@ -14,9 +14,13 @@ frontier forward as it goes, so history nobody can ask about any more is compact
 batches merge.
 
 A spine that no operator reads (a reduction keeps its input in memory, and so does a join
-that is an arrangement's only reader, see :mod:`.history`) is not kept: the operator still
-seals and sends batches but inserts nothing, so it pays no merges. Whether anyone reads it is
-known at the first activation, when every operator of the worker has been created.
+that is an arrangement's only reader, see :mod:`.history`) is not kept, and then nothing is
+sealed either. Its readers only ask for the updates and keep them in their own order, so what
+arrives is forwarded at once, without capabilities: the messages of one activation, grouped
+under their minimal times and consolidated, as a :class:`RawBatch` (keys and values split,
+neither sorted nor encoded), or, beyond :data:`FORWARD_AS_BATCH` updates, as a ``Batch``
+built by the vectorised sort. Whether anyone reads the spine is known at the first
+activation, when every operator of the worker has been created.
 
 Sealing with partially ordered times: the operator holds capabilities at the minimal times of
 what it has buffered. Sealing at input frontier ``F``, it cuts one batch per held capability
@@ -26,7 +30,11 @@ at a time that is ``<=`` all of its updates, and the batches still tile the time
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from ..framework.antichain import Antichain
 from ..framework.lattice import less_equal
@@ -39,7 +47,7 @@ if TYPE_CHECKING:
     from ..framework.lattice import Time
     from .base import Capability, OperatorContext
 
-__all__ = ["ArrangeOperator", "AsCollection", "TraceRegistry"]
+__all__ = ["ArrangeOperator", "AsCollection", "RawBatch", "TraceRegistry"]
 
 
 class TraceRegistry:
@@ -59,6 +67,53 @@ class TraceRegistry:
     def spine(self, worker: int) -> Spine:
         """The spine on ``worker``."""
         return self.spines[worker]
+
+
+FORWARD_AS_BATCH = 1024
+"""An arrangement that keeps no trace forwards more updates than this (of one activation, at
+or beyond one time) as a :class:`~deltaflow.framework.trace.batch.Batch`, consolidated by the
+vectorised sort, instead of a :class:`RawBatch` consolidated with a dict."""
+
+# The upper frontier of a forwarded batch: it is never part of a trace, so it bounds nothing.
+_ALL = Antichain()
+
+
+@attrs.define(slots=True)
+class RawBatch:
+    """The updates an arrangement that keeps no trace forwards from one activation.
+
+    Its readers (a reduction, a join side kept in memory, ``as_collection``) only read its
+    updates, so they are consolidated but neither sorted nor encoded. ``vals=None`` means
+    every value is ``()``.
+
+    >>> list(RawBatch(["a", "b", "a"], None, [3, 3, 4], [1, 1, -1]).iter_keys())
+    [('a', [((), 3, 1), ((), 4, -1)]), ('b', [((), 3, 1)])]
+    """
+
+    keys: list[Any]
+    vals: list[Any] | None
+    times: list[Any]
+    diffs: list[int]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def updates(self) -> Iterator[tuple[Any, Any, Time, int]]:
+        """Every ``(key, val, time, diff)``, in arrival order."""
+        vals = repeat(()) if self.vals is None else self.vals
+        return zip(self.keys, vals, self.times, self.diffs)
+
+    def iter_keys(self) -> Iterator[tuple[Any, list[tuple[Any, Time, int]]]]:
+        """Each distinct key with its ``(val, time, diff)`` updates, in first-seen order."""
+        groups: dict[Any, list[tuple[Any, Time, int]]] = {}
+        vals = repeat(()) if self.vals is None else self.vals
+        for key, val, t, diff in zip(self.keys, vals, self.times, self.diffs):
+            rows = groups.get(key)
+            if rows is None:
+                groups[key] = [(val, t, diff)]
+            else:
+                rows.append((val, t, diff))
+        return iter(groups.items())
 
 
 class ArrangeOperator(Operator):
@@ -98,6 +153,16 @@ class ArrangeOperator(Operator):
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Buffer new updates; seal what the frontier has passed."""
+        spine = self.spine
+        if self.keep is None:
+            self.keep = spine.has_readers
+            if not self.keep:
+                ctx.set_interest(Interest.NEVER)
+        if not self.keep:
+            messages = ctx.messages(0)
+            if messages:
+                self._forward(ctx, messages)
+            return
         pending = self.pending
         for time, batch in ctx.messages(0):
             slot = pending.get(time)
@@ -108,13 +173,8 @@ class ArrangeOperator(Operator):
                 slot[0].extend(batch.data)
                 slot[1].extend(batch.diffs)
         frontier = ctx.frontier(0)
-        spine = self.spine
-        if self.keep is None:
-            self.keep = spine.has_readers
         if frontier != self.upper:
             self._seal(ctx, frontier)
-        if not self.keep:
-            return
         # Finish merges in progress a slice at a time between other actors' work. Promoting
         # idle batches (which re-merges them into larger levels) is only worth it once the
         # input has ended: while rounds keep coming, each promotion would cost a merge of the
@@ -125,7 +185,6 @@ class ArrangeOperator(Operator):
 
     def _seal(self, ctx: OperatorContext, frontier: Antichain) -> None:
         spine = self.spine
-        keep = self.keep
         pending = self.pending
         caps = self.caps
         last = len(caps) - 1
@@ -138,14 +197,12 @@ class ArrangeOperator(Operator):
             if not ready and upper == self.upper:
                 continue
             batch = self._build(ready, Description(self.upper, upper))
-            if keep:
-                spine.insert(batch)
+            spine.insert(batch)
             self.upper = upper
             if len(batch):
                 ctx.send(0, cap.time, batch)
         if self.upper != frontier and self.upper.dominates(frontier):
-            if keep:
-                spine.insert(Batch.empty(Description(self.upper, frontier)))
+            spine.insert(Batch.empty(Description(self.upper, frontier)))
             self.upper = frontier
         # Re-derive capabilities for what is still buffered.
         new_caps = []
@@ -167,20 +224,77 @@ class ArrangeOperator(Operator):
         pending = self.pending
         for t in times:
             data, ds = pending.pop(t)
-            if self.by_self:
-                keys.extend(data)
-            else:
-                try:
-                    ks, vs = zip(*data)
-                except (TypeError, ValueError):
-                    bad = next(d for d in data if not (isinstance(d, tuple) and len(d) == 2))
-                    msg = f"{self.name}: expected (key, value) pairs, got {bad!r}"
-                    raise TypeError(msg) from None
-                keys.extend(ks)
+            ks, vs = self._split(data)
+            keys.extend(ks)
+            if vs is not None:
                 vals.extend(vs)  # type: ignore[union-attr]
             tcol.extend([t] * len(data))
             diffs.extend(ds)
         return Batch.from_columns(keys, vals, tcol, diffs, description)
+
+    def _forward(self, ctx: OperatorContext, messages: list[tuple[Time, Any]]) -> None:
+        """Send the messages' updates on as :class:`RawBatch` es, consolidated: one per
+        minimal message time, holding the messages at or beyond it."""
+        if len(messages) == 1:
+            groups = {messages[0][0]: messages}
+        else:
+            lows = Antichain(t for t, _ in messages).elements
+            groups = {}
+            for message in messages:
+                t = message[0]
+                for low in lows:
+                    if low == t or less_equal(low, t):
+                        break
+                group = groups.get(low)
+                if group is None:
+                    groups[low] = [message]
+                else:
+                    group.append(message)
+        for low, group in groups.items():
+            if sum(len(batch) for _, batch in group) > FORWARD_AS_BATCH:
+                ctx.send(0, low, self._as_batch(low, group))
+                continue
+            sums: dict[tuple[Any, Time], int] = {}
+            get = sums.get
+            for t, batch in group:
+                for d, r in zip(batch.data, batch.diffs):
+                    dt = (d, t)
+                    sums[dt] = get(dt, 0) + r
+            data = []
+            times = []
+            diffs = []
+            for (d, t), r in sums.items():
+                if r:
+                    data.append(d)
+                    times.append(t)
+                    diffs.append(r)
+            if data:
+                keys, vals = self._split(data)
+                ctx.send(0, low, RawBatch(keys, vals, times, diffs))
+
+    def _as_batch(self, low: Time, messages: list[tuple[Time, Any]]) -> Batch:
+        """Many updates at or beyond ``low`` as one (vectorised) consolidated batch."""
+        data: list[Any] = []
+        times: list[Any] = []
+        diffs: list[int] = []
+        for t, batch in messages:
+            data.extend(batch.data)
+            times.extend(repeat(t, len(batch)))
+            diffs.extend(batch.diffs)
+        keys, vals = self._split(data)
+        return Batch.from_columns(keys, vals, times, diffs, Description(Antichain([low]), _ALL))
+
+    def _split(self, data: list[Any]) -> tuple[list[Any], list[Any] | None]:
+        """Keys and values of a message's data (values ``None`` when arranged by self)."""
+        if self.by_self:
+            return data, None
+        try:
+            ks, vs = zip(*data)
+        except (TypeError, ValueError):
+            bad = next(d for d in data if not (isinstance(d, tuple) and len(d) == 2))
+            msg = f"{self.name}: expected (key, value) pairs, got {bad!r}"
+            raise TypeError(msg) from None
+        return list(ks), list(vs)
 
 
 class AsCollection(Operator):

@@ -115,6 +115,9 @@ class OperatorContext(Protocol):
     def activate(self) -> None:
         """Ask to be scheduled again soon (more work is pending)."""
 
+    def set_interest(self, interest: Interest) -> None:
+        """Change which frontier changes wake this operator from now on."""
+
 
 class Operator:
     """Base class of the per-worker logic of a dataflow node.

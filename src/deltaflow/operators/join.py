@@ -195,13 +195,12 @@ class JoinOperator(Operator):
                 if len(batch):
                     others = self._other_side(other)
                     if others:
-                        work.append(
-                            _Work(ctx.capability(time), batch, others, side == 1, keep)
-                        )
+                        work.append(_Work(ctx.capability(time), batch, others, side == 1, keep))
                     elif keep is not None:
                         # Nothing to join now, but the batch joins the history in order.
                         work.append(_Work(None, batch, others, side == 1, keep))
-                ack = batch.upper
+                if keep is None:
+                    ack = batch.upper
             if keep is not None:
                 continue
             # Empty batches are inserted into the trace but never sent. Once the input
@@ -241,6 +240,10 @@ class JoinOperator(Operator):
         budget = self.BUDGET
         logic = self.logic
         single = self.single
+        # Per side, what its items may compact the other side's history to. Computed once per
+        # activation from the queue as it is now: items finished meanwhile only make it lower
+        # than it could be, which compacts less but is still safe.
+        read_frontiers: dict[bool, tuple[Any, ...]] = {}
         while self.work and budget > 0:
             item = self.work[0]
             out: dict[Any, tuple[list[Any], list[int]]] = {}
@@ -249,8 +252,13 @@ class JoinOperator(Operator):
             swap = item.swap
             while item.pos < n_items and budget > 0:
                 if item.pos >= item.fetched:
-                    history_backed = isinstance(item.others, KeyedHistory)
-                    item.fetch(self._read_frontier(ctx, item.swap) if history_backed else ())
+                    if isinstance(item.others, KeyedHistory):
+                        frontier = read_frontiers.get(swap)
+                        if frontier is None:
+                            frontier = read_frontiers[swap] = self._read_frontier(ctx, swap)
+                        item.fetch(frontier)
+                    else:
+                        item.fetch(())
                 key, rows = items[item.pos]
                 matches = item.found.get(key)
                 # A key with many matches is split across activations, row by row.

@@ -156,6 +156,7 @@ _first = itemgetter(0)
 _time_of = itemgetter(1)
 _UNKNOWN: Any = object()
 
+
 def _least(times: list[Any]) -> Any:
     """The smallest of a non-empty list of ints (the builtin is shadowed by :func:`min`)."""
     low = times[0]
@@ -1079,9 +1080,7 @@ def max(collection: Collection) -> Collection:
     return _build(collection.arrange_by_key(), _max_logic, "max")
 
 
-def top_k(
-    collection: Collection, k: int, key: Callable[[Any], Any] | None = None
-) -> Collection:
+def top_k(collection: Collection, k: int, key: Callable[[Any], Any] | None = None) -> Collection:
     """Each key's ``k`` smallest values counting multiplicity (``ORDER BY val LIMIT k``).
 
     ``key`` orders values by ``key(val)`` instead (ties keep the value order). Values are

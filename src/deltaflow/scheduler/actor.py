@@ -206,6 +206,10 @@ class Actor:
         """Schedule this actor again on its worker."""
         self._worker.activate(self.index)
 
+    def set_interest(self, interest: Interest) -> None:
+        """Wake on every input frontier change (``ALWAYS``) or only on messages (``NEVER``)."""
+        self.interest = interest is Interest.ALWAYS
+
     # -- runtime side --------------------------------------------------------------------
     def _source_change(self, port: int, time: Time, delta: int) -> None:
         held = self._held[port]
