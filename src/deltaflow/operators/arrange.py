@@ -18,8 +18,8 @@ that is an arrangement's only reader, see :mod:`.history`) is not kept, and then
 sealed either. Its readers only ask for the updates and keep them in their own order, so what
 arrives is forwarded at once, without capabilities: the messages of one activation, grouped
 under their minimal times and consolidated, as a :class:`RawBatch` (keys and values split,
-neither sorted nor encoded), or, beyond :data:`FORWARD_AS_BATCH` updates, as a ``Batch``
-built by the vectorised sort. Whether anyone reads the spine is known at the first
+neither sorted nor encoded), or, beyond :data:`FORWARD_AS_BATCH` updates with int keys, as a
+``Batch`` built by the vectorised sort. Whether anyone reads the spine is known at the first
 activation, when every operator of the worker has been created.
 
 Sealing with partially ordered times: the operator holds capabilities at the minimal times of
@@ -71,8 +71,10 @@ class TraceRegistry:
 
 FORWARD_AS_BATCH = 1024
 """An arrangement that keeps no trace forwards more updates than this (of one activation, at
-or beyond one time) as a :class:`~deltaflow.framework.trace.batch.Batch`, consolidated by the
-vectorised sort, instead of a :class:`RawBatch` consolidated with a dict."""
+or beyond one time) with plain int keys as a :class:`~deltaflow.framework.trace.batch.Batch`,
+consolidated by the vectorised sort, instead of a :class:`RawBatch` consolidated with a dict.
+(Other keys would be encoded into numpy codes and decoded again row by row when read, which
+costs more than the dict.)"""
 
 # The upper frontier of a forwarded batch: it is never part of a trace, so it bounds nothing.
 _ALL = Antichain()
@@ -251,7 +253,7 @@ class ArrangeOperator(Operator):
                 else:
                     group.append(message)
         for low, group in groups.items():
-            if sum(len(batch) for _, batch in group) > FORWARD_AS_BATCH:
+            if sum(len(batch) for _, batch in group) > FORWARD_AS_BATCH and self._int_keys(group):
                 ctx.send(0, low, self._as_batch(low, group))
                 continue
             sums: dict[tuple[Any, Time], int] = {}
@@ -271,6 +273,15 @@ class ArrangeOperator(Operator):
             if data:
                 keys, vals = self._split(data)
                 ctx.send(0, low, RawBatch(keys, vals, times, diffs))
+
+    def _int_keys(self, messages: list[tuple[Time, Any]]) -> bool:
+        """Whether the first datum's key is a plain int (then, likely, all of them are)."""
+        first = messages[0][1].data[0]
+        if not self.by_self:
+            if first.__class__ is not tuple or len(first) != 2:
+                return False
+            first = first[0]
+        return first.__class__ is int
 
     def _as_batch(self, low: Time, messages: list[tuple[Time, Any]]) -> Batch:
         """Many updates at or beyond ``low`` as one (vectorised) consolidated batch."""
