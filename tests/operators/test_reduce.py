@@ -601,6 +601,22 @@ def test_pending_time_is_kept_when_nothing_witnesses_it() -> None:
     assert ctx.held == {}
 
 
+def test_line_key_with_several_positions_beyond_the_frontier() -> None:
+    """A seed on line 2 below the frontier, with stored times at positions 3 and 5 of that
+    line beyond it: the key owes corrections at (2, 3) and (2, 5), which must be made when
+    the frontier passes them although no input arrives for the key any more. Only the lowest
+    owed position is kept pending; evaluating it finds the other again."""
+    updates = [(("k", "x"), Product(0, 3), 1), (("k", "y"), Product(1, 5), 1),
+               (("k", "z"), Product(2, 0), 1)]  # fmt: skip
+    frontiers = [Antichain([Product(2, 0)]), Antichain([Product(2, 2)]),
+                 Antichain([Product(2, 4)]), Antichain()]  # fmt: skip
+    sent, ctx, op = drive(updates, frontiers, R._count_logic, Product(0, 0))
+    assert op.pending == {} and ctx.held == {}
+    assert_matches_oracle(sent, {"xs": updates}, q_count)
+    at = {t for _, t, _ in sent}
+    assert {Product(2, 3), Product(2, 5)} <= at
+
+
 def test_capabilities_follow_messages_and_pending_work() -> None:
     """A message not yet processable is covered by a capability at its time; once processed
     the capability is dropped, and nothing is held while nothing is owed."""

@@ -698,6 +698,12 @@ class ReduceOperator(Operator):
         to date; ``logic`` runs only where one of them changed since it last ran.
         """
         ready, deferred = interesting_on_line(seeds, stored, bound)
+        if len(deferred) > 1:
+            # Whenever the lowest deferred position is evaluated, every stored position above
+            # it is interesting again: only the lowest, and positions that are not stored
+            # (pending joins found earlier), need to be remembered.
+            kept = set(stored)
+            deferred = [deferred[0], *[y for y in deferred[1:] if y not in kept]]
         if deferred:
             if x is None:
                 self._defer(key, deferred)  # type: ignore[arg-type]
