@@ -18,7 +18,9 @@ per figure:
   ``total_s``.
 * ``w2.batched`` — W2's changes grouped 1, 10 and 100 per round (same total work): throughput
   against batch size. ``w2.sustained`` — p50 latency of the first and the last 100 rounds;
-  with ``--long`` a 20,000-round run, comparing rounds 900-1,000 with 19,900-20,000.
+  with ``--long`` a 20,000-round run, comparing rounds 900-1,000 with 19,900-20,000, and the
+  last 100 rounds with the same rounds in a fresh job loaded with the edges live before them
+  (``late_over_fresh``: what the accumulated history costs, whatever the graph's shape).
 * ``w3`` — skipped unless ``Collection.half_join`` exists (triangles need a delta query).
 
 Every deltaflow figure carries ``"check": "ok"`` when its final answer equals the
@@ -425,6 +427,15 @@ def run_w2(args: argparse.Namespace) -> None:
                                          _singles(long_rounds))  # fmt: skip
         lo = 900 if n >= 1_100 else 0  # rounds 900-1,000: past the start-up transients
         early, late = llat[lo : lo + 100], llat[-100:]
+        # The control: the same last 100 rounds in a fresh job, loaded with the edges live
+        # before them. Same graph and changes, no history: what the long job has over it is
+        # what its history costs, apart from how the graph's shape moves latency.
+        live = NaiveRecompute(lambda _edges: None, init)
+        for changes in _singles(long_rounds[:-100]):
+            live.round(changes)
+        fresh_load = {"roots": roots, "edges": list(live.live.elements())}
+        _, flat, _ = run_interactive(Reachability(), fresh_load, "edges",
+                                     _singles(long_rounds[-100:]))  # fmt: skip
         emit({
             "figure": "w2.long",
             "rounds": n,
@@ -432,6 +443,8 @@ def run_w2(args: argparse.Namespace) -> None:
             f"p50_ms_rounds_{lo}_{lo + 100}": statistics.median(early) * 1e3,
             f"p50_ms_rounds_{n - 100}_{n}": statistics.median(late) * 1e3,
             "late_over_early": statistics.median(late) / statistics.median(early),
+            "fresh_p50_ms_last_100": statistics.median(flat) * 1e3,
+            "late_over_fresh": statistics.median(late) / statistics.median(flat),
             "check": check(answer_w2(final), long_expected),
             "max_rss_mb": max_rss_mb(),
         })  # fmt: skip
