@@ -40,6 +40,7 @@ from typing import Any
 
 from deltaflow.framework.lattice import Product, Time, join_closure, less_equal, sort_key
 from deltaflow.operators.collection import Collection, Pipeline
+from deltaflow.scheduler.collector import GC_THRESHOLD
 from deltaflow.scheduler.runtime import run
 
 __all__ = ["accumulate", "assert_collections_equal", "collect", "example", "updates"]
@@ -269,7 +270,7 @@ def collect(
     >>> collect(Halves(), workers=2, xs=[(3, 1, 1), (2, 1, 1), (5, 0, 1), (4, 2, -1)])
     [(2, 0, 1), (1, 1, 2), (2, 2, -1)]
     """
-    result = run(pipeline, workers, fuse=fuse, **inputs)
+    result = run(pipeline, workers, fuse=fuse, gc_threshold=GC_THRESHOLD, **inputs)
     if isinstance(result, dict):
         return {name: _canonical(ups) for name, ups in result.items()}
     return _canonical(result)

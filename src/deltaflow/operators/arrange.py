@@ -276,7 +276,7 @@ class ArrangeOperator(Operator):
 
     def _int_keys(self, messages: list[tuple[Time, Any]]) -> bool:
         """Whether the first datum's key is a plain int (then, likely, all of them are)."""
-        first = messages[0][1].data[0]
+        first = next(batch.data[0] for _, batch in messages if len(batch))
         if not self.by_self:
             if first.__class__ is not tuple or len(first) != 2:
                 return False

@@ -24,6 +24,7 @@ import trio
 
 from ..errors import DeltaflowError, JobClosedError
 from ..operators.collection import DataflowBuilder, Pipeline
+from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
 from .plan import make_plan
 from .worker import ProgressChange, Worker
 
@@ -474,13 +475,21 @@ class Job:
 
 
 class _OpenJob:
-    def __init__(self, pipeline: Pipeline, workers: int, fuse: bool) -> None:
+    def __init__(
+        self, pipeline: Pipeline, workers: int, fuse: bool, gc_threshold: int | None
+    ) -> None:
         self._job = Job(pipeline, workers, fuse=fuse)
         self._nursery_cm: Any = None
+        self._collector = collector_tuned(gc_threshold)
 
     async def __aenter__(self) -> Job:
-        self._nursery_cm = trio.open_nursery()
-        nursery = await self._nursery_cm.__aenter__()
+        self._collector.__enter__()
+        try:
+            self._nursery_cm = trio.open_nursery()
+            nursery = await self._nursery_cm.__aenter__()
+        except BaseException:
+            self._collector.__exit__(None, None, None)
+            raise
         self._nursery = nursery
         for w in self._job.workers:
             nursery.start_soon(w.run)
@@ -502,13 +511,22 @@ class _OpenJob:
         if exc is not None or pending is not None:
             job.failed = True
             self._nursery.cancel_scope.cancel()
-        await self._nursery_cm.__aexit__(None, None, None)
+        try:
+            await self._nursery_cm.__aexit__(None, None, None)
+        finally:
+            self._collector.__exit__(None, None, None)
         if pending is not None:
             raise pending
         return False
 
 
-def open(pipeline: Pipeline, workers: int = 1, *, fuse: bool = True) -> _OpenJob:
+def open(
+    pipeline: Pipeline,
+    workers: int = 1,
+    *,
+    fuse: bool = True,
+    gc_threshold: int | None = GC_THRESHOLD,
+) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
     Args:
@@ -516,11 +534,17 @@ def open(pipeline: Pipeline, workers: int = 1, *, fuse: bool = True) -> _OpenJob
         workers: how many workers (each with its own copy of the dataflow) to run.
         fuse: run chains of linear operators as one actor (the default); ``False`` gives
             every operator its own actor, which only helps to measure what fusion saves.
+        gc_threshold: while the job runs, the cyclic garbage collector's first threshold is
+            at least this (restored when the last job ends; see
+            :mod:`deltaflow.scheduler.collector`). ``None`` leaves the collector alone.
 
     Returns:
         An async context manager giving the running :class:`Job`.
+
+    Raises:
+        ValueError: ``workers`` or ``gc_threshold`` is not a positive int.
     """
-    return _OpenJob(pipeline, workers, fuse)
+    return _OpenJob(pipeline, workers, fuse, check_gc_threshold(gc_threshold))
 
 
 def _validate(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[Any], list[int]]]:
@@ -584,14 +608,22 @@ def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any,
         return sorted(updates, key=lambda u: (u[1], type(u[0]).__name__, repr(u[0])))
 
 
-def run(pipeline: Pipeline, workers: int = 1, *, fuse: bool = True, **inputs: Iterable[Any]) -> Any:
+def run(
+    pipeline: Pipeline,
+    workers: int = 1,
+    *,
+    fuse: bool = True,
+    gc_threshold: int | None = GC_THRESHOLD,
+    **inputs: Iterable[Any],
+) -> Any:
     """Run ``pipeline`` over complete inputs and return its consolidated output updates.
 
     Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``; missing
     inputs are empty. Every time is processed as its own logical time (all at once, so this
     measures throughput). Returns a list of ``(data, time, diff)`` sorted by time, with no two
     updates for the same ``(data, time)`` and no zero diff; a ``build()`` returning a dict of
-    collections gives a dict of such lists.
+    collections gives a dict of such lists. ``workers``, ``fuse`` and ``gc_threshold`` are as
+    for :func:`open`.
 
     Raises:
         TypeError, ValueError: a malformed input, naming the input and the value.
@@ -604,9 +636,10 @@ def run(pipeline: Pipeline, workers: int = 1, *, fuse: bool = True, **inputs: It
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
     validated = {name: _validate(name, upds) for name, upds in inputs.items()}
+    check_gc_threshold(gc_threshold)
 
     async def main() -> dict[str, list[tuple[Any, Any, int]]]:
-        async with open(pipeline, workers, fuse=fuse) as job:
+        async with open(pipeline, workers, fuse=fuse, gc_threshold=gc_threshold) as job:
             for name, by_time in validated.items():
                 handle = job.inputs[name]
                 for time in sorted(by_time):
