@@ -8,8 +8,8 @@ The *partial order* is only ever asked through :func:`less_equal` / :func:`less_
 dunder comparisons of :class:`Product` (``<``, ``<=``, ...) are a *total* order — lexicographic
 on ``(outer, inner)`` — which is a linear extension of the partial order. It exists for sorting
 (``sorted``, ``bisect``, heaps) and must never be used to decide "has time ``a`` happened before
-``b``". Python tuples have exactly this trap, which is why a product time is a class and never a
-bare tuple.
+``b``". Python tuples have exactly this trap: a product time is its own class (a pair
+underneath, for speed), never a bare tuple.
 
     >>> a, b = Product(3, 7), Product(4, 6)
     >>> less_equal(a, b), less_equal(b, a)      # incomparable in the partial order
@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeAlias
-
-import attrs
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 __all__ = [
     "Product",
@@ -48,13 +47,16 @@ __all__ = [
 ]
 
 
-@attrs.frozen(order=False, repr=True, cache_hash=True)
-class Product:
+class Product(tuple):  # type: ignore[type-arg]
     """A product timestamp: ``(outer, inner)`` ordered coordinate-wise.
 
     ``Product(a, b) <= Product(c, d)`` in the *partial* order iff ``a <= c`` and ``b <= d``
     (:func:`less_equal`). The comparison operators implement the lexicographic *total* order
     used for sorting only.
+
+    A product is an immutable pair (a ``tuple`` underneath, so hashing, equality and that
+    total order run at C speed: times are dict keys on every hot path). It equals the plain
+    tuple of its coordinates; times are never mixed with plain tuples.
 
     >>> less_equal(Product(1, 2), Product(1, 3)), less_equal(Product(1, 2), Product(0, 3))
     (True, False)
@@ -62,31 +64,30 @@ class Product:
     [Product(outer=0, inner=5), Product(outer=1, inner=0)]
     """
 
-    outer: Any
-    inner: Any
+    __slots__ = ()
+
+    def __new__(cls, outer: Any, inner: Any) -> Product:
+        return tuple.__new__(cls, (outer, inner))
+
+    def __getnewargs__(self) -> tuple[Any, Any]:
+        return (self[0], self[1])
+
+    outer: Any = property(itemgetter(0), doc="The outer (enclosing scope's) coordinate.")
+    inner: Any = property(itemgetter(1), doc="The inner (this loop's round) coordinate.")
+
+    def __repr__(self) -> str:
+        return f"Product(outer={self[0]!r}, inner={self[1]!r})"
+
+    if TYPE_CHECKING:
+        # What the type checker sees of tuple's comparisons: code compares times of one
+        # shape only, whatever the static type says (``int | Product``).
+        def __lt__(self, other: object) -> bool: ...
+        def __le__(self, other: object) -> bool: ...
+        def __gt__(self, other: object) -> bool: ...
+        def __ge__(self, other: object) -> bool: ...
 
     def _key(self) -> tuple[Any, Any]:
-        return (self.outer, self.inner)
-
-    def __lt__(self, other: object) -> bool:
-        if other.__class__ is not Product:
-            return NotImplemented
-        return (self.outer, self.inner) < (other.outer, other.inner)
-
-    def __le__(self, other: object) -> bool:
-        if other.__class__ is not Product:
-            return NotImplemented
-        return (self.outer, self.inner) <= (other.outer, other.inner)
-
-    def __gt__(self, other: object) -> bool:
-        if other.__class__ is not Product:
-            return NotImplemented
-        return (self.outer, self.inner) > (other.outer, other.inner)
-
-    def __ge__(self, other: object) -> bool:
-        if other.__class__ is not Product:
-            return NotImplemented
-        return (self.outer, self.inner) >= (other.outer, other.inner)
+        return (self[0], self[1])
 
 
 Time: TypeAlias = int | Product
@@ -100,11 +101,11 @@ def less_equal(a: Time, b: Time) -> bool:
     """
     if a.__class__ is int:
         return a <= b
-    ao = a.outer  # type: ignore[union-attr]
-    ai = a.inner  # type: ignore[union-attr]
+    # Indexing is the cheapest way into a Product (it is a pair: outer, inner).
+    ao, ai = a  # type: ignore[misc]
     if ao.__class__ is int and ai.__class__ is int:  # a loop's Product(round, iteration)
-        return ao <= b.outer and ai <= b.inner  # type: ignore[union-attr,no-any-return]
-    return less_equal(ao, b.outer) and less_equal(ai, b.inner)  # type: ignore[union-attr]
+        return ao <= b[0] and ai <= b[1]  # type: ignore[index,no-any-return]
+    return less_equal(ao, b[0]) and less_equal(ai, b[1])  # type: ignore[index]
 
 
 def less_than(a: Time, b: Time) -> bool:
@@ -120,18 +121,16 @@ def join(a: Time, b: Time) -> Time:
     """
     if a.__class__ is int:
         return a if a >= b else b
-    ao = a.outer  # type: ignore[union-attr]
-    ai = a.inner  # type: ignore[union-attr]
+    ao, ai = a  # type: ignore[misc]
     if ao.__class__ is int and ai.__class__ is int:
-        # Return an argument when it is the answer: no new Product (and its hash) to build.
-        bo = b.outer  # type: ignore[union-attr]
-        bi = b.inner  # type: ignore[union-attr]
+        # Return an argument when it is the answer: no new Product to build.
+        bo, bi = b  # type: ignore[misc]
         if ao >= bo:
             if ai >= bi:
                 return a
             return b if ao == bo else Product(ao, bi)
         return b if bi >= ai else Product(bo, ai)
-    return Product(join(ao, b.outer), join(ai, b.inner))  # type: ignore[union-attr]
+    return Product(join(ao, b[0]), join(ai, b[1]))  # type: ignore[index]
 
 
 def meet(a: Time, b: Time) -> Time:
