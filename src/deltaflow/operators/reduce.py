@@ -596,12 +596,14 @@ class ReduceOperator(Operator):
         beyond the frontier (``None``: none is). Corrections go to ``fixes[position]`` for
         ints and ``fixes[(x, position)]`` on a line.
 
-        The usual case inside a loop, a single new position with every stored update at or
-        below it, is answered with one accumulation and one ``logic`` call, without sorting.
+        The usual cases inside a loop, a single new position with every stored update at or
+        below it, or (on an int line) with the stored positions above it all beyond the
+        frontier, are answered with one accumulation and one ``logic`` call, without sorting.
         """
         # The seeds' lowest and highest positions, and whether a stored position is above the
-        # lowest (then it is interesting too).
+        # lowest (then it is interesting too); for int lines also the lowest such position.
         above = False
+        next_above: int | None = None
         if x is None:
             low = high = times[0]
             for y in times:
@@ -625,10 +627,12 @@ class ReduceOperator(Operator):
                     elif y > high:
                         high = y
                 for _, r, _ in history:
-                    if r.outer > x:
+                    if r[0] > x:
                         return False
-                    if r.inner > low:
-                        above = True
+                    ry = r[1]
+                    if ry > low and (next_above is None or ry < next_above):
+                        next_above = ry
+                above = next_above is not None
             else:
                 for t in times:
                     if t.outer != x:
@@ -643,7 +647,9 @@ class ReduceOperator(Operator):
                         return False
                     if r.inner > low:
                         above = True
-        if low != high or above:
+        if low != high or (
+            above and (next_above is None or bound is None or next_above < bound)
+        ):
             if x is None:
                 ys = times
                 inputs = [(t, v, d) for v, t, d in history]
@@ -654,11 +660,21 @@ class ReduceOperator(Operator):
             outputs = _positions(written, x) if written else []
             self._sweep_line(key, x, ys, stored, inputs, outputs, bound, fixes)
             return True
-        # One interesting time, at position ``low``; every stored update is below it.
+        # One ready position, ``low``: every stored update is below it, or (on an int line)
+        # the stored positions above it are all beyond the frontier, and evaluating the
+        # lowest of them later finds the others again (see _sweep_line).
         if bound is not None and low >= bound:
             self._defer(key, [low if x is None else Product(x, low)])
             return True
-        if len(history) == 1:
+        acc: dict[Any, int]
+        if next_above is not None:
+            acc = {}
+            for v, r, d in history:
+                if r[1] <= low:
+                    acc[v] = acc.get(v, 0) + d
+            if 0 in acc.values():
+                acc = {v: c for v, c in acc.items() if c}
+        elif len(history) == 1:
             v, _, d = history[0]
             acc = {v: d}
         else:
@@ -671,6 +687,8 @@ class ReduceOperator(Operator):
         desired = self._evaluate(key, acc)
         if desired != current:
             _record(fixes, low if x is None else (x, low), key, desired, current)
+        if next_above is not None:
+            self._defer(key, [Product(x, next_above)])
         return True
 
     def _sweep_line(
