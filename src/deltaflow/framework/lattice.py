@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Sequence
-from operator import itemgetter
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 __all__ = [
     "Product",
@@ -47,16 +46,22 @@ __all__ = [
 ]
 
 
-class Product(tuple):  # type: ignore[type-arg]
+class _Pair(NamedTuple):
+    outer: Any
+    inner: Any
+
+
+class Product(_Pair):
     """A product timestamp: ``(outer, inner)`` ordered coordinate-wise.
 
     ``Product(a, b) <= Product(c, d)`` in the *partial* order iff ``a <= c`` and ``b <= d``
     (:func:`less_equal`). The comparison operators implement the lexicographic *total* order
     used for sorting only.
 
-    A product is an immutable pair (a ``tuple`` underneath, so hashing, equality and that
-    total order run at C speed: times are dict keys on every hot path). It equals the plain
-    tuple of its coordinates; times are never mixed with plain tuples.
+    A product is an immutable pair (a named tuple underneath, so hashing, equality, that
+    total order and reading ``outer`` and ``inner`` run at C speed: times are dict keys on
+    every hot path). It equals the plain tuple of its coordinates; times are never mixed with
+    plain tuples.
 
     >>> less_equal(Product(1, 2), Product(1, 3)), less_equal(Product(1, 2), Product(0, 3))
     (True, False)
@@ -65,15 +70,6 @@ class Product(tuple):  # type: ignore[type-arg]
     """
 
     __slots__ = ()
-
-    def __new__(cls, outer: Any, inner: Any) -> Product:
-        return tuple.__new__(cls, (outer, inner))
-
-    def __getnewargs__(self) -> tuple[Any, Any]:
-        return (self[0], self[1])
-
-    outer: Any = property(itemgetter(0), doc="The outer (enclosing scope's) coordinate.")
-    inner: Any = property(itemgetter(1), doc="The inner (this loop's round) coordinate.")
 
     def __repr__(self) -> str:
         return f"Product(outer={self[0]!r}, inner={self[1]!r})"
