@@ -167,6 +167,10 @@ class JoinOperator(Operator):
         self.single = single
         self.spines = (left, right)
         self.histories = tuple(KeyedHistory() if o else None for o in own)
+        if all(own):
+            # Nothing to acknowledge in a trace: a frontier that moves without a message
+            # leaves no work (the histories only grow, and are tidied, when messages come).
+            self.interest = Interest.NEVER
         self.readers: list[TraceReader | None] = [
             None if o else spine.reader() for o, spine in zip(own, self.spines)
         ]
