@@ -3,8 +3,9 @@
 Python's built-in ``hash`` of ``str`` and ``bytes`` is salted per process (``PYTHONHASHSEED``),
 so two worker processes would disagree on who owns the key ``"cat"``. :func:`stable_hash` is
 deterministic across processes and machines for ints, floats, bools, ``None``, strings, bytes
-and tuples / frozensets of those; other values hash their ``repr``, which is stable for
-attrs/dataclass records of such fields.
+and tuples / frozensets of those (named tuples, ``Product`` times among them, hash as the tuple
+they equal); other values hash their ``repr``, which is stable for attrs/dataclass records of
+such fields.
 
     >>> stable_hash(12345)
     12345
@@ -31,7 +32,7 @@ def stable_hash(value: Hashable) -> int:
         return value & _MASK  # type: ignore[operator]
     if cls is str:
         return zlib.crc32(value.encode("utf-8", "surrogatepass"))  # type: ignore[attr-defined]
-    if cls is tuple:
+    if cls is tuple or isinstance(value, tuple):  # a Product (a pair) hashes as its tuple
         h = 0x345678
         for item in value:  # type: ignore[attr-defined]
             h = ((h * 1000003) ^ stable_hash(item)) & _MASK

@@ -7,8 +7,8 @@ raises), so deltaflow defines one deterministic total order over all of them, :f
 
 * numbers (``int``, ``float``, ``bool``, any ``numbers.Real``) first, by value;
 * then ``str``, then ``bytes``, each by value;
-* then tuples, element-wise by this same order (shorter prefixes first);
-* then :class:`Product`, by ``(outer, inner)``;
+* then tuples, element-wise by this same order (shorter prefixes first); a
+  :class:`Product` is a pair, ordered (and equal) as the tuple ``(outer, inner)``;
 * then ``None``;
 * then frozensets and sets, by their sorted elements;
 * then instances of other classes that define ``<``, grouped by class (module and qualified
@@ -18,9 +18,8 @@ raises), so deltaflow defines one deterministic total order over all of them, :f
 Computing :func:`ukey` costs a Python call per value, so the natural ``<`` is used whenever it
 gives the same answer: for the "safe" types (numbers, ``str``, ``bytes``, tuples, ``Product``)
 every comparison that does not raise agrees with :func:`ukey`, so sorting and searching try the
-natural order first and fall back to :func:`ukey` when a ``TypeError`` (or the
-``AttributeError`` of a ``Product`` compared with an int) says the values were not mutually
-comparable. The result is the same order either way, which is what lets batches that
+natural order first and fall back to :func:`ukey` when a ``TypeError`` says the values were not
+mutually comparable. The result is the same order either way, which is what lets batches that
 were sorted differently be merged and searched together.
 
 Footguns: ``float('nan')`` is not ordered by anything and must not be used as a key or value; a
@@ -56,9 +55,8 @@ __all__ = [
 #: Types whose natural ``<``, when it does not raise, agrees with :func:`ukey`.
 SAFE_TYPES: frozenset[type] = frozenset({int, float, bool, str, bytes, tuple, Product})
 
-#: What a failed natural comparison raises: ``TypeError`` for mismatched built-in types, and
-#: ``AttributeError`` when a :class:`Product` is compared with a plain int (its ordering
-#: dunders read ``other.outer``).
+#: What a failed natural comparison raises: ``TypeError`` for mismatched types (a user class's
+#: ``<`` may raise ``AttributeError`` instead).
 _INCOMPARABLE = (TypeError, AttributeError)
 
 _ORDERABLE: dict[type, bool] = {}
@@ -78,10 +76,8 @@ def ukey(x: object) -> tuple[Any, ...]:
         return (0, x)
     if c is str:
         return (1, x)
-    if c is tuple:
+    if c is tuple or c is Product:
         return (3, tuple(map(ukey, x)))  # type: ignore[call-overload]
-    if c is Product:
-        return (4, ukey(x.outer), ukey(x.inner))  # type: ignore[attr-defined]
     if c is bytes:
         return (2, x)
     if x is None:
