@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -101,3 +102,28 @@ def test_bad_threshold_is_rejected_before_running(bad: object) -> None:
         df.open(Double(), gc_threshold=bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"gc_threshold must be a positive int or None"):
         df.run(Double(), gc_threshold=bad, xs=[(1, 0, 1)])  # type: ignore[arg-type]
+
+
+def test_jobs_in_two_threads_restore_once_both_end(
+    default_thresholds: tuple[int, int, int],
+) -> None:
+    """Two trio programs in two threads, each with a job open while the other's is."""
+    both_open = threading.Barrier(2)
+    seen: list[int] = []
+
+    def program() -> None:
+        async def main() -> None:
+            async with df.open(Double()):
+                both_open.wait()
+                seen.append(gc.get_threshold()[0])
+                both_open.wait()
+
+        trio.run(main)
+
+    threads = [threading.Thread(target=program) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [GC_THRESHOLD, GC_THRESHOLD]
+    assert gc.get_threshold() == default_thresholds

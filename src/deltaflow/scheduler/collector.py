@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Iterator
 
 __all__ = ["GC_THRESHOLD", "check_gc_threshold", "collector_tuned"]
@@ -33,7 +34,8 @@ __all__ = ["GC_THRESHOLD", "check_gc_threshold", "collector_tuned"]
 GC_THRESHOLD = 50_000
 """The collector's first threshold while jobs run (the default is 700)."""
 
-# Jobs running now, and the thresholds found when the first of them started.
+# Jobs running now (in any thread), and the thresholds found when the first of them started.
+_lock = threading.Lock()
 _active = 0
 _saved: tuple[int, int, int] | None = None
 
@@ -56,8 +58,8 @@ def check_gc_threshold(threshold: object) -> int | None:
 def collector_tuned(threshold: int | None = GC_THRESHOLD) -> Iterator[None]:
     """Raise the collector's first threshold to at least ``threshold`` inside the block.
 
-    Blocks may nest or overlap (one per running job): the thresholds found when the first one
-    started come back when the last one ends. ``None`` changes nothing.
+    Blocks may nest or overlap (one per running job, in any thread): the thresholds found when
+    the first one started come back when the last one ends. ``None`` changes nothing.
 
     Raises:
         ValueError: if ``threshold`` is not a positive int.
@@ -67,16 +69,18 @@ def collector_tuned(threshold: int | None = GC_THRESHOLD) -> Iterator[None]:
         return
     assert threshold is not None
     global _active, _saved
-    if _active == 0:
-        _saved = gc.get_threshold()
-    _active += 1
-    first, second, third = gc.get_threshold()
-    if first < threshold:
-        gc.set_threshold(threshold, second, third)
+    with _lock:
+        if _active == 0:
+            _saved = gc.get_threshold()
+        _active += 1
+        first, second, third = gc.get_threshold()
+        if first < threshold:
+            gc.set_threshold(threshold, second, third)
     try:
         yield
     finally:
-        _active -= 1
-        if _active == 0 and _saved is not None:
-            gc.set_threshold(*_saved)
-            _saved = None
+        with _lock:
+            _active -= 1
+            if _active == 0 and _saved is not None:
+                gc.set_threshold(*_saved)
+                _saved = None
