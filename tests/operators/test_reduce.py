@@ -445,6 +445,26 @@ def test_product_times_match_oracle(
         assert accumulate(stored, late) == accumulate(mine, late)
 
 
+# Frontiers as a loop moves them: every round of every outer time in turn, the next outer
+# time's first round held by the input.
+LOOP_FRONTIERS = [
+    Antichain([Product(x, y), Product(x + 1, 0)]) for x in range(4) for y in range(1, 5)
+]
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCT_QUERIES))
+@settings(max_examples=60)
+@given(updates=product_updates(12), lag=st.lists(st.booleans(), min_size=1, max_size=3))
+def test_loop_frontiers_match_oracle(name: str, updates: list[Any], lag: list[bool]) -> None:
+    """With the frontier stepping one round at a time, as inside a loop, keys are corrected
+    on a line with stored times of earlier outer times above the frontier (owed positions
+    kept pending across rounds); output[t] = logic(input[t]) everywhere."""
+    logic, query = PRODUCT_QUERIES[name]
+    sent, ctx, op = drive(updates, [*LOOP_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag)
+    assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
+    assert ctx.held == {} and op.pending == {}
+
+
 @pytest.mark.parametrize("lines", [True, False], ids=["lines", "general"])
 @pytest.mark.parametrize("total_order", [True, False])
 @settings(max_examples=40)
