@@ -42,6 +42,7 @@ __all__ = [
     "meet",
     "meet_all",
     "minimum_like",
+    "new_tuple",
     "sort_key",
 ]
 
@@ -82,15 +83,13 @@ class Product(_Pair):
         def __gt__(self, other: object) -> bool: ...
         def __ge__(self, other: object) -> bool: ...
 
-    def _key(self) -> tuple[Any, Any]:
-        return (self[0], self[1])
-
 
 Time: TypeAlias = int | Product
 
-# Hot paths build products as ``_new(Product, (outer, inner))``: the same object as
-# ``Product(outer, inner)`` at half the cost (the named tuple's ``__new__`` is Python code).
-_new = tuple.__new__
+#: ``tuple.__new__``. Hot paths build products as ``new_tuple(Product, (outer, inner))``: the
+#: same object as ``Product(outer, inner)`` at half the cost (the named tuple's ``__new__`` is
+#: Python code).
+new_tuple = tuple.__new__
 
 
 def less_equal(a: Time, b: Time) -> bool:
@@ -128,8 +127,8 @@ def join(a: Time, b: Time) -> Time:
         if ao >= bo:
             if ai >= bi:
                 return a
-            return b if ao == bo else _new(Product, (ao, bi))
-        return b if bi >= ai else _new(Product, (bo, ai))
+            return b if ao == bo else new_tuple(Product, (ao, bi))
+        return b if bi >= ai else new_tuple(Product, (bo, ai))
     return Product(join(ao, b[0]), join(ai, b[1]))  # type: ignore[index]
 
 

@@ -113,7 +113,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..framework.antichain import Antichain
-from ..framework.lattice import Product, less_equal
+from ..framework.lattice import Product, less_equal, new_tuple
 from ..framework.trace._order import ukey
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
@@ -155,8 +155,6 @@ Logic = Callable[[Any, list[tuple[Any, int]]], Iterable[tuple[Any, int]]]
 _first = itemgetter(0)
 _time_of = itemgetter(1)
 _UNKNOWN: Any = object()
-# Products built on hot paths: ``_new(Product, (x, y))`` is ``Product(x, y)`` at half the cost.
-_new = tuple.__new__
 
 
 def _least(times: list[Any]) -> Any:
@@ -556,7 +554,7 @@ class ReduceOperator(Operator):
                             continue
             self._general(key, times, history, written.get(key, no_rows), upper, corrections)
         for (x, y), rows in line_fixes.items():
-            t = _new(Product, (x, y))
+            t = new_tuple(Product, (x, y))
             fix = corrections.get(t)
             if fix is None:
                 corrections[t] = rows
@@ -619,15 +617,15 @@ class ReduceOperator(Operator):
                     break
         else:
             low = high = times[0].inner
+            for t in times:
+                if t.outer != x:
+                    return False
+                y = t.inner
+                if y < low:
+                    low = y
+                elif y > high:
+                    high = y
             if x.__class__ is int:
-                for t in times:
-                    if t.outer != x:
-                        return False
-                    y = t.inner
-                    if y < low:
-                        low = y
-                    elif y > high:
-                        high = y
                 for _, r, _ in history:
                     if r[0] > x:
                         return False
@@ -636,14 +634,6 @@ class ReduceOperator(Operator):
                         next_above = ry
                 above = next_above is not None
             else:
-                for t in times:
-                    if t.outer != x:
-                        return False
-                    y = t.inner
-                    if y < low:
-                        low = y
-                    elif y > high:
-                        high = y
                 for _, r, _ in history:
                     if not less_equal(r.outer, x):
                         return False
@@ -690,7 +680,7 @@ class ReduceOperator(Operator):
         if desired != current:
             _record(fixes, low if x is None else (x, low), key, desired, current)
         if next_above is not None:
-            self._defer(key, [_new(Product, (x, next_above))])
+            self._defer(key, [new_tuple(Product, (x, next_above))])
         return True
 
     def _sweep_line(
@@ -728,7 +718,7 @@ class ReduceOperator(Operator):
             if x is None:
                 self._defer(key, deferred)  # type: ignore[arg-type]
             else:
-                self._defer(key, [_new(Product, (x, y)) for y in deferred])
+                self._defer(key, [new_tuple(Product, (x, y)) for y in deferred])
         if not ready:
             return
         if len(inputs) > 1:
@@ -778,7 +768,7 @@ class ReduceOperator(Operator):
             set(times), [t for _, t, _ in history], bounds
         )
         if deferred:
-            self._defer(key, [_new(Product, p) for p in deferred])
+            self._defer(key, [new_tuple(Product, p) for p in deferred])
         if not ready:
             return
         ins = history
@@ -794,7 +784,7 @@ class ReduceOperator(Operator):
             fix = correct(key, acc, current)
             if fix:
                 made.append((x, y, fix))
-                _add_rows(corrections, _new(Product, (x, y)), key, fix)
+                _add_rows(corrections, new_tuple(Product, (x, y)), key, fix)
 
     def _general(
         self,

@@ -94,7 +94,7 @@ import attrs
 import numpy as np
 
 from ..antichain import Antichain
-from ..lattice import Product, Time, advance_by
+from ..lattice import Product, Time, advance_by, new_tuple
 from . import _order
 from .description import Description
 
@@ -107,8 +107,6 @@ _I64_MAX = 2**63 - 1
 # Bits available when packing (key, val, time) into one int64 sort key; one spare bit keeps
 # the packed value non-negative.
 _PACK_BITS = 62
-# Products built on hot paths: ``_new(Product, (x, y))`` is ``Product(x, y)`` at half the cost.
-_new = tuple.__new__
 # Up to this many updates, sorting and consolidating int columns in plain Python beats the fixed
 # cost of a dozen numpy calls.
 _SMALL = 48
@@ -263,7 +261,7 @@ class _Codec:
             if p is None:
                 so, wi = self.shifts[0], self.widths[1]
                 oo, oi = self.offsets
-                p = _new(Product, ((code >> so) + oo, (code & ((1 << wi) - 1)) + oi))
+                p = new_tuple(Product, ((code >> so) + oo, (code & ((1 << wi) - 1)) + oi))
                 if len(self.cache) <= _CACHE_LIMIT:
                     self.cache[code] = p
             return p
