@@ -68,7 +68,7 @@ def _input_spines(job: Job, name: str) -> list[Spine]:
         for actor in worker.actors:
             op = actor.operator
             if isinstance(op, ArrangeOperator):
-                upstream = nodes[nodes[actor.index].inputs[0].node]
+                upstream = nodes[nodes[actor.index].inputs[0][0].node]
                 if upstream.name == f"input:{name}":
                     out.append(op.spine)
     return out

@@ -40,7 +40,7 @@ def input_spines(job: Job, name: str) -> dict[int, Spine]:
         for actor in worker.actors:
             op = actor.operator
             if isinstance(op, ArrangeOperator):
-                upstream = nodes[nodes[actor.index].inputs[0].node]
+                upstream = nodes[nodes[actor.index].inputs[0][0].node]
                 if upstream.name == f"input:{name}":
                     out[worker.index] = op.spine
     return out

@@ -167,6 +167,66 @@ def test_exchange_splits_a_chain() -> None:
     assert [n.name for n in plan.nodes].count("exchange") == 1
 
 
+def _union_pipeline(xs: df.Collection, ys: df.Collection) -> dict[str, df.Collection]:
+    """Unions feeding a linear chain, a reduction (an exchange) and an output directly."""
+    both = xs.map(lambda d: d + 1).concat(ys, xs.negate()).concat(ys.filter(lambda d: d % 2))
+    return {
+        "chain": both.map(lambda d: d * 3),
+        "count": both.map(lambda d: (d % 4, d)).count(),
+        "plain": xs.concat(ys),
+        "twice": ys.concat(ys),
+    }
+
+
+def test_union_with_one_consumer_is_dissolved_into_its_port() -> None:
+    """A concat with one consumer is no actor: its inputs feed the consumer's port."""
+    plan = make_plan(pipeline_of(_union_pipeline).instantiate().spec)
+    names = [n.name for n in plan.nodes]
+    unions = {tuple(len(edges) for edges in n.inputs) for n in plan.nodes if n.name == "concat"}
+    # ``both`` has two consumers and stays an actor, with the inner union's three inputs in
+    # its first port; ``ys.concat(ys)`` would bring one edge into a port twice and stays too.
+    assert unions == {(3, 1), (1, 1)}
+    # ``xs.concat(ys)`` went straight into the output's port.
+    (plain,) = [n for n in plan.nodes if n.name == "output:plain"]
+    assert [names[e.node] for e in plain.inputs[0]] == ["input:xs", "input:ys"]
+    unfused = make_plan(pipeline_of(_union_pipeline).instantiate().spec, fuse=False)
+    assert [n.name for n in unfused.nodes].count("concat") == 4
+
+
+@FAST
+@given(xs=histories, ys=histories)
+def test_dissolved_unions_agree_with_model(
+    workers: int, xs: list[Update], ys: list[Update]
+) -> None:
+    """With unions dissolved the results equal the unfused run's and the model's."""
+    fused = collect(pipeline_of(_union_pipeline), workers, xs=xs, ys=ys)
+    unfused = collect(pipeline_of(_union_pipeline), workers, fuse=False, xs=xs, ys=ys)
+    assert fused == unfused
+    both = [(d + 1, t, r) for d, t, r in xs] + ys + [(d, t, -r) for d, t, r in xs]
+    both += [(d, t, r) for d, t, r in ys if d % 2]
+    assert_collections_equal(fused["chain"], [(d * 3, t, r) for d, t, r in both])
+    assert_collections_equal(fused["plain"], xs + ys)
+    assert_collections_equal(fused["twice"], ys + ys)
+    # The count at every time, recomputed from scratch.
+    times = sorted({t for _, t, _ in both})
+    expected: list[Update] = []
+    before: dict[int, int] = {}
+    for time in times:
+        now: dict[int, int] = {}
+        for d, t, r in both:
+            if t <= time:
+                now[d % 4] = now.get(d % 4, 0) + r
+        now = {k: n for k, n in now.items() if n > 0}
+        for k in before.keys() | now.keys():
+            if before.get(k) != now.get(k):
+                if k in before:
+                    expected.append(((k, before[k]), time, -1))
+                if k in now:
+                    expected.append(((k, now[k]), time, 1))
+        before = now
+    assert_collections_equal(fused["count"], expected)
+
+
 # -- results ------------------------------------------------------------------------------------
 
 

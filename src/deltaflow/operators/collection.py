@@ -260,7 +260,9 @@ class Collection:
             self._same_builder(o)
         scope = _innermost([self, *others])
         n = 1 + len(others)
-        return self._add("concat", lambda _w, _n: Concat(n), [self, *others], scope=scope)
+        return self._add(
+            "concat", lambda _w, _n: Concat(n), [self, *others], scope=scope, meta={"union": True}
+        )
 
     def consolidate(self) -> Collection:
         """Sum equal updates of each time once the time is complete; drop zeros."""

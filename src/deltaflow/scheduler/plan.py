@@ -2,9 +2,18 @@
 
 Chains of stateless linear operators (``map``, ``filter``, ``flat_map``, ...) whose
 intermediate results feed exactly one consumer on the same worker become one actor: a batch
-then crosses the whole chain in one activation instead of one actor switch per step. The plan
-also builds the progress graph (ports, edges, path summaries) and validates it: a cycle whose
-times do not strictly increase is rejected here, before anything runs.
+then crosses the whole chain in one activation instead of one actor switch per step.
+
+A ``concat`` with a single consumer is not an actor at all: its inputs are wired straight into
+the consumer's input port, which then has several incoming edges (a port already takes
+messages from every worker, so from several upstream ports is no different). Inside a loop
+every actor and port on the cycle is visited once per iteration by the scheduler and the
+progress tracker, so a union that only forwards costs a share of every iteration; dissolved,
+it costs nothing. A union whose inputs would reach the consumer twice along the same edge
+(``a.concat(a)``) stays an actor.
+
+The plan also builds the progress graph (ports, edges, path summaries) and validates it: a
+cycle whose times do not strictly increase is rejected here, before anything runs.
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ class PhysicalNode:
 
     name: str
     factory: Callable[[int, int], Any]
-    inputs: list[Edge]
+    #: The edges into each input port (several where a ``concat`` was dissolved into it).
+    inputs: list[list[Edge]]
     outputs: int
     summaries: Mapping[tuple[int, int], PathSummary] | None
     depth: int
@@ -53,7 +63,8 @@ class Plan:
 
 
 def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
-    """Fuse linear chains, number the actors, build and validate the progress graph."""
+    """Fuse linear chains, dissolve unions, number the actors, build and validate the
+    progress graph (``fuse=False``: one actor per node, as described)."""
     nodes = spec.nodes
     consumers: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for i, n in enumerate(nodes):
@@ -66,7 +77,15 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
         i: list(n.meta["steps"]) for i, n in enumerate(nodes) if n.fusable
     }
     source_of: dict[int, Edge] = {}
+    # The logical edges a dissolved union stands for, by node (see the module docstring).
+    unions: dict[int, list[Edge]] = {}
     if fuse:
+        for i, n in enumerate(nodes):
+            if n.meta.get("union") and len(consumers.get((i, 0), [])) == 1:
+                # Inputs come from earlier nodes, so their own unions are decided already.
+                edges = [x for e in n.inputs for x in _expand(e, unions)]
+                if len({(e.node, e.port) for e in edges}) == len(edges):
+                    unions[i] = edges
         for i, n in enumerate(nodes):
             if not n.fusable or len(n.inputs) != 1:
                 continue
@@ -83,7 +102,7 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
                 source_of[i] = source_of.get(up, nodes[up].inputs[0])
 
     physical_of: dict[int, int] = {}
-    order = [i for i in range(len(nodes)) if i not in absorbed]
+    order = [i for i in range(len(nodes)) if i not in absorbed and i not in unions]
     for phys, i in enumerate(order):
         physical_of[i] = phys
 
@@ -95,8 +114,14 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
     physical: list[PhysicalNode] = []
     for i in order:
         n = nodes[i]
-        inputs = [source_of[i]] if i in source_of else list(n.inputs)
-        inputs = [Edge(resolve(e.node), e.port, e.pact) for e in inputs]
+        logical_inputs = [source_of[i]] if i in source_of else list(n.inputs)
+        inputs = [
+            [
+                Edge(resolve(x.node), x.port, x.pact) if x.node >= 0 else x
+                for x in _expand(e, unions)
+            ]
+            for e in logical_inputs
+        ]
         factory = n.factory
         name = n.name
         logical = [
@@ -119,17 +144,28 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
     for pn in physical:
         builder.add_node(pn.name, pn.inputs.__len__(), pn.outputs, pn.summaries)
     for idx, pn in enumerate(physical):
-        for port, e in enumerate(pn.inputs):
-            if e.node < 0:
-                msg = f"operator {pn.name!r}: input {port} was never connected"
-                raise ValueError(msg)
-            builder.add_edge((e.node, e.port), (idx, port))
+        for port, edges in enumerate(pn.inputs):
+            for e in edges:
+                if e.node < 0:
+                    msg = f"operator {pn.name!r}: input {port} was never connected"
+                    raise ValueError(msg)
+                builder.add_edge((e.node, e.port), (idx, port))
     progress = builder.build()
 
     routes: list[list[list[tuple[int, int, Any]]]] = [
         [[] for _ in range(pn.outputs)] for pn in physical
     ]
     for idx, pn in enumerate(physical):
-        for port, e in enumerate(pn.inputs):
-            routes[e.node][e.port].append((idx, port, e.pact.key))
+        for port, edges in enumerate(pn.inputs):
+            for e in edges:
+                routes[e.node][e.port].append((idx, port, e.pact.key))
     return Plan(physical, physical_of, progress, routes)
+
+
+def _expand(edge: Edge, unions: dict[int, list[Edge]]) -> list[Edge]:
+    """``edge``, or the edges into the dissolved union it comes from, routed by ``edge``'s
+    pact when that exchanges (it decides where the data go) and by their own otherwise."""
+    inner = unions.get(edge.node)
+    if inner is None:
+        return [edge]
+    return [Edge(e.node, e.port, edge.pact if edge.pact.is_exchange else e.pact) for e in inner]
