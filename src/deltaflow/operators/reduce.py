@@ -517,6 +517,7 @@ class ReduceOperator(Operator):
         if upper.elements and upper.elements[0].__class__ is int:
             int_bound = upper.elements[0]
         on_line = self._line
+        on_pair_line = self._pair_line
         lines = _it.LINE_FAST_PATH
         pairs_small = _it.PAIRS_SMALL
         pair_bounds: list[tuple[int, int]] | None = None
@@ -542,7 +543,8 @@ class ReduceOperator(Operator):
                     bound = bounds.get(x, _UNKNOWN)
                     if bound is _UNKNOWN:
                         bound = bounds[x] = line_bound(upper, x)
-                    if on_line(key, x, times, history, written.get(key), bound, line_fixes):
+                    line = on_pair_line if x.__class__ is int else on_line
+                    if line(key, x, times, history, written.get(key), bound, line_fixes):
                         continue
                     if x.__class__ is int and len(times) + len(history) <= pairs_small:
                         if pair_bounds is None:
@@ -590,20 +592,18 @@ class ReduceOperator(Operator):
         """Correct one key whose times lie on one line; False (nothing done) if they do not.
 
         ``x`` is the line's outer coordinate, or ``None`` for int times (one line, the
-        positions are the times). On a line: every one of ``times`` (new and pending) is
-        ``Product(x, _)`` and every stored input time has an outer coordinate ``<= x``
-        (module docstring); positions are inner coordinates. ``bound`` is the first position
-        beyond the frontier (``None``: none is). Corrections go to ``fixes[position]`` for
-        ints and ``fixes[(x, position)]`` on a line.
+        positions are the times); an int ``x`` takes :meth:`_pair_line`. On a line: every one
+        of ``times`` (new and pending) is ``Product(x, _)`` and every stored input time has an
+        outer coordinate ``<= x`` (module docstring); positions are inner coordinates.
+        ``bound`` is the first position beyond the frontier (``None``: none is). Corrections
+        go to ``fixes[position]`` for ints and ``fixes[(x, position)]`` on a line.
 
-        The usual cases inside a loop, a single new position with every stored update at or
-        below it, or (on an int line) with the stored positions above it all beyond the
-        frontier, are answered with one accumulation and one ``logic`` call, without sorting.
+        The usual case inside a loop, a single new position with every stored update at or
+        below it, is answered with one accumulation and one ``logic`` call, without sorting.
         """
         # The seeds' lowest and highest positions, and whether a stored position is above the
-        # lowest (then it is interesting too); for int lines also the lowest such position.
+        # lowest (then it is interesting too).
         above = False
-        next_above: int | None = None
         if x is None:
             low = high = times[0]
             for y in times:
@@ -625,23 +625,12 @@ class ReduceOperator(Operator):
                     low = y
                 elif y > high:
                     high = y
-            if x.__class__ is int:
-                for _, r, _ in history:
-                    if r[0] > x:
-                        return False
-                    ry = r[1]
-                    if ry > low and (next_above is None or ry < next_above):
-                        next_above = ry
-                above = next_above is not None
-            else:
-                for _, r, _ in history:
-                    if not less_equal(r.outer, x):
-                        return False
-                    if r.inner > low:
-                        above = True
-        if low != high or (
-            above and (next_above is None or bound is None or next_above < bound)
-        ):
+            for _, r, _ in history:
+                if not less_equal(r.outer, x):
+                    return False
+                if r.inner > low:
+                    above = True
+        if above or low != high:
             if x is None:
                 ys = times
                 inputs = [(t, v, d) for v, t, d in history]
@@ -652,21 +641,11 @@ class ReduceOperator(Operator):
             outputs = _positions(written, x) if written else []
             self._sweep_line(key, x, ys, stored, inputs, outputs, bound, fixes)
             return True
-        # One ready position, ``low``: every stored update is below it, or (on an int line)
-        # the stored positions above it are all beyond the frontier, and evaluating the
-        # lowest of them later finds the others again (see _sweep_line).
+        # One ready position, ``low``, and every stored update at or below it.
         if bound is not None and low >= bound:
             self._defer(key, [low if x is None else Product(x, low)])
             return True
-        acc: dict[Any, int]
-        if next_above is not None:
-            acc = {}
-            for v, r, d in history:
-                if r[1] <= low:
-                    acc[v] = acc.get(v, 0) + d
-            if 0 in acc.values():
-                acc = {v: c for v, c in acc.items() if c}
-        elif len(history) == 1:
+        if len(history) == 1:
             v, _, d = history[0]
             acc = {v: d}
         else:
@@ -679,6 +658,70 @@ class ReduceOperator(Operator):
         desired = self._evaluate(key, acc)
         if desired != current:
             _record(fixes, low if x is None else (x, low), key, desired, current)
+        return True
+
+    def _pair_line(
+        self,
+        key: Any,
+        x: int,
+        times: list[Any],
+        history: list[tuple[Any, Any, int]],
+        written: list[tuple[Any, Any, int]] | None,
+        bound: int | None,
+        fixes: dict[Any, list[tuple[Any, Any, int]]],
+    ) -> bool:
+        """:meth:`_line` for ``Product(int, int)`` times (a loop's rounds and iterations).
+
+        Besides the case of every stored update at or below the single new position ``low``,
+        this one answers with one accumulation and one ``logic`` call when the stored
+        positions above ``low`` are all beyond the frontier: evaluating the lowest of them
+        later (it is deferred) finds the others again (see :meth:`_sweep_line`). The input
+        history is scanned once: the accumulation at ``low`` and the lowest position above
+        it together. Products are pairs and are read by index.
+        """
+        low = high = times[0][1]
+        for t in times:
+            if t[0] != x:
+                return False
+            y = t[1]
+            if y < low:
+                low = y
+            elif y > high:
+                high = y
+        acc: dict[Any, int] = {}
+        get = acc.get
+        next_above: int | None = None
+        for v, r, d in history:
+            if r[0] > x:
+                return False
+            ry = r[1]
+            if ry <= low:
+                acc[v] = get(v, 0) + d
+            elif next_above is None or ry < next_above:
+                next_above = ry
+        if low != high or (next_above is not None and (bound is None or next_above < bound)):
+            ys = [t[1] for t in times]
+            inputs = [(t[1], v, d) for v, t, d in history]
+            stored = [y for y, _, _ in inputs]
+            outputs = [(t[1], v, d) for v, t, d in written if t[0] <= x] if written else []
+            self._sweep_line(key, x, ys, stored, inputs, outputs, bound, fixes)
+            return True
+        if bound is not None and low >= bound:
+            self._defer(key, [new_tuple(Product, (x, low))])
+            return True
+        if 0 in acc.values():
+            acc = {v: c for v, c in acc.items() if c}
+        current: dict[Any, int] = {}
+        if written:
+            get = current.get
+            for v, r, d in written:
+                if r[1] <= low and r[0] <= x:
+                    current[v] = get(v, 0) + d
+            if 0 in current.values():
+                current = {v: c for v, c in current.items() if c}
+        desired = self._evaluate(key, acc)
+        if desired != current:
+            _record(fixes, (x, low), key, desired, current)
         if next_above is not None:
             self._defer(key, [new_tuple(Product, (x, next_above))])
         return True
