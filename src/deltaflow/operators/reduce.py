@@ -171,8 +171,8 @@ def _positions(rows: list[tuple[Any, Any, int]], x: Any) -> list[tuple[int, Any,
     int times, the position is the time)."""
     if x is None:
         return [(t, v, d) for v, t, d in rows]
-    if x.__class__ is int:
-        return [(t.inner, v, d) for v, t, d in rows if t.outer <= x]
+    if x.__class__ is int:  # Products are pairs: indexing is the cheapest way in
+        return [(t[1], v, d) for v, t, d in rows if t[0] <= x]
     return [(t.inner, v, d) for v, t, d in rows if less_equal(t.outer, x)]
 
 
@@ -187,12 +187,17 @@ def _accumulate_at(rows: list[tuple[Any, Any, int]], x: Any, y: int) -> dict[Any
                 acc[v] = get(v, 0) + d
     elif x.__class__ is int:
         for v, t, d in rows:
-            if t.inner <= y and t.outer <= x:
+            if t[1] <= y and t[0] <= x:
                 acc[v] = get(v, 0) + d
     else:
         for v, t, d in rows:
             if t.inner <= y and less_equal(t.outer, x):
                 acc[v] = get(v, 0) + d
+    return _without_zeros(acc)
+
+
+def _without_zeros(acc: dict[Any, int]) -> dict[Any, int]:
+    """``acc`` without its zero counts (``acc`` itself when it has none)."""
     if 0 in acc.values():
         return {v: c for v, c in acc.items() if c}
     return acc
@@ -652,8 +657,7 @@ class ReduceOperator(Operator):
             acc = {}
             for v, _, d in history:
                 acc[v] = acc.get(v, 0) + d
-            if 0 in acc.values():
-                acc = {v: c for v, c in acc.items() if c}
+            acc = _without_zeros(acc)
         current = _accumulate_at(written, x, low) if written else {}
         desired = self._evaluate(key, acc)
         if desired != current:
@@ -703,22 +707,14 @@ class ReduceOperator(Operator):
             ys = [t[1] for t in times]
             inputs = [(t[1], v, d) for v, t, d in history]
             stored = [y for y, _, _ in inputs]
-            outputs = [(t[1], v, d) for v, t, d in written if t[0] <= x] if written else []
+            outputs = _positions(written, x) if written else []
             self._sweep_line(key, x, ys, stored, inputs, outputs, bound, fixes)
             return True
         if bound is not None and low >= bound:
             self._defer(key, [new_tuple(Product, (x, low))])
             return True
-        if 0 in acc.values():
-            acc = {v: c for v, c in acc.items() if c}
-        current: dict[Any, int] = {}
-        if written:
-            get = current.get
-            for v, r, d in written:
-                if r[1] <= low and r[0] <= x:
-                    current[v] = get(v, 0) + d
-            if 0 in current.values():
-                current = {v: c for v, c in current.items() if c}
+        acc = _without_zeros(acc)
+        current = _accumulate_at(written, x, low) if written else {}
         desired = self._evaluate(key, acc)
         if desired != current:
             _record(fixes, (x, low), key, desired, current)
