@@ -338,6 +338,8 @@ def drive(
     lag: list[bool] | None = None,
     total_order: bool | None = None,
     positive_only: bool = True,
+    key_only: bool = False,
+    by_count: R.ByCount | None = None,
 ) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
     """Seal ``updates`` into one batch per frontier of the advancing chain and drive the
     operator: messages one per distinct time; with ``lag[i]`` the frontier moves only in a
@@ -346,7 +348,8 @@ def drive(
     source = Spine(Antichain([lower]))
     op = R.ReduceOperator(
         "reduce(test)", source, Spine(Antichain([lower])), logic,
-        total_order=total_order, positive_only=positive_only,
+        total_order=total_order, positive_only=positive_only, key_only=key_only,
+        by_count=by_count,
     )
     ctx = FakeContext(lower)
     remaining = list(updates)
@@ -553,6 +556,92 @@ def test_line_fast_path_matches_general_path(
     assert_matches_oracle(
         [(d, t, r) for (d, t), r in runs[0][0].items()], {"xs": updates}, query or q_parity
     )
+
+
+def halve(_d: Any, n: int) -> int:
+    """A threshold that is zero for some non-zero counts and negative for negative ones."""
+    return n // 2
+
+
+def by_self_query(f: Callable[[Any, int], int]) -> Callable[..., Counter[Any]]:
+    """The meaning of a reduction by self whose output count is ``f(datum, n)`` (n != 0)."""
+
+    def query(c: dict[str, Counter[Any]]) -> Counter[Any]:
+        counts = {d: f(d, n) for (d, _), n in c["xs"].items() if n}
+        return Counter({d: m for d, m in counts.items() if m})
+
+    return query
+
+
+BY_COUNT: dict[str, tuple[R.Logic, R.ByCount, bool, Callable[[Any, int], int]]] = {
+    "distinct": (R._distinct_logic, R._distinct_by_count, True, lambda _d, n: int(n > 0)),
+    "threshold": (*R._threshold_functions(halve, "threshold(halve)"), False, halve),
+}
+
+
+@pytest.mark.parametrize("frontier_kind", ["random", "loop"])
+@pytest.mark.parametrize("name", sorted(BY_COUNT))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_by_count_paths_match_dict_paths_and_oracle(
+    frontier_kind: str, name: str, data: st.DataObject
+) -> None:
+    """Reductions by self that count (distinct, threshold) accumulate ints on the
+    Product(int, int) paths; with and without that, on random and loop-shaped frontiers, the
+    output is the oracle's and identical, and nothing is left pending or held."""
+    logic, by_count, positive_only, f = BY_COUNT[name]
+    query = by_self_query(f)
+    updates = data.draw(
+        st.lists(
+            st.tuples(st.tuples(st.sampled_from(["a", "b", "c"]), st.just(())), PRODUCTS,
+                      st.integers(-2, 3).filter(bool)),
+            max_size=14,
+        )
+    )
+    if frontier_kind == "loop":
+        frontiers = [*LOOP_FRONTIERS, Antichain()]
+    else:
+        frontiers = data.draw(frontier_chains(PRODUCTS))
+    lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    runs = []
+    for counting in (by_count, None):
+        sent, ctx, op = drive(
+            updates, frontiers, logic, Product(0, 0), lag=lag, positive_only=positive_only,
+            key_only=True, by_count=counting,
+        )
+        assert ctx.held == {} and op.pending == {}
+        runs.append(consolidated(sent))
+    assert runs[0] == runs[1]
+    assert_matches_oracle(sent, {"xs": updates}, query)
+
+
+def test_threshold_and_logic_may_return_zero_counts(workers: int) -> None:
+    """A threshold that maps some counts to 0, and a logic returning a zero count for a value
+    it never output, produce no output there (and no error)."""
+    ups = [("a", 0, 3), ("b", 0, 1), ("a", 1, -2), ("b", 2, 1)]
+    out = example(lambda xs: R.threshold(xs, halve), xs=ups)
+    assert_matches_oracle(out, {"xs": [((d, ()), t, r) for d, t, r in ups]},
+                          by_self_query(halve))
+    assert sorted(out) == [("a", 0, 1), ("a", 1, -1), ("b", 2, 1)]
+
+    class P(df.Pipeline):
+        def build(self, xs: df.Collection) -> df.Collection:
+            return R.reduce(xs, lambda k, vs: [("zero", 0), ("n", len(vs)), ("n", -len(vs))])
+
+    assert df.run(P(), workers=workers, xs=[(("k", 1), 0, 1)]) == []
+
+
+def test_threshold_must_return_an_int(workers: int) -> None:
+    """A threshold function returning a non-int stops the job naming the operator."""
+
+    class P(df.Pipeline):
+        def build(self, xs: df.Collection) -> df.Collection:
+            return R.threshold(xs, lambda d, n: n / 2)
+
+    with pytest.raises(df.OperatorError, match="int count") as info:
+        df.run(P(), workers=workers, xs=[("a", 0, 1)])
+    assert info.value.operator.startswith("threshold(")
+    assert isinstance(info.value.__cause__, TypeError)
 
 
 def test_stored_time_compacted_onto_the_line_still_makes_joins() -> None:

@@ -79,6 +79,13 @@ went from about 7 s of CPU time to under 2 s with this and the output index (mos
 left is reading the input trace).
 ``interesting_times.LINE_FAST_PATH = False`` switches it off (tests compare both paths).
 
+**Reductions by self that only count** (``distinct``, ``threshold``: every input value is
+``()``, the output is ``()`` with a count that depends on the key's input count alone) hand
+the operator that function too (``by_count``). On ``Product(int, int)`` lines and small sets
+of pairs it accumulates plain ints, input and output, instead of ``{val: count}`` dicts and a
+``logic`` call: W2's ``distinct`` inside ``iterate`` got about 1.1x faster in interactive
+rounds and 1.15x in one static run.
+
 **Totally ordered times** (``int``) take a faster path still, like a ``count_total``: there the
 interesting times of a key are just the times of its new updates, so the operator keeps each
 key's accumulated input and output at the frontier in two dicts and sweeps the key's new
@@ -152,6 +159,9 @@ __all__ = [
 Logic = Callable[[Any, list[tuple[Any, int]]], Iterable[tuple[Any, int]]]
 """``logic(key, [(val, count), ...]) -> [(out_val, count), ...]``."""
 
+ByCount = Callable[[Any, int], int]
+"""``by_count(key, n) -> count``: a reduction by self's output count from its input count."""
+
 _first = itemgetter(0)
 _time_of = itemgetter(1)
 _UNKNOWN: Any = object()
@@ -194,6 +204,15 @@ def _accumulate_at(rows: list[tuple[Any, Any, int]], x: Any, y: int) -> dict[Any
             if t.inner <= y and less_equal(t.outer, x):
                 acc[v] = get(v, 0) + d
     return _without_zeros(acc)
+
+
+def _total_at(rows: list[tuple[Any, Any, int]], x: int, y: int) -> int:
+    """The sum of the diffs of ``(val, Product(int, int), diff)`` rows at or below ``(x, y)``."""
+    n = 0
+    for _, t, d in rows:
+        if t[0] <= x and t[1] <= y:
+            n += d
+    return n
 
 
 def _without_zeros(acc: dict[Any, int]) -> dict[Any, int]:
@@ -301,6 +320,11 @@ class ReduceOperator(Operator):
         key_only: send ``key`` instead of ``(key, out_val)`` downstream (arrangements by self:
             ``distinct``, ``threshold``). The output spine always holds ``(key, out_val)``.
         total_order: use the fast path for ``int`` times (``None``: whenever times are ints).
+        by_count: for reductions over an arrangement by self (every value is ``()``) whose
+            output is the single value ``()``: its count as a function of the key and the
+            key's input count, ``by_count(key, n)`` (``distinct``, ``threshold``). The paths
+            for ``Product(int, int)`` times then accumulate plain ints instead of
+            ``{val: count}`` dicts; ``logic`` must agree with it (the other paths call it).
     """
 
     interest = Interest.ALWAYS
@@ -315,6 +339,7 @@ class ReduceOperator(Operator):
         positive_only: bool = True,
         key_only: bool = False,
         total_order: bool | None = None,
+        by_count: ByCount | None = None,
     ) -> None:
         self.name = name
         self.logic = logic
@@ -323,6 +348,7 @@ class ReduceOperator(Operator):
         # The built-in reductions' answer straight from the accumulation (see _FOLDS).
         builtin = _FOLDS.get(logic)
         self.fold = builtin[0] if builtin and builtin[1] == positive_only else None
+        self.by_count = by_count
         self.source = source
         self.upper: Antichain = source.lower
         ints = all(t.__class__ is int for t in source.lower)
@@ -416,7 +442,7 @@ class ReduceOperator(Operator):
                 if c:
                     out[out_val] = c
                 else:
-                    del out[out_val]
+                    out.pop(out_val, None)
         except (TypeError, ValueError):
             msg = (
                 f"{self.name}: logic must return [(value, int count), ...]; for key {key!r} "
@@ -713,11 +739,21 @@ class ReduceOperator(Operator):
         if bound is not None and low >= bound:
             self._defer(key, [new_tuple(Product, (x, low))])
             return True
-        acc = _without_zeros(acc)
-        current = _accumulate_at(written, x, low) if written else {}
-        desired = self._evaluate(key, acc)
-        if desired != current:
-            _record(fixes, (x, low), key, desired, current)
+        by_count = self.by_count
+        if by_count is not None:
+            fix = by_count(key, acc.get((), 0)) - (_total_at(written, x, low) if written else 0)
+            if fix:
+                rows = fixes.get((x, low))
+                if rows is None:
+                    fixes[(x, low)] = [(key, (), fix)]
+                else:
+                    rows.append((key, (), fix))
+        else:
+            acc = _without_zeros(acc)
+            current = _accumulate_at(written, x, low) if written else {}
+            desired = self._evaluate(key, acc)
+            if desired != current:
+                _record(fixes, (x, low), key, desired, current)
         if next_above is not None:
             self._defer(key, [new_tuple(Product, (x, next_above))])
         return True
@@ -812,6 +848,19 @@ class ReduceOperator(Operator):
             return
         ins = history
         outs = output_history or []
+        by_count = self.by_count
+        if by_count is not None:
+            counted: list[tuple[int, int, int]] = []
+            for x, y in ready:
+                n = _total_at(outs, x, y)
+                for mx, my, c in counted:
+                    if mx <= x and my <= y:
+                        n += c
+                c = by_count(key, _total_at(ins, x, y)) - n
+                if c:
+                    counted.append((x, y, c))
+                    _add_rows(corrections, new_tuple(Product, (x, y)), key, {(): c})
+            return
         correct = self._correction
         made: list[tuple[int, int, dict[Any, int]]] = []
         for x, y in ready:
@@ -961,6 +1010,7 @@ def reduce_core(
     key_only: bool = False,
     total_order: bool | None = None,
     arrange_output: bool = True,
+    by_count: ByCount | None = None,
 ) -> tuple[Collection, TraceRegistry | None]:
     """Add a :class:`ReduceOperator` reading ``arranged``; return its output and output trace.
 
@@ -987,6 +1037,7 @@ def reduce_core(
             positive_only=positive_only,
             key_only=key_only,
             total_order=total_order,
+            by_count=by_count,
         )
 
     stream = Collection(arranged.builder, arranged.node, 0, arranged.scope)
@@ -1000,6 +1051,7 @@ def _build(
     *,
     positive_only: bool = True,
     key_only: bool = False,
+    by_count: ByCount | None = None,
 ) -> Collection:
     """The public reductions: the output trace is not handed out, so none is kept for ints."""
     return reduce_core(
@@ -1009,6 +1061,7 @@ def _build(
         positive_only=positive_only,
         key_only=key_only,
         arrange_output=False,
+        by_count=by_count,
     )[0]
 
 
@@ -1081,6 +1134,10 @@ def _distinct_logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, i
     return [((), 1)]
 
 
+def _distinct_by_count(_key: Any, n: int) -> int:
+    return 1 if n > 0 else 0
+
+
 def distinct(collection: Collection) -> Collection:
     """Each datum with a positive count, once.
 
@@ -1088,7 +1145,13 @@ def distinct(collection: Collection) -> Collection:
     >>> example(lambda xs: distinct(xs), xs=[("a", 0, 3), ("b", 0, -1)])
     [('a', 0, 1)]
     """
-    return _build(collection.arrange_by_self(), _distinct_logic, "distinct", key_only=True)
+    return _build(
+        collection.arrange_by_self(),
+        _distinct_logic,
+        "distinct",
+        key_only=True,
+        by_count=_distinct_by_count,
+    )
 
 
 def threshold(collection: Collection, f: Callable[[Any, int], int]) -> Collection:
@@ -1098,12 +1161,34 @@ def threshold(collection: Collection, f: Callable[[Any, int], int]) -> Collectio
     >>> example(lambda xs: threshold(xs, lambda d, n: n * n), xs=[("a", 0, 3), ("b", 0, -1)])
     [('a', 0, 9), ('b', 0, 1)]
     """
+    label = f"threshold({describe_callable(f)})"
+    logic, by_count = _threshold_functions(f, label)
+    return _build(
+        collection.arrange_by_self(),
+        logic,
+        label,
+        positive_only=False,
+        key_only=True,
+        by_count=by_count,
+    )
+
+
+def _threshold_functions(f: Callable[[Any, int], int], label: str) -> tuple[Logic, ByCount]:
+    """``threshold(f)``'s logic and its ``by_count`` (checking that ``f`` returns ints)."""
+
+    def by_count(key: Any, n: int) -> int:
+        if not n:
+            return 0
+        c = f(key, n)
+        if c.__class__ is not int:
+            msg = f"{label}: f must return an int count; f({key!r}, {n}) returned {c!r}"
+            raise TypeError(msg)
+        return c
 
     def logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
-        return [((), f(key, vals[0][1]))]
+        return [((), by_count(key, vals[0][1]))]
 
-    label = f"threshold({describe_callable(f)})"
-    return _build(collection.arrange_by_self(), logic, label, positive_only=False, key_only=True)
+    return logic, by_count
 
 
 def _min_logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
