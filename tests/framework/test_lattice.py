@@ -15,6 +15,7 @@ from deltaflow.framework.lattice import (
     Product,
     Time,
     advance_by,
+    advancer,
     chain_decomposition,
     depth,
     join,
@@ -223,6 +224,14 @@ def test_advance_by_is_optimal(case: tuple[str, Time, list[Time]]) -> None:
     for t2 in grid:
         if _indistinguishable(t, t2, frontier, grid):
             assert less_equal(t2, advanced), (t2, advanced)
+
+
+@settings(max_examples=150)
+@given(shape_and())
+def test_advancer_agrees_with_advance_by(case: tuple[str, Time, list[Time]]) -> None:
+    """The advancer specialised to a frontier's shape gives advance_by's answer."""
+    _, t, frontier = case
+    assert advancer(frontier)(t) == advance_by(t, frontier)
 
 
 @given(shape_and())

@@ -14,10 +14,10 @@ dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..framework.lattice import advance_by
+from ..framework.lattice import advancer
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -102,11 +102,29 @@ class KeyedHistory:
         """All rows by key, after compacting the long lists of ``keys`` to ``frontier``."""
         rows_of = self.rows
         advanced: dict[Time, Time] = {}
+        advance: Callable[[Time], Time] | None = None
         for key in keys:
             rows = rows_of.get(key)
             if rows is not None and len(rows) > COMPACT_WRITTEN and _may_cancel(rows):
-                self._compact(key, rows, frontier, advanced)
+                if advance is None:
+                    advance = advancer(frontier)
+                self._compact(key, rows, advance, advanced)
         return rows_of
+
+    def compacted(
+        self,
+        key: Any,
+        rows: list[tuple[Any, Time, int]],
+        advance: Callable[[Time], Time],
+        advanced: dict[Time, Time],
+    ) -> list[tuple[Any, Time, int]]:
+        """``key``'s ``rows`` (longer than :data:`COMPACT_WRITTEN`), compacted with ``advance``
+        if they may cancel; what :meth:`read` does for one key, for callers that look keys up
+        themselves (``advanced`` caches ``advance`` per time across calls)."""
+        if not _may_cancel(rows):
+            return rows
+        self._compact(key, rows, advance, advanced)
+        return self.rows.get(key, [])
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:
         """Compact every key to ``frontier`` once the total passed the limit (or ``force``).
@@ -120,8 +138,9 @@ class KeyedHistory:
             self.size = 0
         else:
             advanced: dict[Time, Time] = {}
+            advance = advancer(frontier)
             for key, rows in [item for item in self.rows.items() if _may_cancel(item[1])]:
-                self._compact(key, rows, frontier, advanced)
+                self._compact(key, rows, advance, advanced)
         # Advancing a time costs a join per frontier element: with many rounds in flight
         # (a wide frontier) wait proportionally longer, keeping the cost per update constant.
         self.limit = COMPACT_ALL_WRITTEN + 2 * self.size * (len(frontier) or 1)
@@ -130,17 +149,17 @@ class KeyedHistory:
         self,
         key: Any,
         rows: list[tuple[Any, Time, int]],
-        frontier: tuple[Time, ...],
+        advance: Callable[[Time], Time],
         advanced: dict[Time, Time],
     ) -> None:
-        """Advance a key's rows to ``frontier`` and consolidate them (``advanced`` caches
-        ``advance_by`` per distinct time)."""
+        """Advance a key's rows with ``advance`` (``advance_by`` to the frontier, see
+        :func:`.advancer`) and consolidate them (``advanced`` caches it per distinct time)."""
         acc: dict[tuple[Any, Time], int] = {}
         get = acc.get
         for v, t, d in rows:
             a = advanced.get(t)
             if a is None:
-                a = advanced[t] = advance_by(t, frontier)
+                a = advanced[t] = advance(t)
             vt = (v, a)
             acc[vt] = get(vt, 0) + d
         merged = [(v, t, d) for (v, t), d in acc.items() if d]

@@ -120,12 +120,12 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..framework.antichain import Antichain
-from ..framework.lattice import Product, less_equal, new_tuple
+from ..framework.lattice import Product, advancer, less_equal, new_tuple
 from ..framework.trace._order import ukey
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
 from ..framework.trace.spine import Spine, TraceReader
-from . import interesting_times as _it
+from . import history as _history, interesting_times as _it
 from .arrange import TraceRegistry
 from .base import Interest, Operator, UpdateBatch, describe_callable
 from .history import KeyedHistory
@@ -536,9 +536,15 @@ class ReduceOperator(Operator):
                         seeds[key] = []
         if not seeds:
             return {}
-        frontier = self.upper.elements
-        source_histories = self.inputs.read(seeds, frontier)
-        written = self.outputs.read(seeds, frontier)
+        # Each key's input and output history, compacted to the previous frontier (every
+        # time still to be read is beyond it) when long (see KeyedHistory.read).
+        inputs = self.inputs
+        outputs = self.outputs
+        input_rows = inputs.rows
+        output_rows = outputs.rows
+        long = _history.COMPACT_WRITTEN
+        advance = advancer(self.upper.elements)
+        advanced: dict[Time, Time] = {}
         no_rows: list[tuple[Any, Time, int]] = []
         corrections: dict[Time, list[tuple[Any, Any, int]]] = {}
         # Corrections of keys on a line, by (outer, inner); made into times once at the end.
@@ -563,11 +569,16 @@ class ReduceOperator(Operator):
                             if not keys:
                                 del pending_keys[t]
                     times.extend(owed)
-            history = source_histories.get(key, no_rows)
+            history = input_rows.get(key, no_rows)
+            if len(history) > long:
+                history = inputs.compacted(key, history, advance, advanced)
+            written = output_rows.get(key)
+            if written is not None and len(written) > long:
+                written = outputs.compacted(key, written, advance, advanced)
             first = times[0]
             if lines:
                 if first.__class__ is int:
-                    on_line(key, None, times, history, written.get(key), int_bound, corrections)
+                    on_line(key, None, times, history, written, int_bound, corrections)
                     continue
                 if first.__class__ is Product and first.inner.__class__ is int:
                     x = first.outer
@@ -575,17 +586,15 @@ class ReduceOperator(Operator):
                     if bound is _UNKNOWN:
                         bound = bounds[x] = line_bound(upper, x)
                     line = on_pair_line if x.__class__ is int else on_line
-                    if line(key, x, times, history, written.get(key), bound, line_fixes):
+                    if line(key, x, times, history, written, bound, line_fixes):
                         continue
                     if x.__class__ is int and len(times) + len(history) <= pairs_small:
                         if pair_bounds is None:
                             pair_bounds = _pair_bounds(upper)
                         if pair_bounds is not None:
-                            self._pairs(
-                                key, times, history, written.get(key), pair_bounds, corrections
-                            )
+                            self._pairs(key, times, history, written, pair_bounds, corrections)
                             continue
-            self._general(key, times, history, written.get(key, no_rows), upper, corrections)
+            self._general(key, times, history, written or no_rows, upper, corrections)
         for (x, y), rows in line_fixes.items():
             t = new_tuple(Product, (x, y))
             fix = corrections.get(t)
@@ -593,7 +602,7 @@ class ReduceOperator(Operator):
                 corrections[t] = rows
             else:
                 fix.extend(rows)
-        record = self.outputs.append
+        record = outputs.append
         for t, rows in corrections.items():
             for key, v, d in rows:
                 record(key, v, t, d)
