@@ -631,6 +631,19 @@ def test_threshold_and_logic_may_return_zero_counts(workers: int) -> None:
     assert df.run(P(), workers=workers, xs=[(("k", 1), 0, 1)]) == []
 
 
+def test_by_count_needs_an_arrangement_by_self() -> None:
+    """A counting function over (key, val) data would ignore the values: refused up front."""
+
+    class P(df.Pipeline):
+        def build(self, xs: df.Collection) -> df.Collection:
+            return R.reduce_core(
+                xs.arrange_by_key(), R._distinct_logic, name="mine", by_count=R._distinct_by_count
+            )[0]
+
+    with pytest.raises(ValueError, match="mine: by_count needs an arrangement by self"):
+        df.run(P(), xs=[(("k", 1), 0, 1)])
+
+
 def test_threshold_must_return_an_int(workers: int) -> None:
     """A threshold function returning a non-int stops the job naming the operator."""
 

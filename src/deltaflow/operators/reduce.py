@@ -1027,9 +1027,13 @@ def reduce_core(
     ``arrange_output`` the registry gives the output spine of each worker, an arrangement by
     key of the same data (its ``upper`` may lag the frontier by rounds without changes);
     without it the registry is ``None`` and int-time reductions keep no output trace.
+    ``by_count`` (see :class:`ReduceOperator`) needs an arrangement by self.
     """
     from .collection import Collection
 
+    if by_count is not None and not arranged.by_self:
+        msg = f"{name}: by_count needs an arrangement by self (every value ()), not by key"
+        raise ValueError(msg)
     registry = TraceRegistry(name) if arrange_output else None
     source = arranged.registry
 
