@@ -739,6 +739,18 @@ def test_line_key_with_several_positions_beyond_the_frontier() -> None:
     assert {Product(2, 3), Product(2, 5)} <= at
 
 
+def test_line_positions_whose_updates_cancel_are_not_interesting() -> None:
+    """Stored updates that cancel at one position of the line (made at two earlier rounds,
+    not yet compacted together) change nothing there: a new seed below them owes no
+    correction at that position, so nothing is deferred and no capability held for it."""
+    updates = [(("k", "x"), Product(0, 5), 1), (("k", "x"), Product(1, 5), -1),
+               (("k", "y"), Product(2, 1), 1)]  # fmt: skip
+    frontiers = [Antichain([Product(2, 0)]), Antichain([Product(2, 2)])]
+    sent, ctx, op = drive(updates, frontiers, R._count_logic, Product(0, 0), positive_only=False)
+    assert op.pending == {} and ctx.held == {}
+    assert_matches_oracle(sent, {"xs": updates}, q_count)
+
+
 def test_capabilities_follow_messages_and_pending_work() -> None:
     """A message not yet processable is covered by a capability at its time; once processed
     the capability is dropped, and nothing is held while nothing is owed."""

@@ -67,12 +67,15 @@ class KeyedHistory:
     ({}, 0)
     """
 
-    __slots__ = ("limit", "rows", "size")
+    __slots__ = ("compact_above", "limit", "rows", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, compact_above: int | None = None) -> None:
         self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
         self.size = 0
         self.limit = COMPACT_ALL_WRITTEN
+        # How long a key's list may get before :meth:`read` compacts it (None: the default,
+        # COMPACT_WRITTEN, read when called so that it can be changed).
+        self.compact_above = compact_above
 
     def append(self, key: Any, val: Any, time: Time, diff: int) -> None:
         """Add one update of ``key``."""
@@ -99,13 +102,15 @@ class KeyedHistory:
     def read(
         self, keys: Iterable[Any], frontier: tuple[Time, ...]
     ) -> dict[Any, list[tuple[Any, Time, int]]]:
-        """All rows by key, after compacting the long lists of ``keys`` to ``frontier``."""
+        """All rows by key, after compacting the long lists of ``keys`` to ``frontier`` (longer
+        than ``compact_above``)."""
         rows_of = self.rows
         advanced: dict[Time, Time] = {}
         advance: Callable[[Time], Time] | None = None
+        long = COMPACT_WRITTEN if self.compact_above is None else self.compact_above
         for key in keys:
             rows = rows_of.get(key)
-            if rows is not None and len(rows) > COMPACT_WRITTEN and _may_cancel(rows):
+            if rows is not None and len(rows) > long and _may_cancel(rows):
                 if advance is None:
                     advance = advancer(frontier)
                 self._compact(key, rows, advance, advanced)

@@ -127,6 +127,13 @@ class _Work:
             self.keep.extend(self.batch.updates())
 
 
+JOIN_COMPACT_ABOVE = 4
+"""A join compacts a key's list in its own history of a side once it holds more than this
+many updates (a reduction waits for :data:`.history.COMPACT_WRITTEN`): every update still
+there is joined with each arriving match, and pairs that would have cancelled make output
+that flows on until it is consolidated. In a 20,000-round W2 run this took the join's time in
+the last rounds from about 1.4x that of a fresh job on the same rounds to 1.0x."""
+
 LOOKUP_CHUNK = 1024
 """Keys of an arriving batch looked up in the other side together (bounds what is held)."""
 
@@ -166,7 +173,9 @@ class JoinOperator(Operator):
         self.logic = logic
         self.single = single
         self.spines = (left, right)
-        self.histories = tuple(KeyedHistory() if o else None for o in own)
+        self.histories = tuple(
+            KeyedHistory(JOIN_COMPACT_ABOVE) if o else None for o in own
+        )
         if all(own):
             # Nothing to acknowledge in a trace: a frontier that moves without a message
             # leaves no work (the histories only grow, and are tidied, when messages come).

@@ -729,19 +729,30 @@ class ReduceOperator(Operator):
                 high = y
         acc: dict[Any, int] = {}
         get = acc.get
-        next_above: int | None = None
+        # The updates above ``low`` summed per (position, val): only positions where the
+        # input changes on the line are interesting. Updates that cancel there (once at an
+        # earlier round, once at a later one; compaction has not met them yet) are not.
+        above: dict[tuple[int, Any], int] | None = None
         for v, r, d in history:
             if r[0] > x:
                 return False
             ry = r[1]
             if ry <= low:
                 acc[v] = get(v, 0) + d
-            elif next_above is None or ry < next_above:
-                next_above = ry
+            elif above is None:
+                above = {(ry, v): d}
+            else:
+                k = (ry, v)
+                above[k] = above.get(k, 0) + d
+        next_above: int | None = None
+        if above is not None:
+            for (ry, _), d in above.items():
+                if d and (next_above is None or ry < next_above):
+                    next_above = ry
         if low != high or (next_above is not None and (bound is None or next_above < bound)):
             ys = [t[1] for t in times]
             inputs = [(t[1], v, d) for v, t, d in history]
-            stored = [y for y, _, _ in inputs]
+            stored = [ry for (ry, _), d in above.items() if d] if above else []
             outputs = _positions(written, x) if written else []
             self._sweep_line(key, x, ys, stored, inputs, outputs, bound, fixes)
             return True
