@@ -63,7 +63,7 @@ import attrs
 import numpy as np
 
 from ..antichain import Antichain
-from ..lattice import Product, advance_by, join, less_equal
+from ..lattice import Product, advancer
 from . import _order
 from .batch import (
     _INT,
@@ -85,14 +85,7 @@ __all__ = ["Merger", "merge_batches"]
 def _advancer(since: Antichain) -> Callable[[Any], Any] | None:
     """A fast ``t -> advance_by(t, since)``, or None when nothing changes (empty ``since``)."""
     elems = since.elements
-    if not elems:
-        return None
-    if len(elems) == 1:
-        f = elems[0]
-        if f.__class__ is int:
-            return lambda t: t if t >= f else f
-        return lambda t: t if less_equal(f, t) else join(t, f)
-    return lambda t: advance_by(t, elems)
+    return advancer(elems) if elems else None
 
 
 _Plan = tuple[_Codec, _Codec | None, _Codec]
