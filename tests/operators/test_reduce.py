@@ -579,7 +579,7 @@ BY_COUNT: dict[str, tuple[R.Logic, R.ByCount, bool, Callable[[Any, int], int]]] 
 }
 
 
-@pytest.mark.parametrize("frontier_kind", ["random", "loop"])
+@pytest.mark.parametrize("frontier_kind", ["random", "loop", "general"])
 @pytest.mark.parametrize("name", sorted(BY_COUNT))
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
@@ -587,7 +587,8 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     frontier_kind: str, name: str, data: st.DataObject
 ) -> None:
     """Reductions by self that count (distinct, threshold) accumulate ints on the
-    Product(int, int) paths; with and without that, on random and loop-shaped frontiers, the
+    Product(int, int) paths (lines, small sets of pairs, and the general search: "general"
+    turns the other two off); with and without that, on random and loop-shaped frontiers, the
     output is the oracle's and identical, and nothing is left pending or held."""
     logic, by_count, positive_only, f = BY_COUNT[name]
     query = by_self_query(f)
@@ -605,10 +606,11 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     runs = []
     for counting in (by_count, None):
-        sent, ctx, op = drive(
-            updates, frontiers, logic, Product(0, 0), lag=lag, positive_only=positive_only,
-            key_only=True, by_count=counting,
-        )
+        with line_fast_path(frontier_kind != "general"):
+            sent, ctx, op = drive(
+                updates, frontiers, logic, Product(0, 0), lag=lag, positive_only=positive_only,
+                key_only=True, by_count=counting,
+            )
         assert ctx.held == {} and op.pending == {}
         runs.append(consolidated(sent))
     assert runs[0] == runs[1]
