@@ -110,10 +110,10 @@ class KeyedHistory:
         long = COMPACT_WRITTEN if self.compact_above is None else self.compact_above
         for key in keys:
             rows = rows_of.get(key)
-            if rows is not None and len(rows) > long and _may_cancel(rows):
+            if rows is not None and len(rows) > long:
                 if advance is None:
                     advance = advancer(frontier)
-                self._compact(key, rows, advance, advanced)
+                self.compacted(key, rows, advance, advanced)
         return rows_of
 
     def compacted(
@@ -123,9 +123,9 @@ class KeyedHistory:
         advance: Callable[[Time], Time],
         advanced: dict[Time, Time],
     ) -> list[tuple[Any, Time, int]]:
-        """``key``'s ``rows`` (longer than :data:`COMPACT_WRITTEN`), compacted with ``advance``
-        if they may cancel; what :meth:`read` does for one key, for callers that look keys up
-        themselves (``advanced`` caches ``advance`` per time across calls)."""
+        """``key``'s ``rows`` (a long list), compacted with ``advance`` if they may cancel: what
+        :meth:`read` does for each long key, for callers that look keys up themselves
+        (``advanced`` caches ``advance`` per time across calls)."""
         if not _may_cancel(rows):
             return rows
         self._compact(key, rows, advance, advanced)

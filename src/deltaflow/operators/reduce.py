@@ -215,6 +215,30 @@ def _total_at(rows: list[tuple[Any, Any, int]], x: int, y: int) -> int:
     return n
 
 
+def _count_pairs(
+    by_count: ByCount,
+    key: Any,
+    ready: list[Any],
+    ins: list[tuple[Any, Any, int]],
+    outs: list[tuple[Any, Any, int]],
+    corrections: dict[Any, list[tuple[Any, Any, int]]],
+) -> None:
+    """Correct a counting reduction's ``key`` at ``ready`` ``Product(int, int)`` times (or int
+    pairs), given in a linear extension of the partial order: at each, the input count and
+    the output count (stored, plus this round's earlier corrections below it) are plain sums.
+    O(r * (h + r)) for r ready times and h stored updates."""
+    counted: list[tuple[int, int, int]] = []
+    for x, y in ready:
+        n = _total_at(outs, x, y)
+        for mx, my, c in counted:
+            if mx <= x and my <= y:
+                n += c
+        c = by_count(key, _total_at(ins, x, y)) - n
+        if c:
+            counted.append((x, y, c))
+            _add_row(corrections, new_tuple(Product, (x, y)), key, (), c)
+
+
 def _without_zeros(acc: dict[Any, int]) -> dict[Any, int]:
     """``acc`` without its zero counts (``acc`` itself when it has none)."""
     if 0 in acc.values():
@@ -282,6 +306,17 @@ def _add_into(acc: dict[Any, int], changes: dict[Any, int]) -> None:
             acc[v] = c
         else:
             del acc[v]
+
+
+def _add_row(
+    fixes: dict[Any, list[tuple[Any, Any, int]]], time: Any, key: Any, val: Any, diff: int
+) -> None:
+    """Append ``key``'s correction ``(val, diff)`` at ``time``."""
+    rows = fixes.get(time)
+    if rows is None:
+        fixes[time] = [(key, val, diff)]
+    else:
+        rows.append((key, val, diff))
 
 
 def _add_rows(
@@ -763,11 +798,7 @@ class ReduceOperator(Operator):
         if by_count is not None:
             fix = by_count(key, acc.get((), 0)) - (_total_at(written, x, low) if written else 0)
             if fix:
-                rows = fixes.get((x, low))
-                if rows is None:
-                    fixes[(x, low)] = [(key, (), fix)]
-                else:
-                    rows.append((key, (), fix))
+                _add_row(fixes, (x, low), key, (), fix)
         else:
             acc = _without_zeros(acc)
             current = _accumulate_at(written, x, low) if written else {}
@@ -869,7 +900,7 @@ class ReduceOperator(Operator):
         ins = history
         outs = output_history or []
         if self.by_count is not None:
-            self._count_pairs(key, ready, ins, outs, corrections)
+            _count_pairs(self.by_count, key, ready, ins, outs, corrections)
             return
         correct = self._correction
         made: list[tuple[int, int, dict[Any, int]]] = []
@@ -903,7 +934,7 @@ class ReduceOperator(Operator):
             first = ready[0]
             if first.__class__ is Product and first[0].__class__ is int:
                 # Times of one scope share a shape: all of them are Product(int, int).
-                self._count_pairs(key, ready, history, output_history, corrections)
+                _count_pairs(self.by_count, key, ready, history, output_history, corrections)
                 return
         inputs = accumulate(history, ready)
         outputs = accumulate(output_history, ready)
@@ -917,31 +948,6 @@ class ReduceOperator(Operator):
             if fix:
                 made.append((t, fix))
                 _add_rows(corrections, t, key, fix)
-
-    def _count_pairs(
-        self,
-        key: Any,
-        ready: list[Any],
-        ins: list[tuple[Any, Any, int]],
-        outs: list[tuple[Any, Any, int]],
-        corrections: dict[Time, list[tuple[Any, Any, int]]],
-    ) -> None:
-        """Correct a counting reduction (``by_count``) at ``ready`` ``Product(int, int)`` times
-        (or int pairs), given in a linear extension of the partial order: at each, the input
-        count and the output count (stored, plus this round's earlier corrections below it)
-        are plain sums. O(r * (h + r)) for r ready times and h stored updates."""
-        by_count = self.by_count
-        assert by_count is not None
-        counted: list[tuple[int, int, int]] = []
-        for x, y in ready:
-            n = _total_at(outs, x, y)
-            for mx, my, c in counted:
-                if mx <= x and my <= y:
-                    n += c
-            c = by_count(key, _total_at(ins, x, y)) - n
-            if c:
-                counted.append((x, y, c))
-                _add_rows(corrections, new_tuple(Product, (x, y)), key, {(): c})
 
     # ------------------------------------------------------------------ output and progress
 
