@@ -33,14 +33,19 @@ def run_job(pipe: df.Pipeline, workers: int, **inputs: list[tuple[Any, int, int]
 
 
 def input_spines(job: Job, name: str) -> dict[int, Spine]:
-    """Each worker's spine of the arrangement fed directly by input ``name``."""
+    """Each worker's spine of the arrangement fed directly by input ``name`` (an arrange actor,
+    or an inlet of the arrangement's only reader)."""
     nodes = job.plan.nodes
     out: dict[int, Spine] = {}
     for worker in job.workers:
         for actor in worker.actors:
             op = actor.operator
             if isinstance(op, ArrangeOperator):
-                upstream = nodes[nodes[actor.index].inputs[0][0].node]
+                arranges = [(0, op)]
+            else:
+                arranges = [(p, i.__self__) for p, i in enumerate(actor.inlets) if i is not None]
+            for port, arrange in arranges:
+                upstream = nodes[nodes[actor.index].inputs[port][0].node]
                 if upstream.name == f"input:{name}":
-                    out[worker.index] = op.spine
+                    out[worker.index] = arrange.spine
     return out

@@ -227,7 +227,11 @@ def test_arranging_twice_returns_the_same_arrangement() -> None:
 
 
 def test_shared_arrangement_one_operator_many_readers(workers: int) -> None:
-    """Three joins and an as_collection of one collection share one arrange operator per worker."""
+    """Three joins and an as_collection of one collection share one arrange operator per worker.
+
+    ``ys`` and ``zs`` are each read by one join only: their arrangements keep no trace and are
+    that join's inlets instead of actors of their own.
+    """
 
     def build(xs: df.Collection, ys: df.Collection, zs: df.Collection) -> dict[str, df.Collection]:
         arranged = xs.arrange_by_key()
@@ -244,7 +248,10 @@ def test_shared_arrangement_one_operator_many_readers(workers: int) -> None:
     job = run_job(pipeline_of(build), workers, xs=xs, ys=ys, zs=zs)
     for w, worker in enumerate(job.workers):
         arranges = [a.operator for a in worker.actors if isinstance(a.operator, ArrangeOperator)]
-        assert len(arranges) == 3  # xs once, ys, zs
+        assert len(arranges) == 1  # xs once
+        inlets = [i.__self__ for a in worker.actors for i in a.inlets if i is not None]
+        assert len(inlets) == 2  # ys and zs
+        assert all(isinstance(i, ArrangeOperator) and not i.spine.has_readers for i in inlets)
         joins = [a.operator for a in worker.actors if isinstance(a.operator, JoinOperator)]
         assert len(joins) == 3
         xs_spine = input_spines(job, "xs")[w]

@@ -227,6 +227,67 @@ def test_dissolved_unions_agree_with_model(
     assert_collections_equal(fused["count"], expected)
 
 
+# -- arrangements absorbed into their only reader (inlets) --------------------------------------
+
+
+def _readers_pipeline(xs: df.Collection, ys: df.Collection) -> dict[str, df.Collection]:
+    """Arrangements with one reader each (absorbed), and one shared by two joins (kept)."""
+    shared = ys.arrange_by_key()
+    return {
+        "distinct": xs.map(lambda d: d % 5).distinct(),
+        "join": xs.map(lambda d: (d % 3, d)).join(ys.filter(lambda kv: kv[1] % 2 == 0)),
+        "shared1": xs.map(lambda d: (d % 4, d)).join(shared),
+        "shared2": shared.join_core(shared, lambda k, a, b: [(k, a, b)]),
+        "back": xs.map(lambda d: (d % 2, d)).arrange_by_key().as_collection(),
+    }
+
+
+def test_arrangement_with_one_reader_is_an_inlet_of_it() -> None:
+    """An arrangement read by one operator only is no actor: that operator's port drains the
+    arrangement's input through it. A shared one stays an actor; ``fuse=False`` keeps all."""
+    plan = plan_of(_readers_pipeline)
+    names = [n.name for n in plan.nodes]
+    # The shared arrangement of ys is the only arrange actor left.
+    assert names.count("arrange_by_key") == 1
+    assert "arrange_by_self" not in names
+    inlets = sorted((n.name, sorted(n.inlets)) for n in plan.nodes if n.inlets)
+    assert inlets == [
+        ("as_collection", [0]),
+        ("distinct", [0]),
+        ("join_map", [0]),  # xs with the shared arrangement of ys
+        ("join_map", [0, 1]),
+    ]
+    # Ports with an inlet take the arranged collection's updates, exchanged by key.
+    for node in plan.nodes:
+        for port in node.inlets:
+            assert all(e.pact.is_exchange for e in node.inputs[port])
+    (shared1,) = [n for n in plan.nodes if n.name == "join_map" and len(n.inlets) == 1]
+    assert [names[e.node] for e in shared1.inputs[1]] == ["arrange_by_key"]
+    assert not any(n.inlets for n in plan.nodes if n.name == "join_core")
+    unfused = [n.name for n in plan_of(_readers_pipeline, fuse=False).nodes]
+    assert unfused.count("arrange_by_key") == 5 and unfused.count("arrange_by_self") == 1
+
+
+@FAST
+@given(
+    xs=histories,
+    ys=st.lists(
+        st.tuples(
+            st.tuples(st.integers(0, 3), st.integers(0, 5)),
+            st.integers(0, 20),
+            st.integers(-2, 2).filter(bool),
+        ),
+        max_size=15,
+    ),
+)
+def test_inlets_give_the_unfused_results(workers: int, xs: list[Update], ys: list[Update]) -> None:
+    """Readers with inlets compute what they compute behind arrange actors."""
+    fused = collect(pipeline_of(_readers_pipeline), workers, xs=xs, ys=ys)
+    unfused = collect(pipeline_of(_readers_pipeline), workers, fuse=False, xs=xs, ys=ys)
+    assert fused == unfused
+    assert_collections_equal(fused["back"], [((d % 2, d), t, r) for d, t, r in xs])
+
+
 # -- results ------------------------------------------------------------------------------------
 
 

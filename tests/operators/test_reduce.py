@@ -753,6 +753,29 @@ def test_line_positions_whose_updates_cancel_are_not_interesting() -> None:
     assert_matches_oracle(sent, {"xs": updates}, q_count)
 
 
+def test_counting_reduction_defers_only_to_positions_it_would_correct() -> None:
+    """A new seed below stored input positions defers a counting reduction to the first of
+    them where its output would be wrong as things stand; where all are right, to none.
+
+    Key ``k`` counts 2 from iteration 3 and 1 from iteration 5 of round 0. A +1 at iteration
+    4 of round 1 makes it 3, then 2: ``distinct`` stays 1 at both, so nothing is owed above.
+    Key ``j`` counts 1 from iteration 5; a +1 at iteration 2 makes it 1 there (a correction)
+    and 2 at 5, where the old output plus that correction would say 2: owed at (1, 5).
+    """
+    updates = [(("k", ()), Product(0, 3), 2), (("k", ()), Product(0, 5), -1),
+               (("k", ()), Product(1, 4), 1),
+               (("j", ()), Product(0, 5), 1), (("j", ()), Product(1, 2), 1)]  # fmt: skip
+    frontiers = [Antichain([Product(1, 0)]), Antichain([Product(1, 5)])]
+    _, ctx, op = drive(
+        updates, frontiers, R._distinct_logic, Product(0, 0), by_count=R._distinct_by_count
+    )
+    assert op.pending == {"j": [Product(1, 5)]}
+    assert ctx.held == {Product(1, 5): 1}
+    ctx.run(op, Antichain())
+    assert op.pending == {} and ctx.held == {}
+    assert_matches_oracle(ctx.sent, {"xs": updates}, q_distinct)
+
+
 def test_capabilities_follow_messages_and_pending_work() -> None:
     """A message not yet processable is covered by a capability at its time; once processed
     the capability is dropped, and nothing is held while nothing is owed."""

@@ -235,8 +235,25 @@ class ArrangeOperator(Operator):
         return Batch.from_columns(keys, vals, tcol, diffs, description)
 
     def _forward(self, ctx: OperatorContext, messages: list[tuple[Time, Any]]) -> None:
-        """Send the messages' updates on as :class:`RawBatch` es, consolidated: one per
-        minimal message time, holding the messages at or beyond it."""
+        """Send on what :meth:`forward` makes of the messages."""
+        send = ctx.send
+        for low, batch in self.forward(messages):
+            send(0, low, batch)
+
+    def forward(self, messages: list[tuple[Time, Any]]) -> list[tuple[Time, Any]]:
+        """The messages' updates as an arrangement that keeps no trace forwards them.
+
+        One batch per minimal message time, holding the messages at or beyond it,
+        consolidated: a :class:`RawBatch`, or a ``Batch`` past :data:`FORWARD_AS_BATCH`
+        updates with int keys. Updates that cancel leave nothing (no batch if all do).
+
+        This is also the arrangement's whole job when it is an *inlet* of its one reader
+        (:mod:`deltaflow.scheduler.plan`): the reader's actor calls it as it drains the port.
+
+        >>> op = ArrangeOperator("arrange_by_self", Spine(Antichain([0])), by_self=True)
+        >>> op.forward([(1, UpdateBatch(["a", "b"], [1, 1])), (2, UpdateBatch(["a"], [2]))])
+        [(1, RawBatch(keys=['a', 'b', 'a'], vals=None, times=[1, 1, 2], diffs=[1, 1, 2]))]
+        """
         if len(messages) == 1:
             groups = {messages[0][0]: messages}
         else:
@@ -252,9 +269,10 @@ class ArrangeOperator(Operator):
                     groups[low] = [message]
                 else:
                     group.append(message)
+        out: list[tuple[Time, Any]] = []
         for low, group in groups.items():
             if sum(len(batch) for _, batch in group) > FORWARD_AS_BATCH and self._int_keys(group):
-                ctx.send(0, low, self._as_batch(low, group))
+                out.append((low, self._as_batch(low, group)))
                 continue
             sums: dict[tuple[Any, Time], int] = {}
             get = sums.get
@@ -272,7 +290,8 @@ class ArrangeOperator(Operator):
                     diffs.append(r)
             if data:
                 keys, vals = self._split(data)
-                ctx.send(0, low, RawBatch(keys, vals, times, diffs))
+                out.append((low, RawBatch(keys, vals, times, diffs)))
+        return out
 
     def _int_keys(self, messages: list[tuple[Time, Any]]) -> bool:
         """Whether the first datum's key is a plain int (then, likely, all of them are)."""

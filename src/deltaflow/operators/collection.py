@@ -301,7 +301,13 @@ class Collection:
             registry.spines[w] = spine
             return ArrangeOperator(kind, spine, by_self)
 
-        node = self._add(kind, factory, [self], pacts=[Pact(_identity if by_self else _first)])
+        node = self._add(
+            kind,
+            factory,
+            [self],
+            pacts=[Pact(_identity if by_self else _first)],
+            meta={"arrangement": registry},
+        )
         arranged = Arranged(self.builder, node.node, registry, self.scope, by_self)
         self.builder._arranged[key] = arranged
         return arranged

@@ -239,6 +239,49 @@ def _count_pairs(
             _add_row(corrections, new_tuple(Product, (x, y)), key, (), c)
 
 
+def _count_debt(
+    by_count: ByCount,
+    key: Any,
+    x: int,
+    low: int,
+    n: int,
+    out: int,
+    above: dict[tuple[int, Any], int],
+    written: list[tuple[Any, Any, int]] | None,
+) -> int | None:
+    """The lowest position above ``low`` on line ``x`` where a counting reduction's output would
+    be wrong with the input and output known now, or None if it is right everywhere above.
+
+    ``n`` and ``out`` are the input and (corrected) output counts at ``low``; ``above`` sums
+    the stored input updates above ``low`` per (position, val); ``written`` is the output
+    history. Both counts only change at the positions of those updates, so checking there
+    checks every position of the line above ``low``. O(h log h) for h updates.
+    """
+    steps: dict[int, list[int]] = {}
+    for (y, _), d in above.items():
+        if d:
+            step = steps.get(y)
+            if step is None:
+                steps[y] = [d, 0]
+            else:
+                step[0] += d
+    if written:
+        for _, t, d in written:
+            if t[0] <= x and t[1] > low:
+                step = steps.get(t[1])
+                if step is None:
+                    steps[t[1]] = [0, d]
+                else:
+                    step[1] += d
+    for y in sorted(steps):
+        dn, dout = steps[y]
+        n += dn
+        out += dout
+        if by_count(key, n) != out:
+            return y
+    return None
+
+
 def _without_zeros(acc: dict[Any, int]) -> dict[Any, int]:
     """``acc`` without its zero counts (``acc`` itself when it has none)."""
     if 0 in acc.values():
@@ -796,15 +839,27 @@ class ReduceOperator(Operator):
             return True
         by_count = self.by_count
         if by_count is not None:
-            fix = by_count(key, acc.get((), 0)) - (_total_at(written, x, low) if written else 0)
+            n = acc.get((), 0)
+            want = by_count(key, n)
+            fix = want - (_total_at(written, x, low) if written else 0)
             if fix:
                 _add_row(fixes, (x, low), key, (), fix)
-        else:
-            acc = _without_zeros(acc)
-            current = _accumulate_at(written, x, low) if written else {}
-            desired = self._evaluate(key, acc)
-            if desired != current:
-                _record(fixes, (x, low), key, desired, current)
+            if next_above is not None:
+                # Deferred only to where, as things stand, the output would still be wrong:
+                # until new input comes for this key (which makes its own interesting times),
+                # nothing changes there. A wrong output below the bound (where no input
+                # changes, so not interesting) is left to the usual deferral.
+                assert above is not None and bound is not None
+                debt = _count_debt(by_count, key, x, low, n, want, above, written)
+                if debt is not None:
+                    at = debt if debt >= bound else next_above
+                    self._defer(key, [new_tuple(Product, (x, at))])
+            return True
+        acc = _without_zeros(acc)
+        current = _accumulate_at(written, x, low) if written else {}
+        desired = self._evaluate(key, acc)
+        if desired != current:
+            _record(fixes, (x, low), key, desired, current)
         if next_above is not None:
             self._defer(key, [new_tuple(Product, (x, next_above))])
         return True

@@ -20,6 +20,7 @@ summary) is ``<=`` it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..framework.antichain import Antichain
@@ -48,6 +49,7 @@ class Actor:
         "_worker",
         "frontiers",
         "index",
+        "inlets",
         "interest",
         "mailboxes",
         "name",
@@ -67,6 +69,8 @@ class Actor:
         summaries: list[list[PathSummary | None]],
         routes: list[list[tuple[int, int, Any]]],
         initial: Time,
+        inlets: Mapping[int, Callable[[list[tuple[Time, Any]]], list[tuple[Time, Any]]]]
+        | None = None,
     ) -> None:
         self._worker = worker
         self.index = index
@@ -74,6 +78,9 @@ class Actor:
         self.name = operator.name
         self.interest = operator.interest is Interest.ALWAYS
         self.mailboxes: list[list[tuple[Time, Any]]] = [[] for _ in range(inputs)]
+        # Per input port: what turns its drained messages into what the operator reads (an
+        # absorbed arrangement's ``forward``, see :mod:`.plan`), or ``None``.
+        self.inlets = [(inlets or {}).get(port) for port in range(inputs)]
         # Per input port: the index in its mailbox where the messages delivered in this step
         # (not announced to the trackers yet) begin; -1 when there are none.
         self._fresh: list[int] = [-1] * inputs
@@ -110,7 +117,11 @@ class Actor:
         return self._worker.peers
 
     def messages(self, port: int) -> list[tuple[Time, Any]]:
-        """Drain input ``port``; the drained messages' times become send rights."""
+        """Drain input ``port``; the drained messages' times become send rights.
+
+        A port with an inlet returns what the inlet makes of the messages (their times are
+        the rights all the same: an inlet's batches are sent at some of those times).
+        """
         box = self.mailboxes[port]
         if not box:
             return box
@@ -128,7 +139,8 @@ class Actor:
                 pending.append((False, node, port, time, -1))
             for rights, summary in self._feeds[port]:
                 rights.append(time if summary is None else summary.results_in(time))
-            return box
+            inlet = self.inlets[port]
+            return box if inlet is None else inlet(box)
         times = [t for t, _ in box]
         announced = times if fresh < 0 else times[:fresh]
         pending.extend([(False, node, port, t, -1) for t in announced])
@@ -138,7 +150,8 @@ class Actor:
             else:
                 results_in = summary.results_in
                 rights.extend([results_in(t) for t in times])
-        return box
+        inlet = self.inlets[port]
+        return box if inlet is None else inlet(box)
 
     def frontier(self, port: int) -> Antichain:
         """The frontier of input ``port``."""

@@ -12,6 +12,13 @@ progress tracker, so a union that only forwards costs a share of every iteration
 it costs nothing. A union whose inputs would reach the consumer twice along the same edge
 (``a.concat(a)``) stays an actor.
 
+An arrangement that keeps no trace and has a single reader (a reduction, a join that keeps
+its own history of that side, ``as_collection``) only consolidates what it forwards; it is
+absorbed into the reader as an *inlet* of that input port. The port then takes the updates
+the arrangement would have received (exchanged by its key), and the reader's actor hands them
+to the arrangement's ``forward`` as it drains the port: one actor and two ports less, which
+inside a loop is a share of every iteration, and the same batches as before.
+
 The plan also builds the progress graph (ports, edges, path summaries) and validates it: a
 cycle whose times do not strictly increase is rejected here, before anything runs.
 """
@@ -43,6 +50,10 @@ class PhysicalNode:
     summaries: Mapping[tuple[int, int], PathSummary] | None
     depth: int
     logical: list[int]
+    #: Per input port, the factory of an arrangement absorbed as that port's inlet (see the
+    #: module docstring): called on each worker before ``factory``, its operator's
+    #: ``forward`` turns the port's raw messages into what the arrangement would have sent.
+    inlets: dict[int, Callable[[int, int], Any]] = attrs.field(factory=dict)
 
 
 @attrs.define
@@ -79,6 +90,9 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
     source_of: dict[int, Edge] = {}
     # The logical edges a dissolved union stands for, by node (see the module docstring).
     unions: dict[int, list[Edge]] = {}
+    # inlets[i] = {port: j}: arrangement j is absorbed into its only reader i (an inlet).
+    inlets: dict[int, dict[int, int]] = {}
+    inlet_of: dict[int, int] = {}
     if fuse:
         for i, n in enumerate(nodes):
             if n.meta.get("union") and len(consumers.get((i, 0), [])) == 1:
@@ -100,9 +114,23 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
                 steps_of[i] = steps_of[up] + steps_of[i]
                 absorbed[up] = i
                 source_of[i] = source_of.get(up, nodes[up].inputs[0])
+        for j, n in enumerate(nodes):
+            registry = n.meta.get("arrangement")
+            users = consumers.get((j, 0), [])
+            if registry is None or registry.readers > 1 or len(users) != 1:
+                continue
+            i, port = users[0]
+            if i in absorbed or i in unions or nodes[i].depth != n.depth:
+                continue
+            # No operator reads the trace (a join that is the only reader keeps its own
+            # history), so the arrangement only consolidates what its reader gets.
+            inlets.setdefault(i, {})[port] = j
+            inlet_of[j] = i
 
     physical_of: dict[int, int] = {}
-    order = [i for i in range(len(nodes)) if i not in absorbed and i not in unions]
+    order = [
+        i for i in range(len(nodes)) if i not in absorbed and i not in unions and i not in inlet_of
+    ]
     for phys, i in enumerate(order):
         physical_of[i] = phys
 
@@ -115,6 +143,9 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
     for i in order:
         n = nodes[i]
         logical_inputs = [source_of[i]] if i in source_of else list(n.inputs)
+        ports = inlets.get(i, {})
+        for port, j in ports.items():
+            logical_inputs[port] = nodes[j].inputs[0]
         inputs = [
             [
                 Edge(resolve(x.node), x.port, x.pact) if x.node >= 0 else x
@@ -127,7 +158,7 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
         logical = [
             j
             for j in range(len(nodes))
-            if j == i or (j in absorbed and resolve(j) == physical_of[i])
+            if j == i or (j in absorbed and resolve(j) == physical_of[i]) or inlet_of.get(j) == i
         ]
         if i in source_of:
             steps = steps_of[i]
@@ -136,8 +167,11 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
             def factory(_w: int, _n: int, steps: list[Step] = steps, name: str = name) -> Any:
                 return LinearOperator(steps, name)
 
+        node_inlets = {port: nodes[j].factory for port, j in ports.items()}
         physical.append(
-            PhysicalNode(name, factory, inputs, n.outputs, n.summaries, n.depth, logical)
+            PhysicalNode(
+                name, factory, inputs, n.outputs, n.summaries, n.depth, logical, node_inlets
+            )
         )
 
     builder = GraphBuilder()

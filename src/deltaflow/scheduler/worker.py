@@ -105,6 +105,8 @@ class Worker:
         self.activations = 0
         self.actors: list[Actor] = []
         for idx, node in enumerate(plan.nodes):
+            # An inlet's arrangement registers its spine before its reader asks for it.
+            inlets = {port: f(index, peers).forward for port, f in node.inlets.items()}
             operator = node.factory(index, peers)
             summaries = [
                 [plan.summary(idx, i, o) for o in range(node.outputs)]
@@ -120,6 +122,7 @@ class Worker:
                     summaries,
                     plan.routes[idx],
                     _min_time(node.depth),
+                    inlets,
                 )
             )
             self._is_active.append(False)
