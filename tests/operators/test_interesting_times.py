@@ -332,6 +332,19 @@ def test_line_bound_is_where_the_line_passes_the_frontier(data: st.DataObject) -
 
 @settings(max_examples=100, deadline=None)
 @given(
+    upper=st.lists(st.builds(Product, st.integers(0, 6), st.integers(0, 6)), max_size=4),
+    y=st.integers(0, 7),
+)
+def test_row_bound_is_where_the_row_passes_the_frontier(upper: list[Time], y: int) -> None:
+    """``Product(x, y)`` is beyond the frontier exactly when ``x >= row_bound(upper, y)``."""
+    frontier = Antichain(upper)
+    bound = it_mod.row_bound(frontier, y)
+    for x in range(9):
+        assert frontier.less_equal(Product(x, y)) == (bound is not None and x >= bound)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
     seeds=st.lists(ints, min_size=1, max_size=6),
     stored=st.lists(ints, max_size=6),
     bound=st.one_of(st.none(), ints),

@@ -558,6 +558,33 @@ def test_line_fast_path_matches_general_path(
     )
 
 
+# Frontiers as a loop moves them when every outer time is in it together (a static run): one
+# iteration at a time for all of them, so each step's times lie on one row.
+ROW_FRONTIERS = [Antichain([Product(0, y)]) for y in range(1, 5)]
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCT_QUERIES))
+@settings(max_examples=60)
+@given(updates=product_updates(12), lag=st.lists(st.booleans(), min_size=1, max_size=3))
+def test_row_frontiers_match_oracle(name: str, updates: list[Any], lag: list[bool]) -> None:
+    """With the frontier stepping one iteration at a time for every outer time at once, each
+    key's new times lie on one row above its history: the row sweep alone corrects them (the
+    other searches are never asked), and output[t] = logic(input[t]) everywhere."""
+    logic, query = PRODUCT_QUERIES[name]
+
+    def not_asked(*_args: Any) -> None:
+        raise AssertionError("a key on a row took another path")
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(R.ReduceOperator, "_pairs", not_asked)
+        m.setattr(R.ReduceOperator, "_general", not_asked)
+        sent, ctx, op = drive(
+            updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag
+        )
+    assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
+    assert ctx.held == {} and op.pending == {}
+
+
 def halve(_d: Any, n: int) -> int:
     """A threshold that is zero for some non-zero counts and negative for negative ones."""
     return n // 2
@@ -579,7 +606,7 @@ BY_COUNT: dict[str, tuple[R.Logic, R.ByCount, bool, Callable[[Any, int], int]]] 
 }
 
 
-@pytest.mark.parametrize("frontier_kind", ["random", "loop", "general"])
+@pytest.mark.parametrize("frontier_kind", ["random", "loop", "rows", "general"])
 @pytest.mark.parametrize("name", sorted(BY_COUNT))
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
@@ -587,8 +614,9 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     frontier_kind: str, name: str, data: st.DataObject
 ) -> None:
     """Reductions by self that count (distinct, threshold) accumulate ints on the
-    Product(int, int) paths (lines, small sets of pairs, and the general search: "general"
-    turns the other two off); with and without that, on random and loop-shaped frontiers, the
+    Product(int, int) paths (lines, rows, small sets of pairs, and the general search:
+    "general" turns the others off); with and without that, on random, loop- and row-shaped
+    frontiers, the
     output is the oracle's and identical, and nothing is left pending or held."""
     logic, by_count, positive_only, f = BY_COUNT[name]
     query = by_self_query(f)
@@ -601,6 +629,8 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     )
     if frontier_kind == "loop":
         frontiers = [*LOOP_FRONTIERS, Antichain()]
+    elif frontier_kind == "rows":
+        frontiers = [*ROW_FRONTIERS, Antichain()]
     else:
         frontiers = data.draw(frontier_chains(PRODUCTS))
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))

@@ -150,6 +150,7 @@ __all__ = [
     "interesting_pairs_small",
     "interesting_times",
     "line_bound",
+    "row_bound",
     "sweep_to",
 ]
 
@@ -404,6 +405,28 @@ def interesting_on_line(
         return ordered, []
     cut = bisect_left(ordered, bound)
     return ordered[:cut], ordered[cut:]
+
+
+def row_bound(upper: Antichain, inner: int) -> int | None:
+    """The smallest outer coordinate ``x`` with ``Product(x, inner)`` beyond ``upper``, or None.
+
+    The transpose of :func:`line_bound`, for rows of ``Product(int, int)`` times:
+    ``Product(x, inner)`` is beyond ``upper`` iff some element ``u`` has ``u.inner <= inner``
+    and ``u.outer <= x``; so the answer is the least such ``u.outer``. Elements must be
+    products of ints.
+
+    Runtime complexity: O(len(upper)) comparisons.
+
+    >>> row_bound(Antichain([Product(5, 0), Product(1, 2)]), 1)
+    5
+    >>> row_bound(Antichain([Product(0, 3)]), 1) is None
+    True
+    """
+    bound: int | None = None
+    for u in upper.elements:
+        if u.inner <= inner and (bound is None or u.outer < bound):  # type: ignore[union-attr]
+            bound = u.outer  # type: ignore[union-attr]
+    return bound
 
 
 def line_bound(upper: Antichain, outer: Time) -> int | None:

@@ -135,6 +135,7 @@ from .interesting_times import (
     interesting_pairs_small,
     interesting_times,
     line_bound,
+    row_bound,
     sweep_to,
 )
 
@@ -280,6 +281,36 @@ def _count_debt(
         if by_count(key, n) != out:
             return y
     return None
+
+
+def _count_chain(
+    by_count: ByCount,
+    key: Any,
+    x: Any,
+    row: int | None,
+    ready: list[int],
+    inputs: list[tuple[int, Any, int]],
+    outputs: list[tuple[int, Any, int]],
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> None:
+    """:meth:`ReduceOperator._sweep_line`'s sweep for a counting reduction: ``inputs`` and
+    ``outputs`` sorted by position, the counts at each ready position are running sums.
+    O(r + h) for r ready positions and h updates."""
+    n = out = 0
+    i = j = 0
+    ni, nj = len(inputs), len(outputs)
+    for y in ready:
+        while i < ni and inputs[i][0] <= y:
+            n += inputs[i][2]
+            i += 1
+        while j < nj and outputs[j][0] <= y:
+            out += outputs[j][2]
+            j += 1
+        fix = by_count(key, n) - out
+        if fix:
+            at = (y, row) if row is not None else y if x is None else (x, y)
+            _add_row(fixes, at, key, (), fix)
+            out += fix
 
 
 def _without_zeros(acc: dict[Any, int]) -> dict[Any, int]:
@@ -633,6 +664,8 @@ class ReduceOperator(Operator):
             int_bound = upper.elements[0]
         on_line = self._line
         on_pair_line = self._pair_line
+        on_pair_row = self._pair_row
+        row_bounds: dict[int, int | None] = {}
         lines = _it.LINE_FAST_PATH
         pairs_small = _it.PAIRS_SMALL
         pair_bounds: list[tuple[int, int]] | None = None
@@ -665,6 +698,10 @@ class ReduceOperator(Operator):
                         bound = bounds[x] = line_bound(upper, x)
                     line = on_pair_line if x.__class__ is int else on_line
                     if line(key, x, times, history, written, bound, line_fixes):
+                        continue
+                    if x.__class__ is int and on_pair_row(
+                        key, times, history, written, row_bounds, upper, line_fixes
+                    ):
                         continue
                     if x.__class__ is int and len(times) + len(history) <= pairs_small:
                         if pair_bounds is None:
@@ -874,19 +911,23 @@ class ReduceOperator(Operator):
         outputs: list[tuple[int, Any, int]],
         bound: int | None,
         fixes: dict[Any, list[tuple[Any, Any, int]]],
+        row: int | None = None,
     ) -> None:
         """Correct one key whose times form a chain, given by int positions along it.
 
         ``x`` is the line's outer coordinate (``None``: the times are ints, positions are the
-        times themselves); ``seeds`` the positions of new and pending times; ``stored`` the
-        positions of the stored input times that may make interesting times; ``inputs`` and
-        ``outputs`` the key's histories as ``(position, val, diff)`` (only updates at or below
-        the line). Every correction goes to ``fixes[position]`` for ints and
-        ``fixes[(x, position)]`` on a line.
+        times themselves); with ``row`` the chain is the row ``Product(_, row)`` instead and
+        positions are outer coordinates (see :meth:`_pair_row`). ``seeds`` are the positions
+        of new and pending times; ``stored`` the positions of the stored input times that may
+        make interesting times; ``inputs`` and ``outputs`` the key's histories as
+        ``(position, val, diff)`` (only updates at or below the chain). Every correction goes
+        to ``fixes[position]`` for ints, ``fixes[(x, position)]`` on a line and
+        ``fixes[(position, row)]`` on a row.
 
         On a chain every earlier ready time is below the next, so one sweep in position order
         keeps the accumulated input and the output (stored plus this round's corrections) up
-        to date; ``logic`` runs only where one of them changed since it last ran.
+        to date; ``logic`` runs only where one of them changed since it last ran (a counting
+        reduction sums ints instead of building accumulations).
         """
         ready, deferred = interesting_on_line(seeds, stored, bound)
         if len(deferred) > 1:
@@ -896,7 +937,9 @@ class ReduceOperator(Operator):
             kept = set(stored)
             deferred = [deferred[0], *[y for y in deferred[1:] if y not in kept]]
         if deferred:
-            if x is None:
+            if row is not None:
+                self._defer(key, [new_tuple(Product, (y, row)) for y in deferred])
+            elif x is None:
                 self._defer(key, deferred)  # type: ignore[arg-type]
             else:
                 self._defer(key, [new_tuple(Product, (x, y)) for y in deferred])
@@ -906,6 +949,10 @@ class ReduceOperator(Operator):
             inputs.sort(key=_first)
         if len(outputs) > 1:
             outputs.sort(key=_first)
+        by_count = self.by_count
+        if by_count is not None:
+            _count_chain(by_count, key, x, row, ready, inputs, outputs, fixes)
+            return
         i = j = 0
         acc: dict[Any, int] = {}
         current: dict[Any, int] = {}
@@ -924,8 +971,47 @@ class ReduceOperator(Operator):
             desired = evaluate(key, acc)
             if desired == current:
                 continue
-            _record(fixes, y if x is None else (x, y), key, desired, current)
+            at = (y, row) if row is not None else y if x is None else (x, y)
+            _record(fixes, at, key, desired, current)
             current = desired
+
+    def _pair_row(
+        self,
+        key: Any,
+        times: list[Any],
+        history: list[tuple[Any, Any, int]],
+        written: list[tuple[Any, Any, int]] | None,
+        row_bounds: dict[int, int | None],
+        upper: Antichain,
+        fixes: dict[Any, list[tuple[Any, Any, int]]],
+    ) -> bool:
+        """Correct one key whose ``Product(int, int)`` times lie on one *row*; False (nothing
+        done) if they do not.
+
+        On a row every one of ``times`` is ``Product(_, y)`` for one ``y`` and every stored
+        input time has an inner coordinate ``<= y``: a time's join with the others stays on
+        the row, so the interesting times are a chain ordered by the outer coordinate, and
+        each stored time counts from its outer coordinate on. This is the usual shape when
+        many rounds go through a loop together (a static run): each iteration brings a key new
+        times from several rounds at once, and its history is of earlier iterations.
+        ``row_bounds`` caches :func:`.row_bound` per row.
+        """
+        y = times[0][1]
+        for t in times:
+            if t[1] != y:
+                return False
+        for _, r, _ in history:
+            if r[1] > y:
+                return False
+        bound = row_bounds.get(y, _UNKNOWN)
+        if bound is _UNKNOWN:
+            bound = row_bounds[y] = row_bound(upper, y)
+        xs = [t[0] for t in times]
+        inputs = [(r[0], v, d) for v, r, d in history]
+        stored = [p for p, _, _ in inputs]
+        outputs = [(r[0], v, d) for v, r, d in written if r[1] <= y] if written else []
+        self._sweep_line(key, None, xs, stored, inputs, outputs, bound, fixes, row=y)
+        return True
 
     def _pairs(
         self,
