@@ -43,7 +43,7 @@ def input_spines(job: Job, name: str) -> dict[int, Spine]:
             if isinstance(op, ArrangeOperator):
                 arranges = [(0, op)]
             else:
-                arranges = [(p, i.__self__) for p, i in enumerate(actor.inlets) if i is not None]
+                arranges = [(p, i.arrange) for p, i in enumerate(actor.inlets) if i is not None]
             for port, arrange in arranges:
                 upstream = nodes[nodes[actor.index].inputs[port][0].node]
                 if upstream.name == f"input:{name}":

@@ -249,7 +249,7 @@ def test_shared_arrangement_one_operator_many_readers(workers: int) -> None:
     for w, worker in enumerate(job.workers):
         arranges = [a.operator for a in worker.actors if isinstance(a.operator, ArrangeOperator)]
         assert len(arranges) == 1  # xs once
-        inlets = [i.__self__ for a in worker.actors for i in a.inlets if i is not None]
+        inlets = [i.arrange for a in worker.actors for i in a.inlets if i is not None]
         assert len(inlets) == 2  # ys and zs
         assert all(isinstance(i, ArrangeOperator) and not i.spine.has_readers for i in inlets)
         joins = [a.operator for a in worker.actors if isinstance(a.operator, JoinOperator)]

@@ -268,6 +268,47 @@ def test_arrangement_with_one_reader_is_an_inlet_of_it() -> None:
     assert unfused.count("arrange_by_key") == 5 and unfused.count("arrange_by_self") == 1
 
 
+def test_one_worker_absorbs_the_linear_chain_before_an_inlet() -> None:
+    """With one worker an exchange moves nothing: the linear chain feeding an inlet's
+    arrangement runs in the inlet too, and no actor is left for it. With more workers (or
+    when the number is not known) the chain stays an actor before the exchange."""
+    spec = pipeline_of(_readers_pipeline).instantiate().spec
+    one = make_plan(spec, workers=1)
+    assert linear_actors(one) == [
+        "arrange_by_key", "distinct", "join_map", "join_map", "join_core", "as_collection"
+    ]  # fmt: skip
+    chains = sorted(
+        (n.name, port, [s.kind for s in inlet.steps])
+        for n in one.nodes
+        for port, inlet in n.inlets.items()
+    )
+    assert chains == [
+        ("as_collection", 0, ["map"]),
+        ("distinct", 0, ["map"]),
+        ("join_map", 0, ["map"]),
+        ("join_map", 0, ["map"]),
+        ("join_map", 1, ["filter"]),
+    ]
+    names = [n.name for n in one.nodes]
+    (distinct,) = [n for n in one.nodes if n.name == "distinct"]
+    assert [names[e.node] for e in distinct.inputs[0]] == ["input:xs"]
+    for plan in (make_plan(spec, workers=2), make_plan(spec)):
+        assert all(not inlet.steps for n in plan.nodes for inlet in n.inlets.values())
+        assert sum(a.startswith(("map", "filter")) for a in linear_actors(plan)) == 5
+
+
+def test_error_in_a_step_absorbed_into_an_inlet_names_the_step() -> None:
+    """A failing step that runs inside a reader's inlet is still named by its step."""
+
+    def build(xs: df.Collection) -> df.Collection:
+        return xs.map(ok_before).map(make_failing("map")).distinct()
+
+    with pytest.raises(df.OperatorError) as info:
+        collect(pipeline_of(build), 1, xs=[(d, d % 3, 1) for d in range(8)])
+    assert "map(" in info.value.operator and "failing_step" in info.value.operator
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
 @FAST
 @given(
     xs=histories,

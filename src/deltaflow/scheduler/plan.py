@@ -17,7 +17,9 @@ its own history of that side, ``as_collection``) only consolidates what it forwa
 absorbed into the reader as an *inlet* of that input port. The port then takes the updates
 the arrangement would have received (exchanged by its key), and the reader's actor hands them
 to the arrangement's ``forward`` as it drains the port: one actor and two ports less, which
-inside a loop is a share of every iteration, and the same batches as before.
+inside a loop is a share of every iteration, and the same batches as before. With a single
+worker, exchanges move nothing, so the linear chain feeding such an arrangement is absorbed
+into the inlet too (see :mod:`deltaflow.operators.inlet`).
 
 The plan also builds the progress graph (ports, edges, path summaries) and validates it: a
 cycle whose times do not strictly increase is rejected here, before anything runs.
@@ -33,9 +35,10 @@ import attrs
 from ..framework.dataflow import DataflowSpec, Edge
 from ..framework.progress import GraphBuilder, ProgressGraph
 from ..framework.summary import PathSummary
+from ..operators.inlet import Inlet
 from ..operators.linear import LinearOperator, Step
 
-__all__ = ["PhysicalNode", "Plan", "make_plan"]
+__all__ = ["InletSpec", "PhysicalNode", "Plan", "make_plan"]
 
 
 @attrs.define
@@ -50,10 +53,25 @@ class PhysicalNode:
     summaries: Mapping[tuple[int, int], PathSummary] | None
     depth: int
     logical: list[int]
-    #: Per input port, the factory of an arrangement absorbed as that port's inlet (see the
-    #: module docstring): called on each worker before ``factory``, its operator's
-    #: ``forward`` turns the port's raw messages into what the arrangement would have sent.
-    inlets: dict[int, Callable[[int, int], Any]] = attrs.field(factory=dict)
+    #: Per input port, what was absorbed into it as an inlet (see the module docstring).
+    inlets: dict[int, InletSpec] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class InletSpec:
+    """An arrangement absorbed into a port of its only reader, with the linear steps before it.
+
+    On each worker ``arrange`` is called (registering the arrangement's spine) before the
+    reader's own factory, and the port's actor runs an :class:`~deltaflow.operators.inlet.Inlet`.
+    """
+
+    arrange: Callable[[int, int], Any]
+    steps: list[Step] = attrs.field(factory=list)
+
+    def build(self, worker: int, peers: int) -> Inlet:
+        """The inlet of one worker."""
+        steps = LinearOperator(self.steps) if self.steps else None
+        return Inlet(self.arrange(worker, peers), steps)
 
 
 @attrs.define
@@ -73,9 +91,13 @@ class Plan:
         return s.get((inp, out))
 
 
-def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
-    """Fuse linear chains, dissolve unions, number the actors, build and validate the
-    progress graph (``fuse=False``: one actor per node, as described)."""
+def make_plan(spec: DataflowSpec, *, fuse: bool = True, workers: int | None = None) -> Plan:
+    """Fuse linear chains, dissolve unions, absorb inlets, number the actors, build and
+    validate the progress graph (``fuse=False``: one actor per node, as described).
+
+    ``workers``: how many workers will run the plan. With exactly one, exchanges move nothing,
+    so a linear chain feeding an inlet's arrangement is absorbed into the inlet too.
+    """
     nodes = spec.nodes
     consumers: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for i, n in enumerate(nodes):
@@ -90,8 +112,10 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
     source_of: dict[int, Edge] = {}
     # The logical edges a dissolved union stands for, by node (see the module docstring).
     unions: dict[int, list[Edge]] = {}
-    # inlets[i] = {port: j}: arrangement j is absorbed into its only reader i (an inlet).
+    # inlets[i] = {port: j}: arrangement j is absorbed into its only reader i (an inlet), with
+    # the linear chain ending at chain_of[j] if there is one; inlet_of[x] = i for both.
     inlets: dict[int, dict[int, int]] = {}
+    chain_of: dict[int, int] = {}
     inlet_of: dict[int, int] = {}
     if fuse:
         for i, n in enumerate(nodes):
@@ -126,6 +150,17 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
             # history), so the arrangement only consolidates what its reader gets.
             inlets.setdefault(i, {})[port] = j
             inlet_of[j] = i
+            edge = n.inputs[0]
+            up = edge.node
+            if (
+                workers == 1
+                and up in steps_of
+                and up not in absorbed
+                and len(consumers.get((up, edge.port), [])) == 1
+                and nodes[up].depth == n.depth
+            ):
+                chain_of[j] = up
+                inlet_of[up] = i
 
     physical_of: dict[int, int] = {}
     order = [
@@ -134,10 +169,14 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
     for phys, i in enumerate(order):
         physical_of[i] = phys
 
-    def resolve(node: int) -> int:
+    def owner(node: int) -> int:
+        """The logical node whose actor runs ``node``."""
         while node in absorbed:
             node = absorbed[node]
-        return physical_of[node]
+        return inlet_of.get(node, node)
+
+    def resolve(node: int) -> int:
+        return physical_of[owner(node)]
 
     physical: list[PhysicalNode] = []
     for i in order:
@@ -145,7 +184,11 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
         logical_inputs = [source_of[i]] if i in source_of else list(n.inputs)
         ports = inlets.get(i, {})
         for port, j in ports.items():
-            logical_inputs[port] = nodes[j].inputs[0]
+            if j in chain_of:
+                tail = chain_of[j]
+                logical_inputs[port] = source_of.get(tail, nodes[tail].inputs[0])
+            else:
+                logical_inputs[port] = nodes[j].inputs[0]
         inputs = [
             [
                 Edge(resolve(x.node), x.port, x.pact) if x.node >= 0 else x
@@ -155,11 +198,7 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
         ]
         factory = n.factory
         name = n.name
-        logical = [
-            j
-            for j in range(len(nodes))
-            if j == i or (j in absorbed and resolve(j) == physical_of[i]) or inlet_of.get(j) == i
-        ]
+        logical = [j for j in range(len(nodes)) if j not in unions and owner(j) == i]
         if i in source_of:
             steps = steps_of[i]
             name = " -> ".join(s.label for s in steps)
@@ -167,7 +206,10 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True) -> Plan:
             def factory(_w: int, _n: int, steps: list[Step] = steps, name: str = name) -> Any:
                 return LinearOperator(steps, name)
 
-        node_inlets = {port: nodes[j].factory for port, j in ports.items()}
+        node_inlets = {
+            port: InletSpec(nodes[j].factory, steps_of[chain_of[j]] if j in chain_of else [])
+            for port, j in ports.items()
+        }
         physical.append(
             PhysicalNode(
                 name, factory, inputs, n.outputs, n.summaries, n.depth, logical, node_inlets

@@ -292,7 +292,7 @@ class Job:
             raise ValueError(msg)
         self.pipeline = pipeline
         self.builder: DataflowBuilder = pipeline.instantiate(workers)
-        self.plan = make_plan(self.builder.spec, fuse=fuse)
+        self.plan = make_plan(self.builder.spec, fuse=fuse, workers=workers)
         self.time: int = 0
         self.transport = InProcessTransport()
         self.workers = [Worker(i, workers, self.plan, self.transport, self) for i in range(workers)]

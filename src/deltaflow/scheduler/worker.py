@@ -106,7 +106,7 @@ class Worker:
         self.actors: list[Actor] = []
         for idx, node in enumerate(plan.nodes):
             # An inlet's arrangement registers its spine before its reader asks for it.
-            inlets = {port: f(index, peers).forward for port, f in node.inlets.items()}
+            inlets = {port: spec.build(index, peers) for port, spec in node.inlets.items()}
             operator = node.factory(index, peers)
             summaries = [
                 [plan.summary(idx, i, o) for o in range(node.outputs)]
