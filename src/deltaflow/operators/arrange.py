@@ -274,20 +274,25 @@ class ArrangeOperator(Operator):
             if sum(len(batch) for _, batch in group) > FORWARD_AS_BATCH and self._int_keys(group):
                 out.append((low, self._as_batch(low, group)))
                 continue
-            sums: dict[tuple[Any, Time], int] = {}
-            get = sums.get
+            # Sums per datum, per time (most groups hold one time).
+            by_time: dict[Time, dict[Any, int]] = {}
             for t, batch in group:
+                sums = by_time.get(t)
+                if sums is None:
+                    sums = by_time[t] = {}
+                get = sums.get
                 for d, r in zip(batch.data, batch.diffs):
-                    dt = (d, t)
-                    sums[dt] = get(dt, 0) + r
-            data = []
-            times = []
-            diffs = []
-            for (d, t), r in sums.items():
-                if r:
-                    data.append(d)
-                    times.append(t)
-                    diffs.append(r)
+                    sums[d] = get(d, 0) + r
+            data: list[Any] = []
+            times: list[Time] = []
+            diffs: list[int] = []
+            for t, sums in by_time.items():
+                n = len(data)
+                for d, r in sums.items():
+                    if r:
+                        data.append(d)
+                        diffs.append(r)
+                times.extend(repeat(t, len(data) - n))
             if data:
                 keys, vals = self._split(data)
                 out.append((low, RawBatch(keys, vals, times, diffs)))
