@@ -647,6 +647,40 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     assert_matches_oracle(sent, {"xs": updates}, query)
 
 
+@pytest.mark.parametrize("name", sorted(BY_COUNT))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_row_batches_match_one_by_one_and_oracle(name: str, data: st.DataObject) -> None:
+    """Keys of a counting reduction on rows, corrected together in numpy columns
+    (:class:`~deltaflow.operators.row_counts.RowCounts`), get exactly the corrections they get
+    one by one, and the oracle's output; with outer times beyond 64 bits the batch declines and
+    the keys are corrected one by one."""
+    logic, by_count, positive_only, f = BY_COUNT[name]
+    huge = data.draw(st.booleans(), label="huge")
+    outers = st.integers(0, 3).map(lambda x: x + 2**70) if huge else st.integers(0, 3)
+    updates = data.draw(
+        st.lists(
+            st.tuples(st.tuples(st.integers(0, 9), st.just(())),
+                      st.builds(Product, outers, st.integers(0, 3)),
+                      st.integers(-2, 3).filter(bool)),
+            max_size=30,
+        )
+    )  # fmt: skip
+    lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    runs = []
+    for batch_min in (1, 10**9):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(R, "ROW_BATCH_MIN", batch_min)
+            sent, ctx, op = drive(
+                updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag,
+                positive_only=positive_only, key_only=True, by_count=by_count,
+            )
+        assert ctx.held == {} and op.pending == {}
+        runs.append(consolidated(sent))
+    assert runs[0] == runs[1]
+    assert_matches_oracle(sent, {"xs": updates}, by_self_query(f))
+
+
 def test_threshold_and_logic_may_return_zero_counts(workers: int) -> None:
     """A threshold that maps some counts to 0, and a logic returning a zero count for a value
     it never output, produce no output there (and no error)."""

@@ -79,6 +79,14 @@ went from about 7 s of CPU time to under 2 s with this and the output index (mos
 left is reading the input trace).
 ``interesting_times.LINE_FAST_PATH = False`` switches it off (tests compare both paths).
 
+**Keys whose times lie on one row** (every new time of the key is ``Product(_, y)`` for one
+iteration ``y`` and its history lies at iterations ``<= y``: the shape of a static run, where
+each iteration of the loop brings new times from many rounds at once) take the same sweep
+along the row, ordered by the outer coordinate. For ``distinct`` and ``threshold`` (values
+all ``()``, output count a function of the input count) the keys of an activation whose row
+the frontier has passed entirely are corrected together, as numpy columns
+(:mod:`.row_counts`). On W2's static run these took ``distinct`` from about 1.8 s to under 1 s.
+
 **Reductions by self that only count** (``distinct``, ``threshold``: every input value is
 ``()``, the output is ``()`` with a count that depends on the key's input count alone) hand
 the operator that function too (``by_count``). On ``Product(int, int)`` lines and small sets
@@ -119,6 +127,8 @@ from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, advancer, less_equal, new_tuple
 from ..framework.trace._order import ukey
@@ -138,6 +148,7 @@ from .interesting_times import (
     row_bound,
     sweep_to,
 )
+from .row_counts import ROW_BATCH_MIN, RowCounts
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -666,6 +677,8 @@ class ReduceOperator(Operator):
         on_pair_line = self._pair_line
         on_pair_row = self._pair_row
         row_bounds: dict[int, int | None] = {}
+        by_count = self.by_count
+        row_batch = RowCounts() if by_count is not None and len(seeds) >= ROW_BATCH_MIN else None
         lines = _it.LINE_FAST_PATH
         pairs_small = _it.PAIRS_SMALL
         pair_bounds: list[tuple[int, int]] | None = None
@@ -699,10 +712,16 @@ class ReduceOperator(Operator):
                     line = on_pair_line if x.__class__ is int else on_line
                     if line(key, x, times, history, written, bound, line_fixes):
                         continue
-                    if x.__class__ is int and on_pair_row(
-                        key, times, history, written, row_bounds, upper, line_fixes
-                    ):
-                        continue
+                    if x.__class__ is int:
+                        if row_batch is not None:
+                            y = first[1]
+                            row = row_bounds.get(y, _UNKNOWN)
+                            if row is _UNKNOWN:
+                                row = row_bounds[y] = row_bound(upper, y)
+                            if row is None and row_batch.add(key, y, times, history, written):
+                                continue
+                        if on_pair_row(key, times, history, written, row_bounds, upper, line_fixes):
+                            continue
                     if x.__class__ is int and len(times) + len(history) <= pairs_small:
                         if pair_bounds is None:
                             pair_bounds = _pair_bounds(upper)
@@ -710,6 +729,12 @@ class ReduceOperator(Operator):
                             self._pairs(key, times, history, written, pair_bounds, corrections)
                             continue
             self._general(key, times, history, written or no_rows, upper, corrections)
+        if row_batch is not None and len(row_batch):
+            assert by_count is not None
+            columns = _distinct_columns if by_count is _distinct_by_count else None
+            if not row_batch.correct(by_count, line_fixes, columns):
+                for key, times, history, written in row_batch.queued():
+                    on_pair_row(key, times, history, written, row_bounds, upper, line_fixes)
         for (x, y), rows in line_fixes.items():
             t = new_tuple(Product, (x, y))
             fix = corrections.get(t)
@@ -1328,6 +1353,11 @@ def _distinct_logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, i
 
 def _distinct_by_count(_key: Any, n: int) -> int:
     return 1 if n > 0 else 0
+
+
+def _distinct_columns(n: np.ndarray) -> np.ndarray:
+    """:func:`_distinct_by_count` on a column of counts."""
+    return (n > 0).astype(np.int64)
 
 
 def distinct(collection: Collection) -> Collection:

@@ -1,0 +1,195 @@
+"""Counting reductions corrected for many keys at once, on rows, in numpy columns.
+
+When many rounds go through a loop together (a static run), a reduction's activation gets new
+times for thousands of keys, each on one *row*: every new time of the key is ``Product(x, y)``
+for one iteration ``y``, and its history lies at iterations ``<= y`` (see
+:meth:`.ReduceOperator._pair_row`). A row is a chain ordered by ``x``, so for a counting
+reduction (``distinct``, ``threshold``: values all ``()``, output count a function of the input
+count) everything is a running sum along it:
+
+* the interesting positions are the key's new positions and its stored input positions above
+  the lowest new one (all of them ready when the frontier has passed the whole row);
+* the input count ``n`` and the output count ``out`` at each are prefix sums of the key's
+  updates sorted by position;
+* with ``c = f(n) - out`` there, the correction at each position is ``c`` minus the ``c`` of
+  the key's previous position (each correction is seen by every later position of the row).
+
+:class:`RowCounts` gathers such keys during an activation as flat columns, then does those
+sorts and sums for all of them together, so the per-key Python work is one pass building the
+columns. Only ``f`` may run per position (``distinct``'s is vectorised).
+
+    >>> from deltaflow.framework.lattice import Product
+    >>> batch = RowCounts()
+    >>> batch.add("k", 3, [Product(0, 3), Product(2, 3)], [((), Product(0, 1), 1),
+    ...           ((), Product(2, 3), -1), ((), Product(1, 2), 1)], None)
+    True
+    >>> fixes = {}
+    >>> batch.correct(lambda key, n: int(n > 0), fixes)  # distinct
+    True
+    >>> fixes
+    {(0, 3): [('k', (), 1)]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ROW_BATCH_MIN", "RowCounts"]
+
+ROW_BATCH_MIN = 32
+"""A reduction's activation with new times for fewer keys than this corrects them one by one:
+numpy's cost per call would outweigh the per-key Python work it saves."""
+
+Rows = list[tuple[Any, Any, int]]
+Fixes = dict[Any, list[tuple[Any, Any, int]]]
+
+
+class RowCounts:
+    """Keys of a counting reduction on rows, gathered as columns, corrected together.
+
+    ``add`` queues a key (or declines it: not on a row); ``correct`` appends every key's
+    corrections to ``fixes[(x, y)]`` as ``(key, (), diff)``. Keys must be distinct.
+
+    Runtime complexity: O(m log m) numpy work for m queued times and updates in all, plus one
+    Python pass over them and one call of the counting function per interesting position
+    (none for ``distinct``).
+    """
+
+    __slots__ = ("_in_d", "_in_k", "_in_p", "_items", "_keys", "_out_d", "_out_k", "_out_p",
+                 "_rows", "_seed_k", "_seed_p")  # fmt: skip
+
+    def __init__(self) -> None:
+        self._keys: list[Any] = []
+        self._items: list[tuple[Any, list[Any], Rows, Rows | None]] = []
+        self._rows: list[int] = []
+        self._seed_k: list[int] = []
+        self._seed_p: list[int] = []
+        self._in_k: list[int] = []
+        self._in_p: list[int] = []
+        self._in_d: list[int] = []
+        self._out_k: list[int] = []
+        self._out_p: list[int] = []
+        self._out_d: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def add(self, key: Any, y: int, times: list[Any], history: Rows, written: Rows | None) -> bool:
+        """Queue ``key`` if its ``times`` (pairs, the new and pending ones) all lie on row
+        ``y`` and its input ``history`` is at or below it; False (nothing queued) if not.
+
+        The caller has checked that the frontier has passed the whole row. ``written`` is
+        the key's output history; updates above the row do not count on it.
+        """
+        for t in times:
+            if t[1] != y:
+                return False
+        for _, r, _ in history:
+            if r[1] > y:
+                return False
+        k = len(self._keys)
+        self._keys.append(key)
+        self._items.append((key, times, history, written))
+        self._rows.append(y)
+        self._seed_k.extend([k] * len(times))
+        self._seed_p.extend([t[0] for t in times])
+        self._in_k.extend([k] * len(history))
+        self._in_p.extend([r[0] for _, r, _ in history])
+        self._in_d.extend([d for _, _, d in history])
+        if written:
+            for _, r, d in written:
+                if r[1] <= y:
+                    self._out_k.append(k)
+                    self._out_p.append(r[0])
+                    self._out_d.append(d)
+        return True
+
+    def correct(
+        self,
+        by_count: Callable[[Any, int], int],
+        fixes: Fixes,
+        columns: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> bool:
+        """Append the queued keys' corrections to ``fixes``; False (nothing done) if a time or
+        a diff does not fit in 64 bits (the caller then corrects the keys one by one).
+
+        ``columns``, if given, is ``by_count`` on a column of counts (for a ``by_count``
+        that does not look at the key).
+        """
+        try:
+            seed_k = np.array(self._seed_k, dtype=np.int64)
+            seed_p = np.array(self._seed_p, dtype=np.int64)
+            in_k = np.array(self._in_k, dtype=np.int64)
+            in_p = np.array(self._in_p, dtype=np.int64)
+            in_d = np.array(self._in_d, dtype=np.int64)
+            out_k = np.array(self._out_k, dtype=np.int64)
+            out_p = np.array(self._out_p, dtype=np.int64)
+            out_d = np.array(self._out_d, dtype=np.int64)
+        except OverflowError:
+            return False
+        # Interesting positions: the new ones, and stored ones above the key's lowest new one.
+        low = np.full(len(self._keys), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(low, seed_k, seed_p)
+        above = in_p > low[in_k]
+        at_k = np.concatenate([seed_k, in_k[above]])
+        at_p = np.concatenate([seed_p, in_p[above]])
+        order = np.lexsort((at_p, at_k))
+        at_k, at_p = at_k[order], at_p[order]
+        first = np.ones(len(at_k), dtype=bool)
+        first[1:] = (at_k[1:] != at_k[:-1]) | (at_p[1:] != at_p[:-1])
+        at_k, at_p = at_k[first], at_p[first]
+        n = _prefix_sums(in_k, in_p, in_d, at_k, at_p)
+        out = _prefix_sums(out_k, out_p, out_d, at_k, at_p)
+        keys = self._keys
+        if columns is not None:
+            want = columns(n)
+        else:
+            want = np.array(
+                [by_count(keys[k], c) for k, c in zip(at_k.tolist(), n.tolist())], dtype=np.int64
+            )
+        owed = want - out
+        fix = owed.copy()
+        same_key = at_k[1:] == at_k[:-1]
+        fix[1:][same_key] -= owed[:-1][same_key]
+        nonzero = np.flatnonzero(fix)
+        rows = self._rows
+        for k, x, d in zip(at_k[nonzero].tolist(), at_p[nonzero].tolist(), fix[nonzero].tolist()):
+            place = (x, rows[k])
+            entry = (keys[k], (), d)
+            have = fixes.get(place)
+            if have is None:
+                fixes[place] = [entry]
+            else:
+                have.append(entry)
+        return True
+
+    def queued(self) -> list[tuple[Any, list[Any], Rows, Rows | None]]:
+        """What was queued, as ``(key, times, history, written)``, in order."""
+        return self._items
+
+
+def _prefix_sums(
+    k: np.ndarray, p: np.ndarray, d: np.ndarray, at_k: np.ndarray, at_p: np.ndarray
+) -> np.ndarray:
+    """For each ``(at_k[i], at_p[i])`` (sorted), the sum of the ``d`` of updates of key
+    ``at_k[i]`` at positions ``<= at_p[i]``."""
+    if not len(k):
+        return np.zeros(len(at_k), dtype=np.int64)
+    # Updates and queries in one order (key, position, updates first); a running sum of the
+    # diffs, restarted at each key, read at the queries.
+    kind = np.concatenate([np.zeros(len(k), dtype=np.int8), np.ones(len(at_k), dtype=np.int8)])
+    all_k = np.concatenate([k, at_k])
+    order = np.lexsort((kind, np.concatenate([p, at_p]), all_k))
+    diffs = np.concatenate([d, np.zeros(len(at_k), dtype=np.int64)])[order]
+    running = np.cumsum(diffs)
+    keys = all_k[order]
+    starts = np.ones(len(keys), dtype=bool)
+    starts[1:] = keys[1:] != keys[:-1]
+    # The running sum just before each key's first entry, carried over its entries.
+    before = (running - diffs)[starts]
+    base = np.repeat(before, np.diff(np.append(np.flatnonzero(starts), len(keys))))
+    queries = kind[order] == 1
+    return (running - base)[queries]  # type: ignore[no-any-return]
