@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..framework.antichain import Antichain
-from ..framework.lattice import join as time_join
+from ..framework.lattice import Product, join as time_join, new_tuple
 from .base import Interest, Operator, UpdateBatch
 from .history import KeyedHistory
 
@@ -278,8 +278,25 @@ class JoinOperator(Operator):
                 while item.row < len(rows) and matches and budget > 0:
                     v1, t1, r1 = rows[item.row]
                     item.row += 1
+                    # A loop's times, Product(int, int) (both sides: one scope), are joined
+                    # here inline: a call per pair is a good share of the pair's cost.
+                    o1 = i1 = None
+                    if t1.__class__ is Product:
+                        o1, i1 = t1
+                        if o1.__class__ is not int or i1.__class__ is not int:
+                            o1 = None
                     for v2, t2, r2 in matches:
-                        t = time_join(t1, t2)
+                        if o1 is None:
+                            t = time_join(t1, t2)
+                        else:
+                            o2, i2 = t2
+                            if o2 <= o1:
+                                if i2 <= i1:
+                                    t = t1
+                                else:
+                                    t = t2 if o2 == o1 else new_tuple(Product, (o1, i2))
+                            else:
+                                t = t2 if i2 >= i1 else new_tuple(Product, (o2, i1))
                         slot = out.get(t)
                         if slot is None:
                             slot = out[t] = ([], [])
