@@ -167,6 +167,8 @@ class KeyedHistory:
                 a = advanced[t] = advance(t)
             vt = (v, a)
             acc[vt] = get(vt, 0) + d
+        if len(acc) == len(rows):
+            return  # nothing met (no diff is zero): the list stays as it is
         merged = [(v, t, d) for (v, t), d in acc.items() if d]
         self.size += len(merged) - len(rows)
         if merged:
