@@ -149,7 +149,7 @@ from .interesting_times import (
     row_bound,
     sweep_to,
 )
-from .row_counts import ROW_BATCH_MIN, RowCounts
+from .row_counts import ROW_BATCH_MIN, RowCounts, on_row
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -1023,12 +1023,8 @@ class ReduceOperator(Operator):
         ``row_bounds`` caches :func:`.row_bound` per row.
         """
         y = times[0][1]
-        for t in times:
-            if t[1] != y:
-                return False
-        for _, r, _ in history:
-            if r[1] > y:
-                return False
+        if not on_row(y, times, history):
+            return False
         bound = row_bounds.get(y, _UNKNOWN)
         if bound is _UNKNOWN:
             bound = row_bounds[y] = row_bound(upper, y)

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ROW_BATCH_MIN", "RowCounts"]
+__all__ = ["ROW_BATCH_MIN", "RowCounts", "on_row"]
 
 ROW_BATCH_MIN = 32
 """A reduction's activation with new times for fewer keys than this corrects them one by one:
@@ -84,12 +84,8 @@ class RowCounts:
         The caller has checked that the frontier has passed the whole row. ``written`` is
         the key's output history; updates above the row do not count on it.
         """
-        for t in times:
-            if t[1] != y:
-                return False
-        for _, r, _ in history:
-            if r[1] > y:
-                return False
+        if not on_row(y, times, history):
+            return False
         k = len(self._keys)
         self._keys.append(key)
         self._items.append((key, times, history, written))
@@ -169,6 +165,22 @@ class RowCounts:
     def queued(self) -> list[tuple[Any, list[Any], Rows, Rows | None]]:
         """What was queued, as ``(key, times, history, written)``, in order."""
         return self._items
+
+
+def on_row(y: int, times: list[Any], history: Rows) -> bool:
+    """Whether a key's ``times`` (``Product(int, int)``) all lie on row ``y`` and its stored
+    input ``history`` at or below it: then every interesting time is on the row.
+
+    >>> on_row(2, [(0, 2), (3, 2)], [((), (1, 1), 1)]), on_row(2, [(0, 2)], [((), (1, 3), 1)])
+    (True, False)
+    """
+    for t in times:
+        if t[1] != y:
+            return False
+    for _, r, _ in history:  # noqa: SIM110 - a plain loop beats all() on this hot path
+        if r[1] > y:
+            return False
+    return True
 
 
 def _prefix_sums(
