@@ -639,8 +639,10 @@ class ReduceOperator(Operator):
         """Interesting times per key, evaluated in order against the input trace and the
         operator's own output history.
 
-        Keys whose times lie on one line (module docstring) take :meth:`_line`; the others
-        the general interesting-times search and accumulation (:meth:`_general`).
+        Keys whose times lie on one line (module docstring) take :meth:`_line`, those on one
+        row :meth:`_pair_row` (a counting reduction's, when the activation has many keys, all
+        together: :mod:`.row_counts`); the others the general interesting-times search and
+        accumulation (:meth:`_general`).
 
         Runtime complexity: per key, the interesting-times search and the accumulation over
         its compacted input and output histories, one ``logic`` call per ready time (on a
