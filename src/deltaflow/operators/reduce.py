@@ -258,16 +258,17 @@ def _count_debt(
     x: int,
     low: int,
     n: int,
-    out: int,
+    want: int,
     above: dict[tuple[int, Any], int],
     written: list[tuple[Any, Any, int]] | None,
-) -> int | None:
-    """The lowest position above ``low`` on line ``x`` where a counting reduction's output would
-    be wrong with the input and output known now, or None if it is right everywhere above.
+) -> tuple[int, int | None]:
+    """A counting reduction's output count at ``low`` on line ``x``, and the lowest position
+    above ``low`` where its output would be wrong with the input and output known now (None
+    if it is right everywhere above), once the output at ``low`` is corrected to ``want``.
 
-    ``n`` and ``out`` are the input and (corrected) output counts at ``low``; ``above`` sums
-    the stored input updates above ``low`` per (position, val); ``written`` is the output
-    history. Both counts only change at the positions of those updates, so checking there
+    ``n`` is the input count at ``low``; ``above`` sums the stored input updates above
+    ``low`` per (position, val); ``written`` is the output history (read once for both
+    answers). Both counts only change at the positions of those updates, so checking there
     checks every position of the line above ``low``. O(h log h) for h updates.
     """
     steps: dict[int, list[int]] = {}
@@ -278,21 +279,28 @@ def _count_debt(
                 steps[y] = [d, 0]
             else:
                 step[0] += d
+    out = 0
     if written:
         for _, t, d in written:
-            if t[0] <= x and t[1] > low:
-                step = steps.get(t[1])
+            if t[0] <= x:
+                y = t[1]
+                if y <= low:
+                    out += d
+                    continue
+                step = steps.get(y)
                 if step is None:
-                    steps[t[1]] = [0, d]
+                    steps[y] = [0, d]
                 else:
                     step[1] += d
+    at_low = out
+    out = want
     for y in sorted(steps):
         dn, dout = steps[y]
         n += dn
         out += dout
         if by_count(key, n) != out:
-            return y
-    return None
+            return at_low, y
+    return at_low, None
 
 
 def _count_chain(
@@ -906,19 +914,22 @@ class ReduceOperator(Operator):
         if by_count is not None:
             n = acc.get((), 0)
             want = by_count(key, n)
-            fix = want - (_total_at(written, x, low) if written else 0)
-            if fix:
-                _add_row(fixes, (x, low), key, (), fix)
-            if next_above is not None:
-                # Deferred only to where, as things stand, the output would still be wrong:
-                # until new input comes for this key (which makes its own interesting times),
-                # nothing changes there. A wrong output below the bound (where no input
-                # changes, so not interesting) is left to the usual deferral.
-                assert above is not None and bound is not None
-                debt = _count_debt(by_count, key, x, low, n, want, above, written)
-                if debt is not None:
-                    at = debt if debt >= bound else next_above
-                    self._defer(key, [new_tuple(Product, (x, at))])
+            if next_above is None:
+                fix = want - (_total_at(written, x, low) if written else 0)
+                if fix:
+                    _add_row(fixes, (x, low), key, (), fix)
+                return True
+            # Deferred only to where, as things stand, the output would still be wrong: until
+            # new input comes for this key (which makes its own interesting times), nothing
+            # changes there. A wrong output below the bound (where no input changes, so not
+            # interesting) is left to the usual deferral.
+            assert above is not None and bound is not None
+            out, debt = _count_debt(by_count, key, x, low, n, want, above, written)
+            if want != out:
+                _add_row(fixes, (x, low), key, (), want - out)
+            if debt is not None:
+                at = debt if debt >= bound else next_above
+                self._defer(key, [new_tuple(Product, (x, at))])
             return True
         acc = _without_zeros(acc)
         current = _accumulate_at(written, x, low) if written else {}
