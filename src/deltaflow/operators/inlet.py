@@ -14,6 +14,7 @@ arrangement alone is the inlet.
 
     >>> from deltaflow.framework.antichain import Antichain
     >>> from deltaflow.framework.trace.spine import Spine
+    >>> from .base import UpdateBatch
     >>> from .linear import Step
     >>> inlet = Inlet(
     ...     ArrangeOperator("arrange_by_self", Spine(Antichain([0])), by_self=True),
@@ -28,7 +29,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .arrange import ArrangeOperator
-from .base import UpdateBatch
 from .linear import LinearOperator
 
 if TYPE_CHECKING:
@@ -54,15 +54,8 @@ class Inlet:
     def __call__(self, messages: list[tuple[Time, Any]]) -> list[tuple[Time, Any]]:
         """The messages after the steps, consolidated by the arrangement (see
         :meth:`.ArrangeOperator.forward`). Errors of a step name that step."""
-        steps = self.steps
-        if steps is not None:
-            apply = steps.apply
-            messages = [
-                (t, UpdateBatch(data, diffs))
-                for time, batch in messages
-                for t, data, diffs in apply(time, batch.data, batch.diffs)
-                if data
-            ]
+        if self.steps is not None:
+            messages = self.steps.transform(messages)
         return self.arrange.forward(messages)
 
     def __repr__(self) -> str:

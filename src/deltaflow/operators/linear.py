@@ -146,13 +146,21 @@ class LinearOperator(Operator):
                 break
         return groups
 
+    def transform(self, messages: list[tuple[Time, Any]]) -> list[tuple[Time, UpdateBatch]]:
+        """Every step on every ``(time, UpdateBatch)`` message; the non-empty results."""
+        apply = self.apply
+        return [
+            (t, UpdateBatch(data, diffs))
+            for time, batch in messages
+            for t, data, diffs in apply(time, batch.data, batch.diffs)
+            if data
+        ]
+
     def schedule(self, ctx: OperatorContext) -> None:
         """Transform every waiting batch and send the results."""
         send = ctx.send
-        for time, batch in ctx.messages(0):
-            for t, data, diffs in self.apply(time, batch.data, batch.diffs):
-                if data:
-                    send(0, t, UpdateBatch(data, diffs))
+        for t, batch in self.transform(ctx.messages(0)):
+            send(0, t, batch)
 
 
 class Concat(Operator):

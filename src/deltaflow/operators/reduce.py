@@ -724,14 +724,15 @@ class ReduceOperator(Operator):
                     if line(key, x, times, history, written, bound, line_fixes):
                         continue
                     if x.__class__ is int:
-                        if row_batch is not None:
-                            y = first[1]
+                        y = first[1]
+                        if on_row(y, times, history):
                             row = row_bounds.get(y, _UNKNOWN)
                             if row is _UNKNOWN:
                                 row = row_bounds[y] = row_bound(upper, y)
-                            if row is None and row_batch.add(key, y, times, history, written):
-                                continue
-                        if on_pair_row(key, times, history, written, row_bounds, upper, line_fixes):
+                            if row is None and row_batch is not None:
+                                row_batch.add(key, y, times, history, written)
+                            else:
+                                on_pair_row(key, y, times, history, written, row, line_fixes)
                             continue
                     if x.__class__ is int and len(times) + len(history) <= pairs_small:
                         if pair_bounds is None:
@@ -744,8 +745,8 @@ class ReduceOperator(Operator):
             assert by_count is not None
             columns = _distinct_columns if by_count is _distinct_by_count else None
             if not row_batch.correct(by_count, line_fixes, columns):
-                for key, times, history, written in row_batch.queued():
-                    on_pair_row(key, times, history, written, row_bounds, upper, line_fixes)
+                for key, y, times, history, written in row_batch.queued():
+                    on_pair_row(key, y, times, history, written, None, line_fixes)
         for (x, y), rows in line_fixes.items():
             t = new_tuple(Product, (x, y))
             fix = corrections.get(t)
@@ -1017,36 +1018,29 @@ class ReduceOperator(Operator):
     def _pair_row(
         self,
         key: Any,
+        y: int,
         times: list[Any],
         history: list[tuple[Any, Any, int]],
         written: list[tuple[Any, Any, int]] | None,
-        row_bounds: dict[int, int | None],
-        upper: Antichain,
+        bound: int | None,
         fixes: dict[Any, list[tuple[Any, Any, int]]],
-    ) -> bool:
-        """Correct one key whose ``Product(int, int)`` times lie on one *row*; False (nothing
-        done) if they do not.
+    ) -> None:
+        """Correct one key whose ``Product(int, int)`` times lie on row ``y`` (see
+        :func:`.row_counts.on_row`); ``bound`` is the row's first position beyond the frontier
+        (:func:`.row_bound`, ``None``: none is).
 
-        On a row every one of ``times`` is ``Product(_, y)`` for one ``y`` and every stored
-        input time has an inner coordinate ``<= y``: a time's join with the others stays on
-        the row, so the interesting times are a chain ordered by the outer coordinate, and
-        each stored time counts from its outer coordinate on. This is the usual shape when
-        many rounds go through a loop together (a static run): each iteration brings a key new
-        times from several rounds at once, and its history is of earlier iterations.
-        ``row_bounds`` caches :func:`.row_bound` per row.
+        On a row every one of ``times`` is ``Product(_, y)`` and every stored input time has an
+        inner coordinate ``<= y``: a time's join with the others stays on the row, so the
+        interesting times are a chain ordered by the outer coordinate, and each stored time
+        counts from its outer coordinate on. This is the usual shape when many rounds go
+        through a loop together (a static run): each iteration brings a key new times from
+        several rounds at once, and its history is of earlier iterations.
         """
-        y = times[0][1]
-        if not on_row(y, times, history):
-            return False
-        bound = row_bounds.get(y, _UNKNOWN)
-        if bound is _UNKNOWN:
-            bound = row_bounds[y] = row_bound(upper, y)
         xs = [t[0] for t in times]
         inputs = [(r[0], v, d) for v, r, d in history]
         stored = [p for p, _, _ in inputs]
         outputs = [(r[0], v, d) for v, r, d in written if r[1] <= y] if written else []
         self._sweep_line(key, None, xs, stored, inputs, outputs, bound, fixes, row=y)
-        return True
 
     def _pairs(
         self,

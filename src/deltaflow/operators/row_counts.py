@@ -22,7 +22,6 @@ columns. Only ``f`` may run per position (``distinct``'s is vectorised).
     >>> batch = RowCounts()
     >>> batch.add("k", 3, [Product(0, 3), Product(2, 3)], [((), Product(0, 1), 1),
     ...           ((), Product(2, 3), -1), ((), Product(1, 2), 1)], None)
-    True
     >>> fixes = {}
     >>> batch.correct(lambda key, n: int(n > 0), fixes)  # distinct
     True
@@ -50,7 +49,7 @@ Fixes = dict[Any, list[tuple[Any, Any, int]]]
 class RowCounts:
     """Keys of a counting reduction on rows, gathered as columns, corrected together.
 
-    ``add`` queues a key (or declines it: not on a row); ``correct`` appends every key's
+    ``add`` queues a key; ``correct`` appends every key's
     corrections to ``fixes[(x, y)]`` as ``(key, (), diff)``. Keys must be distinct.
 
     Runtime complexity: O(m log m) numpy work for m queued times and updates in all, plus one
@@ -58,13 +57,11 @@ class RowCounts:
     (none for ``distinct``).
     """
 
-    __slots__ = ("_in_d", "_in_k", "_in_p", "_items", "_keys", "_out_d", "_out_k", "_out_p",
-                 "_rows", "_seed_k", "_seed_p")  # fmt: skip
+    __slots__ = ("_in_d", "_in_k", "_in_p", "_items", "_out_d", "_out_k", "_out_p", "_seed_k",
+                 "_seed_p")  # fmt: skip
 
     def __init__(self) -> None:
-        self._keys: list[Any] = []
-        self._items: list[tuple[Any, list[Any], Rows, Rows | None]] = []
-        self._rows: list[int] = []
+        self._items: list[tuple[Any, int, list[Any], Rows, Rows | None]] = []
         self._seed_k: list[int] = []
         self._seed_p: list[int] = []
         self._in_k: list[int] = []
@@ -75,21 +72,16 @@ class RowCounts:
         self._out_d: list[int] = []
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._items)
 
-    def add(self, key: Any, y: int, times: list[Any], history: Rows, written: Rows | None) -> bool:
-        """Queue ``key`` if its ``times`` (pairs, the new and pending ones) all lie on row
-        ``y`` and its input ``history`` is at or below it; False (nothing queued) if not.
-
-        The caller has checked that the frontier has passed the whole row. ``written`` is
-        the key's output history; updates above the row do not count on it.
+    def add(self, key: Any, y: int, times: list[Any], history: Rows, written: Rows | None) -> None:
+        """Queue ``key``, whose ``times`` (pairs, the new and pending ones) and input
+        ``history`` lie on row ``y`` (:func:`on_row`), and whose row the frontier has passed
+        entirely. ``written`` is the key's output history; updates above the row do not
+        count on it.
         """
-        if not on_row(y, times, history):
-            return False
-        k = len(self._keys)
-        self._keys.append(key)
-        self._items.append((key, times, history, written))
-        self._rows.append(y)
+        k = len(self._items)
+        self._items.append((key, y, times, history, written))
         self._seed_k.extend([k] * len(times))
         self._seed_p.extend([t[0] for t in times])
         self._in_k.extend([k] * len(history))
@@ -101,7 +93,6 @@ class RowCounts:
                     self._out_k.append(k)
                     self._out_p.append(r[0])
                     self._out_d.append(d)
-        return True
 
     def correct(
         self,
@@ -127,7 +118,8 @@ class RowCounts:
         except OverflowError:
             return False
         # Interesting positions: the new ones, and stored ones above the key's lowest new one.
-        low = np.full(len(self._keys), np.iinfo(np.int64).max, dtype=np.int64)
+        items = self._items
+        low = np.full(len(items), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(low, seed_k, seed_p)
         above = in_p > low[in_k]
         at_k = np.concatenate([seed_k, in_k[above]])
@@ -139,22 +131,20 @@ class RowCounts:
         at_k, at_p = at_k[first], at_p[first]
         n = _prefix_sums(in_k, in_p, in_d, at_k, at_p)
         out = _prefix_sums(out_k, out_p, out_d, at_k, at_p)
-        keys = self._keys
         if columns is not None:
             want = columns(n)
         else:
-            want = np.array(
-                [by_count(keys[k], c) for k, c in zip(at_k.tolist(), n.tolist())], dtype=np.int64
-            )
+            counts = zip(at_k.tolist(), n.tolist())
+            want = np.array([by_count(items[k][0], c) for k, c in counts], dtype=np.int64)
         owed = want - out
         fix = owed.copy()
         same_key = at_k[1:] == at_k[:-1]
         fix[1:][same_key] -= owed[:-1][same_key]
         nonzero = np.flatnonzero(fix)
-        rows = self._rows
         for k, x, d in zip(at_k[nonzero].tolist(), at_p[nonzero].tolist(), fix[nonzero].tolist()):
-            place = (x, rows[k])
-            entry = (keys[k], (), d)
+            key, y = items[k][:2]
+            place = (x, y)
+            entry = (key, (), d)
             have = fixes.get(place)
             if have is None:
                 fixes[place] = [entry]
@@ -162,8 +152,8 @@ class RowCounts:
                 have.append(entry)
         return True
 
-    def queued(self) -> list[tuple[Any, list[Any], Rows, Rows | None]]:
-        """What was queued, as ``(key, times, history, written)``, in order."""
+    def queued(self) -> list[tuple[Any, int, list[Any], Rows, Rows | None]]:
+        """What was queued, as ``(key, y, times, history, written)``, in order."""
         return self._items
 
 
