@@ -340,10 +340,13 @@ def drive(
     positive_only: bool = True,
     key_only: bool = False,
     by_count: R.ByCount | None = None,
+    early: bool = False,
 ) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
     """Seal ``updates`` into one batch per frontier of the advancing chain and drive the
     operator: messages one per distinct time; with ``lag[i]`` the frontier moves only in a
-    later activation than the one delivering the messages. The last frontier must be empty.
+    later activation than the one delivering the messages; with ``early`` each batch's
+    messages come one frontier early (times the frontier has not passed yet, as a loop's
+    next rounds do). The last frontier must be empty.
     """
     source = Spine(Antichain([lower]))
     op = R.ReduceOperator(
@@ -354,19 +357,29 @@ def drive(
     ctx = FakeContext(lower)
     remaining = list(updates)
     previous = Antichain([lower])
-    for i, f in enumerate(frontiers):
+    sealed = []
+    for f in frontiers:
         now = [u for u in remaining if not f.less_equal(u[1])]
         remaining = [u for u in remaining if f.less_equal(u[1])]
-        desc = Description(previous, f)
-        rows = [(k, v, t, r) for (k, v), t, r in now]
-        source.insert(Batch.from_updates(rows, desc))
+        sealed.append((Description(previous, f), [(k, v, t, r) for (k, v), t, r in now]))
+        previous = f
+    assert not remaining
+
+    def deliver(step: int) -> None:
+        desc, rows = sealed[step]
         for t in sorted({t for _, _, t, _ in rows}):
             ctx.mailbox.append((t, Batch.from_updates([u for u in rows if u[2] == t], desc)))
+
+    for i, f in enumerate(frontiers):
+        desc, rows = sealed[i]
+        source.insert(Batch.from_updates(rows, desc))
+        if not early or i == 0:
+            deliver(i)
+        if early and i + 1 < len(frontiers):
+            deliver(i + 1)
         if lag and lag[i % len(lag)]:
             ctx.run(op)
         ctx.run(op, f)
-        previous = f
-    assert not remaining
     return ctx.sent, ctx, op
 
 
@@ -429,14 +442,16 @@ def q_parity(c: dict[str, Counter[Any]]) -> Counter[Any]:
     updates=product_updates(),
     frontiers=frontier_chains(PRODUCTS),
     lag=st.lists(st.booleans(), min_size=1, max_size=3),
+    early=st.booleans(),
 )
 def test_product_times_match_oracle(
-    name: str, updates: list[Any], frontiers: list[Antichain], lag: list[bool]
+    name: str, updates: list[Any], frontiers: list[Antichain], lag: list[bool], early: bool
 ) -> None:
-    """On Product times, with any sealing and lagging frontiers, output[t] = logic(input[t])
-    everywhere, and no capability is left once the input is done."""
+    """On Product times, with any sealing and lagging frontiers, and messages arriving
+    before or after the frontier passes them, output[t] = logic(input[t]) everywhere, and
+    no capability is left once the input is done."""
     logic, query = PRODUCT_QUERIES[name]
-    sent, ctx, op = drive(updates, frontiers, logic, Product(0, 0), lag=lag)
+    sent, ctx, op = drive(updates, frontiers, logic, Product(0, 0), lag=lag, early=early)
     assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
     assert ctx.held == {}
     assert op.pending == {} and op.caps == []
@@ -457,13 +472,21 @@ LOOP_FRONTIERS = [
 
 @pytest.mark.parametrize("name", sorted(PRODUCT_QUERIES))
 @settings(max_examples=60)
-@given(updates=product_updates(12), lag=st.lists(st.booleans(), min_size=1, max_size=3))
-def test_loop_frontiers_match_oracle(name: str, updates: list[Any], lag: list[bool]) -> None:
+@given(
+    updates=product_updates(12),
+    lag=st.lists(st.booleans(), min_size=1, max_size=3),
+    early=st.booleans(),
+)
+def test_loop_frontiers_match_oracle(
+    name: str, updates: list[Any], lag: list[bool], early: bool
+) -> None:
     """With the frontier stepping one round at a time, as inside a loop, keys are corrected
     on a line with stored times of earlier outer times above the frontier (owed positions
-    kept pending across rounds); output[t] = logic(input[t]) everywhere."""
+    kept pending across rounds), and a round's input may arrive a round early, before the
+    frontier passes it; output[t] = logic(input[t]) everywhere."""
     logic, query = PRODUCT_QUERIES[name]
-    sent, ctx, op = drive(updates, [*LOOP_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag)
+    frontiers = [*LOOP_FRONTIERS, Antichain()]
+    sent, ctx, op = drive(updates, frontiers, logic, Product(0, 0), lag=lag, early=early)
     assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
     assert ctx.held == {} and op.pending == {}
 
@@ -616,8 +639,8 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     """Reductions by self that count (distinct, threshold) accumulate ints on the
     Product(int, int) paths (lines, rows, small sets of pairs, and the general search:
     "general" turns the others off); with and without that, on random, loop- and row-shaped
-    frontiers, the
-    output is the oracle's and identical, and nothing is left pending or held."""
+    frontiers, with messages arriving before or after the frontier passes them, the output
+    is the oracle's and identical, and nothing is left pending or held."""
     logic, by_count, positive_only, f = BY_COUNT[name]
     query = by_self_query(f)
     updates = data.draw(
@@ -634,12 +657,13 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     else:
         frontiers = data.draw(frontier_chains(PRODUCTS))
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    early = data.draw(st.booleans(), label="early")
     runs = []
     for counting in (by_count, None):
         with line_fast_path(frontier_kind != "general"):
             sent, ctx, op = drive(
                 updates, frontiers, logic, Product(0, 0), lag=lag, positive_only=positive_only,
-                key_only=True, by_count=counting,
+                key_only=True, by_count=counting, early=early,
             )
         assert ctx.held == {} and op.pending == {}
         runs.append(consolidated(sent))
@@ -835,6 +859,44 @@ def test_counting_reduction_defers_only_to_positions_it_would_correct() -> None:
     )
     assert op.pending == {"j": [Product(1, 5)]}
     assert ctx.held == {Product(1, 5): 1}
+    ctx.run(op, Antichain())
+    assert op.pending == {} and ctx.held == {}
+    assert_matches_oracle(ctx.sent, {"xs": updates}, q_distinct)
+
+
+def test_counting_reduction_defers_seeds_beyond_the_frontier_only_where_wrong() -> None:
+    """A new time the frontier has not passed yet cannot be corrected yet: a counting
+    reduction defers the key to the first position where, as things stand, its output would
+    be wrong, and not at all where it would be right everywhere.
+
+    In round 0, ``k`` counts 1 from iteration 3, ``j`` 1 at iterations 3 to 5, and ``n`` 1
+    from iteration 6. Round 1 brings +1s at iterations 4 and 5 while the frontier is at
+    iteration 2: ``k`` then counts 2 (``distinct`` stays 1: nothing owed); ``j`` counts 2,
+    and from iteration 6 on 1, where its output says 0 (owed at 6); ``n`` counts 1 from 4,
+    where its output says 0 (owed at 4, though right again at 6); the new key ``m`` counts 1
+    at 4 (owed there).
+    """
+    updates = [(("k", ()), Product(0, 3), 1),
+               (("j", ()), Product(0, 3), 1), (("j", ()), Product(0, 6), -1),
+               (("n", ()), Product(0, 6), 1),
+               (("k", ()), Product(1, 4), 1), (("j", ()), Product(1, 5), 1),
+               (("m", ()), Product(1, 4), 1), (("n", ()), Product(1, 4), 1)]  # fmt: skip
+    lower = Product(0, 0)
+    op = R.ReduceOperator(
+        "distinct(test)", Spine(Antichain([lower])), Spine(Antichain([lower])),
+        R._distinct_logic, by_count=R._distinct_by_count,
+    )  # fmt: skip
+    ctx = FakeContext(lower)
+    bounds = [(Antichain([lower]), Antichain([Product(1, 0)])),
+              (Antichain([Product(1, 0)]), Antichain([Product(1, 7)]))]  # fmt: skip
+    for rnd, (low, high) in enumerate(bounds):
+        rows = [(k, v, t, d) for (k, v), t, d in updates if t.outer == rnd]
+        for t in sorted({t for _, _, t, _ in rows}):
+            batch = Batch.from_updates([r for r in rows if r[2] == t], Description(low, high))
+            ctx.mailbox.append((t, batch))
+        ctx.run(op, Antichain([Product(1, 0)]) if rnd == 0 else Antichain([Product(1, 2)]))
+    assert op.pending == {"j": [Product(1, 6)], "m": [Product(1, 4)], "n": [Product(1, 4)]}
+    assert ctx.held == {Product(1, 4): 1}
     ctx.run(op, Antichain())
     assert op.pending == {} and ctx.held == {}
     assert_matches_oracle(ctx.sent, {"xs": updates}, q_distinct)

@@ -204,6 +204,8 @@ def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
         f = frontier[0]
         if f.__class__ is int:
             return lambda t: t if t >= f else f
+        if f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int:
+            return _pair_advancer(f)
         return lambda t: t if less_equal(f, t) else join(t, f)
     if not all(
         f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int
@@ -231,6 +233,22 @@ def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
         return new_tuple(Product, (ao, an))
 
     return advance_pair
+
+
+def _pair_advancer(f: Product) -> Callable[[Time], Time]:
+    """``advance_by`` to the single ``Product(int, int)`` ``f``: a coordinate-wise maximum."""
+    fo, fi = f
+
+    def advance_one(t: Time) -> Time:
+        if t.__class__ is Product:
+            o, n = t
+            if o.__class__ is int and n.__class__ is int:
+                if o >= fo:
+                    return t if n >= fi else new_tuple(Product, (o, fi))
+                return new_tuple(Product, (fo, n)) if n > fi else f
+        return t if less_equal(f, t) else join(t, f)
+
+    return advance_one
 
 
 def _identity(t: Time) -> Time:

@@ -93,7 +93,13 @@ faster (timed, alternating runs) and cost 1.39x fewer instructions.
 the operator that function too (``by_count``). On ``Product(int, int)`` lines and small sets
 of pairs it accumulates plain ints, input and output, instead of ``{val: count}`` dicts and a
 ``logic`` call: W2's ``distinct`` inside ``iterate`` got about 1.1x faster in interactive
-rounds and 1.15x in one static run.
+rounds and 1.15x in one static run. On a line such a reduction also knows, from the stored
+input and output alone, where its output would be wrong as things stand; it keeps a key
+pending only at the first such position, or not at all. Inside a loop this matters most for
+new input the frontier has not passed yet (a join answers for several iterations at once):
+a key whose output stays right there is done at once, instead of holding the loop back one
+iteration at a time until the frontier reaches it (W2 interactive: 1.04x fewer
+instructions).
 
 **Totally ordered times** (``int``) take a faster path still, like a ``count_total``: there the
 interesting times of a key are just the times of its new updates, so the operator keeps each
@@ -301,6 +307,29 @@ def _count_debt(
         if by_count(key, n) != out:
             return at_low, y
     return at_low, None
+
+
+def _count_beyond(
+    by_count: ByCount,
+    key: Any,
+    x: int,
+    low: int,
+    n: int,
+    above: dict[tuple[int, Any], int] | None,
+    written: list[tuple[Any, Any, int]] | None,
+) -> int | None:
+    """The lowest position at or above ``low`` on line ``x`` where a counting reduction's
+    output would be wrong with the input and output known now, or None if it is right at
+    every one (``n`` is the input count at ``low``; see :func:`_count_debt`).
+
+    For a key whose lowest new time the frontier has not passed yet: it cannot be corrected
+    yet, and needs to be evaluated again only where something is wrong.
+    """
+    if above is None:
+        out = _total_at(written, x, low) if written else 0
+        return None if by_count(key, n) == out else low
+    out, debt = _count_debt(by_count, key, x, low, n, by_count(key, n), above, written)
+    return debt if out == by_count(key, n) else low
 
 
 def _count_chain(
@@ -908,10 +937,17 @@ class ReduceOperator(Operator):
             outputs = _positions(written, x) if written else []
             self._sweep_line(key, x, ys, stored, inputs, outputs, bound, fixes)
             return True
-        if bound is not None and low >= bound:
-            self._defer(key, [new_tuple(Product, (x, low))])
-            return True
         by_count = self.by_count
+        if bound is not None and low >= bound:
+            at = low
+            if by_count is not None:
+                # Not final yet, so not corrected yet: deferred to the first position where,
+                # as things stand, the output would be wrong (none: the key is done). Input
+                # that comes later at or below such a position makes its own interesting time.
+                at = _count_beyond(by_count, key, x, low, acc.get((), 0), above, written)
+            if at is not None:
+                self._defer(key, [new_tuple(Product, (x, at))])
+            return True
         if by_count is not None:
             n = acc.get((), 0)
             want = by_count(key, n)
