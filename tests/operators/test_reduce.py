@@ -902,6 +902,39 @@ def test_counting_reduction_defers_seeds_beyond_the_frontier_only_where_wrong() 
     assert_matches_oracle(ctx.sent, {"xs": updates}, q_distinct)
 
 
+def test_counting_sweep_defers_only_to_the_first_wrong_position() -> None:
+    """A counting reduction whose key has new times on both sides of the frontier corrects
+    the ready ones and keeps pending only the first later position where its output would
+    still be wrong, if any.
+
+    In round 0 ``j`` and ``m`` count 1 from iteration 1, ``m`` only until 7. Round 1 arrives
+    while the frontier is at iteration 3: ``j`` gets +1 at 2 and -1 at 5 (it counts 2, then
+    1: ``distinct`` stays right, nothing owed); ``m`` gets -1 at 2 (corrected: 0 there) and
+    +1 at 5, where its output would then say 0 (owed at 5).
+    """
+    updates = [(("j", ()), Product(0, 1), 1),
+               (("m", ()), Product(0, 1), 1), (("m", ()), Product(0, 7), -1),
+               (("j", ()), Product(1, 2), 1), (("j", ()), Product(1, 5), -1),
+               (("m", ()), Product(1, 2), -1), (("m", ()), Product(1, 5), 1)]  # fmt: skip
+    lower = Product(0, 0)
+    op = R.ReduceOperator(
+        "distinct(test)", Spine(Antichain([lower])), Spine(Antichain([lower])),
+        R._distinct_logic, by_count=R._distinct_by_count,
+    )  # fmt: skip
+    ctx = FakeContext(lower)
+    desc = Description(Antichain([lower]), Antichain([Product(2, 0)]))
+    for rnd, frontier in enumerate([Antichain([Product(1, 0)]), Antichain([Product(1, 3)])]):
+        rows = [(k, v, t, d) for (k, v), t, d in updates if t.outer == rnd]
+        for t in sorted({t for _, _, t, _ in rows}):
+            ctx.mailbox.append((t, Batch.from_updates([r for r in rows if r[2] == t], desc)))
+        ctx.run(op, frontier)
+    assert op.pending == {"m": [Product(1, 5)]}
+    assert ctx.held == {Product(1, 5): 1}
+    ctx.run(op, Antichain())
+    assert op.pending == {} and ctx.held == {}
+    assert_matches_oracle(ctx.sent, {"xs": updates}, q_distinct)
+
+
 def test_capabilities_follow_messages_and_pending_work() -> None:
     """A message not yet processable is covered by a capability at its time; once processed
     the capability is dropped, and nothing is held while nothing is owed."""

@@ -341,10 +341,17 @@ def _count_chain(
     inputs: list[tuple[int, Any, int]],
     outputs: list[tuple[int, Any, int]],
     fixes: dict[Any, list[tuple[Any, Any, int]]],
-) -> None:
+    beyond: int | None = None,
+) -> int | None:
     """:meth:`ReduceOperator._sweep_line`'s sweep for a counting reduction: ``inputs`` and
     ``outputs`` sorted by position, the counts at each ready position are running sums.
-    O(r + h) for r ready positions and h updates."""
+
+    With ``beyond`` (the lowest position the frontier has not passed), the sweep goes on
+    past the ready positions and returns the first position from ``beyond`` on where the
+    output, corrected so far, would still be wrong as things stand (None if there is none):
+    the only one the key must be evaluated at again. Both counts change only where an input
+    or output update lies, so those are the positions checked. O(r + h) for r ready positions
+    and h updates."""
     n = out = 0
     i = j = 0
     ni, nj = len(inputs), len(outputs)
@@ -360,6 +367,21 @@ def _count_chain(
             at = (y, row) if row is not None else y if x is None else (x, y)
             _add_row(fixes, at, key, (), fix)
             out += fix
+    p: int | None = beyond
+    while p is not None:
+        while i < ni and inputs[i][0] <= p:
+            n += inputs[i][2]
+            i += 1
+        while j < nj and outputs[j][0] <= p:
+            out += outputs[j][2]
+            j += 1
+        if by_count(key, n) != out:
+            return p
+        if i < ni:
+            p = inputs[i][0] if j >= nj or inputs[i][0] < outputs[j][0] else outputs[j][0]
+        else:
+            p = outputs[j][0] if j < nj else None
+    return None
 
 
 def _without_zeros(acc: dict[Any, int]) -> dict[Any, int]:
@@ -1006,6 +1028,17 @@ class ReduceOperator(Operator):
         reduction sums ints instead of building accumulations).
         """
         ready, deferred = interesting_on_line(seeds, stored, bound)
+        by_count = self.by_count
+        if by_count is not None and deferred:
+            # A counting reduction knows where its output would still be wrong: only the
+            # first such position is owed (see :func:`_count_chain`).
+            if len(inputs) > 1:
+                inputs.sort(key=_first)
+            if len(outputs) > 1:
+                outputs.sort(key=_first)
+            owed = _count_chain(by_count, key, x, row, ready, inputs, outputs, fixes, deferred[0])
+            deferred = [] if owed is None else [owed]
+            ready = []
         if len(deferred) > 1:
             # Whenever the lowest deferred position is evaluated, every stored position above
             # it is interesting again: only the lowest, and positions that are not stored
@@ -1025,7 +1058,6 @@ class ReduceOperator(Operator):
             inputs.sort(key=_first)
         if len(outputs) > 1:
             outputs.sort(key=_first)
-        by_count = self.by_count
         if by_count is not None:
             _count_chain(by_count, key, x, row, ready, inputs, outputs, fixes)
             return
