@@ -99,6 +99,33 @@ class KeyedHistory:
             n += 1
         self.size += n
 
+    def extend_noting_times(
+        self, updates: Iterable[tuple[Any, Any, Time, int]], times_of: dict[Any, list[Time]]
+    ) -> None:
+        """:meth:`extend`, also appending each update's time to ``times_of[key]`` (in the
+        same pass: a reduction notes the new times of each key as it stores them).
+
+        >>> h, times = KeyedHistory(), {}
+        >>> h.extend_noting_times([("k", "v", 1, 1), ("k", "w", 2, 1)], times)
+        >>> h.rows, times, h.size
+        ({'k': [('v', 1, 1), ('w', 2, 1)]}, {'k': [1, 2]}, 2)
+        """
+        rows_of = self.rows
+        n = 0
+        for key, val, time, diff in updates:
+            rows = rows_of.get(key)
+            if rows is None:
+                rows_of[key] = [(val, time, diff)]
+            else:
+                rows.append((val, time, diff))
+            times = times_of.get(key)
+            if times is None:
+                times_of[key] = [time]
+            else:
+                times.append(time)
+            n += 1
+        self.size += n
+
     def read(
         self, keys: Iterable[Any], frontier: tuple[Time, ...]
     ) -> dict[Any, list[tuple[Any, Time, int]]]:

@@ -590,15 +590,10 @@ class ReduceOperator(Operator):
                         rows.append((val, t, diff))
         else:
             seeds = self.seeds
+            store = self.inputs.extend_noting_times
             for time, batch in messages:
                 unprocessed.add(time)
-                for key, _val, t, _diff in batch.updates():
-                    times = seeds.get(key)
-                    if times is None:
-                        seeds[key] = [t]
-                    else:
-                        times.append(t)
-                self.inputs.extend(batch.updates())
+                store(batch.updates(), seeds)
 
     # ------------------------------------------------------------------ evaluation
 
