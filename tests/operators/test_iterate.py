@@ -357,6 +357,58 @@ def test_reachability_with_join_and_distinct(
     assert_matches_oracle(out, {"roots": roots, "edges": edges}, model)
 
 
+def graph_reach(roots: list[int], edges: Counter[tuple[int, int]]) -> set[tuple[int, int]]:
+    """``(root, node)`` pairs reachable over the edges with a positive count (from scratch)."""
+    out: dict[int, list[int]] = {}
+    for (a, b), n in edges.items():
+        if n > 0:
+            out.setdefault(a, []).append(b)
+    pairs = set()
+    for r in roots:
+        seen, todo = {r}, [r]
+        while todo:
+            for b in out.get(todo.pop(), []):
+                if b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+        pairs.update((r, n) for n in seen)
+    return pairs
+
+
+@pytest.mark.parametrize("batch", [1, 12])
+async def test_reachability_over_a_sliding_window_of_edges(workers: int, batch: int) -> None:
+    """W2's shape at a small size, round by round in an open job: each round retracts the
+    oldest edges and inserts new ones (one, or a batch of them, so that a round's changes
+    reach a key at several iterations at once, before the frontier passes them); after each
+    round the output is exactly the reachable pairs of the live edges."""
+    import random
+
+    rng = random.Random(7)
+    nodes, roots = 40, [0, 1, 2]
+    window = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(70)]
+    live = Counter(window)
+
+    class Reach(df.Pipeline):
+        def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
+            return iterate(roots.map(lambda r: (r, r)), reach_step(roots, edges))
+
+    async with df.open(Reach(), workers=workers) as job:
+        job.inputs["roots"].insert_many(roots)
+        job.inputs["edges"].insert_many(window)
+        await job.advance_to(1)
+        assert set(job.output.at(0)) == graph_reach(roots, live)
+        for t in range(1, 9):
+            new = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(batch)]
+            old, window = window[:batch], window[batch:] + new
+            job.inputs["edges"].insert_many(new + old, [1] * batch + [-1] * batch)
+            live.update(new)
+            live.subtract(old)
+            await job.advance_to(t + 1)
+            out = job.output.at(t)
+            assert all(n == 1 for n in out.values()), out
+            assert set(out) == graph_reach(roots, live), t
+
+
 # -- nested loops ---------------------------------------------------------------------------
 
 

@@ -340,13 +340,13 @@ def drive(
     positive_only: bool = True,
     key_only: bool = False,
     by_count: R.ByCount | None = None,
-    early: bool = False,
+    early: int = 0,
 ) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
     """Seal ``updates`` into one batch per frontier of the advancing chain and drive the
     operator: messages one per distinct time; with ``lag[i]`` the frontier moves only in a
     later activation than the one delivering the messages; with ``early`` each batch's
-    messages come one frontier early (times the frontier has not passed yet, as a loop's
-    next rounds do). The last frontier must be empty.
+    messages come that many frontiers early (times the frontier has not passed yet, as a
+    loop's next rounds do). The last frontier must be empty.
     """
     source = Spine(Antichain([lower]))
     op = R.ReduceOperator(
@@ -373,10 +373,8 @@ def drive(
     for i, f in enumerate(frontiers):
         desc, rows = sealed[i]
         source.insert(Batch.from_updates(rows, desc))
-        if not early or i == 0:
-            deliver(i)
-        if early and i + 1 < len(frontiers):
-            deliver(i + 1)
+        for step in range(0 if i == 0 else i + early, min(i + early + 1, len(frontiers))):
+            deliver(step)
         if lag and lag[i % len(lag)]:
             ctx.run(op)
         ctx.run(op, f)
@@ -442,10 +440,10 @@ def q_parity(c: dict[str, Counter[Any]]) -> Counter[Any]:
     updates=product_updates(),
     frontiers=frontier_chains(PRODUCTS),
     lag=st.lists(st.booleans(), min_size=1, max_size=3),
-    early=st.booleans(),
+    early=st.integers(0, 3),
 )
 def test_product_times_match_oracle(
-    name: str, updates: list[Any], frontiers: list[Antichain], lag: list[bool], early: bool
+    name: str, updates: list[Any], frontiers: list[Antichain], lag: list[bool], early: int
 ) -> None:
     """On Product times, with any sealing and lagging frontiers, and messages arriving
     before or after the frontier passes them, output[t] = logic(input[t]) everywhere, and
@@ -475,10 +473,10 @@ LOOP_FRONTIERS = [
 @given(
     updates=product_updates(12),
     lag=st.lists(st.booleans(), min_size=1, max_size=3),
-    early=st.booleans(),
+    early=st.integers(0, 3),
 )
 def test_loop_frontiers_match_oracle(
-    name: str, updates: list[Any], lag: list[bool], early: bool
+    name: str, updates: list[Any], lag: list[bool], early: int
 ) -> None:
     """With the frontier stepping one round at a time, as inside a loop, keys are corrected
     on a line with stored times of earlier outer times above the frontier (owed positions
@@ -657,7 +655,7 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     else:
         frontiers = data.draw(frontier_chains(PRODUCTS))
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
-    early = data.draw(st.booleans(), label="early")
+    early = data.draw(st.integers(0, 3), label="early")
     runs = []
     for counting in (by_count, None):
         with line_fast_path(frontier_kind != "general"):
@@ -902,37 +900,25 @@ def test_counting_reduction_defers_seeds_beyond_the_frontier_only_where_wrong() 
     assert_matches_oracle(ctx.sent, {"xs": updates}, q_distinct)
 
 
-def test_counting_sweep_defers_only_to_the_first_wrong_position() -> None:
-    """A counting reduction whose key has new times on both sides of the frontier corrects
-    the ready ones and keeps pending only the first later position where its output would
-    still be wrong, if any.
+def test_counting_reduction_keeps_new_times_whose_input_cancels_an_older_round() -> None:
+    """New times on both sides of the first wrong position are all kept.
 
-    In round 0 ``j`` and ``m`` count 1 from iteration 1, ``m`` only until 7. Round 1 arrives
-    while the frontier is at iteration 3: ``j`` gets +1 at 2 and -1 at 5 (it counts 2, then
-    1: ``distinct`` stays right, nothing owed); ``m`` gets -1 at 2 (corrected: 0 there) and
-    +1 at 5, where its output would then say 0 (owed at 5).
+    ``k`` counts 1 from iteration 3 of round 0 (output 1 there). Round 1 brings +1 at
+    iteration 1 and -1 at iteration 3, both before the frontier passes them. On round 1's
+    line the input above iteration 1 then sums to zero at 3 (+1 from round 0, -1 now), but
+    the output there does not: once iteration 1 is corrected to 1, iteration 3 must be
+    corrected too, so it must stay owed even though no net input change is left there.
     """
-    updates = [(("j", ()), Product(0, 1), 1),
-               (("m", ()), Product(0, 1), 1), (("m", ()), Product(0, 7), -1),
-               (("j", ()), Product(1, 2), 1), (("j", ()), Product(1, 5), -1),
-               (("m", ()), Product(1, 2), -1), (("m", ()), Product(1, 5), 1)]  # fmt: skip
-    lower = Product(0, 0)
-    op = R.ReduceOperator(
-        "distinct(test)", Spine(Antichain([lower])), Spine(Antichain([lower])),
-        R._distinct_logic, by_count=R._distinct_by_count,
-    )  # fmt: skip
-    ctx = FakeContext(lower)
-    desc = Description(Antichain([lower]), Antichain([Product(2, 0)]))
-    for rnd, frontier in enumerate([Antichain([Product(1, 0)]), Antichain([Product(1, 3)])]):
-        rows = [(k, v, t, d) for (k, v), t, d in updates if t.outer == rnd]
-        for t in sorted({t for _, _, t, _ in rows}):
-            ctx.mailbox.append((t, Batch.from_updates([r for r in rows if r[2] == t], desc)))
-        ctx.run(op, frontier)
-    assert op.pending == {"m": [Product(1, 5)]}
-    assert ctx.held == {Product(1, 5): 1}
-    ctx.run(op, Antichain())
-    assert op.pending == {} and ctx.held == {}
-    assert_matches_oracle(ctx.sent, {"xs": updates}, q_distinct)
+    updates = [(("k", ()), Product(0, 3), 1),
+               (("k", ()), Product(1, 1), 1), (("k", ()), Product(1, 3), -1)]  # fmt: skip
+    frontiers = [*LOOP_FRONTIERS[:5], Antichain()]  # round 0, then iteration 1 of round 1
+    for early in range(4):
+        sent, ctx, op = drive(
+            updates, frontiers, R._distinct_logic, Product(0, 0),
+            by_count=R._distinct_by_count, key_only=True, early=early,
+        )  # fmt: skip
+        assert ctx.held == {} and op.pending == {}
+        assert_matches_oracle(sent, {"xs": updates}, by_self_query(lambda _d, n: int(n > 0)))
 
 
 def test_capabilities_follow_messages_and_pending_work() -> None:

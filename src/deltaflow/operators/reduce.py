@@ -93,13 +93,16 @@ faster (timed, alternating runs) and cost 1.39x fewer instructions.
 the operator that function too (``by_count``). On ``Product(int, int)`` lines and small sets
 of pairs it accumulates plain ints, input and output, instead of ``{val: count}`` dicts and a
 ``logic`` call: W2's ``distinct`` inside ``iterate`` got about 1.1x faster in interactive
-rounds and 1.15x in one static run. On a line such a reduction also knows, from the stored
-input and output alone, where its output would be wrong as things stand; it keeps a key
-pending only at the first such position, or not at all. Inside a loop this matters most for
-new input the frontier has not passed yet (a join answers for several iterations at once):
-a key whose output stays right there is done at once, instead of holding the loop back one
-iteration at a time until the frontier reaches it (W2 interactive: 1.04x fewer
-instructions).
+rounds and 1.15x in one static run. For a key with a single new (or pending) position on
+a line, such a reduction also knows, from the stored input and output alone, where its output
+would be wrong as things stand; it keeps the key pending only at the first such position, or
+not at all. Inside a loop this matters most for new input the frontier has not passed yet (a
+join answers for several iterations at once): a key whose output stays right there is done at
+once, instead of holding the loop back one iteration at a time until the frontier reaches it
+(W2 interactive: 1.04x fewer instructions). With several new positions (the chain sweep)
+every one the frontier has not passed stays pending: one of them may carry input that
+cancels an older round's on this line, where the output has not caught up, and nothing
+else would remember it.
 
 **Totally ordered times** (``int``) take a faster path still, like a ``count_total``: there the
 interesting times of a key are just the times of its new updates, so the operator keeps each
@@ -325,11 +328,9 @@ def _count_beyond(
     For a key whose lowest new time the frontier has not passed yet: it cannot be corrected
     yet, and needs to be evaluated again only where something is wrong.
     """
-    if above is None:
-        out = _total_at(written, x, low) if written else 0
-        return None if by_count(key, n) == out else low
-    out, debt = _count_debt(by_count, key, x, low, n, by_count(key, n), above, written)
-    return debt if out == by_count(key, n) else low
+    want = by_count(key, n)
+    out, debt = _count_debt(by_count, key, x, low, n, want, above or {}, written)
+    return debt if out == want else low
 
 
 def _count_chain(
@@ -341,17 +342,10 @@ def _count_chain(
     inputs: list[tuple[int, Any, int]],
     outputs: list[tuple[int, Any, int]],
     fixes: dict[Any, list[tuple[Any, Any, int]]],
-    beyond: int | None = None,
-) -> int | None:
+) -> None:
     """:meth:`ReduceOperator._sweep_line`'s sweep for a counting reduction: ``inputs`` and
     ``outputs`` sorted by position, the counts at each ready position are running sums.
-
-    With ``beyond`` (the lowest position the frontier has not passed), the sweep goes on
-    past the ready positions and returns the first position from ``beyond`` on where the
-    output, corrected so far, would still be wrong as things stand (None if there is none):
-    the only one the key must be evaluated at again. Both counts change only where an input
-    or output update lies, so those are the positions checked. O(r + h) for r ready positions
-    and h updates."""
+    O(r + h) for r ready positions and h updates."""
     n = out = 0
     i = j = 0
     ni, nj = len(inputs), len(outputs)
@@ -367,21 +361,6 @@ def _count_chain(
             at = (y, row) if row is not None else y if x is None else (x, y)
             _add_row(fixes, at, key, (), fix)
             out += fix
-    p: int | None = beyond
-    while p is not None:
-        while i < ni and inputs[i][0] <= p:
-            n += inputs[i][2]
-            i += 1
-        while j < nj and outputs[j][0] <= p:
-            out += outputs[j][2]
-            j += 1
-        if by_count(key, n) != out:
-            return p
-        if i < ni:
-            p = inputs[i][0] if j >= nj or inputs[i][0] < outputs[j][0] else outputs[j][0]
-        else:
-            p = outputs[j][0] if j < nj else None
-    return None
 
 
 def _without_zeros(acc: dict[Any, int]) -> dict[Any, int]:
@@ -1023,17 +1002,6 @@ class ReduceOperator(Operator):
         reduction sums ints instead of building accumulations).
         """
         ready, deferred = interesting_on_line(seeds, stored, bound)
-        by_count = self.by_count
-        if by_count is not None and deferred:
-            # A counting reduction knows where its output would still be wrong: only the
-            # first such position is owed (see :func:`_count_chain`).
-            if len(inputs) > 1:
-                inputs.sort(key=_first)
-            if len(outputs) > 1:
-                outputs.sort(key=_first)
-            owed = _count_chain(by_count, key, x, row, ready, inputs, outputs, fixes, deferred[0])
-            deferred = [] if owed is None else [owed]
-            ready = []
         if len(deferred) > 1:
             # Whenever the lowest deferred position is evaluated, every stored position above
             # it is interesting again: only the lowest, and positions that are not stored
@@ -1053,6 +1021,7 @@ class ReduceOperator(Operator):
             inputs.sort(key=_first)
         if len(outputs) > 1:
             outputs.sort(key=_first)
+        by_count = self.by_count
         if by_count is not None:
             _count_chain(by_count, key, x, row, ready, inputs, outputs, fixes)
             return
