@@ -192,8 +192,10 @@ def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
 
     Compaction advances many times to one frontier: a single element is one join (none when
     the time is already beyond it), and ``Product(int, int)`` times against a frontier of
-    int pairs take coordinate-wise int arithmetic (the meet of joins is the minimum of
-    maxima). An empty frontier gives the identity, like :func:`advance_by`.
+    int pairs take coordinate-wise int arithmetic: there the meet of the joins with each
+    element is the join with the frontier's meet (pairs of ints form a distributive
+    lattice), one maximum per coordinate. An empty frontier gives the identity, like
+    :func:`advance_by`.
 
     >>> advancer([Product(2, 1), Product(1, 4)])(Product(0, 0))
     Product(outer=1, inner=1)
@@ -205,50 +207,36 @@ def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
         if f.__class__ is int:
             return lambda t: t if t >= f else f
         if f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int:
-            return _pair_advancer(f)
+            return _pair_advancer(f, frontier)
         return lambda t: t if less_equal(f, t) else join(t, f)
     if not all(
         f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int
         for f in frontier
     ):
         return lambda t: advance_by(t, frontier)
-    front = [(f[0], f[1]) for f in frontier]  # type: ignore[index]
-
-    def advance_pair(t: Time) -> Time:
-        if t.__class__ is not Product:
-            return advance_by(t, frontier)
-        o, n = t
-        if o.__class__ is not int or n.__class__ is not int:
-            return advance_by(t, frontier)
-        ao = an = None
-        for fo, fi in front:
-            x = o if o >= fo else fo
-            if ao is None or x < ao:
-                ao = x
-            y = n if n >= fi else fi
-            if an is None or y < an:
-                an = y
-        if ao == o and an == n:
-            return t
-        return new_tuple(Product, (ao, an))
-
-    return advance_pair
+    # Each coordinate is totally ordered, so the minimum over the frontier of the maxima with
+    # a coordinate is the maximum with the frontier's minimum there: advancing to the frontier
+    # is advancing to its meet.
+    outer = min(f[0] for f in frontier)  # type: ignore[index]
+    inner = min(f[1] for f in frontier)  # type: ignore[index]
+    return _pair_advancer(new_tuple(Product, (outer, inner)), frontier)
 
 
-def _pair_advancer(f: Product) -> Callable[[Time], Time]:
-    """``advance_by`` to the single ``Product(int, int)`` ``f``: a coordinate-wise maximum."""
+def _pair_advancer(f: Product, frontier: Sequence[Time]) -> Callable[[Time], Time]:
+    """``advance_by`` to a frontier of ``Product(int, int)`` times whose meet is ``f``: a
+    coordinate-wise maximum with ``f`` (times of other shapes: :func:`advance_by`)."""
     fo, fi = f
 
-    def advance_one(t: Time) -> Time:
+    def advance_pair(t: Time) -> Time:
         if t.__class__ is Product:
             o, n = t
             if o.__class__ is int and n.__class__ is int:
                 if o >= fo:
                     return t if n >= fi else new_tuple(Product, (o, fi))
                 return new_tuple(Product, (fo, n)) if n > fi else f
-        return t if less_equal(f, t) else join(t, f)
+        return advance_by(t, frontier)
 
-    return advance_one
+    return advance_pair
 
 
 def _identity(t: Time) -> Time:
