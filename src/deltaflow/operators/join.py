@@ -245,7 +245,7 @@ class JoinOperator(Operator):
         (drained already, so no longer in the frontier)."""
         times = [w.cap.time for w in self.work if w.swap is swap and w.cap is not None]
         frontier = ctx.frontier(1 if swap else 0)
-        if not times:
+        if all(frontier.less_equal(t) for t in times):
             return frontier.elements
         return Antichain([*frontier.elements, *times]).elements
 
