@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tests.reference import reachable_pairs
 
 import deltaflow as df
 
@@ -48,16 +49,6 @@ def live_edges(
     return list(live.elements())
 
 
-def reach(roots: list[int], edges: list[tuple[int, int]]) -> set[tuple[int, int]]:
-    """Reachable ``(root, node)`` pairs by repeated relaxation (a fixed point, no search)."""
-    pairs = {(r, r) for r in roots}
-    while True:
-        more = {(r, d) for r, n in pairs for s, d in edges if s == n} - pairs
-        if not more:
-            return pairs
-        pairs |= more
-
-
 def hop_distances(root: int, edges: list[tuple[int, int]]) -> dict[int, int]:
     """Shortest hop counts from ``root`` by Bellman-Ford style relaxation."""
     dist = {root: 0}
@@ -78,7 +69,7 @@ def test_reachability_example(workers: int, capsys: pytest.CaptureFixture[str]) 
     args = ["--rounds", "30", "--nodes", "40", "--edges", "50", "--roots", "3"]
     pairs = ex.main([*args, "--workers", str(workers), "--report-every", "10", "--check"])
     init, rounds = ex.generate(40, 50, 30)
-    assert pairs == reach([0, 1, 2], live_edges(init, rounds))
+    assert pairs == reachable_pairs([0, 1, 2], live_edges(init, rounds))
     out = capsys.readouterr().out
     assert f"answer: {len(pairs)} reachable pairs" in out
     assert "check: ok" in out

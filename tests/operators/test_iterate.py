@@ -10,6 +10,7 @@ run it on one worker and on two, under a timeout (a loop that never ends fails t
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,7 +19,12 @@ import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
-from tests.reference import assert_matches_oracle, expected_at, interesting_times_for_check
+from tests.reference import (
+    assert_matches_oracle,
+    expected_at,
+    interesting_times_for_check,
+    reachable_pairs,
+)
 
 import deltaflow as df
 from deltaflow.framework.antichain import Antichain
@@ -357,32 +363,12 @@ def test_reachability_with_join_and_distinct(
     assert_matches_oracle(out, {"roots": roots, "edges": edges}, model)
 
 
-def graph_reach(roots: list[int], edges: Counter[tuple[int, int]]) -> set[tuple[int, int]]:
-    """``(root, node)`` pairs reachable over the edges with a positive count (from scratch)."""
-    out: dict[int, list[int]] = {}
-    for (a, b), n in edges.items():
-        if n > 0:
-            out.setdefault(a, []).append(b)
-    pairs = set()
-    for r in roots:
-        seen, todo = {r}, [r]
-        while todo:
-            for b in out.get(todo.pop(), []):
-                if b not in seen:
-                    seen.add(b)
-                    todo.append(b)
-        pairs.update((r, n) for n in seen)
-    return pairs
-
-
 @pytest.mark.parametrize("batch", [1, 12])
 async def test_reachability_over_a_sliding_window_of_edges(workers: int, batch: int) -> None:
     """W2's shape at a small size, round by round in an open job: each round retracts the
     oldest edges and inserts new ones (one, or a batch of them, so that a round's changes
     reach a key at several iterations at once, before the frontier passes them); after each
     round the output is exactly the reachable pairs of the live edges."""
-    import random
-
     rng = random.Random(7)
     nodes, roots = 40, [0, 1, 2]
     window = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(70)]
@@ -396,7 +382,7 @@ async def test_reachability_over_a_sliding_window_of_edges(workers: int, batch: 
         job.inputs["roots"].insert_many(roots)
         job.inputs["edges"].insert_many(window)
         await job.advance_to(1)
-        assert set(job.output.at(0)) == graph_reach(roots, live)
+        assert set(job.output.at(0)) == reachable_pairs(roots, live.elements())
         for t in range(1, 9):
             new = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(batch)]
             old, window = window[:batch], window[batch:] + new
@@ -406,7 +392,7 @@ async def test_reachability_over_a_sliding_window_of_edges(workers: int, batch: 
             await job.advance_to(t + 1)
             out = job.output.at(t)
             assert all(n == 1 for n in out.values()), out
-            assert set(out) == graph_reach(roots, live), t
+            assert set(out) == reachable_pairs(roots, live.elements()), t
 
 
 # -- nested loops ---------------------------------------------------------------------------

@@ -480,8 +480,8 @@ def test_loop_frontiers_match_oracle(
 ) -> None:
     """With the frontier stepping one round at a time, as inside a loop, keys are corrected
     on a line with stored times of earlier outer times above the frontier (owed positions
-    kept pending across rounds), and a round's input may arrive a round early, before the
-    frontier passes it; output[t] = logic(input[t]) everywhere."""
+    kept pending across rounds), and input may arrive up to three frontiers early, before
+    the frontier passes it; output[t] = logic(input[t]) everywhere."""
     logic, query = PRODUCT_QUERIES[name]
     frontiers = [*LOOP_FRONTIERS, Antichain()]
     sent, ctx, op = drive(updates, frontiers, logic, Product(0, 0), lag=lag, early=early)

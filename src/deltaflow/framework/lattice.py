@@ -202,24 +202,24 @@ def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
     """
     if not frontier:
         return _identity
+    if all(
+        f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int
+        for f in frontier
+    ):
+        # Each coordinate is totally ordered, so the minimum over the frontier of the maxima
+        # with a coordinate is the maximum with the frontier's minimum there: advancing to the
+        # frontier is advancing to its meet.
+        if len(frontier) == 1:
+            return _pair_advancer(frontier[0], frontier)  # type: ignore[arg-type]
+        outer = min(f[0] for f in frontier)  # type: ignore[index]
+        inner = min(f[1] for f in frontier)  # type: ignore[index]
+        return _pair_advancer(new_tuple(Product, (outer, inner)), frontier)
     if len(frontier) == 1:
         f = frontier[0]
         if f.__class__ is int:
             return lambda t: t if t >= f else f
-        if f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int:
-            return _pair_advancer(f, frontier)
         return lambda t: t if less_equal(f, t) else join(t, f)
-    if not all(
-        f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int
-        for f in frontier
-    ):
-        return lambda t: advance_by(t, frontier)
-    # Each coordinate is totally ordered, so the minimum over the frontier of the maxima with
-    # a coordinate is the maximum with the frontier's minimum there: advancing to the frontier
-    # is advancing to its meet.
-    outer = min(f[0] for f in frontier)  # type: ignore[index]
-    inner = min(f[1] for f in frontier)  # type: ignore[index]
-    return _pair_advancer(new_tuple(Product, (outer, inner)), frontier)
+    return lambda t: advance_by(t, frontier)
 
 
 def _pair_advancer(f: Product, frontier: Sequence[Time]) -> Callable[[Time], Time]:
