@@ -59,7 +59,8 @@ class KeyedHistory:
     them when the total has doubled since the last full pass, so the history of keys that are
     never touched again is bounded too, at amortised constant cost per update (the next full
     pass waits for the total to grow by a factor of twice the frontier's width, since
-    advancing each time costs a join per frontier element).
+    advancing each time costs a join per frontier element). A history whose values are all
+    ``()`` (``unit=True``: a counting reduction's input and output) sums per time alone.
 
     >>> h = KeyedHistory()
     >>> h.append("k", "v", 1, 1); h.append("k", "v", 2, -1)
@@ -67,15 +68,18 @@ class KeyedHistory:
     ({}, 0)
     """
 
-    __slots__ = ("compact_above", "limit", "rows", "size")
+    __slots__ = ("compact_above", "limit", "rows", "size", "unit")
 
-    def __init__(self, compact_above: int | None = None) -> None:
+    def __init__(self, compact_above: int | None = None, *, unit: bool = False) -> None:
         self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
         self.size = 0
         self.limit = COMPACT_ALL_WRITTEN
         # How long a key's list may get before :meth:`read` compacts it (None: the default,
         # COMPACT_WRITTEN, read when called so that it can be changed).
         self.compact_above = compact_above
+        # Every value is ``()`` (the arrangement of a reduction by self, and its output):
+        # compaction then sums per time alone.
+        self.unit = unit
 
     def append(self, key: Any, val: Any, time: Time, diff: int) -> None:
         """Add one update of ``key``."""
@@ -185,18 +189,35 @@ class KeyedHistory:
         advanced: dict[Time, Time],
     ) -> None:
         """Advance a key's rows with ``advance`` (``advance_by`` to the frontier, see
-        :func:`.advancer`) and consolidate them (``advanced`` caches it per distinct time)."""
-        acc: dict[tuple[Any, Time], int] = {}
-        get = acc.get
-        for v, t, d in rows:
-            a = advanced.get(t)
-            if a is None:
-                a = advanced[t] = advance(t)
-            vt = (v, a)
-            acc[vt] = get(vt, 0) + d
-        if len(acc) == len(rows):
-            return  # nothing met (no diff is zero): the list stays as it is
-        merged = [(v, t, d) for (v, t), d in acc.items() if d]
+        :func:`.advancer`) and consolidate them (``advanced`` caches it per distinct time).
+
+        A history of unit values (``unit``) sums per time alone, without a ``(val, time)``
+        pair per row.
+        """
+        merged: list[tuple[Any, Time, int]]
+        if self.unit:
+            per_time: dict[Time, int] = {}
+            get_time = per_time.get
+            for _, t, d in rows:
+                a = advanced.get(t)
+                if a is None:
+                    a = advanced[t] = advance(t)
+                per_time[a] = get_time(a, 0) + d
+            if len(per_time) == len(rows):
+                return  # nothing met (no diff is zero): the list stays as it is
+            merged = [((), t, d) for t, d in per_time.items() if d]
+        else:
+            acc: dict[tuple[Any, Time], int] = {}
+            get = acc.get
+            for v, t, d in rows:
+                a = advanced.get(t)
+                if a is None:
+                    a = advanced[t] = advance(t)
+                vt = (v, a)
+                acc[vt] = get(vt, 0) + d
+            if len(acc) == len(rows):
+                return
+            merged = [(v, t, d) for (v, t), d in acc.items() if d]
         self.size += len(merged) - len(rows)
         if merged:
             self.rows[key] = merged

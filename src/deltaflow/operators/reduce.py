@@ -528,8 +528,8 @@ class ReduceOperator(Operator):
         self.pending_keys: dict[Time, set[Any]] = {}
         # Partial orders: every input update received and every (val, time, diff) this
         # operator has output, per key (see KeyedHistory).
-        self.inputs = KeyedHistory()
-        self.outputs = KeyedHistory()
+        self.inputs = KeyedHistory(unit=by_count is not None)
+        self.outputs = KeyedHistory(unit=by_count is not None)
         # Totally ordered times: each key's unapplied updates and its accumulations so far.
         self.buffered: dict[Any, list[tuple[Any, int, int]]] = {}
         self.accs: dict[Any, dict[Any, int]] = {}

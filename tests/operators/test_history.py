@@ -1,0 +1,89 @@
+"""KeyedHistory compaction against brute force: every accumulation beyond the frontier stays.
+
+Compaction advances each update's time to the frontier and sums equal ``(val, time)`` pairs
+(or equal times alone, for a history of unit values). Whatever it does, the accumulation of
+every key at every time beyond the frontier must be what the raw updates give there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from hypothesis import given, strategies as st
+from tests.strategies import SHAPES, antichains, data_values, time_lists, update_lists
+
+from deltaflow.framework.antichain import Antichain
+from deltaflow.framework.lattice import Product, Time, join, less_equal
+from deltaflow.operators.history import KeyedHistory
+
+KEYS = st.sampled_from(["k", "l"])
+
+
+def _accumulation(rows: list[tuple[Any, Time, int]], at: Time) -> dict[Any, int]:
+    """``{val: count}`` of the rows at or before ``at``, zero counts dropped."""
+    acc: Counter[Any] = Counter()
+    for v, t, d in rows:
+        if less_equal(t, at):
+            acc[v] += d
+    return {v: n for v, n in acc.items() if n}
+
+
+def _beyond(frontier: Antichain, probes: list[Time]) -> list[Time]:
+    """Probe times joined with every frontier element, so that all are beyond it."""
+    out = []
+    for p in probes:
+        for f in frontier.elements:
+            out.append(join(p, f))
+    return out
+
+
+@st.composite
+def _case(draw: st.DrawFn, unit: bool) -> tuple[list[Any], Antichain, list[Time]]:
+    shape = draw(st.sampled_from(SHAPES))
+    vals = st.just(()) if unit else data_values()
+    updates = draw(update_lists(shape, data=st.tuples(KEYS, vals), max_size=24))
+    frontier = draw(antichains(shape, max_size=3).filter(bool))
+    probes = draw(time_lists(shape, min_size=1, max_size=6))
+    return updates, frontier, _beyond(frontier, probes)
+
+
+def _check(updates: list[Any], frontier: Antichain, probes: list[Time], unit: bool) -> None:
+    history = KeyedHistory(unit=unit)
+    history.extend((k, v, t, d) for (k, v), t, d in updates)
+    raw = {key: list(rows) for key, rows in history.rows.items()}
+    history.tidy(frontier.elements, force=True)
+    history.check()
+    for key in raw:
+        kept = history.rows.get(key, [])
+        assert len(kept) <= len(raw[key])
+        for at in probes:
+            assert _accumulation(kept, at) == _accumulation(raw[key], at), (key, at)
+
+
+@given(_case(unit=False))
+def test_compaction_keeps_every_accumulation_beyond_the_frontier(
+    case: tuple[list[Any], Antichain, list[Time]],
+) -> None:
+    _check(*case, unit=False)
+
+
+@given(_case(unit=True))
+def test_compaction_of_unit_values_keeps_every_accumulation_beyond_the_frontier(
+    case: tuple[list[Any], Antichain, list[Time]],
+) -> None:
+    _check(*case, unit=True)
+
+
+def test_compaction_of_unit_values_sums_per_time() -> None:
+    """Updates of one key meeting at one advanced time become one row."""
+    history = KeyedHistory(unit=True)
+    for t, d in [(Product(0, 1), 1), (Product(1, 1), 1), (Product(1, 2), -1), (Product(2, 0), 1)]:
+        history.append("k", (), t, d)
+    history.tidy((Product(2, 0),), force=True)
+    assert sorted(history.rows["k"]) == [
+        ((), Product(2, 0), 1),
+        ((), Product(2, 1), 2),
+        ((), Product(2, 2), -1),
+    ]
+    assert history.size == 3
