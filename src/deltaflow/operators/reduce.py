@@ -268,7 +268,7 @@ def _count_debt(
     low: int,
     n: int,
     want: int,
-    above: dict[tuple[int, Any], int],
+    above: dict[int, int],
     written: list[tuple[Any, Any, int]] | None,
 ) -> tuple[int, int | None]:
     """A counting reduction's output count at ``low`` on line ``x``, and the lowest position
@@ -276,12 +276,12 @@ def _count_debt(
     if it is right everywhere above), once the output at ``low`` is corrected to ``want``.
 
     ``n`` is the input count at ``low``; ``above`` sums the stored input updates above
-    ``low`` per (position, val); ``written`` is the output history (read once for both
+    ``low`` per position; ``written`` is the output history (read once for both
     answers). Both counts only change at the positions of those updates, so checking there
     checks every position of the line above ``low``. O(h log h) for h updates.
     """
     steps: dict[int, list[int]] = {}
-    for (y, _), d in above.items():
+    for y, d in above.items():
         if d:
             step = steps.get(y)
             if step is None:
@@ -318,7 +318,7 @@ def _count_beyond(
     x: int,
     low: int,
     n: int,
-    above: dict[tuple[int, Any], int] | None,
+    above: dict[int, int] | None,
     written: list[tuple[Any, Any, int]] | None,
 ) -> int | None:
     """The lowest position at or above ``low`` on line ``x`` where a counting reduction's
@@ -904,48 +904,58 @@ class ReduceOperator(Operator):
                 low = y
             elif y > high:
                 high = y
+        by_count = self.by_count
         acc: dict[Any, int] = {}
-        get = acc.get
-        # The updates above ``low`` summed per (position, val): only positions where the
-        # input changes on the line are interesting. Updates that cancel there (once at an
-        # earlier round, once at a later one; compaction has not met them yet) are not.
-        above: dict[tuple[int, Any], int] | None = None
-        for v, r, d in history:
-            if r[0] > x:
-                return False
-            ry = r[1]
-            if ry <= low:
-                acc[v] = get(v, 0) + d
-            elif above is None:
-                above = {(ry, v): d}
-            else:
-                k = (ry, v)
-                above[k] = above.get(k, 0) + d
-        next_above: int | None = None
-        if above is not None:
-            for (ry, _), d in above.items():
-                if d and (next_above is None or ry < next_above):
-                    next_above = ry
+        n = 0  # the input count at ``low``, for a counting reduction (every val ``()``)
+        # The updates above ``low`` summed per (position, val), or per position for a
+        # counting reduction: only positions where the input changes on the line are
+        # interesting. Updates that cancel there (once at an earlier round, once at a later
+        # one; compaction has not met them yet) are not.
+        above: dict[Any, int] | None = None
+        if by_count is not None:
+            for _, r, d in history:
+                if r[0] > x:
+                    return False
+                ry = r[1]
+                if ry <= low:
+                    n += d
+                elif above is None:
+                    above = {ry: d}
+                else:
+                    above[ry] = above.get(ry, 0) + d
+            changes = [ry for ry, d in above.items() if d] if above else []
+        else:
+            get = acc.get
+            for v, r, d in history:
+                if r[0] > x:
+                    return False
+                ry = r[1]
+                if ry <= low:
+                    acc[v] = get(v, 0) + d
+                elif above is None:
+                    above = {(ry, v): d}
+                else:
+                    k = (ry, v)
+                    above[k] = above.get(k, 0) + d
+            changes = [ry for (ry, _), d in above.items() if d] if above else []
+        next_above = _least(changes) if changes else None
         if low != high or (next_above is not None and (bound is None or next_above < bound)):
             ys = [t[1] for t in times]
             inputs = [(t[1], v, d) for v, t, d in history]
-            stored = [ry for (ry, _), d in above.items() if d] if above else []
             outputs = _positions(written, x) if written else []
-            self._sweep_line(key, x, ys, stored, inputs, outputs, bound, fixes)
+            self._sweep_line(key, x, ys, changes, inputs, outputs, bound, fixes)
             return True
-        by_count = self.by_count
         if bound is not None and low >= bound:
-            at = low
+            at: int | None = low
             if by_count is not None:
                 # Not final yet, so not corrected yet: deferred to the first position where,
                 # as things stand, the output would be wrong (none: the key is done). Input
                 # that comes later at or below such a position makes its own interesting time.
-                at = _count_beyond(by_count, key, x, low, acc.get((), 0), above, written)
+                at = _count_beyond(by_count, key, x, low, n, above, written)
             if at is not None:
                 self._defer(key, [new_tuple(Product, (x, at))])
             return True
         if by_count is not None:
-            n = acc.get((), 0)
             want = by_count(key, n)
             if next_above is None:
                 fix = want - (_total_at(written, x, low) if written else 0)
