@@ -31,7 +31,15 @@ from typing import Any
 import attrs
 from workloads import Edge, bfs_dists, reach_set
 
-__all__ = ["NaiveRecompute", "count_per_key", "measure", "naive_w1", "naive_w2", "naive_w4"]
+__all__ = [
+    "NaiveRecompute",
+    "count_per_key",
+    "measure",
+    "naive_w1",
+    "naive_w2",
+    "naive_w4",
+    "pooled",
+]
 
 
 def _as_counter(items: Iterable[Any]) -> Counter[Any]:
@@ -127,4 +135,23 @@ def measure(
         "p50_ms": statistics.median(lat) * 1e3,
         "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1e3,
         "answer": answer,
+    }
+
+
+def pooled(*measured: dict[str, Any]) -> dict[str, Any]:
+    """Several :func:`measure` results as one: rounds and time added up, and each part's rate.
+
+    The machine's speed drifts; a naive rate measured just before *and* just after the
+    system under test, pooled, is fairer to both than either window alone.
+
+    >>> pooled({"rounds": 10, "rounds_per_s": 100.0}, {"rounds": 30, "rounds_per_s": 300.0})
+    {'rounds': 40, 'rounds_per_s': 200.0, 'parts_rounds_per_s': [100.0, 300.0]}
+    """
+    parts = [m for m in measured if m["rounds_per_s"]]
+    rounds = sum(m["rounds"] for m in parts)
+    spent = sum(m["rounds"] / m["rounds_per_s"] for m in parts)
+    return {
+        "rounds": rounds,
+        "rounds_per_s": rounds / spent if spent else None,
+        "parts_rounds_per_s": [m["rounds_per_s"] for m in measured],
     }
