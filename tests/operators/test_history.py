@@ -7,26 +7,17 @@ every key at every time beyond the frontier must be what the raw updates give th
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from hypothesis import given, strategies as st
 from tests.strategies import SHAPES, antichains, data_values, time_lists, update_lists
 
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Product, Time, join, less_equal
+from deltaflow.framework.lattice import Product, Time, join
 from deltaflow.operators.history import KeyedHistory
+from deltaflow.testing import accumulate
 
 KEYS = st.sampled_from(["k", "l"])
-
-
-def _accumulation(rows: list[tuple[Any, Time, int]], at: Time) -> dict[Any, int]:
-    """``{val: count}`` of the rows at or before ``at``, zero counts dropped."""
-    acc: Counter[Any] = Counter()
-    for v, t, d in rows:
-        if less_equal(t, at):
-            acc[v] += d
-    return {v: n for v, n in acc.items() if n}
 
 
 def _beyond(frontier: Antichain, probes: list[Time]) -> list[Time]:
@@ -58,7 +49,7 @@ def _check(updates: list[Any], frontier: Antichain, probes: list[Time], unit: bo
         kept = history.rows.get(key, [])
         assert len(kept) <= len(raw[key])
         for at in probes:
-            assert _accumulation(kept, at) == _accumulation(raw[key], at), (key, at)
+            assert accumulate(kept, at) == accumulate(raw[key], at), (key, at)
 
 
 @given(_case(unit=False))
