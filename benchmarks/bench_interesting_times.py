@@ -87,7 +87,7 @@ def chain_fold(pairwise: bool = False) -> Iterator[None]:
         it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP = old
 
 
-def bench_lines(small: int, variant: str, repeats: int = 9) -> None:
+def bench_lines(small: int, variant: str, repeats: int = 15) -> None:
     """``variant``: "sweep" (pairs, default path), "fold" (pairs, chain fold), "nested".
 
     The two sizes are timed alternately and each keeps its best time, so that a burst of
