@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, strategies as st
 from tests.strategies import SHAPES, antichains, data_values, time_lists, update_lists
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, join
+from deltaflow.operators import history as history_module
 from deltaflow.operators.history import KeyedHistory
 from deltaflow.testing import accumulate
 
@@ -78,3 +80,41 @@ def test_compaction_of_unit_values_sums_per_time() -> None:
         ((), Product(2, 2), -1),
     ]
     assert history.size == 3
+
+
+class _CountingHistory(KeyedHistory):
+    """A history that counts the updates its compactions go through."""
+
+    __slots__ = ("compacted_rows",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compacted_rows = 0
+
+    def _compact(self, key: Any, rows: Any, advance: Any, advanced: Any) -> int:
+        self.compacted_rows += len(rows)
+        return super()._compact(key, rows, advance, advanced)
+
+
+def test_a_full_pass_goes_a_slice_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys touched once (+1, then -1 a round later) and never again: full passes drop them,
+    a slice of keys per call (so no call stalls for the whole history), the history stays
+    bounded, and nothing that will still be read changes."""
+    monkeypatch.setattr(history_module, "COMPACT_ALL_WRITTEN", 16)
+    monkeypatch.setattr(history_module, "TIDY_SLICE", 6)
+    history = _CountingHistory()
+    sizes, per_call = [], []
+    for t in range(300):
+        history.append(f"k{t}", "v", t, 1)
+        if t:
+            history.append(f"k{t - 1}", "v", t, -1)
+        before = history.compacted_rows
+        history.tidy((t + 1,))
+        per_call.append(history.compacted_rows - before)
+        sizes.append(history.size)
+        history.check()
+        assert accumulate(history.rows.get(f"k{t}", []), t + 1) == {"v": 1}
+    # Each call: at least the slice, at least twice the growth (2 a round), one list over.
+    assert max(per_call) <= 6 + 2
+    assert sum(1 for n in per_call if n) > 10  # passes spread over calls, again and again
+    assert max(sizes) <= 16 + 6  # the limit, plus what comes in while a pass goes on

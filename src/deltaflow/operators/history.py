@@ -22,7 +22,7 @@ from ..framework.lattice import advancer
 if TYPE_CHECKING:
     from ..framework.lattice import Time
 
-__all__ = ["COMPACT_ALL_WRITTEN", "COMPACT_WRITTEN", "KeyedHistory"]
+__all__ = ["COMPACT_ALL_WRITTEN", "COMPACT_WRITTEN", "TIDY_SLICE", "KeyedHistory"]
 
 COMPACT_WRITTEN = 8
 """Compact a key's in-memory history (input or output) once it holds more than this many
@@ -31,6 +31,11 @@ updates."""
 COMPACT_ALL_WRITTEN = 4096
 """Compact all of an in-memory history once it holds more than this many updates (and
 twice as many as after the last such compaction)."""
+
+TIDY_SLICE = 2048
+"""Updates a full compaction pass goes through per :meth:`KeyedHistory.tidy` call at least
+(more when the history grew faster than that since the previous call): a pass is spread over
+activations instead of stalling one round for all of the history."""
 
 
 def _may_cancel(rows: list[tuple[Any, Time, int]]) -> bool:
@@ -59,8 +64,10 @@ class KeyedHistory:
     them when the total has doubled since the last full pass, so the history of keys that are
     never touched again is bounded too, at amortised constant cost per update (the next full
     pass waits for the total to grow by a factor of twice the frontier's width, since
-    advancing each time costs a join per frontier element). A history whose values are all
-    ``()`` (``unit=True``: a counting reduction's input and output) sums per time alone.
+    advancing each time costs a join per frontier element). A full pass goes a slice of
+    keys per call (:data:`TIDY_SLICE` updates, or twice what was added since the previous
+    call), each compacted to the frontier of that call. A history whose values are all ``()``
+    (``unit=True``: a counting reduction's input and output) sums per time alone.
 
     >>> h = KeyedHistory()
     >>> h.append("k", "v", 1, 1); h.append("k", "v", 2, -1)
@@ -68,7 +75,7 @@ class KeyedHistory:
     ({}, 0)
     """
 
-    __slots__ = ("compact_above", "limit", "rows", "size", "unit")
+    __slots__ = ("_kept", "_seen", "_sweep", "compact_above", "limit", "rows", "size", "unit")
 
     def __init__(self, compact_above: int | None = None, *, unit: bool = False) -> None:
         self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
@@ -80,6 +87,12 @@ class KeyedHistory:
         # Every value is ``()`` (the arrangement of a reduction by self, and its output):
         # compaction then sums per time alone.
         self.unit = unit
+        # The keys a full pass under way has still to go through (None: no pass under way),
+        # how many updates the keys it went through kept, and the size at the end of the
+        # previous ``tidy`` call.
+        self._sweep: list[Any] | None = None
+        self._kept = 0
+        self._seen = 0
 
     def append(self, key: Any, val: Any, time: Time, diff: int) -> None:
         """Add one update of ``key``."""
@@ -163,23 +176,48 @@ class KeyedHistory:
         return self.rows.get(key, [])
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:
-        """Compact every key to ``frontier`` once the total passed the limit (or ``force``).
+        """Go on with a full compaction pass to ``frontier``: started once the total passed
+        the limit, a slice of keys per call (all of them at once with ``force``).
 
         With an empty frontier nothing can be evaluated any more and everything is dropped.
+
+        Runtime complexity: O(1) when no pass is under way; else O(s) for the slice's s
+        updates (at least :data:`TIDY_SLICE`, at least twice the growth since the last
+        call), plus O(k) for the k keys when a pass starts.
         """
-        if not force and self.size <= self.limit and (frontier or not self.rows):
-            return
+        sweep = self._sweep
+        if sweep is None:
+            if not force and self.size <= self.limit and (frontier or not self.rows):
+                self._seen = self.size
+                return
+            sweep = self._sweep = list(self.rows)
+            self._kept = 0
         if not frontier:
             self.rows.clear()
-            self.size = 0
+            self.size = self._kept = 0
+            sweep.clear()
         else:
+            budget = 1 << 62 if force else max(TIDY_SLICE, 2 * (self.size - self._seen))
             advanced: dict[Time, Time] = {}
             advance = advancer(frontier)
-            for key, rows in [item for item in self.rows.items() if _may_cancel(item[1])]:
-                self._compact(key, rows, advance, advanced)
-        # Advancing a time costs a join per frontier element: with many rounds in flight
-        # (a wide frontier) wait proportionally longer, keeping the cost per update constant.
-        self.limit = COMPACT_ALL_WRITTEN + 2 * self.size * (len(frontier) or 1)
+            rows_of = self.rows
+            while sweep and budget > 0:
+                key = sweep.pop()
+                rows = rows_of.get(key)
+                if rows is not None:
+                    n = len(rows)
+                    budget -= n
+                    if _may_cancel(rows):
+                        n = self._compact(key, rows, advance, advanced)
+                    self._kept += n
+        if not sweep:
+            self._sweep = None
+            # The next pass waits for the history to double what this pass left (what came
+            # in while it went on is not counted). Advancing a time costs a join per frontier
+            # element: with many rounds in flight (a wide frontier) wait proportionally
+            # longer, keeping the cost per update constant.
+            self.limit = COMPACT_ALL_WRITTEN + 2 * self._kept * (len(frontier) or 1)
+        self._seen = self.size
 
     def _compact(
         self,
@@ -187,9 +225,10 @@ class KeyedHistory:
         rows: list[tuple[Any, Time, int]],
         advance: Callable[[Time], Time],
         advanced: dict[Time, Time],
-    ) -> None:
+    ) -> int:
         """Advance a key's rows with ``advance`` (``advance_by`` to the frontier, see
-        :func:`.advancer`) and consolidate them (``advanced`` caches it per distinct time).
+        :func:`.advancer`) and consolidate them (``advanced`` caches it per distinct time);
+        returns how many updates the key keeps.
 
         A history of unit values (``unit``) sums per time alone, without a ``(val, time)``
         pair per row.
@@ -204,7 +243,7 @@ class KeyedHistory:
                     a = advanced[t] = advance(t)
                 per_time[a] = get_time(a, 0) + d
             if len(per_time) == len(rows):
-                return  # nothing met (no diff is zero): the list stays as it is
+                return len(rows)  # nothing met (no diff is zero): the list stays as it is
             merged = [((), t, d) for t, d in per_time.items() if d]
         else:
             acc: dict[tuple[Any, Time], int] = {}
@@ -216,13 +255,14 @@ class KeyedHistory:
                 vt = (v, a)
                 acc[vt] = get(vt, 0) + d
             if len(acc) == len(rows):
-                return
+                return len(rows)
             merged = [(v, t, d) for (v, t), d in acc.items() if d]
         self.size += len(merged) - len(rows)
         if merged:
             self.rows[key] = merged
         else:
             del self.rows[key]
+        return len(merged)
 
     def check(self) -> None:
         """Assert the invariants (no empty list, no zero diff, the size is the total)."""
