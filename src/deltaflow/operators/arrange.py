@@ -255,9 +255,14 @@ class ArrangeOperator(Operator):
         >>> op = ArrangeOperator("arrange_by_self", Spine(Antichain([0])), by_self=True)
         >>> op.forward([(1, UpdateBatch(["a", "b"], [1, 1])), (2, UpdateBatch(["a"], [2]))])
         [(1, RawBatch(keys=['a', 'b', 'a'], vals=None, times=[1, 1, 2], diffs=[1, 1, 2]))]
+        >>> op.forward([(3, UpdateBatch(["a", "b", "a", "b"], [1, 1, 1, -1]))])
+        [(3, RawBatch(keys=['a'], vals=None, times=[3], diffs=[2]))]
         """
         if len(messages) == 1:
-            groups = {messages[0][0]: messages}
+            t, batch = messages[0]
+            if len(batch) <= FORWARD_AS_BATCH:
+                return self._forward_one(t, batch)
+            groups = {t: messages}
         else:
             lows = Antichain(t for t, _ in messages).elements
             groups = {}
@@ -299,6 +304,28 @@ class ArrangeOperator(Operator):
                 keys, vals = self._split(data)
                 out.append((low, RawBatch(keys, vals, times, diffs)))
         return out
+
+    def _forward_one(self, t: Time, batch: Any) -> list[tuple[Time, Any]]:
+        """:meth:`forward` of a single message (the usual case along a loop): its updates
+        consolidated per datum, all at its time."""
+        data: list[Any] = batch.data
+        diffs: list[int] = batch.diffs
+        if len(data) > 1:
+            sums: dict[Any, int] = {}
+            get = sums.get
+            for d, r in zip(data, diffs):
+                sums[d] = get(d, 0) + r
+            if len(sums) < len(data) or not all(diffs):
+                data = [d for d, r in sums.items() if r]
+                diffs = [r for r in sums.values() if r]
+        elif diffs and not diffs[0]:
+            return []
+        if not data:
+            return []
+        if data is batch.data:
+            data, diffs = list(data), list(diffs)  # the message may have other readers
+        keys, vals = self._split(data)
+        return [(t, RawBatch(keys, vals, [t] * len(data), diffs))]
 
     def _int_keys(self, messages: list[tuple[Time, Any]]) -> bool:
         """Whether the first datum's key is a plain int (then, likely, all of them are)."""
