@@ -185,38 +185,40 @@ class KeyedHistory:
         updates (at least :data:`TIDY_SLICE`, at least twice the growth since the last
         call), plus O(k) for the k keys when a pass starts.
         """
+        if not frontier:
+            if self.rows:
+                self.rows.clear()
+                self.size = self._seen = 0
+                self._sweep = None
+                self.limit = COMPACT_ALL_WRITTEN
+            return
         sweep = self._sweep
         if sweep is None:
-            if not force and self.size <= self.limit and (frontier or not self.rows):
+            if not force and self.size <= self.limit:
                 self._seen = self.size
                 return
             sweep = self._sweep = list(self.rows)
             self._kept = 0
-        if not frontier:
-            self.rows.clear()
-            self.size = self._kept = 0
-            sweep.clear()
-        else:
-            budget = 1 << 62 if force else max(TIDY_SLICE, 2 * (self.size - self._seen))
-            advanced: dict[Time, Time] = {}
-            advance = advancer(frontier)
-            rows_of = self.rows
-            while sweep and budget > 0:
-                key = sweep.pop()
-                rows = rows_of.get(key)
-                if rows is not None:
-                    n = len(rows)
-                    budget -= n
-                    if _may_cancel(rows):
-                        n = self._compact(key, rows, advance, advanced)
-                    self._kept += n
+        budget = 1 << 62 if force else max(TIDY_SLICE, 2 * (self.size - self._seen))
+        advanced: dict[Time, Time] = {}
+        advance = advancer(frontier)
+        rows_of = self.rows
+        while sweep and budget > 0:
+            key = sweep.pop()
+            rows = rows_of.get(key)
+            if rows is not None:
+                n = len(rows)
+                budget -= n
+                if _may_cancel(rows):
+                    n = self._compact(key, rows, advance, advanced)
+                self._kept += n
         if not sweep:
             self._sweep = None
             # The next pass waits for the history to double what this pass left (what came
             # in while it went on is not counted). Advancing a time costs a join per frontier
             # element: with many rounds in flight (a wide frontier) wait proportionally
             # longer, keeping the cost per update constant.
-            self.limit = COMPACT_ALL_WRITTEN + 2 * self._kept * (len(frontier) or 1)
+            self.limit = COMPACT_ALL_WRITTEN + 2 * self._kept * len(frontier)
         self._seen = self.size
 
     def _compact(

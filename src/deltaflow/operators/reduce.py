@@ -280,14 +280,7 @@ def _count_debt(
     answers). Both counts only change at the positions of those updates, so checking there
     checks every position of the line above ``low``. O(h log h) for h updates.
     """
-    steps: dict[int, list[int]] = {}
-    for y, d in above.items():
-        if d:
-            step = steps.get(y)
-            if step is None:
-                steps[y] = [d, 0]
-            else:
-                step[0] += d
+    steps = {y: [d, 0] for y, d in above.items() if d}  # per position: [dn, dout]
     out = 0
     if written:
         for _, t, d in written:
