@@ -296,7 +296,7 @@ def _count_debt(
                     step[1] += d
     at_low = out
     out = want
-    for y in sorted(steps):
+    for y in sorted(steps) if len(steps) > 1 else steps:
         dn, dout = steps[y]
         n += dn
         out += dout
@@ -692,7 +692,7 @@ class ReduceOperator(Operator):
         input_rows = inputs.rows
         output_rows = outputs.rows
         long = _history.COMPACT_WRITTEN
-        advance = advancer(self.upper.elements)
+        advance: Callable[[Time], Time] | None = None  # made for the first long history
         advanced: dict[Time, Time] = {}
         no_rows: list[tuple[Any, Time, int]] = []
         corrections: dict[Time, list[tuple[Any, Any, int]]] = {}
@@ -724,9 +724,13 @@ class ReduceOperator(Operator):
                     times.extend(owed)
             history = input_rows.get(key, no_rows)
             if len(history) > long:
+                if advance is None:
+                    advance = advancer(self.upper.elements)
                 history = inputs.compacted(key, history, advance, advanced)
             written = output_rows.get(key)
             if written is not None and len(written) > long:
+                if advance is None:
+                    advance = advancer(self.upper.elements)
                 written = outputs.compacted(key, written, advance, advanced)
             first = times[0]
             if lines:
@@ -916,7 +920,12 @@ class ReduceOperator(Operator):
                     above = {ry: d}
                 else:
                     above[ry] = above.get(ry, 0) + d
-            changes = [ry for ry, d in above.items() if d] if above else []
+            changes = None  # listed only for the sweep
+            next_above = None
+            if above:
+                for ry, d in above.items():
+                    if d and (next_above is None or ry < next_above):
+                        next_above = ry
         else:
             get = acc.get
             for v, r, d in history:
@@ -931,8 +940,10 @@ class ReduceOperator(Operator):
                     k = (ry, v)
                     above[k] = above.get(k, 0) + d
             changes = [ry for (ry, _), d in above.items() if d] if above else []
-        next_above = _least(changes) if changes else None
+            next_above = _least(changes) if changes else None
         if low != high or (next_above is not None and (bound is None or next_above < bound)):
+            if changes is None:
+                changes = [ry for ry, d in above.items() if d] if above else []
             ys = [t[1] for t in times]
             inputs = [(t[1], v, d) for v, t, d in history]
             outputs = _positions(written, x) if written else []
@@ -1217,11 +1228,14 @@ class ReduceOperator(Operator):
     def _hold(self, ctx: OperatorContext) -> None:
         """Hold exactly one capability per minimal owed time (none when nothing is owed)."""
         caps = self.caps
-        if self.total:
-            owed = self._owed()
-            want: tuple[Time, ...] | list[Time] = [_least(owed)] if owed else []
+        owed = self._owed()
+        want: tuple[Time, ...] | list[Time]
+        if len(owed) <= 1:
+            want = owed
+        elif self.total:
+            want = [_least(owed)]
         else:
-            want = Antichain(self._owed()).elements
+            want = Antichain(owed).elements
         if len(want) == len(caps) and all(c.time == t for c, t in zip(caps, want)):
             return
         held = {c.time: c for c in caps}
