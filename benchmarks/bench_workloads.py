@@ -21,9 +21,13 @@ per figure:
   lists all three).
 * ``w2.batched`` — W2's changes grouped 1, 10 and 100 per round (same total work): throughput
   against batch size. ``w2.sustained`` — p50 latency of the first and the last 100 rounds;
-  with ``--long`` a 20,000-round run, comparing rounds 900-1,000 with 19,900-20,000, and the
-  last 100 rounds with the same rounds in a fresh job loaded with the edges live before them
-  (``late_over_fresh``: what the accumulated history costs, whatever the graph's shape).
+  with ``--long`` a 20,000-round run, comparing rounds 900-1,000 with 19,900-20,000
+  (``late_over_early``, the two measured a minute apart), then the same comparison taken in
+  turn, round by round, with a second job at rounds 900-1,000 (``paired_late_over_early``:
+  the same rounds on the same machine at the same moment), and the last 100 rounds with the
+  same rounds in a fresh job loaded with the edges live before them, also in turn
+  (``paired_late_over_fresh``: what the accumulated history costs, whatever the graph's
+  shape).
 * ``w3`` — skipped unless ``Collection.half_join`` exists (triangles need a delta query).
 
 Every deltaflow figure carries ``"check": "ok"`` when its final answer equals the
@@ -52,6 +56,7 @@ import trio
 from naive import NaiveRecompute, measure, naive_w1, naive_w2, naive_w4, pooled
 from workloads import (
     EXPECTED,
+    Edge,
     batched,
     w1_count,
     w1_expected,
@@ -182,33 +187,94 @@ def _latency(lat: list[float]) -> dict[str, float]:
     }
 
 
+async def _load(job: Any, load: dict[str, list[Any]]) -> float:
+    """Feed ``load`` at time 0 and wait for it: the seconds it took."""
+    start = time.perf_counter()
+    for name, data in load.items():
+        job.inputs[name].insert_many(data)
+    await job.advance_to(1)
+    return time.perf_counter() - start
+
+
+async def _round(job: Any, handle: Any, t: int, changes: Round) -> float:
+    """Feed one round's ``(insert, retract)`` pairs at time ``t`` and wait for it: seconds."""
+    start = time.perf_counter()
+    if len(changes) == 1:
+        ins, ret = changes[0]
+        handle.insert(ins)
+        handle.remove(ret)
+    else:
+        k = len(changes)
+        handle.insert_many([c[0] for c in changes] + [c[1] for c in changes], [1] * k + [-1] * k)
+    await job.advance_to(t + 1)
+    return time.perf_counter() - start
+
+
 async def _interactive(
     pipeline: df.Pipeline, load: dict[str, list[Any]], changing: str, rounds: list[Round]
 ) -> tuple[float, list[float], dict[Any, int]]:
-    clock = time.perf_counter
     async with df.open(pipeline) as job:
-        start = clock()
-        for name, data in load.items():
-            job.inputs[name].insert_many(data)
-        await job.advance_to(1)
-        load_s = clock() - start
+        load_s = await _load(job, load)
         handle = job.inputs[changing]
-        lat = []
-        for t, changes in enumerate(rounds, start=1):
-            start = clock()
-            if len(changes) == 1:
-                ins, ret = changes[0]
-                handle.insert(ins)
-                handle.remove(ret)
-            else:
-                k = len(changes)
-                handle.insert_many(
-                    [c[0] for c in changes] + [c[1] for c in changes], [1] * k + [-1] * k
-                )
-            await job.advance_to(t + 1)
-            lat.append(clock() - start)
+        lat = [await _round(job, handle, t, c) for t, c in enumerate(rounds, start=1)]
         final = job.output.at(len(rounds))
     return load_s, lat, final
+
+
+async def _sustained(
+    roots: list[int], init: list[Edge], rounds: list[Round], lo: int, span: int = 100
+) -> dict[str, Any]:
+    """W2 over all ``rounds`` in one job, its last ``span`` rounds timed against two
+    controls in the same stretch of time, round by round in turn: a second job at rounds
+    ``lo`` to ``lo + span`` (same inputs, so the same rounds as the long job's own), and a
+    fresh job loaded with the edges live before the last rounds (no history at all).
+
+    Measured one after the other, the early and the late rounds lie a minute or more apart,
+    and this machine's speed drifts by more than the difference sought; taken in turn, the
+    three see the same machine. (Each of them then finds the caches cold, so their
+    latencies are higher than in a run alone: compare them with each other.)
+    """
+    n = len(rounds)
+    load = {"roots": roots, "edges": init}
+    async with df.open(Reachability()) as long_job:
+        await _load(long_job, load)
+        handle = long_job.inputs["edges"]
+        lat = [await _round(long_job, handle, t, c) for t, c in enumerate(rounds[: n - span], 1)]
+        live = NaiveRecompute(lambda _edges: None, init)
+        for changes in rounds[: n - span]:
+            live.round(changes)
+        async with df.open(Reachability()) as early_job, df.open(Reachability()) as fresh_job:
+            await _load(early_job, load)
+            early_handle = early_job.inputs["edges"]
+            for t, changes in enumerate(rounds[:lo], start=1):
+                await _round(early_job, early_handle, t, changes)
+            await _load(fresh_job, {"roots": roots, "edges": list(live.live.elements())})
+            fresh_handle = fresh_job.inputs["edges"]
+            late: list[float] = []
+            early: list[float] = []
+            fresh: list[float] = []
+            for i in range(span):
+                turns = [
+                    (late, long_job, handle, n - span + i + 1, rounds[n - span + i]),
+                    (early, early_job, early_handle, lo + i + 1, rounds[lo + i]),
+                    (fresh, fresh_job, fresh_handle, i + 1, rounds[n - span + i]),
+                ]
+                for out, job, h, t, changes in turns[i % 3 :] + turns[: i % 3]:
+                    out.append(await _round(job, h, t, changes))
+        lat.extend(late)
+        final = long_job.output.at(n)
+    p50 = statistics.median
+    return {
+        "rounds_per_s": n / sum(lat),
+        f"p50_ms_rounds_{lo}_{lo + span}": p50(lat[lo : lo + span]) * 1e3,
+        f"p50_ms_rounds_{n - span}_{n}": p50(late) * 1e3,
+        "late_over_early": p50(late) / p50(lat[lo : lo + span]),
+        f"paired_p50_ms_rounds_{lo}_{lo + span}": p50(early) * 1e3,
+        "paired_late_over_early": p50(late) / p50(early),
+        "paired_fresh_p50_ms_last_100": p50(fresh) * 1e3,
+        "paired_late_over_fresh": p50(late) / p50(fresh),
+        "final": final,
+    }
 
 
 def run_interactive(
@@ -440,28 +506,13 @@ def run_w2(args: argparse.Namespace) -> None:
         n = QUICK_LONG_ROUNDS if args.quick else LONG_ROUNDS
         roots, init, long_rounds = w2_reach(rounds=n)
         long_expected = w2_expected(roots, init, long_rounds)
-        _, llat, final = run_interactive(Reachability(), load | {"edges": init}, "edges",
-                                         _singles(long_rounds))  # fmt: skip
         lo = 900 if n >= 1_100 else 0  # rounds 900-1,000: past the start-up transients
-        early, late = llat[lo : lo + 100], llat[-100:]
-        # The control: the same last 100 rounds in a fresh job, loaded with the edges live
-        # before them. Same graph and changes, no history: what the long job has over it is
-        # what its history costs, apart from how the graph's shape moves latency.
-        live = NaiveRecompute(lambda _edges: None, init)
-        for changes in _singles(long_rounds[:-100]):
-            live.round(changes)
-        fresh_load = {"roots": roots, "edges": list(live.live.elements())}
-        _, flat, _ = run_interactive(Reachability(), fresh_load, "edges",
-                                     _singles(long_rounds[-100:]))  # fmt: skip
+        figures = trio.run(_sustained, roots, init, _singles(long_rounds), lo)
+        final = figures.pop("final")
         emit({
             "figure": "w2.long",
             "rounds": n,
-            "rounds_per_s": n / sum(llat),
-            f"p50_ms_rounds_{lo}_{lo + 100}": statistics.median(early) * 1e3,
-            f"p50_ms_rounds_{n - 100}_{n}": statistics.median(late) * 1e3,
-            "late_over_early": statistics.median(late) / statistics.median(early),
-            "fresh_p50_ms_last_100": statistics.median(flat) * 1e3,
-            "late_over_fresh": statistics.median(late) / statistics.median(flat),
+            **figures,
             "check": check(answer_w2(final), long_expected),
             "max_rss_mb": max_rss_mb(),
         })  # fmt: skip
