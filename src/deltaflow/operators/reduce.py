@@ -280,26 +280,31 @@ def _count_debt(
     answers). Both counts only change at the positions of those updates, so checking there
     checks every position of the line above ``low``. O(h log h) for h updates.
     """
-    steps = {y: [d, 0] for y, d in above.items() if d}  # per position: [dn, dout]
     out = 0
+    later: dict[int, int] | None = None  # the output updates above ``low``, per position
     if written:
         for _, t, d in written:
             if t[0] <= x:
                 y = t[1]
                 if y <= low:
                     out += d
-                    continue
-                step = steps.get(y)
-                if step is None:
-                    steps[y] = [0, d]
+                elif later is None:
+                    later = {y: d}
                 else:
-                    step[1] += d
+                    later[y] = later.get(y, 0) + d
     at_low = out
     out = want
-    for y in sorted(steps) if len(steps) > 1 else steps:
-        dn, dout = steps[y]
-        n += dn
-        out += dout
+    if later is None:  # the usual case: only the input changes above ``low``
+        for y in sorted(above) if len(above) > 1 else above:
+            dn = above[y]
+            if dn:
+                n += dn
+                if by_count(key, n) != out:
+                    return at_low, y
+        return at_low, None
+    for y in sorted(above.keys() | later.keys()):
+        n += above.get(y, 0)
+        out += later.get(y, 0)
         if by_count(key, n) != out:
             return at_low, y
     return at_low, None
