@@ -52,7 +52,9 @@ class _Work:
     The other side is a snapshot of its acknowledged trace batches, or the operator's own
     :class:`~.history.KeyedHistory` of it (which nothing changes while this item is queued:
     see :class:`JoinOperator`). ``found`` holds the other side's rows for the keys
-    ``items[pos:fetched]``, looked up a chunk of keys at a time (:data:`LOOKUP_CHUNK`). ``keep``
+    ``items[pos:fetched]``, looked up a chunk of keys at a time (:data:`LOOKUP_CHUNK`): the
+    history's own dict (its long lists of those keys compacted), or what the trace batches
+    hold of them. ``keep``
     is the operator's own history of the batch's side, if it keeps one: the batch goes in
     there once it is joined.
     """
@@ -106,8 +108,8 @@ class _Work:
         keys = [key for key, _ in self.start()[start : self.fetched]]
         others = self.others
         if isinstance(others, KeyedHistory):
-            rows_of = others.read(keys, frontier)
-            self.found = {key: rows_of[key] for key in keys if key in rows_of}
+            # The history itself: nothing changes it until this item is done (see the class).
+            self.found = others.read(keys, frontier)
             return
         found: dict[Any, list[tuple[Any, Any, int]]] = {}
         for batch in others:
@@ -245,7 +247,7 @@ class JoinOperator(Operator):
         (drained already, so no longer in the frontier)."""
         times = [w.cap.time for w in self.work if w.swap is swap and w.cap is not None]
         frontier = ctx.frontier(1 if swap else 0)
-        if all(frontier.less_equal(t) for t in times):
+        if not times or all(frontier.less_equal(t) for t in times):
             return frontier.elements
         return Antichain([*frontier.elements, *times]).elements
 
