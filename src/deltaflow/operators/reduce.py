@@ -742,8 +742,8 @@ class ReduceOperator(Operator):
                 if first.__class__ is int:
                     on_line(key, None, times, history, written, int_bound, corrections)
                     continue
-                if first.__class__ is Product and first.inner.__class__ is int:
-                    x = first.outer
+                if first.__class__ is Product and first[1].__class__ is int:
+                    x = first[0]
                     bound = bounds.get(x, _UNKNOWN)
                     if bound is _UNKNOWN:
                         bound = bounds[x] = line_bound(upper, x)
@@ -898,14 +898,15 @@ class ReduceOperator(Operator):
         it together. Products are pairs and are read by index.
         """
         low = high = times[0][1]
-        for t in times:
-            if t[0] != x:
-                return False
-            y = t[1]
-            if y < low:
-                low = y
-            elif y > high:
-                high = y
+        if len(times) > 1:  # (one time is on line ``x``: it is where ``x`` came from)
+            for t in times:
+                if t[0] != x:
+                    return False
+                y = t[1]
+                if y < low:
+                    low = y
+                elif y > high:
+                    high = y
         by_count = self.by_count
         acc: dict[Any, int] = {}
         n = 0  # the input count at ``low``, for a counting reduction (every val ``()``)
