@@ -98,7 +98,7 @@ from ..lattice import Product, Time, advance_by, new_tuple
 from . import _order
 from .description import Description
 
-__all__ = ["Batch", "Update"]
+__all__ = ["Batch", "Update", "pack_int64"]
 
 Update = tuple[Any, Any, Time, int]
 
@@ -1516,8 +1516,16 @@ def _small_int_columns(
     )
 
 
-def _pack(k: Any, v: Any, t: Any) -> Any:
-    """Pack ``(k, v, t)`` into one int64 whose order is their lexicographic order, or None."""
+def pack_int64(k: Any, v: Any, t: Any) -> Any:
+    """Pack int columns ``(k, v, t)`` (``v`` may be None) into one int64 column whose order is
+    their lexicographic order, or None when their ranges need more than 62 bits together.
+
+    One stable ``argsort`` of the packed column then sorts the rows, about four times faster
+    than ``np.lexsort``, which sorts once per column.
+
+    >>> pack_int64(np.array([1, 0, 1]), None, np.array([5, 9, -2])).tolist()
+    [23, 11, 16]
+    """
     kmin, kmax = int(k.min()), int(k.max())
     tmin, tmax = int(t.min()), int(t.max())
     bt = (tmax - tmin).bit_length()
@@ -1553,7 +1561,7 @@ def _sort_consolidate_int(k: Any, v: Any, t: Any, d: Any) -> tuple[Any, Any, Any
             )
         return k, v, t, d
     if n > 1:
-        p = _pack(k, v, t)
+        p = pack_int64(k, v, t)
         if p is None:
             order = np.lexsort((t, k) if v is None else (t, v, k))
             k, t, d = k[order], t[order], d[order]
