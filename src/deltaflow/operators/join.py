@@ -50,8 +50,8 @@ class _Work:
     """A batch still to be joined against the other side as it was when the batch arrived.
 
     The other side is a snapshot of its acknowledged trace batches, or the operator's own
-    :class:`~.history.KeyedHistory` of it (which nothing changes while this item is queued:
-    see :class:`JoinOperator`). ``found`` holds the other side's rows for the keys
+    :class:`~.history.KeyedHistory` of it (which nothing changes from the time this item
+    reaches the head of the queue until it is done: see :class:`JoinOperator`). ``found`` holds the other side's rows for the keys
     ``items[pos:fetched]``, looked up a chunk of keys at a time (:data:`LOOKUP_CHUNK`): the
     history's own dict (its long lists of those keys compacted), or what the trace batches
     hold of them. ``keep``
