@@ -51,12 +51,11 @@ class _Work:
 
     The other side is a snapshot of its acknowledged trace batches, or the operator's own
     :class:`~.history.KeyedHistory` of it (which nothing changes from the time this item
-    reaches the head of the queue until it is done: see :class:`JoinOperator`). ``found`` holds the other side's rows for the keys
-    ``items[pos:fetched]``, looked up a chunk of keys at a time (:data:`LOOKUP_CHUNK`): the
-    history's own dict (its long lists of those keys compacted), or what the trace batches
-    hold of them. ``keep``
-    is the operator's own history of the batch's side, if it keeps one: the batch goes in
-    there once it is joined.
+    reaches the head of the queue until it is done: see :class:`JoinOperator`). ``found``
+    holds the other side's rows for the keys ``items[pos:fetched]``, looked up a chunk of keys
+    at a time (:data:`LOOKUP_CHUNK`): the history's own dict (its long lists of those keys
+    compacted), or what the trace batches hold of them. ``keep`` is the operator's own history
+    of the batch's side, if it keeps one: the batch goes in there once it is joined.
     """
 
     __slots__ = (

@@ -199,7 +199,6 @@ def _prefix_sums(
     return (running - base)[queries]  # type: ignore[no-any-return]
 
 
-
 def _order(k: np.ndarray, p: np.ndarray, kind: np.ndarray | None = None) -> np.ndarray:
     """The indices that sort by ``(k, p)``, or ``(k, p, kind)`` (stable): one ``argsort`` of
     them packed into an int64 when they fit
