@@ -1242,7 +1242,12 @@ class ReduceOperator(Operator):
             want = [_least(owed)]
         else:
             want = Antichain(owed).elements
-        if len(want) == len(caps) and all(c.time == t for c, t in zip(caps, want)):
+        if len(want) == len(caps) == 1:
+            cap = caps[0]
+            if less_equal(cap.time, want[0]):  # the usual move along a loop, or none
+                cap.downgrade(want[0])
+                return
+        elif len(want) == len(caps) and all(c.time == t for c, t in zip(caps, want)):
             return
         held = {c.time: c for c in caps}
         new = [held.pop(t) if t in held else ctx.capability(t) for t in want]
