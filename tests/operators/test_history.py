@@ -91,9 +91,9 @@ class _CountingHistory(KeyedHistory):
         super().__init__()
         self.compacted_rows = 0
 
-    def _compact(self, key: Any, rows: Any, advance: Any, advanced: Any) -> int:
+    def _compact(self, key: Any, rows: Any, advance: Any) -> int:
         self.compacted_rows += len(rows)
-        return super()._compact(key, rows, advance, advanced)
+        return super()._compact(key, rows, advance)
 
 
 def test_a_full_pass_goes_a_slice_per_call(monkeypatch: pytest.MonkeyPatch) -> None:

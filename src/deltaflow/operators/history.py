@@ -22,7 +22,7 @@ from ..framework.lattice import advancer
 if TYPE_CHECKING:
     from ..framework.lattice import Time
 
-__all__ = ["COMPACT_ALL_WRITTEN", "COMPACT_WRITTEN", "TIDY_SLICE", "KeyedHistory"]
+__all__ = ["COMPACT_ALL_WRITTEN", "COMPACT_WRITTEN", "TIDY_SLICE", "AdvanceTo", "KeyedHistory"]
 
 COMPACT_WRITTEN = 8
 """Compact a key's in-memory history (input or output) once it holds more than this many
@@ -36,6 +36,31 @@ TIDY_SLICE = 2048
 """Updates a full compaction pass goes through per :meth:`KeyedHistory.tidy` call at least
 (more when the history grew faster than that since the previous call): a pass is spread over
 activations instead of stalling one round for all of the history."""
+
+
+class AdvanceTo:
+    """``advance_by`` to one frontier for the compactions of one round: the specialised
+    advancer (:func:`.advancer`), built when a compaction first asks for it (a round that
+    compacts nothing builds none), and its results so far per time (``memo``).
+
+    >>> a = AdvanceTo((3,))
+    >>> a.function()(1), a.memo
+    (3, {})
+    """
+
+    __slots__ = ("_function", "frontier", "memo")
+
+    def __init__(self, frontier: tuple[Time, ...]) -> None:
+        self.frontier = frontier
+        self.memo: dict[Time, Time] = {}
+        self._function: Callable[[Time], Time] | None = None
+
+    def function(self) -> Callable[[Time], Time]:
+        """The advancer (built on the first call)."""
+        function = self._function
+        if function is None:
+            function = self._function = advancer(self.frontier)
+        return function
 
 
 def _may_cancel(rows: list[tuple[Any, Time, int]]) -> bool:
@@ -149,30 +174,23 @@ class KeyedHistory:
         """All rows by key, after compacting the long lists of ``keys`` to ``frontier`` (longer
         than ``compact_above``)."""
         rows_of = self.rows
-        advanced: dict[Time, Time] = {}
-        advance: Callable[[Time], Time] | None = None
+        advance = AdvanceTo(frontier)
         long = COMPACT_WRITTEN if self.compact_above is None else self.compact_above
         for key in keys:
             rows = rows_of.get(key)
             if rows is not None and len(rows) > long:
-                if advance is None:
-                    advance = advancer(frontier)
-                self.compacted(key, rows, advance, advanced)
+                self.compacted(key, rows, advance)
         return rows_of
 
     def compacted(
-        self,
-        key: Any,
-        rows: list[tuple[Any, Time, int]],
-        advance: Callable[[Time], Time],
-        advanced: dict[Time, Time],
+        self, key: Any, rows: list[tuple[Any, Time, int]], advance: AdvanceTo
     ) -> list[tuple[Any, Time, int]]:
         """``key``'s ``rows`` (a long list), compacted with ``advance`` if they may cancel: what
-        :meth:`read` does for each long key, for callers that look keys up themselves
-        (``advanced`` caches ``advance`` per time across calls)."""
+        :meth:`read` does for each long key, for callers that look keys up themselves (one
+        ``advance`` serves many calls)."""
         if not _may_cancel(rows):
             return rows
-        self._compact(key, rows, advance, advanced)
+        self._compact(key, rows, advance)
         return self.rows.get(key, [])
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:
@@ -200,8 +218,7 @@ class KeyedHistory:
             sweep = self._sweep = list(self.rows)
             self._kept = 0
         budget = 1 << 62 if force else max(TIDY_SLICE, 2 * (self.size - self._seen))
-        advanced: dict[Time, Time] = {}
-        advance = advancer(frontier)
+        advance = AdvanceTo(frontier)
         rows_of = self.rows
         while sweep and budget > 0:
             key = sweep.pop()
@@ -210,7 +227,7 @@ class KeyedHistory:
                 n = len(rows)
                 budget -= n
                 if _may_cancel(rows):
-                    n = self._compact(key, rows, advance, advanced)
+                    n = self._compact(key, rows, advance)
                 self._kept += n
         if not sweep:
             self._sweep = None
@@ -225,24 +242,24 @@ class KeyedHistory:
         self,
         key: Any,
         rows: list[tuple[Any, Time, int]],
-        advance: Callable[[Time], Time],
-        advanced: dict[Time, Time],
+        advance: AdvanceTo,
     ) -> int:
-        """Advance a key's rows with ``advance`` (``advance_by`` to the frontier, see
-        :func:`.advancer`) and consolidate them (``advanced`` caches it per distinct time);
-        returns how many updates the key keeps.
+        """Advance a key's rows with ``advance`` (``advance_by`` to the frontier) and
+        consolidate them; returns how many updates the key keeps.
 
         A history of unit values (``unit``) sums per time alone, without a ``(val, time)``
         pair per row.
         """
         merged: list[tuple[Any, Time, int]]
+        advanced = advance.memo
+        advance_time = advance.function()
         if self.unit:
             per_time: dict[Time, int] = {}
             get_time = per_time.get
             for _, t, d in rows:
                 a = advanced.get(t)
                 if a is None:
-                    a = advanced[t] = advance(t)
+                    a = advanced[t] = advance_time(t)
                 per_time[a] = get_time(a, 0) + d
             if len(per_time) == len(rows):
                 return len(rows)  # nothing met (no diff is zero): the list stays as it is
@@ -253,7 +270,7 @@ class KeyedHistory:
             for v, t, d in rows:
                 a = advanced.get(t)
                 if a is None:
-                    a = advanced[t] = advance(t)
+                    a = advanced[t] = advance_time(t)
                 vt = (v, a)
                 acc[vt] = get(vt, 0) + d
             if len(acc) == len(rows):

@@ -140,7 +140,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..framework.antichain import Antichain
-from ..framework.lattice import Product, advancer, less_equal, new_tuple
+from ..framework.lattice import Product, less_equal, new_tuple
 from ..framework.trace._order import ukey
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
@@ -148,7 +148,7 @@ from ..framework.trace.spine import Spine, TraceReader
 from . import history as _history, interesting_times as _it
 from .arrange import TraceRegistry
 from .base import Interest, Operator, UpdateBatch, describe_callable
-from .history import KeyedHistory
+from .history import AdvanceTo, KeyedHistory
 from .interesting_times import (
     accumulate,
     interesting_on_line,
@@ -697,8 +697,7 @@ class ReduceOperator(Operator):
         input_rows = inputs.rows
         output_rows = outputs.rows
         long = _history.COMPACT_WRITTEN
-        advance: Callable[[Time], Time] | None = None  # made for the first long history
-        advanced: dict[Time, Time] = {}
+        advance = AdvanceTo(self.upper.elements)
         no_rows: list[tuple[Any, Time, int]] = []
         corrections: dict[Time, list[tuple[Any, Any, int]]] = {}
         # Corrections of keys on a line, by (outer, inner); made into times once at the end.
@@ -729,14 +728,10 @@ class ReduceOperator(Operator):
                     times.extend(owed)
             history = input_rows.get(key, no_rows)
             if len(history) > long:
-                if advance is None:
-                    advance = advancer(self.upper.elements)
-                history = inputs.compacted(key, history, advance, advanced)
+                history = inputs.compacted(key, history, advance)
             written = output_rows.get(key)
             if written is not None and len(written) > long:
-                if advance is None:
-                    advance = advancer(self.upper.elements)
-                written = outputs.compacted(key, written, advance, advanced)
+                written = outputs.compacted(key, written, advance)
             first = times[0]
             if lines:
                 if first.__class__ is int:
