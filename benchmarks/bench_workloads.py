@@ -21,10 +21,10 @@ per figure:
   lists all three).
 * ``w2.batched`` — W2's changes grouped 1, 10 and 100 per round (same total work): throughput
   against batch size. ``w2.sustained`` — p50 latency of the first and the last 100 rounds;
-  with ``--long`` a 20,000-round run, comparing rounds 900-1,000 with 19,900-20,000
-  (``late_over_early``, the two measured a minute apart), then the same comparison taken in
-  turn, round by round, with a second job at rounds 900-1,000 (``paired_late_over_early``:
-  the same rounds on the same machine at the same moment), and the last 100 rounds with the
+  with ``--long`` a 20,000-round run. Its last 100 rounds (19,900-20,000) are taken in turn,
+  round by round, with a second job at rounds 900-1,000 (``paired_late_over_early``: the same
+  rounds on the same machine at the same moment; timed one after the other, a minute apart,
+  the two windows differed by the machine's drift more than by anything else), and with the
   same rounds in a fresh job loaded with the edges live before them, also in turn
   (``paired_late_over_fresh``: what the accumulated history costs, whatever the graph's
   shape).
@@ -266,12 +266,11 @@ async def _sustained(
     p50 = statistics.median
     return {
         "rounds_per_s": n / sum(lat),
-        f"p50_ms_rounds_{lo}_{lo + span}": p50(lat[lo : lo + span]) * 1e3,
-        f"p50_ms_rounds_{n - span}_{n}": p50(late) * 1e3,
-        "late_over_early": p50(late) / p50(lat[lo : lo + span]),
+        f"p50_ms_rounds_{lo}_{lo + span}_alone": p50(lat[lo : lo + span]) * 1e3,
         f"paired_p50_ms_rounds_{lo}_{lo + span}": p50(early) * 1e3,
+        f"paired_p50_ms_rounds_{n - span}_{n}": p50(late) * 1e3,
         "paired_late_over_early": p50(late) / p50(early),
-        "paired_fresh_p50_ms_last_100": p50(fresh) * 1e3,
+        f"paired_fresh_p50_ms_rounds_{n - span}_{n}": p50(fresh) * 1e3,
         "paired_late_over_fresh": p50(late) / p50(fresh),
         "final": final,
     }
