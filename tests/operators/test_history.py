@@ -118,3 +118,25 @@ def test_a_full_pass_goes_a_slice_per_call(monkeypatch: pytest.MonkeyPatch) -> N
     assert max(per_call) <= 6 + 2
     assert sum(1 for n in per_call if n) > 10  # passes spread over calls, again and again
     assert max(sizes) <= 16 + 6  # the limit, plus what comes in while a pass goes on
+
+
+def test_a_read_that_cannot_shrink_a_list_waits_for_it_to_grow() -> None:
+    """A key's list that a read's compaction left as long as it was is not gone through again
+    by every read (a pass each, for nothing), only once it has grown by the read threshold;
+    then it is compacted as usual."""
+    history = _CountingHistory()
+    long = history.long()
+    for t in range(long + 1):
+        history.append("k", "v", t, 1)
+    history.read(["k"], (0,))  # every time already beyond the frontier: nothing meets
+    assert history.compacted_rows == long + 1
+    history.append("k", "v", long + 1, 1)
+    history.read(["k"], (100,))
+    assert history.compacted_rows == long + 1  # not yet grown enough to try again
+    assert len(history.rows["k"]) == long + 2
+    for t in range(long + 2, 2 * long + 1):
+        history.append("k", "v", t, 1)
+    history.read(["k"], (100,))
+    assert history.compacted_rows == long + 1 + 2 * long + 1
+    assert history.rows["k"] == [("v", 100, 2 * long + 1)]
+    history.check()

@@ -229,7 +229,8 @@ def _pair_advancer(f: Product, frontier: Sequence[Time]) -> Callable[[Time], Tim
 
     def advance_pair(t: Time) -> Time:
         if t.__class__ is Product:
-            o, n = t
+            o = t[0]
+            n = t[1]
             if o.__class__ is int and n.__class__ is int:
                 if o >= fo:
                     return t if n >= fi else new_tuple(Product, (o, fi))

@@ -85,7 +85,8 @@ class KeyedHistory:
     batch. A key's list only grows between compactions, and only lists holding some value
     twice are compacted (no other can shrink). :meth:`read` compacts the lists longer than
     :data:`COMPACT_WRITTEN` of the keys asked for (to a frontier every time still to be read
-    is beyond, so no accumulation that will be read changes), and :meth:`tidy` compacts all of
+    is beyond, so no accumulation that will be read changes; a list that did not shrink is
+    tried again once it has grown by that much), and :meth:`tidy` compacts all of
     them when the total has doubled since the last full pass, so the history of keys that are
     never touched again is bounded too, at amortised constant cost per update (the next full
     pass waits for the total to grow by a factor of twice the frontier's width, since
@@ -100,7 +101,9 @@ class KeyedHistory:
     ({}, 0)
     """
 
-    __slots__ = ("_kept", "_seen", "_sweep", "compact_above", "limit", "rows", "size", "unit")
+    __slots__ = (
+        "_kept", "_retry", "_seen", "_sweep", "compact_above", "limit", "rows", "size", "unit",
+    )  # fmt: skip
 
     def __init__(self, compact_above: int | None = None, *, unit: bool = False) -> None:
         self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
@@ -118,6 +121,14 @@ class KeyedHistory:
         self._sweep: list[Any] | None = None
         self._kept = 0
         self._seen = 0
+        # Keys whose list a read found it could not shrink, with the length it must reach
+        # before a read tries again (a list of distinct values, or one whose times the
+        # frontier has not brought together yet, would cost a pass on every read).
+        self._retry: dict[Any, int] = {}
+
+    def long(self) -> int:
+        """How long a key's list may get before :meth:`read` compacts it."""
+        return COMPACT_WRITTEN if self.compact_above is None else self.compact_above
 
     def append(self, key: Any, val: Any, time: Time, diff: int) -> None:
         """Add one update of ``key``."""
@@ -175,7 +186,7 @@ class KeyedHistory:
         than ``compact_above``)."""
         rows_of = self.rows
         advance = AdvanceTo(frontier)
-        long = COMPACT_WRITTEN if self.compact_above is None else self.compact_above
+        long = self.long()
         for key in keys:
             rows = rows_of.get(key)
             if rows is not None and len(rows) > long:
@@ -188,9 +199,15 @@ class KeyedHistory:
         """``key``'s ``rows`` (a long list), compacted with ``advance`` if they may cancel: what
         :meth:`read` does for each long key, for callers that look keys up themselves (one
         ``advance`` serves many calls)."""
-        if not _may_cancel(rows):
+        n = len(rows)
+        retry = self._retry
+        if retry and n < retry.get(key, 0):
             return rows
-        self._compact(key, rows, advance)
+        if not _may_cancel(rows) or self._compact(key, rows, advance) == n:
+            retry[key] = n + self.long()
+            return rows
+        if retry:
+            retry.pop(key, None)
         return self.rows.get(key, [])
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:
@@ -206,6 +223,7 @@ class KeyedHistory:
         if not frontier:
             if self.rows:
                 self.rows.clear()
+                self._retry.clear()
                 self.size = self._seen = 0
                 self._sweep = None
                 self.limit = COMPACT_ALL_WRITTEN
@@ -281,6 +299,7 @@ class KeyedHistory:
             self.rows[key] = merged
         else:
             del self.rows[key]
+            self._retry.pop(key, None)
         return len(merged)
 
     def check(self) -> None:

@@ -283,14 +283,16 @@ class JoinOperator(Operator):
                     # here inline: a call per pair is a good share of the pair's cost.
                     o1 = i1 = None
                     if t1.__class__ is Product:
-                        o1, i1 = t1
+                        o1 = t1[0]
+                        i1 = t1[1]
                         if o1.__class__ is not int or i1.__class__ is not int:
                             o1 = None
                     for v2, t2, r2 in matches:
                         if o1 is None:
                             t = time_join(t1, t2)
                         else:
-                            o2, i2 = t2
+                            o2 = t2[0]  # (a tuple subclass unpacks at half speed)
+                            i2 = t2[1]
                             if o2 <= o1:
                                 if i2 <= i1:
                                     t = t1
