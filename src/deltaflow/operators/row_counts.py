@@ -59,17 +59,19 @@ class RowCounts:
     (none for ``distinct``).
     """
 
-    __slots__ = ("_in_d", "_in_k", "_in_p", "_items", "_out_d", "_out_k", "_out_p", "_seed_k",
+    __slots__ = ("_in_d", "_in_n", "_in_p", "_items", "_out_d", "_out_n", "_out_p", "_seed_n",
                  "_seed_p")  # fmt: skip
 
     def __init__(self) -> None:
         self._items: list[tuple[Any, int, list[Any], Rows, Rows | None]] = []
-        self._seed_k: list[int] = []
+        # Per column group: how many entries each queued key has (its index repeated that
+        # many times is the key column), and the entries.
+        self._seed_n: list[int] = []
         self._seed_p: list[int] = []
-        self._in_k: list[int] = []
+        self._in_n: list[int] = []
         self._in_p: list[int] = []
         self._in_d: list[int] = []
-        self._out_k: list[int] = []
+        self._out_n: list[int] = []
         self._out_p: list[int] = []
         self._out_d: list[int] = []
 
@@ -82,19 +84,22 @@ class RowCounts:
         entirely. ``written`` is the key's output history; updates above the row do not
         count on it.
         """
-        k = len(self._items)
         self._items.append((key, y, times, history, written))
-        self._seed_k.extend([k] * len(times))
+        self._seed_n.append(len(times))
         self._seed_p.extend([t[0] for t in times])
-        self._in_k.extend([k] * len(history))
+        self._in_n.append(len(history))
         self._in_p.extend([r[0] for _, r, _ in history])
         self._in_d.extend([d for _, _, d in history])
+        n = 0
         if written:
+            out_p = self._out_p
+            out_d = self._out_d
             for _, r, d in written:
                 if r[1] <= y:
-                    self._out_k.append(k)
-                    self._out_p.append(r[0])
-                    self._out_d.append(d)
+                    out_p.append(r[0])
+                    out_d.append(d)
+                    n += 1
+        self._out_n.append(n)
 
     def correct(
         self,
@@ -109,18 +114,19 @@ class RowCounts:
         that does not look at the key).
         """
         try:
-            seed_k = np.array(self._seed_k, dtype=np.int64)
             seed_p = np.array(self._seed_p, dtype=np.int64)
-            in_k = np.array(self._in_k, dtype=np.int64)
             in_p = np.array(self._in_p, dtype=np.int64)
             in_d = np.array(self._in_d, dtype=np.int64)
-            out_k = np.array(self._out_k, dtype=np.int64)
             out_p = np.array(self._out_p, dtype=np.int64)
             out_d = np.array(self._out_d, dtype=np.int64)
         except OverflowError:
             return False
-        # Interesting positions: the new ones, and stored ones above the key's lowest new one.
         items = self._items
+        ks = np.arange(len(items), dtype=np.int64)
+        seed_k = np.repeat(ks, self._seed_n)
+        in_k = np.repeat(ks, self._in_n)
+        out_k = np.repeat(ks, self._out_n)
+        # Interesting positions: the new ones, and stored ones above the key's lowest new one.
         low = np.full(len(items), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(low, seed_k, seed_p)
         above = in_p > low[in_k]
