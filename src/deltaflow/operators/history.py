@@ -139,6 +139,23 @@ class KeyedHistory:
             rows.append((val, time, diff))
         self.size += 1
 
+    def extend_at(self, time: Time, rows: list[tuple[Any, Any, int]]) -> None:
+        """Add ``(key, val, diff)`` updates, all at ``time`` (a reduction's corrections).
+
+        >>> h = KeyedHistory()
+        >>> h.extend_at(3, [("k", "v", 1), ("l", "w", -1)])
+        >>> h.rows, h.size
+        ({'k': [('v', 3, 1)], 'l': [('w', 3, -1)]}, 2)
+        """
+        rows_of = self.rows
+        for key, val, diff in rows:
+            have = rows_of.get(key)
+            if have is None:
+                rows_of[key] = [(val, time, diff)]
+            else:
+                have.append((val, time, diff))
+        self.size += len(rows)
+
     def extend(self, updates: Iterable[tuple[Any, Any, Time, int]]) -> None:
         """Add ``(key, val, time, diff)`` updates (a batch's, say)."""
         rows_of = self.rows

@@ -776,10 +776,9 @@ class ReduceOperator(Operator):
                 corrections[t] = rows
             else:
                 fix.extend(rows)
-        record = outputs.append
+        record = outputs.extend_at
         for t, rows in corrections.items():
-            for key, v, d in rows:
-                record(key, v, t, d)
+            record(t, rows)
         return corrections
 
     def _defer(self, key: Any, deferred: list[Time]) -> None:
