@@ -174,19 +174,28 @@ products = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
         st.tuples(products, st.lists(st.tuples(st.integers(0, 3), diffs), min_size=1)),
         min_size=1,
         max_size=8,
-    )
+    ),
+    st.booleans(),
 )
 def test_unread_arrangement_forwards_consolidated_updates_at_minimal_times(
-    as_batch: bool, messages: list[tuple[Product, list[tuple[int, int]]]]
+    as_batch: bool, messages: list[tuple[Product, list[tuple[int, int]]]], promised: bool
 ) -> None:
     """Without readers the arrangement forwards each activation's messages at once, with no
     capability: one batch per minimal message time, every update in it at or beyond that time,
     equal updates summed, and together exactly the input (``batch``: every group is beyond
-    ``FORWARD_AS_BATCH`` and forwarded as a trace batch)."""
+    ``FORWARD_AS_BATCH`` and forwarded as a trace batch). ``promised``: each message comes
+    summed already and says so (as a join's do); several at one time still meet."""
+
+    def batch_of(rows: list[tuple[int, int]]) -> UpdateBatch:
+        if not promised:
+            return UpdateBatch([d for d, _ in rows], [r for _, r in rows])
+        sums: Counter[int] = Counter()
+        for d, r in rows:
+            sums[d] += r
+        return UpdateBatch([d for d in sums if sums[d]], [r for r in sums.values() if r], True)
+
     op = ArrangeOperator("arrange_by_self", Spine(Antichain([Product(0, 0)])), by_self=True)
-    ctx = _PassThroughContext(
-        [(t, UpdateBatch([d for d, _ in rows], [r for _, r in rows])) for t, rows in messages]
-    )
+    ctx = _PassThroughContext([(t, batch_of(rows)) for t, rows in messages])
     with mock.patch.object(arrange, "FORWARD_AS_BATCH", 0 if as_batch else 10**9):
         op.schedule(ctx)  # type: ignore[arg-type]
     assert all(isinstance(b, Batch if as_batch else RawBatch) for _, b in ctx.sent)

@@ -373,9 +373,9 @@ def instrument(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         produced.append(0)
         schedule(self, ctx)
 
-    def counting_batch(data: list[Any], diffs: list[int]) -> Any:
+    def counting_batch(data: list[Any], diffs: list[int], consolidated: bool = False) -> Any:
         produced[-1] += len(data)
-        return real_batch(data, diffs)
+        return real_batch(data, diffs, consolidated)
 
     monkeypatch.setattr(JoinOperator, "schedule", counting_schedule)
     monkeypatch.setattr(join_module, "UpdateBatch", counting_batch)
@@ -524,3 +524,31 @@ def test_accumulate_helper_sanity() -> None:
     anti = antijoin_of(a, Counter({1: 1}))
     assert {d: n for d, n in anti.items() if n} == {(2, "y"): -1}
     assert accumulate([((1, "x"), 0, 1), ((1, "x"), 2, -1)], 1) == {(1, "x"): 1}
+
+
+def test_join_sends_its_output_consolidated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pairs that make the same output datum at the same time are summed in the join (and
+    dropped when they cancel), and its batches say so: an arrangement reading them alone
+    does not sum them again."""
+    sent: list[Any] = []
+    real_batch = join_module.UpdateBatch
+
+    def recording_batch(data: list[Any], diffs: list[int], consolidated: bool = False) -> Any:
+        batch = real_batch(data, diffs, consolidated)
+        sent.append(batch)
+        return batch
+
+    monkeypatch.setattr(join_module, "UpdateBatch", recording_batch)
+    left = [((1, "x"), 0, 1), ((1, "y"), 0, 2), ((2, "x"), 0, 1), ((2, "y"), 0, -1)]
+    right = [((1, "z"), 0, 1), ((2, "z"), 0, 1)]
+    job = run_job(
+        pipeline_of(lambda a, b: a.join_map(b, lambda k, _v, _w: k % 2)), 1, a=left, b=right
+    )
+    assert accumulate(job.output.updates(), 0) == {1: 3}
+    assert sent
+    for batch in sent:
+        assert batch.consolidated
+        assert len(set(batch.data)) == len(batch.data)
+        assert all(batch.diffs)
+    # Key 1 made datum 1 three times over (once with diff 2); key 2 made datum 0 at +1 and -1.
+    assert sorted((d, r) for b in sent for d, r in zip(b.data, b.diffs)) == [(1, 3)]

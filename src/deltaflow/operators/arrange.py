@@ -120,6 +120,14 @@ class RawBatch:
         return iter(groups.items())
 
 
+def _add_sums(sums: dict[Any, int], batch: UpdateBatch) -> dict[Any, int]:
+    """Add ``batch``'s diffs into ``sums`` (per datum); returns ``sums``."""
+    get = sums.get
+    for d, r in zip(batch.data, batch.diffs):
+        sums[d] = get(d, 0) + r
+    return sums
+
+
 class ArrangeOperator(Operator):
     """Buffer, seal, insert into the spine, and send batches (see the module docstring)."""
 
@@ -246,7 +254,8 @@ class ArrangeOperator(Operator):
         """The messages' updates as an arrangement that keeps no trace forwards them.
 
         One batch per minimal message time, holding the messages at or beyond it,
-        consolidated: a :class:`RawBatch`, or a ``Batch`` past :data:`FORWARD_AS_BATCH`
+        consolidated (a message alone at its time that its sender consolidated, as a join
+        does, is taken as it is): a :class:`RawBatch`, or a ``Batch`` past :data:`FORWARD_AS_BATCH`
         updates with int keys. Updates that cancel leave nothing (no batch if all do).
 
         This is also the arrangement's whole job when it is an *inlet* of its one reader
@@ -281,20 +290,31 @@ class ArrangeOperator(Operator):
             if sum(len(batch) for _, batch in group) > FORWARD_AS_BATCH and self._int_keys(group):
                 out.append((low, self._as_batch(low, group)))
                 continue
-            # Sums per datum, per time (most groups hold one time).
-            by_time: dict[Time, dict[Any, int]] = {}
+            # Per time, its one message, or the sums per datum of the several that meet there
+            # (most groups hold one time). A lone message summed by its sender goes as it is.
+            by_time: dict[Time, Any] = {}
             for t, batch in group:
-                sums = by_time.get(t)
-                if sums is None:
-                    sums = by_time[t] = {}
-                get = sums.get
-                for d, r in zip(batch.data, batch.diffs):
-                    sums[d] = get(d, 0) + r
+                have = by_time.get(t)
+                if have is None:
+                    by_time[t] = batch
+                    continue
+                if have.__class__ is not dict:
+                    have = by_time[t] = _add_sums({}, have)
+                _add_sums(have, batch)
             data: list[Any] = []
             times: list[Time] = []
             diffs: list[int] = []
-            for t, sums in by_time.items():
+            for t, entry in by_time.items():
                 n = len(data)
+                if entry.__class__ is dict:
+                    sums = entry
+                elif entry.consolidated:
+                    data.extend(entry.data)
+                    diffs.extend(entry.diffs)
+                    times.extend(repeat(t, len(entry)))
+                    continue
+                else:
+                    sums = _add_sums({}, entry)
                 for d, r in sums.items():
                     if r:
                         data.append(d)
@@ -307,10 +327,11 @@ class ArrangeOperator(Operator):
 
     def _forward_one(self, t: Time, batch: Any) -> list[tuple[Time, Any]]:
         """:meth:`forward` of a single message (the usual case along a loop): its updates
-        consolidated per datum, all at its time."""
+        consolidated per datum (unless its sender did: ``UpdateBatch.consolidated``), all at
+        its time."""
         data: list[Any] = batch.data
         diffs: list[int] = batch.diffs
-        if len(data) > 1:
+        if len(data) > 1 and not batch.consolidated:
             sums: dict[Any, int] = {}
             get = sums.get
             for d, r in zip(data, diffs):

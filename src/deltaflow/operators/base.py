@@ -49,10 +49,16 @@ class UpdateBatch:
 
     ``data[i]`` changes by ``diffs[i]``. Columns keep per-record overhead at one list slot:
     a ``map`` is ``list(map(f, data))`` with ``diffs`` shared unchanged.
+
+    ``consolidated``: the sender promises that no datum appears twice and no diff is zero (a
+    join sums its output as it makes it), so an arrangement forwarding the batch alone need
+    not sum it again. Anything that builds a new batch from another (``map``, an exchange)
+    leaves it ``False``.
     """
 
     data: list[Any]
     diffs: list[int]
+    consolidated: bool = attrs.field(default=False, eq=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.data)

@@ -17,6 +17,10 @@ a trace at all: the operator keeps the batches it received from that side in mem
 (:class:`~.history.KeyedHistory`), and the arrangement keeps no trace. Shared arrangements
 (an ``Arranged`` passed to several joins) are read from their trace as above.
 
+The output of one work item is summed per time and datum as it is made (output data must be
+hashable, as everywhere downstream), and sent marked consolidated: an arrangement that reads it
+alone does not sum it again.
+
 Work is budgeted: a batch meeting a huge key produces at most :attr:`JoinOperator.BUDGET`
 output updates per activation, then the operator keeps a capability, reschedules itself and
 lets the other actors of the worker run.
@@ -260,7 +264,7 @@ class JoinOperator(Operator):
         read_frontiers: dict[bool, tuple[Any, ...]] = {}
         while self.work and budget > 0:
             item = self.work[0]
-            out: dict[Any, tuple[list[Any], list[int]]] = {}
+            out: dict[Any, dict[Any, int]] = {}
             items = item.start()
             n_items = len(items)
             swap = item.swap
@@ -302,24 +306,25 @@ class JoinOperator(Operator):
                                 t = t2 if i2 >= i1 else new_tuple(Product, (o2, i1))
                         slot = out.get(t)
                         if slot is None:
-                            slot = out[t] = ([], [])
+                            slot = out[t] = {}
                         r = r1 * r2
                         if single:
-                            slot[0].append(logic(key, v2, v1) if swap else logic(key, v1, v2))
-                            slot[1].append(r)
+                            d = logic(key, v2, v1) if swap else logic(key, v1, v2)
+                            slot[d] = slot.get(d, 0) + r
                             budget -= 1
                             continue
                         for d in logic(key, v2, v1) if swap else logic(key, v1, v2):
-                            slot[0].append(d)
-                            slot[1].append(r)
+                            slot[d] = slot.get(d, 0) + r
                             budget -= 1
                 if item.row >= len(rows) or not matches:
                     item.pos += 1
                     item.row = 0
             for t in sorted(out) if len(out) > 1 else out:
-                data, diffs = out[t]
-                if data:
-                    ctx.send(0, t, UpdateBatch(data, diffs))
+                sums = out[t]
+                if 0 in sums.values():
+                    sums = {d: r for d, r in sums.items() if r}
+                if sums:
+                    ctx.send(0, t, UpdateBatch(list(sums), list(sums.values()), True))
             if item.pos >= n_items:
                 item.finish()
                 self.work.popleft()
