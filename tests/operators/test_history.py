@@ -120,23 +120,33 @@ def test_a_full_pass_goes_a_slice_per_call(monkeypatch: pytest.MonkeyPatch) -> N
     assert max(sizes) <= 16 + 6  # the limit, plus what comes in while a pass goes on
 
 
-def test_a_read_that_cannot_shrink_a_list_waits_for_it_to_grow() -> None:
-    """A key's list that a read's compaction left as long as it was is not gone through again
-    by every read (a pass each, for nothing), only once it has grown by the read threshold;
-    then it is compacted as usual."""
-    history = _CountingHistory()
+def test_a_list_of_distinct_values_is_looked_at_again_once_grown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A key's long list whose values are all different cannot shrink until it grows, so reads
+    do not go through it again (a pass each, for nothing) until it has grown by the read
+    threshold; then it is compacted as usual."""
+    looked: list[int] = []
+    may_cancel = history_module._may_cancel
+
+    def counting(rows: Any) -> bool:
+        looked.append(len(rows))
+        return may_cancel(rows)
+
+    monkeypatch.setattr(history_module, "_may_cancel", counting)
+    history = KeyedHistory()
     long = history.long()
     for t in range(long + 1):
-        history.append("k", "v", t, 1)
-    history.read(["k"], (0,))  # every time already beyond the frontier: nothing meets
-    assert history.compacted_rows == long + 1
-    history.append("k", "v", long + 1, 1)
+        history.append("k", f"v{t}", t, 1)
+    history.read(["k"], (0,))
+    assert looked == [long + 1]
+    history.append("k", "v0", long + 1, -1)  # it could shrink now, at a later frontier
     history.read(["k"], (100,))
-    assert history.compacted_rows == long + 1  # not yet grown enough to try again
-    assert len(history.rows["k"]) == long + 2
+    assert looked == [long + 1]  # not grown enough to look again
     for t in range(long + 2, 2 * long + 1):
-        history.append("k", "v", t, 1)
+        history.append("k", f"w{t}", t, 1)
     history.read(["k"], (100,))
-    assert history.compacted_rows == long + 1 + 2 * long + 1
-    assert history.rows["k"] == [("v", 100, 2 * long + 1)]
+    assert looked == [long + 1, 2 * long + 1]
+    assert len(history.rows["k"]) == 2 * long - 1  # v0's +1 and -1 met at 100 and cancelled
+    assert ("v0", 100, 1) not in history.rows["k"]
     history.check()

@@ -85,8 +85,9 @@ class KeyedHistory:
     batch. A key's list only grows between compactions, and only lists holding some value
     twice are compacted (no other can shrink). :meth:`read` compacts the lists longer than
     :data:`COMPACT_WRITTEN` of the keys asked for (to a frontier every time still to be read
-    is beyond, so no accumulation that will be read changes; a list that did not shrink is
-    tried again once it has grown by that much), and :meth:`tidy` compacts all of
+    is beyond, so no accumulation that will be read changes; a list of distinct values, which
+    cannot shrink, is looked at again once it has grown by that much), and :meth:`tidy`
+    compacts all of
     them when the total has doubled since the last full pass, so the history of keys that are
     never touched again is bounded too, at amortised constant cost per update (the next full
     pass waits for the total to grow by a factor of twice the frontier's width, since
@@ -121,9 +122,8 @@ class KeyedHistory:
         self._sweep: list[Any] | None = None
         self._kept = 0
         self._seen = 0
-        # Keys whose list a read found it could not shrink, with the length it must reach
-        # before a read tries again (a list of distinct values, or one whose times the
-        # frontier has not brought together yet, would cost a pass on every read).
+        # Keys whose list a read found holding distinct values only (no compaction can
+        # shrink it until it grows), with the length it must reach before a read looks again.
         self._retry: dict[Any, int] = {}
 
     def long(self) -> int:
@@ -220,11 +220,12 @@ class KeyedHistory:
         retry = self._retry
         if retry and n < retry.get(key, 0):
             return rows
-        if not _may_cancel(rows) or self._compact(key, rows, advance) == n:
+        if not _may_cancel(rows):
             retry[key] = n + self.long()
             return rows
         if retry:
             retry.pop(key, None)
+        self._compact(key, rows, advance)
         return self.rows.get(key, [])
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:
