@@ -254,9 +254,10 @@ class ArrangeOperator(Operator):
         """The messages' updates as an arrangement that keeps no trace forwards them.
 
         One batch per minimal message time, holding the messages at or beyond it,
-        consolidated (a message alone at its time that its sender consolidated, as a join
-        does, is taken as it is): a :class:`RawBatch`, or a ``Batch`` past :data:`FORWARD_AS_BATCH`
-        updates with int keys. Updates that cancel leave nothing (no batch if all do).
+        consolidated: a :class:`RawBatch`, or a ``Batch`` past :data:`FORWARD_AS_BATCH`
+        updates with int keys. Updates that cancel leave nothing (no batch if all do). A
+        message alone at its time that its sender consolidated (as a join does) is taken as
+        it is.
 
         This is also the arrangement's whole job when it is an *inlet* of its one reader
         (:mod:`deltaflow.scheduler.plan`): the reader's actor calls it as it drains the port.

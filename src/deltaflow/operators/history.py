@@ -87,14 +87,14 @@ class KeyedHistory:
     :data:`COMPACT_WRITTEN` of the keys asked for (to a frontier every time still to be read
     is beyond, so no accumulation that will be read changes; a list of distinct values, which
     cannot shrink, is looked at again once it has grown by that much), and :meth:`tidy`
-    compacts all of
-    them when the total has doubled since the last full pass, so the history of keys that are
-    never touched again is bounded too, at amortised constant cost per update (the next full
-    pass waits for the total to grow by a factor of twice the frontier's width, since
-    advancing each time costs a join per frontier element). A full pass goes a slice of
-    keys per call (:data:`TIDY_SLICE` updates, or twice what was added since the previous
-    call), each compacted to the frontier of that call. A history whose values are all ``()``
-    (``unit=True``: a counting reduction's input and output) sums per time alone.
+    compacts all of them when the total has doubled since the last full pass, so the history
+    of keys that are never touched again is bounded too, at amortised constant cost per
+    update (the next full pass waits for the total to grow by a factor of twice the
+    frontier's width, since advancing each time costs a join per frontier element). A full
+    pass goes a slice of keys per call (:data:`TIDY_SLICE` updates, or twice what was added
+    since the previous call), each compacted to the frontier of that call. A history whose
+    values are all ``()`` (``unit=True``: a counting reduction's input and output) sums per
+    time alone.
 
     >>> h = KeyedHistory()
     >>> h.append("k", "v", 1, 1); h.append("k", "v", 2, -1)
