@@ -123,8 +123,8 @@ class OutputStore:
 
     def advance(self, frontier: Antichain) -> list[tuple[Any, list[tuple[Any, int]]]]:
         """Move to ``frontier`` (ignored unless it is later) and publish complete times."""
-        if not self.frontier.dominates(frontier):
-            return []
+        if frontier is self.frontier or not self.frontier.dominates(frontier):
+            return []  # (the tracker hands out one object per frontier until it moves)
         self.frontier = frontier
         done = [t for t in self.open if not frontier.less_equal(t)]
         done.sort()
