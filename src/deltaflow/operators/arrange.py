@@ -120,14 +120,6 @@ class RawBatch:
         return iter(groups.items())
 
 
-def _add_sums(sums: dict[Any, int], batch: UpdateBatch) -> dict[Any, int]:
-    """Add ``batch``'s diffs into ``sums`` (per datum); returns ``sums``."""
-    get = sums.get
-    for d, r in zip(batch.data, batch.diffs):
-        sums[d] = get(d, 0) + r
-    return sums
-
-
 class ArrangeOperator(Operator):
     """Buffer, seal, insert into the spine, and send batches (see the module docstring)."""
 
@@ -300,8 +292,8 @@ class ArrangeOperator(Operator):
                     by_time[t] = batch
                     continue
                 if have.__class__ is not dict:
-                    have = by_time[t] = _add_sums({}, have)
-                _add_sums(have, batch)
+                    have = by_time[t] = have.sum_into({})
+                batch.sum_into(have)
             data: list[Any] = []
             times: list[Time] = []
             diffs: list[int] = []
@@ -315,7 +307,7 @@ class ArrangeOperator(Operator):
                     times.extend(repeat(t, len(entry)))
                     continue
                 else:
-                    sums = _add_sums({}, entry)
+                    sums = entry.sum_into({})
                 for d, r in sums.items():
                     if r:
                         data.append(d)
@@ -333,10 +325,7 @@ class ArrangeOperator(Operator):
         data: list[Any] = batch.data
         diffs: list[int] = batch.diffs
         if len(data) > 1 and not batch.consolidated:
-            sums: dict[Any, int] = {}
-            get = sums.get
-            for d, r in zip(data, diffs):
-                sums[d] = get(d, 0) + r
+            sums = batch.sum_into({})
             if len(sums) < len(data) or not all(diffs):
                 data = [d for d, r in sums.items() if r]
                 diffs = [r for r in sums.values() if r]

@@ -63,6 +63,17 @@ class UpdateBatch:
     def __len__(self) -> int:
         return len(self.data)
 
+    def sum_into(self, sums: dict[Any, int]) -> dict[Any, int]:
+        """Add each datum's diffs into ``sums`` (zeros stay); returns ``sums``.
+
+        >>> UpdateBatch(["a", "b", "a"], [1, 2, 3]).sum_into({"b": -2})
+        {'b': 0, 'a': 4}
+        """
+        get = sums.get
+        for d, r in zip(self.data, self.diffs):
+            sums[d] = get(d, 0) + r
+        return sums
+
 
 class Interest(enum.Enum):
     """Which frontier changes wake an operator.

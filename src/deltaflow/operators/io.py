@@ -117,9 +117,7 @@ class OutputStore:
         acc = self.open.get(time)
         if acc is None:
             acc = self.open[time] = {}
-        get = acc.get
-        for d, r in zip(batch.data, batch.diffs):
-            acc[d] = get(d, 0) + r
+        batch.sum_into(acc)
 
     def advance(self, frontier: Antichain) -> list[tuple[Any, list[tuple[Any, int]]]]:
         """Move to ``frontier`` (ignored unless it is later) and publish complete times."""
