@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 import trio
 
 import deltaflow as df
-from deltaflow.operators.base import UpdateBatch
+from deltaflow.operators.base import Interest, UpdateBatch
 from deltaflow.scheduler.runtime import Job
 from deltaflow.scheduler.worker import ProgressChange
 
@@ -81,15 +82,30 @@ async def test_messages_left_in_a_mailbox_are_announced_at_the_end_of_the_step(
 
 
 async def test_frontiers_are_fetched_when_asked_for(workers: int) -> None:
-    """An actor's frontier, once asked for, is its worker's tracker's frontier."""
+    """An actor's frontier, once asked for, is its worker's tracker's frontier; an operator
+    that declares it never reads them (``reads_frontiers = False``) gets one made on each
+    request, right all the same, and kept by nobody."""
     async with df.open(Maps(), workers=workers, fuse=False) as job:
         assert await run_rounds(job, 2) == {2 * (x + 5): 1 for t in range(2) for x in (t, t + 100)}
         await trio.testing.wait_all_tasks_blocked()
+        unwatched = 0
         for w in job.workers:
             for actor in w.actors:
+                watched = actor.operator.reads_frontiers or actor.interest
+                assert actor.watches_frontiers == watched
                 for port in range(len(actor.mailboxes)):
-                    assert actor.frontier(port) is w.tracker.frontier(actor.index, port)
-                    assert actor.frontiers[port] is not None
+                    assert w.tracker.is_watched(actor.index, port) == watched
+                    frontier = actor.frontier(port)
+                    assert frontier == w.tracker.frontier(actor.index, port)
+                    if watched:
+                        assert frontier is w.tracker.frontier(actor.index, port)
+                        assert actor.frontiers[port] is not None
+                    else:
+                        assert actor.frontiers[port] is None
+                        unwatched += 1
+                        with pytest.raises(ValueError, match="reads_frontiers = False"):
+                            actor.set_interest(Interest.ALWAYS)
+        assert unwatched  # the maps
 
 
 def test_fresh_and_announced_messages_in_one_mailbox_stay_exact() -> None:

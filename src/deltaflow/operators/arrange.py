@@ -376,6 +376,7 @@ class AsCollection(Operator):
     """Turn an arrangement's batches back into update batches grouped by time."""
 
     interest = Interest.NEVER
+    reads_frontiers = False
 
     def __init__(self, name: str, by_self: bool) -> None:
         self.name = name

@@ -145,6 +145,12 @@ class Operator:
 
     name: str = "operator"
     interest: Interest = Interest.NEVER
+    #: ``False`` for an operator that never reads ``ctx.frontier`` and never asks to be woken
+    #: by frontier changes (its interest stays ``NEVER``): a loop's feedback, ``enter`` and
+    #: ``leave``, linear operators. The progress tracker then keeps no frontier for its
+    #: inputs between propagations, which spares every change passing it a step. Should it
+    #: ask anyway, ``ctx.frontier`` still answers exactly (made on request).
+    reads_frontiers: bool = True
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """Called once before the first activation with one capability per output port at the

@@ -117,6 +117,7 @@ class FeedbackOperator(Operator):
     """
 
     interest = Interest.NEVER
+    reads_frontiers = False
 
     def __init__(self, limit: int | None = None, name: str = "feedback") -> None:
         self.limit = _check_limit(limit)

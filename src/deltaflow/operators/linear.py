@@ -128,6 +128,7 @@ class LinearOperator(Operator):
     """
 
     interest = Interest.NEVER
+    reads_frontiers = False
 
     def __init__(self, steps: Sequence[Step], name: str | None = None) -> None:
         self.steps = list(steps)
@@ -168,6 +169,7 @@ class Concat(Operator):
 
     name = "concat"
     interest = Interest.NEVER
+    reads_frontiers = False
 
     def __init__(self, inputs: int) -> None:
         self.inputs = inputs

@@ -57,6 +57,7 @@ class Actor:
         "outputs",
         "routes",
         "summaries",
+        "watches_frontiers",
     )
 
     def __init__(
@@ -77,6 +78,9 @@ class Actor:
         self.operator = operator
         self.name = operator.name
         self.interest = operator.interest is Interest.ALWAYS
+        # An operator that declares it never reads its input frontiers (and is never woken by
+        # them) gets none kept by the tracker; ``frontier`` then makes one on each request.
+        self.watches_frontiers = bool(operator.reads_frontiers) or self.interest
         self.mailboxes: list[list[tuple[Time, Any]]] = [[] for _ in range(inputs)]
         # Per input port: what turns its drained messages into what the operator reads (an
         # absorbed arrangement's ``forward``, see :mod:`.plan`), or ``None``.
@@ -85,9 +89,11 @@ class Actor:
         # (not announced to the trackers yet) begin; -1 when there are none.
         self._fresh: list[int] = [-1] * inputs
         # Per input port: its frontier, or ``None`` when it moved and has not been asked for
-        # since (``frontier`` then fetches it from the worker's tracker).
+        # since (``frontier`` then fetches it from the worker's tracker); always ``None`` for
+        # an operator whose frontiers are not watched.
         self.frontiers: list[Antichain | None] = [
-            Antichain.from_elem(initial) for _ in range(inputs)
+            Antichain.from_elem(initial) if self.watches_frontiers else None
+            for _ in range(inputs)
         ]
         self.outputs = outputs
         self.summaries = summaries
@@ -157,7 +163,9 @@ class Actor:
         """The frontier of input ``port``."""
         frontier = self.frontiers[port]
         if frontier is None:
-            frontier = self.frontiers[port] = self._worker.tracker.frontier(self.index, port)
+            frontier = self._worker.tracker.frontier(self.index, port)
+            if self.watches_frontiers:
+                self.frontiers[port] = frontier
         return frontier
 
     def send(self, port: int, time: Time, payload: Any) -> None:
@@ -220,7 +228,18 @@ class Actor:
         self._worker.activate(self.index)
 
     def set_interest(self, interest: Interest) -> None:
-        """Wake on every input frontier change (``ALWAYS``) or only on messages (``NEVER``)."""
+        """Wake on every input frontier change (``ALWAYS``) or only on messages (``NEVER``).
+
+        Raises:
+            ValueError: ``ALWAYS`` for an operator that declared it never reads its frontiers
+                (``Operator.reads_frontiers``): the tracker does not follow them.
+        """
+        if interest is Interest.ALWAYS and not self.watches_frontiers:
+            msg = (
+                f"operator '{self.name}' declares reads_frontiers = False, so its input "
+                "frontiers are not followed and it cannot ask to be woken by them"
+            )
+            raise ValueError(msg)
         self.interest = interest is Interest.ALWAYS
 
     # -- runtime side --------------------------------------------------------------------

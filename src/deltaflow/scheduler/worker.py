@@ -98,7 +98,6 @@ class Worker:
         self.inbox: list[list[ProgressChange]] = []
         self.active: deque[int] = deque()
         self._is_active: list[bool] = []
-        self.tracker = ProgressTracker(plan.progress)
         self._wake = trio.Event()
         self.finished = False
         self.steps = 0
@@ -126,6 +125,16 @@ class Worker:
                 )
             )
             self._is_active.append(False)
+        # Inputs of operators that never read their frontiers: the tracker keeps none for them.
+        self.tracker = ProgressTracker(
+            plan.progress,
+            [
+                (actor.index, port)
+                for actor in self.actors
+                if not actor.watches_frontiers
+                for port in range(len(actor.mailboxes))
+            ],
+        )
         # Every worker starts holding one capability per output port at the least time; all
         # trackers count all workers' initial capabilities before anything runs.
         for idx, node in enumerate(plan.nodes):
@@ -134,8 +143,9 @@ class Worker:
                 self.tracker.update_source(idx, port, t0, peers)
         self.tracker.propagate()
         for idx, actor in enumerate(self.actors):
-            for port in range(len(actor.frontiers)):
-                actor.frontiers[port] = self.tracker.frontier(idx, port)
+            if actor.watches_frontiers:
+                for port in range(len(actor.frontiers)):
+                    actor.frontiers[port] = self.tracker.frontier(idx, port)
 
     def initialize(self) -> None:
         """Hand every operator its initial capabilities (most drop them at once)."""
