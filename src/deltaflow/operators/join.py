@@ -23,7 +23,8 @@ alone does not sum it again.
 
 Work is budgeted: a batch meeting a huge key produces at most :attr:`JoinOperator.BUDGET`
 output updates per activation, then the operator keeps a capability, reschedules itself and
-lets the other actors of the worker run.
+lets the other actors of the worker run. A batch joined in the activation that drained it
+(the usual case) needs no capability: it is sent under the right of its message.
 
     >>> import deltaflow as df
     >>> from deltaflow.testing import example
@@ -43,6 +44,7 @@ from .base import Interest, Operator, UpdateBatch
 from .history import KeyedHistory
 
 if TYPE_CHECKING:
+    from ..framework.lattice import Time
     from ..framework.trace.batch import Batch
     from ..framework.trace.spine import Spine, TraceReader
     from .base import Capability, OperatorContext
@@ -63,21 +65,27 @@ class _Work:
     """
 
     __slots__ = (
-        "batch", "cap", "fetched", "found", "items", "keep", "others", "pos", "row", "swap",
+        "batch", "cap", "fetched", "found", "items", "joins", "keep", "others", "pos", "row",
+        "swap", "time",
     )  # fmt: skip
 
     def __init__(
         self,
-        cap: Capability | None,
+        time: Time,
         batch: Batch,
         others: list[Batch] | KeyedHistory,
         swap: bool,
         keep: KeyedHistory | None = None,
+        *,
+        joins: bool = True,
     ) -> None:
-        self.cap = cap
+        self.time = time
+        # Held only while the item waits beyond the activation that drained its message.
+        self.cap: Capability | None = None
+        self.joins = joins
         self.batch = batch
         self.items: list[tuple[Any, list[tuple[Any, Any, int]]]] | None = (
-            None if cap is not None else []
+            None if joins else []
         )
         self.pos = 0
         self.row = 0
@@ -213,10 +221,10 @@ class JoinOperator(Operator):
                 if len(batch):
                     others = self._other_side(other)
                     if others:
-                        work.append(_Work(ctx.capability(time), batch, others, side == 1, keep))
+                        work.append(_Work(time, batch, others, side == 1, keep))
                     elif keep is not None:
                         # Nothing to join now, but the batch joins the history in order.
-                        work.append(_Work(None, batch, others, side == 1, keep))
+                        work.append(_Work(time, batch, others, side == 1, keep, joins=False))
                 if keep is None:
                     ack = batch.upper
             if keep is not None:
@@ -248,7 +256,7 @@ class JoinOperator(Operator):
         """What the other side's history may be compacted to while an item of side
         ``int(swap)`` reads it: that side's input frontier and the times of its queued items
         (drained already, so no longer in the frontier)."""
-        times = [w.cap.time for w in self.work if w.swap is swap and w.cap is not None]
+        times = [w.time for w in self.work if w.swap is swap and w.joins]
         frontier = ctx.frontier(1 if swap else 0)
         if not times or all(frontier.less_equal(t) for t in times):
             return frontier.elements
@@ -329,4 +337,9 @@ class JoinOperator(Operator):
                 item.finish()
                 self.work.popleft()
         if self.work:
+            # Items left for a later activation keep their time with a capability (those
+            # drained now still have their message's right to mint one).
+            for item in self.work:
+                if item.joins and item.cap is None:
+                    item.cap = ctx.capability(item.time)
             ctx.activate()
