@@ -566,6 +566,19 @@ def test_unwatched_inputs_are_made_on_request_and_never_reported() -> None:
         ProgressTracker(graph, {(n["sink"], 3)})
 
 
+def test_long_chains_of_unwatched_inputs() -> None:
+    """Thousands of operators that read nothing in a row: built and queried without recursion."""
+    graph, nodes = chain(3000)
+    tracker = ProgressTracker(graph, [(node, 0) for node in nodes[1:-1]])
+    tracker.update_source(nodes[0], 0, 4, 1)
+    tracker.update_target(nodes[1500], 0, 2, 1)
+    tracker.propagate()
+    assert tracker.frontier(nodes[-1], 0) == A(2)
+    assert tracker.frontier(nodes[1000], 0) == A(4)
+    assert tracker.frontier(nodes[2000], 0) == A(2)
+    assert tracker.source_frontier(nodes[-2], 0) == A(2)
+
+
 def test_a_cycle_of_unwatched_inputs_keeps_one_of_them() -> None:
     """Changes travel from one kept input to the next, so a loop needs one kept somewhere."""
     graph, n = loop_graph()

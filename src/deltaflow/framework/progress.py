@@ -946,39 +946,50 @@ def _carried_arcs(
     """
     n = graph.location_count
     identity = PathSummary.identity()
-    ahead: dict[int, tuple[_Arc, ...]] = {}
+    ahead: list[tuple[_Arc, ...]] = [() for _ in range(n)]
 
-    def reach(u: int) -> tuple[_Arc, ...]:
-        """The kept locations first reached from ``u`` (not kept), with the path summaries."""
-        out = ahead.get(u)
-        if out is None:
-            found: dict[_Arc, None] = {}
-            for v, a in graph.arcs(u):
-                if kept[v]:
-                    found[(v, a)] = None
-                else:
-                    for k, s in reach(v):
-                        found[(k, a.followed_by(s))] = None
-            out = ahead[u] = tuple(found)
-        return out
+    def onward(u: int) -> tuple[_Arc, ...]:
+        """The kept locations first reached after ``u``, with the path summaries (those of
+        the locations after ``u`` that are not kept are in ``ahead`` already)."""
+        found: dict[_Arc, None] = {}
+        for v, a in graph.arcs(u):
+            if kept[v]:
+                found[(v, a)] = None
+            else:
+                for k, s in ahead[v]:
+                    found[(k, a.followed_by(s))] = None
+        return tuple(found)
 
-    arcs: list[tuple[_Arc, ...]] = []
-    stamps: list[tuple[_Arc, ...]] = []
-    for g in range(n):
-        if kept[g]:
-            found: dict[_Arc, None] = {}
-            for v, a in graph.arcs(g):
-                if kept[v]:
-                    found[(v, a)] = None
-                else:
-                    for k, s in reach(v):
-                        found[(k, a.followed_by(s))] = None
-            arcs.append(tuple(found))
-            stamps.append(((g, identity),))
-        else:
-            arcs.append(())
-            stamps.append(reach(g))
+    # The locations that are not kept form no cycle: each one's successors come first.
+    rest = [u for u in range(n) if not kept[u]]
+    for u in _postorder(rest, lambda u: [v for v, _ in graph.arcs(u) if not kept[v]]):
+        ahead[u] = onward(u)
+    arcs = [onward(g) if kept[g] else () for g in range(n)]
+    stamps = [((g, identity),) if kept[g] else ahead[g] for g in range(n)]
     return arcs, stamps
+
+
+def _postorder(roots: Iterable[int], after: Callable[[int], list[int]]) -> list[int]:
+    """Every location reachable from ``roots`` along ``after`` (which must form no cycle),
+    each listed after all those it reaches; iterative, whatever the length of the chains."""
+    done: set[int] = set()
+    order: list[int] = []
+    for root in roots:
+        if root in done:
+            continue
+        done.add(root)
+        stack = [(root, iter(after(root)))]
+        while stack:
+            u, it = stack[-1]
+            for v in it:
+                if v not in done:
+                    done.add(v)
+                    stack.append((v, iter(after(v))))
+                    break
+            else:
+                stack.pop()
+                order.append(u)
+    return order
 
 
 def _same_time_order(arcs: list[tuple[_Arc, ...]]) -> list[int]:
@@ -1576,7 +1587,7 @@ class ProgressTracker:
             raise ValueError(msg) from None
         if self._kept[self._graph_ids[loc]]:
             return self._antichain(loc)
-        return self._to_antichain(self._implied(self._graph_ids[loc], {}))
+        return self._to_antichain(self._implied(self._graph_ids[loc]))
 
     def is_watched(self, node: int, in_port: int) -> bool:
         """True if the frontier of input ``in_port`` of ``node`` is kept between propagations
@@ -1611,23 +1622,24 @@ class ProgressTracker:
         except KeyError:
             msg = f"no output port {out_port!r} on node {node!r}"
             raise ValueError(msg) from None
-        return self._to_antichain(self._implied(self._graph_ids[loc], {}))
+        return self._to_antichain(self._implied(self._graph_ids[loc]))
 
-    def _implied(self, g: int, memo: dict[int, list[Coords]]) -> list[Coords]:
+    def _implied(self, g: int) -> list[Coords]:
         """The implications frontier of graph location ``g``, which is not kept: its own
-        pointstamps and its predecessors' implications mapped along the arcs (``memo``: those
-        of the locations made so far; the ones that are not kept form no cycle)."""
-        out = memo.get(g)
-        if out is not None:
-            return out
+        pointstamps and its predecessors' implications mapped along the arcs, made back to
+        the nearest kept locations (those that are not kept form no cycle)."""
         internal = self._internal_ids
         kept = self._kept
-        times = list(self._stamp_frontiers[internal[g]])
-        for p, results_in in self._preds[g]:
-            before = self._frontiers[internal[p]] if kept[p] else self._implied(p, memo)
-            times.extend(before if results_in is None else [results_in(c) for c in before])
-        out = memo[g] = _minimal(times)
-        return out
+        preds = self._preds
+        made: dict[int, list[Coords]] = {}
+        chain = _postorder([g], lambda u: [p for p, _ in preds[u] if not kept[p]])
+        for u in chain:
+            times = list(self._stamp_frontiers[internal[u]])
+            for p, results_in in preds[u]:
+                before = self._frontiers[internal[p]] if kept[p] else made[p]
+                times.extend(before if results_in is None else [results_in(c) for c in before])
+            made[u] = _minimal(times)
+        return made[g]
 
     def pointstamps(self, location: Location) -> Antichain:
         """The minimal times with a positive pointstamp count *at* ``location`` itself."""
@@ -1715,7 +1727,7 @@ class ProgressTracker:
             where = graph.describe(g)
             if not self._kept[g]:
                 assert not counts and not frontier, (where, counts, frontier)
-                got = {_time(c) for c in self._implied(g, {})}
+                got = {_time(c) for c in self._implied(g)}
                 assert got == expected[g], (where, got, expected[g])
                 continue
             assert counts == expected_counts[g], (where, counts, expected_counts[g])
