@@ -329,9 +329,12 @@ class JoinOperator(Operator):
                     item.row = 0
             for t in sorted(out) if len(out) > 1 else out:
                 sums = out[t]
-                if 0 in sums.values():
-                    sums = {d: r for d, r in sums.items() if r}
-                if sums:
+                if 0 in sums.values():  # pairs that cancelled (an edge retracted, say)
+                    data = [d for d, r in sums.items() if r]
+                    if data:
+                        diffs = [r for r in sums.values() if r]
+                        ctx.send(0, t, UpdateBatch(data, diffs, True))
+                else:
                     ctx.send(0, t, UpdateBatch(list(sums), list(sums.values()), True))
             if item.pos >= n_items:
                 item.finish()
