@@ -149,7 +149,9 @@ class Operator:
     #: by frontier changes (its interest stays ``NEVER``): a loop's feedback, ``enter`` and
     #: ``leave``, linear operators. The progress tracker then keeps no frontier for its
     #: inputs between propagations, which spares every change passing it a step. Should it
-    #: ask anyway, ``ctx.frontier`` still answers exactly (made on request).
+    #: ask anyway, ``ctx.frontier`` still answers exactly (made on request); asking to be
+    #: woken by frontiers (``ctx.set_interest(Interest.ALWAYS)``) raises ``ValueError``. An
+    #: operator whose class interest is ``ALWAYS`` is watched whatever this says.
     reads_frontiers: bool = True
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
