@@ -125,7 +125,8 @@ class Antichain:
 
     Construction keeps only the minimal elements of what it is given.
 
-    Runtime complexity: construction O(n * m) comparisons for n inputs and m minimal elements.
+    Runtime complexity: construction O(n) comparisons when the least input is below all the
+    others (one minimal element), else O(n log n + n * m) for m minimal elements.
 
     >>> a = Antichain([3, 5])
     >>> a
@@ -137,18 +138,27 @@ class Antichain:
     _elements: tuple[Time, ...]
 
     def __init__(self, times: Iterable[Time] = ()) -> None:
-        # Sorting first (the total order is a linear extension of the partial order) means an
-        # element can only be dominated by one kept before it, and the result comes out sorted.
-        ordered = sorted(times)
-        if len(ordered) <= 1:
-            self._elements = tuple(ordered)
+        # The total order is a linear extension of the partial order: its least element is
+        # minimal, and often (ints always, times on one chain) below every other one.
+        times = list(times)
+        if len(times) <= 1:
+            self._elements = tuple(times)
             return
-        first = ordered[0]
+        first = min(times)
         if first.__class__ is int:
-            self._elements = (first,)  # ints are totally ordered: the least one dominates
+            self._elements = (first,)
             return
-        elements = [first]
         le = _less_equal
+        for t in times:
+            if not le(first, t):
+                break
+        else:
+            self._elements = (first,)
+            return
+        # Sorted, an element can only be dominated by one kept before it, and the result
+        # comes out sorted.
+        ordered = sorted(times)
+        elements = [first]
         for t in ordered[1:]:
             for e in elements:
                 if le(e, t):

@@ -198,22 +198,6 @@ def _least(times: list[Any]) -> Any:
     return low
 
 
-def _minimal(times: list[Any]) -> tuple[Any, ...]:
-    """The minimal elements of a list of times, sorted: usually one, the least (the times a
-    reduction owes in a loop lie on one line), found with one pass of comparisons.
-
-    >>> _minimal([Product(1, 2), Product(1, 5), Product(2, 2)])
-    (Product(outer=1, inner=2),)
-    >>> _minimal([Product(0, 3), Product(1, 0)])
-    (Product(outer=0, inner=3), Product(outer=1, inner=0))
-    """
-    low = _least(times)  # the lexicographic order is a linear extension of the partial one
-    for t in times:
-        if not less_equal(low, t):
-            return Antichain(times).elements
-    return (low,)
-
-
 def _positions(rows: list[tuple[Any, Any, int]], x: Any) -> list[tuple[int, Any, int]]:
     """``(position, val, diff)`` of the updates of ``rows`` at or below line ``x`` (``None``:
     int times, the position is the time)."""
@@ -1251,7 +1235,7 @@ class ReduceOperator(Operator):
         elif self.total:
             want = [_least(owed)]
         else:
-            want = _minimal(owed)
+            want = Antichain(owed).elements
         if len(want) == len(caps) == 1:
             cap = caps[0]
             if less_equal(cap.time, want[0]):  # the usual move along a loop, or none
