@@ -133,6 +133,10 @@ class Antichain:
     Antichain([3])
     >>> a.less_equal(4), a.less_equal(2)
     (True, False)
+    >>> Antichain([Product(1, 2), Product(1, 5), Product(2, 2)]).elements
+    (Product(outer=1, inner=2),)
+    >>> Antichain([Product(1, 0), Product(0, 3)]).elements
+    (Product(outer=0, inner=3), Product(outer=1, inner=0))
     """
 
     _elements: tuple[Time, ...]
