@@ -4,6 +4,9 @@ Collection methods are all there."""
 from __future__ import annotations
 
 import inspect
+from typing import Any
+
+import pytest
 
 import deltaflow as df
 from deltaflow.framework import lattice
@@ -75,3 +78,63 @@ def test_entry_points_signatures() -> None:
     for fn in (df.run, df.open):
         params = list(inspect.signature(fn).parameters)
         assert params[:2] == ["pipeline", "workers"], (fn, params)
+
+
+def _keyed(xs: df.Collection) -> df.Collection:
+    return xs.map(lambda n: (n, n))
+
+
+BAD_FUNCTIONS = [
+    (lambda xs: xs.map(5), "map: fn must be a function of 1 argument, got 5"),
+    (lambda xs: xs.map(lambda a, b: a), r"map: fn must take 1 argument, but <lambda> takes \(a,"),
+    (lambda xs: xs.filter(None), "filter: predicate must be a function"),
+    (lambda xs: xs.flat_map("abc"), "flat_map: fn must be a function"),
+    (lambda xs: xs.explode(lambda: 1), "explode: fn must take 1 argument"),
+    (lambda xs: xs.inspect(3), "inspect: fn must be a function"),
+    (lambda xs: xs.join_function(len), None),  # a builtin of one argument is fine
+    (lambda xs: xs.join_function(lambda d, t: d), "join_function: logic must take 1 argument"),
+    (lambda xs: xs.temporal_filter(lambda d: 0, 9), "temporal_filter: upper must be a function"),
+    (lambda xs: xs.exchange(key=1), "exchange: key must be a function"),
+    (lambda xs: _keyed(xs).join_map(_keyed(xs), lambda k, a: a), "join_map: fn must take 3"),
+    (lambda xs: _keyed(xs).reduce(None), "reduce: logic must be a function of 2 arguments"),
+    (lambda xs: _keyed(xs).reduce(lambda vs: vs), "reduce: logic must take 2 arguments"),
+    (lambda xs: _keyed(xs).reduce(lambda k, vs: vs, name=5), "reduce: name must be a str"),
+    (lambda xs: xs.threshold(5), "threshold: f must be a function of 2 arguments, got 5"),
+    (lambda xs: xs.threshold(lambda n: n), r"threshold: f must take 2 arguments.*\(n\)"),
+    (lambda xs: _keyed(xs).top_k(1, key=3), "top_k: key must be a function of 1 argument"),
+    (lambda xs: _keyed(xs).top_k("2"), "top_k: k must be a non-negative int, not '2'"),
+    (lambda xs: xs.iterate(5), "iterate: step must be a function of 1 argument, got 5"),
+    (lambda xs: xs.iterate(lambda x: x.distinct(), limit="3"), "limit must be a positive int"),
+]
+
+
+@pytest.mark.parametrize(("build", "message"), BAD_FUNCTIONS)
+def test_bad_functions_are_rejected_while_building(build: Any, message: str | None) -> None:
+    """A function argument that is not a function, or takes the wrong number of arguments,
+    is a TypeError when the dataflow is built: before any data, so even with no input."""
+
+    class P(df.Pipeline):
+        def build(self, xs: df.Collection) -> df.Collection:
+            return build(xs)
+
+    if message is None:
+        assert df.run(P(), xs=[]) == []
+        return
+    with pytest.raises(TypeError, match=message):
+        df.run(P(), xs=[])
+
+
+def test_bad_values_of_the_right_type_are_value_errors() -> None:
+    """Type mistakes are TypeErrors; a value of the right type out of range a ValueError."""
+
+    class P(df.Pipeline):
+        def __init__(self, build: Any) -> None:
+            self.build_with = build
+
+        def build(self, xs: df.Collection) -> df.Collection:
+            return self.build_with(xs)  # type: ignore[no-any-return]
+
+    with pytest.raises(ValueError, match="non-negative int, not -1"):
+        df.run(P(lambda xs: _keyed(xs).top_k(-1)), xs=[])
+    with pytest.raises(ValueError, match="positive int or None, not 0"):
+        df.run(P(lambda xs: xs.iterate(lambda x: x.distinct(), limit=0)), xs=[])

@@ -24,6 +24,16 @@ class OperatorError(DeltaflowError):
         super().__init__(message)
         self.operator = operator
 
+    @classmethod
+    def of(cls, operator: str, exc: BaseException) -> OperatorError:
+        """The error for ``exc`` raised by ``operator``'s code (raise it ``from exc``).
+
+        >>> OperatorError.of("map(f)", ZeroDivisionError("boom"))
+        OperatorError("operator 'map(f)' raised ZeroDivisionError: boom")
+        """
+        msg = f"operator '{operator}' raised {exc.__class__.__name__}: {exc}"
+        return cls(msg, operator=operator)
+
 
 class JobClosedError(DeltaflowError):
     """The job has stopped (finished, or failed earlier) and cannot take more work."""

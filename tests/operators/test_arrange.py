@@ -143,6 +143,37 @@ def test_arrange_by_key_rejects_non_pairs() -> None:
         df.run(pipeline_of(lambda xs: xs.arrange_by_key().as_collection()), xs=[(7, 0, 1)])
 
 
+@pytest.mark.parametrize(
+    ("data", "bad"),
+    [
+        (["ab", "ac", ("a", "z")], "'ab'"),  # two characters are not a pair
+        ([(1, 2, 3), (4, 5)], r"\(1, 2, 3\)"),  # a triple among pairs is not cut short
+        ([(1, 2), 5], "5"),
+    ],
+)
+def test_keyed_operators_take_the_same_pairs_on_any_worker_count(
+    data: list[Any], bad: str, workers: int
+) -> None:
+    """Only tuples of two are (key, value) pairs, whatever the worker count; the error names
+    the keyed operator that needs them, not the operator upstream of the exchange."""
+    feed = [(d, 0, 1) for d in data]
+    expected = rf"expected \(key, value\) pairs, got {bad}"
+    with pytest.raises(df.OperatorError, match=expected) as info:
+        df.run(pipeline_of(lambda xs: xs.map(lambda d: d).count()), workers=workers, xs=feed)
+    assert info.value.operator == "count"
+    assert isinstance(info.value.__cause__, TypeError)
+
+
+def test_tuple_subclasses_are_pairs(workers: int) -> None:
+    """A named tuple of two fields is a pair on one worker and on several."""
+    from collections import namedtuple
+
+    kv = namedtuple("kv", ["key", "val"])
+    feed = [(kv("a", 1), 0, 1), (kv("a", 2), 0, 1), (kv("b", 1), 1, 1)]
+    out = df.run(pipeline_of(lambda xs: xs.count()), workers=workers, xs=feed)
+    assert sorted(out) == [(("a", 2), 0, 1), (("b", 1), 1, 1)]
+
+
 class _PassThroughContext:
     """Just enough of an activation for an arrangement nobody reads: messages in, sends out."""
 

@@ -11,6 +11,7 @@ run it on one worker and on two, under a timeout (a loop that never ends fails t
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -707,6 +708,38 @@ def test_bad_arguments() -> None:
         Variable(loop_scope(xs)).set(other)
     with pytest.raises(ValueError, match="another pipeline"):
         iterate(xs, lambda x: other)
+
+
+def test_a_step_that_leaves_its_loop_is_named() -> None:
+    """A step (or a variable's value) computed in the loop and then left would feed the loop
+    its own fixed point at round 0 again; the error says so, not only that a cycle does not
+    advance. A value of an enclosing scope that does not come from the loop is fine."""
+    builder = DataflowBuilder()
+    xs = builder.new_input("xs")
+    with pytest.raises(ValueError, match=r"step of iterate\(\) returned .* left it \(\.leave"):
+        iterate(xs, lambda x: x.distinct().leave())
+    scope = loop_scope(xs)
+    v = Variable.from_collection(xs.enter(scope))
+    with pytest.raises(ValueError, match=r"set to a collection .* left it \(\.leave"):
+        v.set(v.distinct().leave())
+    outer = xs.map(succ)
+    assert iterate(xs, lambda x: outer).scope is builder.top
+
+
+def test_two_loops_are_told_apart_by_where_they_were_made() -> None:
+    """Every iterate scope is called "iterate": a collection used in a sibling loop is
+    reported with the file and line of each loop."""
+    leaked: list[df.Collection] = []
+
+    def build(xs: df.Collection) -> df.Collection:
+        iterate(xs, lambda x: leaked.append(x) or x.distinct())  # type: ignore[func-returns-value]
+        return iterate(xs, lambda y: y.concat(leaked[0]).distinct())
+
+    made_here = r"'iterate' \(made at .*test_iterate\.py:\d+\)"
+    with pytest.raises(ValueError, match=made_here) as info:
+        pipeline_of(build).instantiate()
+    first, second = re.findall(r"test_iterate\.py:(\d+)", str(info.value))
+    assert int(second) == int(first) + 1  # the lines of the two iterate calls in ``build``
 
 
 # -- the progress graph -----------------------------------------------------------------------

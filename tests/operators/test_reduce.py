@@ -186,6 +186,8 @@ def test_logic_sees_only_positive_counts() -> None:
         (lambda k, vs: [(1 // 0, 1)], ZeroDivisionError, "division"),
         (lambda k, vs: [("x", 1.5)], TypeError, "int count"),
         (lambda k, vs: 42, TypeError, "must return"),
+        (lambda k, vs: [([1], 1)], TypeError, r"it returned \[\(\[1\], 1\)\] \(unhashable"),
+        (lambda k, vs: [(1, 2, 3)], TypeError, r"too many values to unpack"),
     ],
 )
 def test_user_logic_errors_name_the_operator(
@@ -214,9 +216,13 @@ def test_equal_int_and_float_keys_are_one_key() -> None:
 
 
 def test_top_k_rejects_bad_k() -> None:
-    """top_k needs a non-negative int."""
+    """top_k needs a non-negative int: another type is a TypeError, a negative one a
+    ValueError."""
     with pytest.raises(ValueError, match="non-negative int"):
         example(lambda xs: R.top_k(xs, -1), xs=[])
+    for k in ("2", 1.5, None, True):
+        with pytest.raises(TypeError, match="non-negative int"):
+            example(lambda xs, k=k: R.top_k(xs, k), xs=[])
 
 
 class Counting(df.Pipeline):

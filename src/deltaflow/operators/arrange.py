@@ -41,7 +41,7 @@ from ..framework.lattice import less_equal
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
 from ..framework.trace.spine import Spine
-from .base import Interest, Operator, UpdateBatch
+from .base import Interest, Operator, UpdateBatch, is_pair
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -363,13 +363,27 @@ class ArrangeOperator(Operator):
         """Keys and values of a message's data (values ``None`` when arranged by self)."""
         if self.by_self:
             return data, None
+        if not data:
+            return [], []
         try:
-            ks, vs = zip(*data)
-        except (TypeError, ValueError):
-            bad = next(d for d in data if not (isinstance(d, tuple) and len(d) == 2))
+            # Every datum a tuple of two, checked first: transposing alone would take a
+            # two-character string for a pair and cut a triple to the shortest datum's length.
+            pairs = set(map(len, data)) == _TWO and (
+                (types := set(map(type, data))) == _TUPLE
+                or all(issubclass(c, tuple) for c in types)
+            )
+        except TypeError:
+            pairs = False
+        if not pairs:
+            bad = next(d for d in data if not is_pair(d))
             msg = f"{self.name}: expected (key, value) pairs, got {bad!r}"
-            raise TypeError(msg) from None
+            raise TypeError(msg)
+        ks, vs = zip(*data)
         return list(ks), list(vs)
+
+
+_TWO = {2}
+_TUPLE = {tuple}
 
 
 class AsCollection(Operator):

@@ -24,6 +24,7 @@ Operators never import the scheduler, so they can be unit-tested with a fake con
 from __future__ import annotations
 
 import enum
+import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,7 +40,9 @@ __all__ = [
     "Operator",
     "OperatorContext",
     "UpdateBatch",
+    "check_function",
     "describe_callable",
+    "is_pair",
 ]
 
 
@@ -179,3 +182,44 @@ def describe_callable(fn: Callable[..., Any]) -> str:
     module = getattr(fn, "__module__", None)
     where = f"{module}.{name}" if module else name
     return f"{where}:{code.co_firstlineno}" if code is not None else where
+
+
+def check_function(operator: str, role: str, fn: object, arity: int) -> None:
+    """Raise ``TypeError`` now, while the dataflow is built, unless ``fn`` (``operator``'s
+    argument ``role``) can be called with ``arity`` positional arguments.
+
+    A user function is only called once data reaches it, in a running job: a wrong one found
+    there stops the job, and with no data it is never found at all. Callables without a
+    signature (some builtins) are let through; their mistakes still surface when called.
+
+    >>> check_function("map", "fn", len, 1)
+    >>> check_function("threshold", "f", lambda n: n, 2)
+    Traceback (most recent call last):
+    TypeError: threshold: f must take 2 arguments, but <lambda> takes (n)
+    >>> check_function("map", "fn", 5, 1)
+    Traceback (most recent call last):
+    TypeError: map: fn must be a function of 1 argument, got 5
+    """
+    noun = "argument" if arity == 1 else "arguments"
+    if not callable(fn):
+        msg = f"{operator}: {role} must be a function of {arity} {noun}, got {fn!r}"
+        raise TypeError(msg)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*range(arity))
+    except TypeError:
+        name = getattr(fn, "__name__", None) or repr(fn)
+        msg = f"{operator}: {role} must take {arity} {noun}, but {name} takes {signature}"
+        raise TypeError(msg) from None
+
+
+def is_pair(datum: object) -> bool:
+    """Whether ``datum`` is a ``(key, value)`` pair, as keyed operators take: a tuple of two.
+
+    >>> is_pair((1, "a")), is_pair("ab"), is_pair([1, "a"]), is_pair((1, 2, 3))
+    (True, False, False, False)
+    """
+    return isinstance(datum, tuple) and len(datum) == 2

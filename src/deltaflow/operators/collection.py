@@ -30,6 +30,7 @@ from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
 from . import reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
+from .base import check_function, is_pair
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
 from .join import JoinOperator
 from .linear import Concat, Consolidate, LinearOperator, Step, temporal_filter_logic
@@ -159,7 +160,9 @@ class Collection:
         )
         return Collection(self.builder, node, 0, target_scope)
 
-    def _linear(self, step: Step) -> Collection:
+    def _linear(self, step: Step, role: str = "fn") -> Collection:
+        if step.kind != "negate":
+            check_function(step.kind, role, step.fn, 1)
         steps = [step]
         return self._add(
             step.label,
@@ -184,8 +187,9 @@ class Collection:
         chain = scope.ancestors()
         if self.scope not in chain:
             msg = (
-                f"a collection of scope {self.scope.name!r} cannot be used in scope "
-                f"{scope.name!r}: only collections of enclosing scopes enter a loop"
+                f"a collection of scope {_label(self.scope)} cannot be used in scope "
+                f"{_label(scope)}: only collections of enclosing scopes enter a loop "
+                "(a loop's collections reach the outside through .leave())"
             )
             raise ValueError(msg)
         path = chain[: chain.index(self.scope)]
@@ -214,7 +218,7 @@ class Collection:
 
     def filter(self, predicate: Callable[[Any], Any]) -> Collection:
         """Keep the data for which ``predicate`` is true."""
-        return self._linear(Step("filter", predicate))
+        return self._linear(Step("filter", predicate), "predicate")
 
     def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> Collection:
         """Replace each datum by every element of ``fn(datum)`` (same time and diff)."""
@@ -231,7 +235,7 @@ class Collection:
         """The general linear operator: ``logic(d)`` yields ``(d2, t2, r2)``; the output is
         ``(d2, join(t, t2), r * r2)``. Times only move forward, so no state is needed.
         """
-        return self._linear(Step("join_function", logic))
+        return self._linear(Step("join_function", logic), "logic")
 
     def temporal_filter(
         self,
@@ -244,6 +248,8 @@ class Collection:
         ``upper(d)``; nothing is emitted when ``lower(d) >= upper(d)``. ``upper(d) is None``
         keeps it for ever. Retractions wait in downstream state until time reaches them.
         """
+        check_function("temporal_filter", "lower", lower, 1)
+        check_function("temporal_filter", "upper", upper, 1)
         return self.join_function(temporal_filter_logic(lower, upper))
 
     def negate(self) -> Collection:
@@ -275,6 +281,8 @@ class Collection:
 
     def exchange(self, key: Callable[[Any], Hashable] | None = None) -> Collection:
         """Route each datum to the worker that owns ``key(datum)`` (default: the datum)."""
+        if key is not None:
+            check_function("exchange", "key", key, 1)
         return self._add(
             "exchange", lambda _w, _n: Concat(1), [self], pacts=[Pact(key or _identity)]
         )
@@ -357,6 +365,7 @@ class Collection:
         self, other: Collection | Arranged, fn: Callable[[Any, Any, Any], Any]
     ) -> Collection:
         """Like :meth:`join`, giving ``fn(k, a, b)`` for each matching pair."""
+        check_function("join_map", "fn", fn, 3)
         left, right = self._arranged_pair(other, False)
         return left._join(right, fn, "join_map", single=True)
 
@@ -456,14 +465,21 @@ class Collection:
         return self.enter_scope(scope)
 
 
+def _label(scope: Scope) -> str:
+    """A scope's name, with where it was made when known (loop scopes: two ``iterate`` calls
+    make two scopes of the same name)."""
+    site = getattr(scope, "created_at", None)
+    return f"{scope.name!r}" if site is None else f"{scope.name!r} (made at {site})"
+
+
 def _identity(x: Any) -> Any:
     return x
 
 
 def _first(pair: Any) -> Any:
-    if pair.__class__ is tuple and len(pair) == 2:
+    if (pair.__class__ is tuple and len(pair) == 2) or is_pair(pair):
         return pair[0]
-    msg = f"keyed operators expect (key, value) pairs, got {pair!r}"
+    msg = f"arrange_by_key: expected (key, value) pairs, got {pair!r}"
     raise TypeError(msg)
 
 
@@ -517,6 +533,7 @@ class Arranged:
         name: str = "join_core",
     ) -> Collection:
         """Join with ``other`` (same key, same scope): ``logic(k, a, b)`` yields output data."""
+        check_function(name, "logic", logic, 3)
         return self._join(other, logic, name, single=False)
 
     def _join(

@@ -61,7 +61,7 @@ import attrs
 from ..framework.dataflow import Edge
 from ..framework.lattice import Product
 from ..framework.summary import PathSummary
-from .base import Interest, Operator, UpdateBatch
+from .base import Interest, Operator, UpdateBatch, check_function
 from .collection import Collection, DataflowBuilder, Scope
 
 if TYPE_CHECKING:
@@ -84,7 +84,9 @@ def _user_site() -> str:
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not str(Path(filename).resolve()).startswith(_PACKAGE_DIR):
+        if not filename.startswith("<attrs generated") and not str(
+            Path(filename).resolve()
+        ).startswith(_PACKAGE_DIR):
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
@@ -99,8 +101,12 @@ def _as_collection(value: object, what: str) -> Collection:
 
 
 def _check_limit(limit: int | None) -> int | None:
-    if limit is not None and (limit.__class__ is not int or limit < 1):
-        msg = f"an iteration limit must be a positive int or None, not {limit!r}"
+    if limit is None:
+        return limit
+    msg = f"an iteration limit must be a positive int or None, not {limit!r}"
+    if limit.__class__ is not int:
+        raise TypeError(msg)
+    if limit < 1:
         raise ValueError(msg)
     return limit
 
@@ -156,10 +162,13 @@ class LoopScope(Scope):
     Attributes:
         builder: the pipeline's builder (the graph the loop's nodes are added to).
         variables: the variables created in this scope, in creation order.
+        created_at: ``file:line`` of the user code that made the scope (for error messages:
+            every ``iterate`` scope is named ``"iterate"``).
     """
 
     builder: DataflowBuilder = attrs.field(kw_only=True)
     variables: list[Variable] = attrs.field(factory=list, kw_only=True)
+    created_at: str = attrs.field(factory=_user_site, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.parent is None:
@@ -345,11 +354,37 @@ class Variable(Collection):
         if result.builder is not self.builder:
             msg = "Variable.set(): the result belongs to another pipeline (or job)"
             raise ValueError(msg)
+        if self.left_loop(result):
+            msg = (
+                f"{self!r} is set to a collection that was computed in its loop and then left "
+                "it (.leave()): set it to the collection inside the loop (the set variable's "
+                ".leave() gives the fixed point outside)"
+            )
+            raise ValueError(msg)
         aligned = _into_scope(result, self.scope, "the value a Variable is set to")
         back = aligned if self.source is None else aligned.concat(self.source.negate())
         self.builder.spec.set_input(self.feedback_node, 0, Edge(back.node, back.port))
         self._result = aligned
         return aligned
+
+    def left_loop(self, result: Collection) -> bool:
+        """Whether ``result`` is a collection of an enclosing scope computed from this
+        variable: it left the loop (``.leave()``), and cannot be fed back into it."""
+        if result.builder is not self.builder or result.scope not in self.scope.ancestors()[1:]:
+            return False
+        nodes = self.builder.spec.nodes
+        node = result.node
+        seen = {node}
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n == self.feedback_node:
+                return True
+            for edge in nodes[n].inputs:
+                if edge.node >= 0 and edge.node not in seen:
+                    seen.add(edge.node)
+                    stack.append(edge.node)
+        return False
 
     def _check(self) -> None:
         """Assert the wiring: feedback node in the scope, connected iff set, source aligned."""
@@ -431,11 +466,19 @@ def iterate(
     [(3, 0, 1), (3, 1, -1)]
     """
     collection = _as_collection(collection, "the argument of iterate()")
+    check_function("iterate", "step", step, 1)
     scope = LoopScope(parent=collection.scope, name="iterate", builder=collection.builder)
     variable = Variable.from_collection(collection.enter_scope(scope), limit)
     result = _as_collection(step(variable), "what the step of iterate() returns")
     if result.builder is not collection.builder:
         msg = "the step of iterate() returned a collection of another pipeline (or job)"
+        raise ValueError(msg)
+    if variable.left_loop(result):
+        msg = (
+            "the step of iterate() returned a collection computed in the loop that then left "
+            "it (.leave()): return the collection inside the loop (iterate() leaves the loop "
+            "itself)"
+        )
         raise ValueError(msg)
     return variable.set(result).leave()
 

@@ -141,8 +141,7 @@ class LinearOperator(Operator):
             try:
                 groups = _apply_step(step, groups)
             except Exception as exc:
-                msg = f"operator '{step.label}' raised {exc.__class__.__name__}: {exc}"
-                raise OperatorError(msg, operator=step.label) from exc
+                raise OperatorError.of(step.label, exc) from exc
             if not groups:
                 break
         return groups

@@ -147,7 +147,7 @@ from ..framework.trace.description import Description
 from ..framework.trace.spine import Spine, TraceReader
 from . import history as _history, interesting_times as _it
 from .arrange import TraceRegistry
-from .base import Interest, Operator, UpdateBatch, describe_callable
+from .base import Interest, Operator, UpdateBatch, check_function, describe_callable
 from .history import AdvanceTo, KeyedHistory
 from .interesting_times import (
     accumulate,
@@ -595,10 +595,11 @@ class ReduceOperator(Operator):
                     out[out_val] = c
                 else:
                     out.pop(out_val, None)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as exc:
+            why = f" ({exc})" if str(exc) else ""  # unhashable value, not a pair...
             msg = (
                 f"{self.name}: logic must return [(value, int count), ...]; for key {key!r} "
-                f"it returned {result!r}"
+                f"it returned {result!r}{why}"
             )
             raise TypeError(msg) from None
         return out
@@ -1384,6 +1385,11 @@ def reduce(collection: Collection, logic: Logic, name: str | None = None) -> Col
     ...         xs=[((1, "a"), 0, 1), ((1, "b"), 1, 1)])
     [((1, 1), 0, 1), ((1, 1), 1, -1), ((1, 2), 1, 1)]
     """
+    check_function("reduce", "logic", logic, 2)
+    raw: object = name
+    if raw is not None and not isinstance(raw, str):
+        msg = f"reduce: name must be a str or None, not {raw!r}"
+        raise TypeError(msg)
     label = name or f"reduce({describe_callable(logic)})"
     return _build(collection.arrange_by_key(), logic, label)
 
@@ -1441,6 +1447,7 @@ def threshold(collection: Collection, f: Callable[[Any, int], int]) -> Collectio
     >>> example(lambda xs: threshold(xs, lambda d, n: n * n), xs=[("a", 0, 3), ("b", 0, -1)])
     [('a', 0, 9), ('b', 0, 1)]
     """
+    check_function("threshold", "f", f, 2)
     label = f"threshold({describe_callable(f)})"
     logic, by_count = _threshold_functions(f, label)
     return _build(
@@ -1510,9 +1517,13 @@ def top_k(collection: Collection, k: int, key: Callable[[Any], Any] | None = Non
     >>> example(lambda xs: top_k(xs, 2), xs=[(("a", 5), 0, 1), (("a", 1), 0, 1), (("a", 3), 0, 1)])
     [(('a', 1), 0, 1), (('a', 3), 0, 1)]
     """
-    if k.__class__ is not int or k < 0:
-        msg = f"top_k: k must be a non-negative int, not {k!r}"
+    msg = f"top_k: k must be a non-negative int, not {k!r}"
+    if k.__class__ is not int:
+        raise TypeError(msg)
+    if k < 0:
         raise ValueError(msg)
+    if key is not None:
+        check_function("top_k", "key", key, 1)
     sort_key = key
 
     def logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:

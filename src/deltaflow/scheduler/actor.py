@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..errors import OperatorError
 from ..framework.antichain import Antichain
 from ..framework.hashing import stable_hash
 from ..framework.lattice import less_equal
@@ -196,8 +197,14 @@ class Actor:
                 box.append((time, payload))
                 worker.activate(node)
             else:
+                try:
+                    parts = _split(payload, key, worker.peers)
+                except Exception as exc:
+                    # The exchange key is the receiving operator's: a datum it cannot key
+                    # (not a pair, say) is that operator's input error, not this one's.
+                    raise OperatorError.of(worker.actors[node].name, exc) from exc
                 me = worker.index
-                for w, part in _split(payload, key, worker.peers):
+                for w, part in parts:
                     if w == me:
                         worker._deliver_fresh(node, inport, time, part)
                     else:

@@ -62,11 +62,6 @@ class Transport(Protocol):
         """Deliver a batch of pointstamp changes to every worker's tracker (sender included)."""
 
 
-def _operator_error(actor: Actor, exc: Exception) -> OperatorError:
-    msg = f"operator '{actor.name}' raised {exc.__class__.__name__}: {exc}"
-    return OperatorError(msg, operator=actor.name)
-
-
 def _min_time(depth: int) -> Time:
     t: Time = 0
     for _ in range(depth):
@@ -224,7 +219,7 @@ class Worker:
         except OperatorError:
             raise
         except Exception as exc:
-            raise _operator_error(actor, exc) from exc
+            raise OperatorError.of(actor.name, exc) from exc
 
     def step(self) -> bool:
         """Run activated actors, exchange progress, deliver frontiers. True if it did work."""
@@ -247,7 +242,7 @@ class Worker:
                 raise
             except Exception as exc:
                 assert actor is not None
-                raise _operator_error(actor, exc) from exc
+                raise OperatorError.of(actor.name, exc) from exc
             finally:
                 self.activations += ran
             did = True
