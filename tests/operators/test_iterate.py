@@ -512,6 +512,52 @@ def test_limit_bounds_a_loop_without_consolidation(workers: int) -> None:
     assert out == [(3, 0, 1), (3, 1, 2)]
 
 
+def _countdown(n: int) -> int:
+    return n - 1
+
+
+@loop_settings
+@given(xs=histories(st.integers(0, 6), max_size=6))
+def test_a_loop_without_consolidation_gets_one_and_ends(workers: int, xs: list[Update]) -> None:
+    """Steps with no reduction or consolidate on their cycle (the identity, a map, a
+    countdown that filters itself away) still reach their fixed point: set() consolidates
+    before the feedback, so the round-0 source and its negation fed back cancel."""
+    assert_matches_oracle(
+        run(lambda xs: iterate(xs, lambda x: x), workers, xs=xs),
+        {"xs": xs},
+        lambda c: c["xs"],
+    )
+    assert_matches_oracle(
+        run(lambda xs: iterate(xs, lambda x: x.map(count_up)), workers, xs=xs),
+        {"xs": xs},
+        lambda c: fixed_point(lift(count_up), c["xs"]),
+    )
+
+    def countdown(x: df.Collection) -> df.Collection:
+        return x.filter(lambda n: n > 1).map(_countdown)
+
+    assert_matches_oracle(
+        run(lambda xs: iterate(xs, countdown), workers, xs=xs),
+        {"xs": xs},
+        lambda c: fixed_point(lift(_countdown, lambda n: n > 1), c["xs"]),
+    )
+
+
+def test_consolidation_is_added_only_where_a_cycle_lacks_it() -> None:
+    """A consolidate is put before the feedback only when some path from the variable to its
+    value has no consolidating operator, and never with a limit."""
+
+    def consolidates(build: Build) -> int:
+        spec = pipeline_of(build).instantiate().spec
+        return sum(n.name == "consolidate" for n in spec.nodes)
+
+    assert consolidates(lambda xs: iterate(xs, lambda x: x.map(succ))) == 1
+    assert consolidates(lambda xs: iterate(xs, lambda x: x.map(succ), limit=3)) == 0
+    assert consolidates(lambda xs: iterate(xs, lambda x: x.map(succ).distinct())) == 0
+    assert consolidates(lambda xs: iterate(xs, lambda x: x.concat(x.map(succ).distinct()))) == 1
+    assert consolidates(lambda xs: iterate(xs, lambda x: xs.map(succ))) == 0  # no cycle
+
+
 @pytest.mark.parametrize("limit", [1, 2, 5])
 def test_limit_on_a_plain_variable_counts_rounds(workers: int, limit: int) -> None:
     """A variable that starts empty and grows each round holds rounds 0..limit-1 only."""

@@ -277,6 +277,7 @@ class Collection:
             lambda _w, _n: Consolidate(),
             [self],
             pacts=[Pact(_identity)],
+            meta={"consolidates": True},
         )
 
     def exchange(self, key: Callable[[Any], Hashable] | None = None) -> Collection:
@@ -389,9 +390,11 @@ class Collection:
 
         ``step`` gets the loop variable (a collection of a nested scope whose times are
         ``Product(t, round)``) and returns the next round's collection; collections of
-        enclosing scopes may be used inside it directly. ``limit`` caps the rounds. The cycle
-        must contain a consolidating operator (``distinct``, ``reduce``, ``consolidate``...),
-        or equal updates never cancel and the loop never ends.
+        enclosing scopes may be used inside it directly. ``limit`` caps the rounds. Without a
+        limit, a step with no reduction or ``consolidate`` on some path from the variable gets
+        a ``consolidate`` before the feedback, so that updates of opposite signs cancel and
+        the loop ends once the fixed point is reached (a fixed point that does not exist still
+        needs a ``limit``).
 
         >>> from deltaflow.testing import example
         >>> example(lambda xs: xs.iterate(lambda x: x.map(lambda n: min(n * 2, 20)).distinct()),

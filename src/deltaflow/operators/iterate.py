@@ -34,11 +34,18 @@ Invariants:
   takes at most the values of rounds ``0 .. n - 1``, and ``iterate(..., limit=n)`` applies
   ``step`` at most ``n`` times (``step`` applied ``n`` times if it has not converged sooner).
 
+* Equal updates of opposite signs must cancel somewhere on every cycle, or they circulate for
+  ever and the loop never ends (``iterate(xs, lambda x: x)`` feeds back ``x - xs``: ``+xs``
+  and ``-xs`` at every round). Reductions (``distinct``, ``count``, ``reduce``, ...) and
+  ``consolidate`` cancel them. When a variable without a ``limit`` is set to a value that
+  depends on it along a path with none of these, :meth:`Variable.set` puts a ``consolidate``
+  before the feedback (its collections are unchanged; it costs a wait for each round's
+  frontier there). With a ``limit`` the loop is bounded and left as written.
+
 Footguns:
 
-* Put a consolidating operator (``consolidate``, ``distinct``, ``reduce``, ...) on every cycle.
-  Otherwise equal updates of opposite sign are never cancelled, keep circulating, and the loop
-  never ends (``limit`` bounds such a loop, but the result then depends on it).
+* A loop whose fixed point does not exist never ends, consolidated or not
+  (``x.map(lambda n: n + 1).distinct()`` on ints): give it a ``limit``.
 * Feeding back ``result - source`` can make intermediate counts negative: operators inside a
   loop must be correct for negative counts of an *update stream* (their accumulated input
   collections stay right).
@@ -363,9 +370,30 @@ class Variable(Collection):
             raise ValueError(msg)
         aligned = _into_scope(result, self.scope, "the value a Variable is set to")
         back = aligned if self.source is None else aligned.concat(self.source.negate())
+        if self.limit is None and self._reached_unconsolidated(aligned.node):
+            back = back.consolidate()
         self.builder.spec.set_input(self.feedback_node, 0, Edge(back.node, back.port))
         self._result = aligned
         return aligned
+
+    def _reached_unconsolidated(self, node: int) -> bool:
+        """Whether ``node``'s output depends on this variable along some path without a
+        consolidating operator: then equal updates of opposite signs could go round the loop
+        for ever, so :meth:`set` puts a ``consolidate`` before the feedback."""
+        nodes = self.builder.spec.nodes
+        seen = {node}
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n == self.feedback_node:
+                return True
+            if nodes[n].meta.get("consolidates"):
+                continue
+            for edge in nodes[n].inputs:
+                if edge.node >= 0 and edge.node not in seen:
+                    seen.add(edge.node)
+                    stack.append(edge.node)
+        return False
 
     def left_loop(self, result: Collection) -> bool:
         """Whether ``result`` is a collection of an enclosing scope computed from this
@@ -447,8 +475,9 @@ def iterate(
     Args:
         collection: the starting value.
         step: builds the loop body from the variable; returns a collection of the loop scope
-            (or of an enclosing one). Put a consolidating operator on its path (see the module
-            docstring), or the loop may never end.
+            (or of an enclosing one). A path from the variable with no reduction or
+            ``consolidate`` on it makes the loop consolidate before its feedback (module
+            docstring).
         limit: apply ``step`` at most ``limit`` times (``None``: until nothing changes).
 
     Returns:

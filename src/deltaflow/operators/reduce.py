@@ -1317,7 +1317,9 @@ def reduce_core(
         )
 
     stream = Collection(arranged.builder, arranged.node, 0, arranged.scope)
-    return stream._add(name, factory, [stream]), registry
+    # A reduction's output holds exact corrections: updates that cancel never leave it (a
+    # loop with one on its cycle needs no other consolidation, see .iterate).
+    return stream._add(name, factory, [stream], meta={"consolidates": True}), registry
 
 
 def _build(
