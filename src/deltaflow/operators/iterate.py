@@ -380,34 +380,30 @@ class Variable(Collection):
         """Whether ``node``'s output depends on this variable along some path without a
         consolidating operator: then equal updates of opposite signs could go round the loop
         for ever, so :meth:`set` puts a ``consolidate`` before the feedback."""
-        nodes = self.builder.spec.nodes
-        seen = {node}
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if n == self.feedback_node:
-                return True
-            if nodes[n].meta.get("consolidates"):
-                continue
-            for edge in nodes[n].inputs:
-                if edge.node >= 0 and edge.node not in seen:
-                    seen.add(edge.node)
-                    stack.append(edge.node)
-        return False
+        return self._reaches_feedback(node, past_consolidation=False)
 
     def left_loop(self, result: Collection) -> bool:
         """Whether ``result`` is a collection of an enclosing scope computed from this
         variable: it left the loop (``.leave()``), and cannot be fed back into it."""
         if result.builder is not self.builder or result.scope not in self.scope.ancestors()[1:]:
             return False
+        return self._reaches_feedback(result.node, past_consolidation=True)
+
+    def _reaches_feedback(self, node: int, *, past_consolidation: bool) -> bool:
+        """Whether walking the graph back from ``node`` reaches this variable's feedback node
+        (not through consolidating operators unless ``past_consolidation``).
+
+        Runtime complexity: O(nodes + edges) of the graph built so far.
+        """
         nodes = self.builder.spec.nodes
-        node = result.node
         seen = {node}
         stack = [node]
         while stack:
             n = stack.pop()
             if n == self.feedback_node:
                 return True
+            if not past_consolidation and nodes[n].meta.get("consolidates"):
+                continue
             for edge in nodes[n].inputs:
                 if edge.node >= 0 and edge.node not in seen:
                     seen.add(edge.node)
