@@ -18,7 +18,7 @@ from tests.reference import assert_matches_oracle
 
 import deltaflow as df
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.hashing import stable_hash
+from deltaflow.framework.hashing import worker_of
 from deltaflow.framework.lattice import Product, less_equal
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.spine import Spine
@@ -76,7 +76,7 @@ def arrange_spines(job: Job, by_self: bool | None = None) -> dict[int, list[Spin
 
 def owner(key: Any, peers: int) -> int:
     """The worker that owns ``key`` under the runtime's stable-hash routing."""
-    return (key if key.__class__ is int else stable_hash(key)) % peers
+    return worker_of(key, peers)
 
 
 def trace_contents(spine: Spine) -> dict[tuple[Any, Any], int]:

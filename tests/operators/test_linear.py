@@ -514,3 +514,52 @@ def test_linear_operators_on_product_times(
         return per_round[-1]
 
     assert_matches_oracle(out, {"xs": xs, "ys": ys}, fixed_point)
+
+
+@pytest.mark.parametrize(
+    ("build", "operator", "message"),
+    [
+        (lambda a: a.explode(lambda d: [(d, 0.5)]), "explode(", r"gave diff 0\.5 .*diffs are ints"),
+        (lambda a: a.explode(lambda d: [d]), "explode(", r"gave diff 'y' for 'x'"),
+        (
+            lambda a: a.join_function(lambda d: [(d, 1, 1.5)]),
+            "join_function(",
+            r"gave \('xy', 1, 1\.5\); diffs are ints",
+        ),
+        (
+            lambda a: a.join_function(lambda d: [(d, 1.5, 1)]),
+            "join_function(",
+            r"gave \('xy', 1\.5, 1\); times here are ints",
+        ),
+        (
+            lambda a: a.temporal_filter(lambda d: 1.5, lambda d: 3.5),
+            "temporal_filter(",
+            r"times here are ints",
+        ),
+        (
+            lambda a: a.iterate(lambda x: x.temporal_filter(lambda d: 1, lambda d: 3).distinct()),
+            "temporal_filter(",
+            r"times here are Products",
+        ),
+    ],
+)
+def test_bad_diffs_and_times_from_user_functions_name_the_step(
+    build: Any, operator: str, message: str, workers: int
+) -> None:
+    """Diffs are ints and times are the scope's: a function that gives anything else stops
+    the job naming its own step, on any worker count (not a later operator, not silently)."""
+    with pytest.raises(df.OperatorError, match=message) as info:
+        df.run(pipeline_of(build), workers=workers, a=[("xy", 0, 2)])
+    assert info.value.operator.startswith(operator)
+    assert isinstance(info.value.__cause__, TypeError)
+
+
+def test_an_exchange_key_runs_on_one_worker_too(workers: int) -> None:
+    """A key that fails fails on any worker count, named as the exchange (on one worker
+    nothing is routed, so the exchange calls the key itself)."""
+    feed = [((5, 1), 0, 1)]
+    with pytest.raises(df.OperatorError, match="IndexError") as info:
+        df.run(pipeline_of(lambda a: a.exchange(lambda d: d[5])), workers=workers, a=feed)
+    assert info.value.operator.startswith("exchange(")
+    keyed = pipeline_of(lambda a: a.exchange(lambda d: d[0]))
+    assert df.run(keyed, workers=workers, a=feed) == feed

@@ -1,35 +1,51 @@
 """A hash that is the same in every process, for routing updates to workers.
 
 Python's built-in ``hash`` of ``str`` and ``bytes`` is salted per process (``PYTHONHASHSEED``),
-so two worker processes would disagree on who owns the key ``"cat"``. :func:`stable_hash` is
-deterministic across processes and machines for ints, floats, bools, ``None``, strings, bytes
-and tuples / frozensets of those (named tuples, ``Product`` times among them, hash as the tuple
-they equal); other values hash their ``repr``, which is stable for attrs/dataclass records of
-such fields.
+and before Python 3.12 the hash of ``None`` is its address, so two worker processes would
+disagree on who owns the key ``"cat"``. :func:`stable_hash` is deterministic across processes
+and machines, and agrees with ``==`` wherever Python's own ``hash`` does for:
+
+* numbers of every type (``int``, ``bool``, ``float``, ``Fraction``, ``Decimal``, numpy
+  scalars, int enums): ``1``, ``1.0`` and ``True`` are one key, ``-1`` and ``-1.0`` too.
+  Python's numeric hash is not salted and is equal for equal numbers of any type;
+* strings and bytes (subclasses such as str enums included), ``None``;
+* tuples and frozensets of those (named tuples and ``Product`` times hash as the tuple they
+  equal).
+
+Other values hash their ``repr``, which is stable for attrs/dataclass records of such fields
+(two such values that are equal with different reprs would be routed apart).
 
     >>> stable_hash(12345)
     12345
     >>> stable_hash("cat") == stable_hash("cat")
     True
-    >>> stable_hash(("cat", 3)) % 4 in range(4)
+    >>> stable_hash((-1, "a")) == stable_hash((-1.0, "a"))
     True
+    >>> worker_of(7, 4), worker_of(7.0, 4)
+    (3, 3)
 """
 
 from __future__ import annotations
 
+import numbers
 import zlib
 from collections.abc import Hashable
 
-__all__ = ["stable_hash"]
+__all__ = ["SELF_HASHED_BELOW", "stable_hash", "worker_of"]
 
 _MASK = (1 << 61) - 1
+SELF_HASHED_BELOW = _MASK
+"""An int ``0 <= k < SELF_HASHED_BELOW`` is its own :func:`stable_hash` (routing may skip the
+call)."""
+_NONE = 0x5EED_0F_4E0E  # any constant: ``hash(None)`` is an address before Python 3.12
 
 
 def stable_hash(value: Hashable) -> int:
-    """A non-negative hash of ``value`` that does not depend on the process."""
+    """A non-negative hash of ``value`` that does not depend on the process, equal for equal
+    values (module docstring)."""
     cls = value.__class__
-    if cls is int:
-        return value & _MASK  # type: ignore[operator]
+    if cls is int or cls is float or cls is bool:
+        return hash(value) & _MASK  # numeric hashes are not salted
     if cls is str:
         return zlib.crc32(value.encode("utf-8", "surrogatepass"))  # type: ignore[attr-defined]
     if cls is tuple or isinstance(value, tuple):  # a Product (a pair) hashes as its tuple
@@ -37,13 +53,27 @@ def stable_hash(value: Hashable) -> int:
         for item in value:  # type: ignore[attr-defined]
             h = ((h * 1000003) ^ stable_hash(item)) & _MASK
         return h
-    if cls is bytes:
-        return zlib.crc32(value)  # type: ignore[arg-type]
-    if cls is float or cls is bool or value is None:
-        return hash(value) & _MASK  # numeric hashes are not salted
-    if cls is frozenset:
+    if value is None:
+        return _NONE
+    if isinstance(value, numbers.Number):
+        return hash(value) & _MASK
+    if isinstance(value, str):
+        return zlib.crc32(str.encode(value, "utf-8", "surrogatepass"))
+    if isinstance(value, bytes):
+        return zlib.crc32(value)
+    if isinstance(value, frozenset):
         acc = 0
-        for item in value:  # type: ignore[attr-defined]
+        for item in value:
             acc ^= stable_hash(item)
         return acc
     return zlib.crc32(repr(value).encode("utf-8", "surrogatepass"))
+
+
+def worker_of(key: Hashable, peers: int) -> int:
+    """The worker (``0 .. peers - 1``) that owns ``key``: ``stable_hash(key) % peers``.
+
+    A non-negative int below 2**61 - 1 is its own hash, so it skips the call.
+    """
+    if key.__class__ is int and 0 <= key < SELF_HASHED_BELOW:
+        return key % peers
+    return stable_hash(key) % peers

@@ -30,10 +30,10 @@ from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
 from . import reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
-from .base import check_function, is_pair
+from .base import check_function, describe_callable, is_pair
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
 from .join import JoinOperator
-from .linear import Concat, Consolidate, LinearOperator, Step, temporal_filter_logic
+from .linear import Concat, Consolidate, Exchange, LinearOperator, Step, temporal_filter_logic
 from .scope import ScopeOperator
 
 if TYPE_CHECKING:
@@ -250,7 +250,8 @@ class Collection:
         """
         check_function("temporal_filter", "lower", lower, 1)
         check_function("temporal_filter", "upper", upper, 1)
-        return self.join_function(temporal_filter_logic(lower, upper))
+        name = f"temporal_filter({describe_callable(lower)}, {describe_callable(upper)})"
+        return self._linear(Step("join_function", temporal_filter_logic(lower, upper), name))
 
     def negate(self) -> Collection:
         """Every diff negated (``a.concat(b.negate())`` is the multiset difference)."""
@@ -282,10 +283,13 @@ class Collection:
 
     def exchange(self, key: Callable[[Any], Hashable] | None = None) -> Collection:
         """Route each datum to the worker that owns ``key(datum)`` (default: the datum)."""
-        if key is not None:
+        if key is None:
+            name = "exchange"
+        else:
             check_function("exchange", "key", key, 1)
+            name = f"exchange({describe_callable(key)})"
         return self._add(
-            "exchange", lambda _w, _n: Concat(1), [self], pacts=[Pact(key or _identity)]
+            name, lambda _w, _n: Exchange(key, name), [self], pacts=[Pact(key or _identity)]
         )
 
     def probe(self) -> ProbeHandle:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Concat",
     "Consolidate",
+    "Exchange",
     "LinearOperator",
     "Step",
     "consolidate_columns",
@@ -46,14 +47,18 @@ Groups = list[tuple[Any, list[Any], list[int]]]
 @attrs.frozen
 class Step:
     """One linear transformation: ``kind`` is map, filter, flat_map, explode, negate, inspect
-    or join_function; ``fn`` the user's function (None for negate)."""
+    or join_function; ``fn`` the user's function (None for negate); ``name`` what errors call
+    the step when ``fn`` is not the user's own (``temporal_filter``'s logic)."""
 
     kind: str
     fn: Callable[..., Any] | None = None
+    name: str | None = None
 
     @property
     def label(self) -> str:
         """The step as shown in errors: ``map(module.func:line)``."""
+        if self.name is not None:
+            return self.name
         if self.fn is None:
             return self.kind
         return f"{self.kind}({describe_callable(self.fn)})"
@@ -92,6 +97,9 @@ def _apply_step(step: Step, groups: Groups) -> Groups:
             nr = []
             for d, r in zip(data, diffs):
                 for x, r2 in fn(d):  # type: ignore[misc]
+                    if r2.__class__ is not int:
+                        msg = f"explode: fn({d!r}) gave diff {r2!r} for {x!r}; diffs are ints"
+                        raise TypeError(msg)
                     nd.append(x)
                     nr.append(r * r2)
             if nd:
@@ -106,6 +114,8 @@ def _apply_step(step: Step, groups: Groups) -> Groups:
         for t, data, diffs in groups:
             for d, r in zip(data, diffs):
                 for d2, t2, r2 in fn(d):  # type: ignore[misc]
+                    if r2.__class__ is not int or t2.__class__ is not t.__class__:
+                        _bad_join_function_output(step, d, t, (d2, t2, r2))
                     t3 = join(t, t2)
                     slot = by_time.get(t3)
                     if slot is None:
@@ -117,6 +127,16 @@ def _apply_step(step: Step, groups: Groups) -> Groups:
         msg = f"unknown linear step {kind!r}"
         raise ValueError(msg)
     return out
+
+
+def _bad_join_function_output(step: Step, d: Any, t: Time, out: tuple[Any, Any, Any]) -> None:
+    r2 = out[2]
+    what = f"{step.label}: for {d!r} it gave {out!r}"
+    if r2.__class__ is not int:
+        msg = f"{what}; diffs are ints"
+    else:
+        msg = f"{what}; times here are {t.__class__.__name__}s, like the input's {t!r}"
+    raise TypeError(msg)
 
 
 class LinearOperator(Operator):
@@ -178,6 +198,30 @@ class Concat(Operator):
         for port in range(self.inputs):
             for time, batch in ctx.messages(port):
                 ctx.send(0, time, batch)
+
+
+class Exchange(Operator):
+    """Forward every batch: the routing to workers happens on the edge into this operator.
+
+    On a single worker nothing is routed, so the key is called here on every datum instead:
+    a key that fails (or data it cannot key) fails on any worker count, named as this operator.
+    """
+
+    interest = Interest.NEVER
+    reads_frontiers = False
+
+    def __init__(self, key: Callable[[Any], Any] | None, name: str = "exchange") -> None:
+        self.key = key
+        self.name = name
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Forward what arrived (keying it first on a single worker)."""
+        key = self.key if ctx.peers == 1 else None
+        for time, batch in ctx.messages(0):
+            if key is not None:
+                for d in batch.data:
+                    key(d)
+            ctx.send(0, time, batch)
 
 
 def consolidate_columns(data: Iterable[Any], diffs: Iterable[int]) -> UpdateBatch:

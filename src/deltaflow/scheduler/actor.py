@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import OperatorError
 from ..framework.antichain import Antichain
-from ..framework.hashing import stable_hash
+from ..framework.hashing import SELF_HASHED_BELOW, stable_hash
 from ..framework.lattice import less_equal
 from ..operators.base import Interest, UpdateBatch
 from .capability import Capability
@@ -283,9 +283,11 @@ def _split(payload: Any, key: Any, peers: int) -> list[tuple[int, Any]]:
     parts_d: list[list[Any]] = [[] for _ in range(peers)]
     parts_r: list[list[int]] = [[] for _ in range(peers)]
     h = stable_hash
+    below = SELF_HASHED_BELOW
     for d, r in zip(payload.data, payload.diffs):
         k = key(d)
-        w = (k if k.__class__ is int else h(k)) % peers
+        # ``worker_of``, inlined: small non-negative ints are their own hash.
+        w = (k if k.__class__ is int and 0 <= k < below else h(k)) % peers
         parts_d[w].append(d)
         parts_r[w].append(r)
     return [(w, UpdateBatch(parts_d[w], parts_r[w])) for w in range(peers) if parts_d[w]]
