@@ -104,6 +104,10 @@ BAD_FUNCTIONS = [
     (lambda xs: _keyed(xs).top_k(1, key=3), "top_k: key must be a function of 1 argument"),
     (lambda xs: _keyed(xs).top_k("2"), "top_k: k must be a non-negative int, not '2'"),
     (lambda xs: xs.iterate(5), "iterate: step must be a function of 1 argument, got 5"),
+    (
+        lambda xs: _keyed(xs).arrange_by_key().join_core(_keyed(xs), lambda k, a, b: [a]),
+        "join_core: expected an arrangement",
+    ),
     (lambda xs: xs.iterate(lambda x: x.distinct(), limit="3"), "limit must be a positive int"),
 ]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 
@@ -216,3 +218,156 @@ async def test_capture_collects_completed_times(workers: int) -> None:
         xs.remove(3)
         await job.advance_to(2)
     assert [(t, sorted(u)) for t, u in captured] == [(0, [(2, 1), (6, 1)]), (1, [(6, -1)])]
+
+
+# -- subscriptions and stopped jobs ------------------------------------------------------------
+
+
+async def test_a_subscription_counts_from_the_call_not_the_first_iteration() -> None:
+    """Times completing between subscribe() and the first __anext__ are delivered."""
+    async with df.open(Double()) as job:
+        sub = job.output.subscribe()
+        job.inputs["xs"].insert(1)
+        await job.advance_to(1)
+        job.inputs["xs"].insert(2)
+        await job.advance_to(2)
+        got = [await sub.__anext__(), await sub.__anext__()]
+        await sub.aclose()
+    assert got == [(0, [(2, 1)]), (1, [(4, 1)])]
+
+
+async def test_a_subscription_raises_when_the_job_fails(workers: int) -> None:
+    """The iteration does not end as if the job had finished: it raises the OperatorError
+    (reported there, it is not raised a second time when the block exits)."""
+    seen: list[int] = []
+    errors: list[BaseException] = []
+    async with df.open(Boom(), workers=workers) as job:
+
+        async def reader() -> None:
+            try:
+                async for time, _ in job.output.subscribe():
+                    seen.append(time)
+            except df.OperatorError as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await trio.testing.wait_all_tasks_blocked()
+            job.inputs["xs"].insert(1)
+            await job.advance_to(1)
+            job.inputs["xs"].insert(0)
+            job.flush()
+    assert seen == [0]
+    assert len(errors) == 1 and isinstance(errors[0].__cause__, ZeroDivisionError)
+
+
+async def test_subscribing_to_a_stopped_job_does_not_hang() -> None:
+    """A finished job's subscription ends at once; a failed job's raises JobClosedError."""
+    async with df.open(Double()) as job:
+        job.inputs["xs"].insert(1)
+    with trio.fail_after(5):
+        assert [item async for item in job.output.subscribe()] == []
+    failed = df.open(Boom())
+    with pytest.raises(df.OperatorError):
+        async with failed as job2:
+            job2.inputs["xs"].insert(0)
+    with pytest.raises(df.JobClosedError):
+        job2.output.subscribe()
+
+
+async def test_an_abandoned_job_takes_no_more_input() -> None:
+    """A job whose block was cancelled (or raised) is stopped: feeding it raises and its
+    subscriptions end, instead of silently dropping what is fed."""
+    with trio.move_on_after(0.2):
+        async with df.open(Double()) as job:
+            sub = job.output.subscribe()
+            job.inputs["xs"].insert(1)
+            await job.advance_to(1)
+            await trio.sleep(10)
+    with trio.fail_after(5):
+        assert [item async for item in sub] == [(0, [(2, 1)])]
+    with pytest.raises(df.JobClosedError):
+        job.inputs["xs"].insert(1)
+
+
+async def test_a_dropped_subscription_is_forgotten() -> None:
+    """A loop left by break stops the deliveries (a long job keeps no dead subscriptions)."""
+    import gc
+
+    async with df.open(Double()) as job:
+        for i in range(20):
+            sub = job.output.subscribe()
+            job.inputs["xs"].insert(i)
+            await job.advance_to(i + 1)
+            async for _ in sub:
+                break
+            del sub
+            gc.collect()
+        job.inputs["xs"].insert(99)
+        await job.advance_to(100)
+        assert job.output._subscribers == []
+
+
+# -- misuse of the job's handles ----------------------------------------------------------------
+
+
+async def test_handles_reject_misuse_clearly_and_lose_nothing() -> None:
+    """Unknown names list the real ones; a string is not many data; extend() validates;
+    at() takes int times; a df.open(...) is entered once. Nothing fed before is lost."""
+    opened = df.open(Double())
+    async with opened as job:
+        xs = job.inputs["xs"]
+        xs.insert(1)
+        with pytest.raises(KeyError, match=r"no input named 'ys'; this pipeline has \['xs'\]"):
+            job.inputs["ys"]
+        with pytest.raises(KeyError, match="no output named 'out'"):
+            job.outputs["out"]
+        with pytest.raises(TypeError, match="expected an iterable of data, not 'abc'"):
+            xs.insert_many("abc")
+        with pytest.raises(TypeError, match="diff '1' for 2 must be an int"):
+            xs.extend([2], ["1"])  # type: ignore[list-item]
+        with pytest.raises(ValueError, match="before the input's current time"):
+            xs.extend([2], [1], time=-3)
+        xs.extend([3], [1], time=2)
+        with pytest.raises(TypeError, match=r"at\('1'\): times are ints"):
+            job.output.at("1")  # type: ignore[arg-type]
+        with pytest.raises(RuntimeError, match="already entered"):
+            async with opened:
+                pass
+        await job.advance_to(3)
+        assert job.output.at(0) == {2: 1}
+        assert job.output.at(2) == {2: 1, 6: 1}
+
+
+def test_a_dict_of_outputs_stays_a_dict_and_is_checked() -> None:
+    """build() returning {"output": c} gives a dict like any dict of outputs; an empty dict
+    or names that are not strings are rejected when the pipeline is built."""
+
+    class One(df.Pipeline):
+        def build(self, xs: df.Collection) -> dict[str, df.Collection]:
+            return {"output": xs}
+
+    class Empty(df.Pipeline):
+        def build(self, xs: df.Collection) -> dict[str, df.Collection]:
+            return {}
+
+    class IntNamed(df.Pipeline):
+        def build(self, xs: df.Collection) -> dict[Any, df.Collection]:
+            return {1: xs}
+
+    assert df.run(One(), xs=[(1, 0, 1)]) == {"output": [(1, 0, 1)]}
+    for bad in (Empty(), IntNamed()):
+        with pytest.raises(TypeError, match="at least one output, named by non-empty strings"):
+            df.run(bad, xs=[(1, 0, 1)])
+
+
+def test_join_errors_name_the_join_function(workers: int) -> None:
+    """A join_map whose function fails is named with the function, like every operator."""
+
+    class J(df.Pipeline):
+        def build(self, a: df.Collection, b: df.Collection) -> df.Collection:
+            return a.join_map(b, lambda k, x, y: x // y)
+
+    with pytest.raises(df.OperatorError) as info:
+        df.run(J(), workers=workers, a=[((1, 1), 0, 1)], b=[((1, 0), 0, 1)])
+    assert info.value.operator.startswith("join_map(") and "test_runtime" in info.value.operator

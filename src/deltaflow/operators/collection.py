@@ -78,6 +78,8 @@ class DataflowBuilder:
     stores: dict[str, OutputStore] = attrs.field(factory=dict)
     probes: list[ProbeHandle] = attrs.field(factory=list)
     top: Scope = attrs.field(factory=Scope)
+    #: ``build`` returned one collection (the output ``"output"``), not a dict of them.
+    single_output: bool = True
     _entered: dict[tuple[int, int, int], Collection] = attrs.field(factory=dict)
     _arranged: dict[tuple[int, int, bool], Arranged] = attrs.field(factory=dict)
 
@@ -364,7 +366,8 @@ class Collection:
         >>> example(lambda a, b: a.join(b), a=[((1, "x"), 0, 2)], b=[((1, "y"), 0, 3)])
         [((1, ('x', 'y')), 0, 6)]
         """
-        return self.join_map(other, _pair)
+        left, right = self._arranged_pair(other, False)
+        return left._join(right, _pair, "join_map", single=True, label="join")
 
     def join_map(
         self, other: Collection | Arranged, fn: Callable[[Any, Any, Any], Any]
@@ -372,7 +375,8 @@ class Collection:
         """Like :meth:`join`, giving ``fn(k, a, b)`` for each matching pair."""
         check_function("join_map", "fn", fn, 3)
         left, right = self._arranged_pair(other, False)
-        return left._join(right, fn, "join_map", single=True)
+        label = f"join_map({describe_callable(fn)})"
+        return left._join(right, fn, "join_map", single=True, label=label)
 
     def semijoin(self, keys: Collection | Arranged) -> Collection:
         """The ``(k, v)`` whose key is in ``keys`` (counts multiplied by the key's count)."""
@@ -540,12 +544,23 @@ class Arranged:
         name: str = "join_core",
     ) -> Collection:
         """Join with ``other`` (same key, same scope): ``logic(k, a, b)`` yields output data."""
+        raw: object = other
+        if not isinstance(raw, Arranged):
+            msg = f"{name}: expected an arrangement (arrange_by_key() or _by_self()), got {raw!r}"
+            raise TypeError(msg)
         check_function(name, "logic", logic, 3)
         return self._join(other, logic, name, single=False)
 
     def _join(
-        self, other: Arranged, logic: Callable[[Any, Any, Any], Any], name: str, *, single: bool
+        self,
+        other: Arranged,
+        logic: Callable[[Any, Any, Any], Any],
+        name: str,
+        *,
+        single: bool,
+        label: str | None = None,
     ) -> Collection:
+        """Add the join node ``name``; ``label`` is what errors call it (default ``name``)."""
         if other.builder is not self.builder:
             msg = "arrangements from different pipelines cannot be joined"
             raise ValueError(msg)
@@ -563,7 +578,7 @@ class Arranged:
             # Built once the whole dataflow is: the reader counts are final.
             own = (left_reg.readers == 1, right_reg.readers == 1)
             return JoinOperator(
-                name, left_reg.spine(w), right_reg.spine(w), logic, single=single, own=own
+                label or name, left_reg.spine(w), right_reg.spine(w), logic, single=single, own=own
             )
 
         return self._stream()._add(name, factory, [self._stream(), other._stream()])
@@ -613,6 +628,14 @@ class Pipeline:
             outputs = {"output": result}
         elif isinstance(result, dict) and all(isinstance(v, Collection) for v in result.values()):
             outputs = dict(result)
+            builder.single_output = False
+            keys: list[object] = list(result)
+            if not keys or not all(isinstance(k, str) and k for k in keys):
+                msg = (
+                    f"{type(self).__name__}.build() must return at least one output, named by "
+                    f"non-empty strings; its dict has the names {keys!r}"
+                )
+                raise TypeError(msg)
         else:
             msg = (
                 f"{type(self).__name__}.build() must return a Collection or a dict of "

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -34,7 +35,15 @@ if TYPE_CHECKING:
     from ..framework.lattice import Time
     from ..operators.io import InputFeed, OutputStore
 
-__all__ = ["InProcessTransport", "InputHandle", "Job", "OutputHandle", "open", "run"]
+__all__ = [
+    "InProcessTransport",
+    "InputHandle",
+    "Job",
+    "OutputHandle",
+    "Subscription",
+    "open",
+    "run",
+]
 
 
 class InProcessTransport:
@@ -154,6 +163,26 @@ class InputHandle:
         nothing of this call is fed.
         """
         self._check_open()
+        data, new_diffs = self._columns(data, diffs)
+        self._data.extend(data)
+        self._diffs.extend(new_diffs)
+
+    def extend(self, data: Iterable[Any], diffs: Iterable[int], time: Time | None = None) -> None:
+        """Feed columns in bulk at ``time`` (the current time when ``None``), validated as a
+        whole before anything is kept, like :meth:`insert_many`."""
+        self._check_open()
+        data, new_diffs = self._columns(data, diffs)
+        if time is not None:
+            self._job._check_time(self.name, data[0] if data else None, time)
+        self._extend(data, new_diffs, time)
+
+    def _columns(
+        self, data: Iterable[Any], diffs: Iterable[int] | None
+    ) -> tuple[list[Any], list[int]]:
+        """``data`` and ``diffs`` as lists, every datum hashable and every diff an int."""
+        if isinstance(data, (str, bytes)):
+            msg = f"input {self.name!r}: expected an iterable of data, not {data!r}"
+            raise TypeError(msg)
         data = list(data)
         try:
             list(map(hash, data))
@@ -161,19 +190,17 @@ class InputHandle:
             for d in data:
                 _check_hashable(self.name, d)
         if diffs is None:
-            new_diffs = [1] * len(data)
-        else:
-            new_diffs = list(diffs)
-            if len(new_diffs) != len(data):
-                msg = f"input {self.name!r}: {len(data)} data but {len(new_diffs)} diffs"
-                raise ValueError(msg)
-            for d, r in zip(data, new_diffs):
-                _check_diff(self.name, d, r)
-        self._data.extend(data)
-        self._diffs.extend(new_diffs)
+            return data, [1] * len(data)
+        new_diffs = list(diffs)
+        if len(new_diffs) != len(data):
+            msg = f"input {self.name!r}: {len(data)} data but {len(new_diffs)} diffs"
+            raise ValueError(msg)
+        for d, r in zip(data, new_diffs):
+            _check_diff(self.name, d, r)
+        return data, new_diffs
 
-    def extend(self, data: list[Any], diffs: list[int], time: Time | None = None) -> None:
-        """Feed already validated columns in bulk at ``time`` (used by :func:`run`)."""
+    def _extend(self, data: list[Any], diffs: list[int], time: Time | None = None) -> None:
+        """:meth:`extend` of columns already validated (:func:`run` checks them first)."""
         self._check_open()
         if time is None or time == self._job.time:
             self._data.extend(data)
@@ -240,6 +267,7 @@ class OutputHandle:
 
     def at(self, time: Time) -> dict[Any, int]:
         """The output collection at a complete ``time``, as ``{data: count}``."""
+        _require_int(time, f"output {self.name!r}: at")
         return self._store.at(time)
 
     def updates(self) -> list[tuple[Any, Any, int]]:
@@ -263,23 +291,63 @@ class OutputHandle:
         self._captures.append(captured)
         return captured
 
-    async def subscribe(self) -> AsyncIterator[tuple[Any, list[tuple[Any, int]]]]:
-        """Yield ``(time, consolidated updates)`` for each time that completes from now on.
+    def subscribe(self) -> Subscription:
+        """``(time, consolidated updates)`` for each time that completes from the call on, as
+        an async iterator: ``async for time, updates in job.output.subscribe()``.
 
         Times whose updates cancel out entirely are not reported. The iteration ends when the
-        job finishes.
+        job finishes (at once for a job that has already finished), and raises the
+        :class:`~deltaflow.OperatorError` of a job that fails.
+
+        Raises:
+            JobClosedError: the job failed before the call.
         """
+        job = self._job
+        if job.error is not None:
+            job._check_usable()
         send, recv = trio.open_memory_channel[tuple[Any, list[tuple[Any, int]]]](math.inf)
-        self._subscribers.append(send)
-        self._job._channels.append(send)
-        async with recv:
-            async for item in recv:
-                yield item
+        if job.closed or job.failed or all(w.finished for w in job.workers):
+            send.close()
+        else:
+            self._subscribers.append(send)
+        return Subscription(job, recv)
 
     def _close(self) -> None:
         for chan in self._subscribers:
             chan.close()
         self._subscribers.clear()
+
+
+class Subscription:
+    """What :meth:`OutputHandle.subscribe` returns: an async iterator of ``(time, updates)``.
+
+    It is registered when made, so no time completing after ``subscribe()`` is missed, even
+    before the first ``__anext__``. ``aclose()`` (or dropping it) stops the deliveries.
+    """
+
+    def __init__(self, job: Job, recv: trio.MemoryReceiveChannel[Any]) -> None:
+        self._job = job
+        self._recv = recv
+        # A subscription dropped without aclose() (a loop left by break) stops receiving:
+        # the next delivery finds the channel closed and forgets it.
+        weakref.finalize(self, recv.close)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> tuple[Any, list[tuple[Any, int]]]:
+        try:
+            item: tuple[Any, list[tuple[Any, int]]] = await self._recv.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            self._recv.close()
+            if self._job.error is not None:
+                self._job._raise_error()
+            raise StopAsyncIteration from None
+        return item
+
+    async def aclose(self) -> None:
+        """Stop receiving (the job goes on)."""
+        self._recv.close()
 
 
 class Job:
@@ -297,12 +365,14 @@ class Job:
         self.transport = InProcessTransport()
         self.workers = [Worker(i, workers, self.plan, self.transport, self) for i in range(workers)]
         self.transport.workers = self.workers
-        self.inputs: dict[str, InputHandle] = {
-            name: InputHandle(self, name, feeds) for name, feeds in self.builder.feeds.items()
-        }
-        self.outputs: dict[str, OutputHandle] = {
-            name: OutputHandle(self, store) for name, store in self.builder.stores.items()
-        }
+        self.inputs: dict[str, InputHandle] = _Named(
+            "input",
+            {name: InputHandle(self, name, feeds) for name, feeds in self.builder.feeds.items()},
+        )
+        self.outputs: dict[str, OutputHandle] = _Named(
+            "output",
+            {name: OutputHandle(self, store) for name, store in self.builder.stores.items()},
+        )
         self._input_actors: dict[str, int] = {
             name: self.plan.physical_of[i]
             for i, node in enumerate(self.builder.spec.nodes)
@@ -310,7 +380,6 @@ class Job:
             if node.name.startswith("input:")
         }
         self._waiters: list[tuple[Callable[[], bool], trio.Event]] = []
-        self._channels: list[trio.MemorySendChannel[Any]] = []
         self.error: BaseException | None = None
         self._error_reported = False
         self.failed = False
@@ -373,9 +442,17 @@ class Job:
         self.failed = True
         for w in self.workers:
             w.wake()
-        for chan in self._channels:
-            chan.close()
+        for out in self.outputs.values():
+            out._close()
         self.notify()
+
+    def _stop(self) -> None:
+        """The job was abandoned (cancelled, or its ``async with`` body raised): nothing more
+        is taken in, subscriptions end."""
+        self.failed = True
+        self.closed = True
+        for out in self.outputs.values():
+            out._close()
 
     def _raise_error(self) -> None:
         assert self.error is not None
@@ -483,6 +560,9 @@ class _OpenJob:
         self._collector = collector_tuned(gc_threshold)
 
     async def __aenter__(self) -> Job:
+        if self._nursery_cm is not None:
+            msg = "this df.open(...) was already entered: call df.open() again for another job"
+            raise RuntimeError(msg)
         self._collector.__enter__()
         try:
             self._nursery_cm = trio.open_nursery()
@@ -509,7 +589,7 @@ class _OpenJob:
             except BaseException as e:
                 pending = e
         if exc is not None or pending is not None:
-            job.failed = True
+            job._stop()
             self._nursery.cancel_scope.cancel()
         try:
             await self._nursery_cm.__aexit__(None, None, None)
@@ -545,6 +625,18 @@ def open(
         ValueError: ``workers`` or ``gc_threshold`` is not a positive int.
     """
     return _OpenJob(pipeline, workers, fuse, check_gc_threshold(gc_threshold))
+
+
+class _Named(dict[str, Any]):
+    """A job's inputs or outputs by name; a missing name lists the ones there are."""
+
+    def __init__(self, kind: str, items: dict[str, Any]) -> None:
+        super().__init__(items)
+        self.kind = kind
+
+    def __missing__(self, name: str) -> Any:
+        msg = f"no {self.kind} named {name!r}; this pipeline has {sorted(self)}"
+        raise KeyError(msg)
 
 
 def _validate(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[Any], list[int]]]:
@@ -638,13 +730,17 @@ def run(
     validated = {name: _validate(name, upds) for name, upds in inputs.items()}
     check_gc_threshold(gc_threshold)
 
+    single = True
+
     async def main() -> dict[str, list[tuple[Any, Any, int]]]:
+        nonlocal single
         async with open(pipeline, workers, fuse=fuse, gc_threshold=gc_threshold) as job:
+            single = job.builder.single_output
             for name, by_time in validated.items():
                 handle = job.inputs[name]
                 for time in sorted(by_time):
                     data, diffs = by_time[time]
-                    handle.extend(data, diffs, time)
+                    handle._extend(data, diffs, time)
             await job.close()
         return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
 
@@ -652,6 +748,6 @@ def run(
         result = trio.run(main)
     except DeltaflowError:
         raise
-    if list(result) == ["output"]:
+    if single:
         return result["output"]
     return result
