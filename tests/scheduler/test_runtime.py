@@ -371,3 +371,44 @@ def test_join_errors_name_the_join_function(workers: int) -> None:
     with pytest.raises(df.OperatorError) as info:
         df.run(J(), workers=workers, a=[((1, 1), 0, 1)], b=[((1, 0), 0, 1)])
     assert info.value.operator.startswith("join_map(") and "test_runtime" in info.value.operator
+
+
+def test_numpy_integers_are_integers_for_diffs_and_times(workers: int) -> None:
+    """Diffs and times are integers: numpy's are taken (as ints), bools and floats are not."""
+    import numpy as np
+
+    out = df.run(Double(), workers=workers, xs=[(1, np.int64(0), np.int64(2)), (2, 1, np.int32(1))])
+    assert out == [(2, 0, 2), (4, 1, 1)]
+    for bad in [(1, 0, True), (1, 0.0, 1), (1, np.float64(0), 1)]:
+        with pytest.raises(TypeError, match="must be an int"):
+            df.run(Double(), xs=[bad])
+
+
+async def test_numpy_integers_feed_a_running_job() -> None:
+    import numpy as np
+
+    async with df.open(Double()) as job:
+        xs = job.inputs["xs"]
+        xs.update(1, np.int64(2))
+        xs.update_at(2, np.int32(1), np.int8(1))
+        xs.insert_many([3], np.array([1]))
+        await job.advance_to(np.int64(2))
+        assert job.output.at(np.int64(1)) == {2: 2, 4: 1, 6: 1}
+        assert all(type(r) is int for _, _, r in job.output.updates())
+
+
+def test_input_names_that_run_takes_itself_are_explained() -> None:
+    """An input called "pipeline" works with run(); "workers", "fuse" and "gc_threshold" are
+    run()'s own keywords, which it says instead of misreading the data."""
+
+    class Named(df.Pipeline):
+        def build(self, pipeline: df.Collection) -> df.Collection:
+            return pipeline
+
+    class Clash(df.Pipeline):
+        def build(self, workers: df.Collection, fuse: df.Collection) -> df.Collection:
+            return workers.concat(fuse)
+
+    assert df.run(Named(), pipeline=[(1, 0, 1)]) == [(1, 0, 1)]
+    with pytest.raises(TypeError, match=r"inputs named \['fuse', 'workers'\], which are run"):
+        df.run(Clash(), fuse=[(2, 0, 1)])

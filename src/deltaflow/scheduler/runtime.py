@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -69,11 +70,26 @@ def _require_pipeline(pipeline: object) -> Pipeline:
     return pipeline
 
 
+def _integer(value: object) -> int | None:
+    """``value`` as an ``int`` if it is an integer (numpy's included), not a bool; else None.
+
+    >>> import numpy as np
+    >>> _integer(3), _integer(np.int64(3)), _integer(True), _integer(3.0)
+    (3, 3, None, None)
+    """
+    if value.__class__ is int or isinstance(value, bool):
+        return value if value.__class__ is int else None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    return None
+
+
 def _require_int(time: object, where: str) -> int:
-    if time.__class__ is not int:
+    t = _integer(time)
+    if t is None:
         msg = f"{where}({time!r}): times are ints"
         raise TypeError(msg)
-    return time
+    return t
 
 
 def _check_hashable(input_name: str, data: Any) -> None:
@@ -84,10 +100,15 @@ def _check_hashable(input_name: str, data: Any) -> None:
         raise TypeError(msg) from None
 
 
-def _check_diff(input_name: str, data: Any, diff: Any) -> None:
-    if diff.__class__ is not int:
+def _check_diff(input_name: str, data: Any, diff: Any) -> int:
+    """``diff`` as an ``int`` (numpy integers accepted), or a TypeError naming the input."""
+    if diff.__class__ is int:
+        return diff
+    r = _integer(diff)
+    if r is None:
         msg = f"input {input_name!r}: diff {diff!r} for {data!r} must be an int"
         raise TypeError(msg)
+    return r
 
 
 class InputHandle:
@@ -136,7 +157,7 @@ class InputHandle:
         """Change the count of ``data`` by ``diff`` at the current time."""
         self._check_open()
         _check_hashable(self.name, data)
-        _check_diff(self.name, data, diff)
+        diff = _check_diff(self.name, data, diff)
         self._data.append(data)
         self._diffs.append(diff)
 
@@ -144,8 +165,8 @@ class InputHandle:
         """Change the count of ``data`` by ``diff`` at a ``time`` not before the current one."""
         self._check_open()
         _check_hashable(self.name, data)
-        _check_diff(self.name, data, diff)
-        self._job._check_time(self.name, data, time)
+        diff = _check_diff(self.name, data, diff)
+        time = self._job._check_time(self.name, data, time)
         if time == self._job.time:
             self._data.append(data)
             self._diffs.append(diff)
@@ -173,7 +194,7 @@ class InputHandle:
         self._check_open()
         data, new_diffs = self._columns(data, diffs)
         if time is not None:
-            self._job._check_time(self.name, data[0] if data else None, time)
+            time = self._job._check_time(self.name, data[0] if data else None, time)
         self._extend(data, new_diffs, time)
 
     def _columns(
@@ -195,8 +216,8 @@ class InputHandle:
         if len(new_diffs) != len(data):
             msg = f"input {self.name!r}: {len(data)} data but {len(new_diffs)} diffs"
             raise ValueError(msg)
-        for d, r in zip(data, new_diffs):
-            _check_diff(self.name, d, r)
+        if not all(r.__class__ is int for r in new_diffs):
+            new_diffs = [_check_diff(self.name, d, r) for d, r in zip(data, new_diffs)]
         return data, new_diffs
 
     def _extend(self, data: list[Any], diffs: list[int], time: Time | None = None) -> None:
@@ -404,16 +425,19 @@ class Job:
             msg = "the job is closed"
             raise JobClosedError(msg)
 
-    def _check_time(self, input_name: str, data: Any, time: Any) -> None:
-        if time.__class__ is not int:
+    def _check_time(self, input_name: str, data: Any, time: Any) -> int:
+        """``time`` as an ``int`` not before the job's time, or an error naming the input."""
+        t = _integer(time)
+        if t is None:
             msg = f"input {input_name!r}: time {time!r} for {data!r} must be an int"
             raise TypeError(msg)
-        if time < self.time:
+        if t < self.time:
             msg = (
                 f"input {input_name!r}: time {time!r} for {data!r} is before the input's "
                 f"current time {self.time!r}"
             )
             raise ValueError(msg)
+        return t
 
     def notify(self) -> None:
         """Wake the tasks whose awaited condition now holds (all of them once the job failed
@@ -659,7 +683,7 @@ def _validate(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[Any], l
                 raise _Malformed(upd)
             data, time, diff = upd
             if time.__class__ is not int or diff.__class__ is not int or time < 0:
-                raise _Malformed(upd)
+                time, diff = _explain(name, upd)  # numpy integers pass, as ints
             hash(data)
             slot = get(time)
             if slot is None:
@@ -677,20 +701,22 @@ class _Malformed(Exception):
     """Internal: the fast validation loop found an update to explain."""
 
 
-def _explain(name: str, upd: Any) -> None:
-    """Raise the precise error for a rejected update."""
+def _explain(name: str, upd: Any) -> tuple[int, int]:
+    """Raise the precise error for a rejected update; an update whose time and diff are
+    integers of another type (numpy's) passes, with them as ``int``."""
     if not isinstance(upd, tuple) or len(upd) != 3:
         msg = f"input {name!r}: expected a (data, time, diff) triple, got {upd!r}"
         raise ValueError(msg)
     data, time, diff = upd
     _check_hashable(name, data)
-    if time.__class__ is not int:
+    t = _integer(time)
+    if t is None:
         msg = f"input {name!r}: time {time!r} in {upd!r} must be an int"
         raise TypeError(msg)
-    if time < 0:
+    if t < 0:
         msg = f"input {name!r}: time {time!r} in {upd!r} must be >= 0"
         raise ValueError(msg)
-    _check_diff(name, data, diff)
+    return t, _check_diff(name, data, diff)
 
 
 def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
@@ -702,6 +728,7 @@ def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any,
 
 def run(
     pipeline: Pipeline,
+    /,
     workers: int = 1,
     *,
     fuse: bool = True,
@@ -723,6 +750,13 @@ def run(
     """
     pipeline = _require_pipeline(pipeline)
     names = pipeline.input_names()
+    taken = sorted(set(names) & {"workers", "fuse", "gc_threshold"})
+    if taken:
+        msg = (
+            f"{type(pipeline).__name__}.build() has inputs named {taken}, which are run()'s own "
+            "parameters: rename them, or feed the pipeline with df.open()"
+        )
+        raise TypeError(msg)
     unknown = sorted(set(inputs) - set(names))
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
