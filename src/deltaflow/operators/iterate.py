@@ -361,7 +361,7 @@ class Variable(Collection):
         if result.builder is not self.builder:
             msg = "Variable.set(): the result belongs to another pipeline (or job)"
             raise ValueError(msg)
-        if self.left_loop(result):
+        if self._left_loop(result):
             msg = (
                 f"{self!r} is set to a collection that was computed in its loop and then left "
                 "it (.leave()): set it to the collection inside the loop (the set variable's "
@@ -382,7 +382,7 @@ class Variable(Collection):
         for ever, so :meth:`set` puts a ``consolidate`` before the feedback."""
         return self._reaches_feedback(node, past_consolidation=False)
 
-    def left_loop(self, result: Collection) -> bool:
+    def _left_loop(self, result: Collection) -> bool:
         """Whether ``result`` is a collection of an enclosing scope computed from this
         variable: it left the loop (``.leave()``), and cannot be fed back into it."""
         if result.builder is not self.builder or result.scope not in self.scope.ancestors()[1:]:
@@ -498,7 +498,7 @@ def iterate(
     if result.builder is not collection.builder:
         msg = "the step of iterate() returned a collection of another pipeline (or job)"
         raise ValueError(msg)
-    if variable.left_loop(result):
+    if variable._left_loop(result):
         msg = (
             "the step of iterate() returned a collection computed in the loop that then left "
             "it (.leave()): return the collection inside the loop (iterate() leaves the loop "
