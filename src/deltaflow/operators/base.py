@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -43,6 +43,7 @@ __all__ = [
     "check_function",
     "describe_callable",
     "is_pair",
+    "sum_diffs",
 ]
 
 
@@ -72,10 +73,19 @@ class UpdateBatch:
         >>> UpdateBatch(["a", "b", "a"], [1, 2, 3]).sum_into({"b": -2})
         {'b': 0, 'a': 4}
         """
-        get = sums.get
-        for d, r in zip(self.data, self.diffs):
-            sums[d] = get(d, 0) + r
-        return sums
+        return sum_diffs(self.data, self.diffs, sums)
+
+
+def sum_diffs(data: Iterable[Any], diffs: Iterable[int], sums: dict[Any, int]) -> dict[Any, int]:
+    """Add each datum's diff into ``sums`` (zeros stay); returns ``sums``.
+
+    >>> sum_diffs(["a", "a"], [1, -1], {})
+    {'a': 0}
+    """
+    get = sums.get
+    for d, r in zip(data, diffs):
+        sums[d] = get(d, 0) + r
+    return sums
 
 
 class Interest(enum.Enum):

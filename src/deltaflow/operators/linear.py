@@ -25,7 +25,7 @@ import attrs
 
 from ..errors import OperatorError
 from ..framework.lattice import join
-from .base import Interest, Operator, UpdateBatch, describe_callable
+from .base import Interest, Operator, UpdateBatch, describe_callable, sum_diffs
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -230,11 +230,7 @@ def consolidate_columns(data: Iterable[Any], diffs: Iterable[int]) -> UpdateBatc
     >>> consolidate_columns(["a", "b", "a"], [1, 1, -1])
     UpdateBatch(data=['b'], diffs=[1])
     """
-    acc: dict[Any, int] = {}
-    get = acc.get
-    for d, r in zip(data, diffs):
-        acc[d] = get(d, 0) + r
-    items = [(d, r) for d, r in acc.items() if r]
+    items = [(d, r) for d, r in sum_diffs(data, diffs, {}).items() if r]
     return UpdateBatch([d for d, _ in items], [r for _, r in items])
 
 

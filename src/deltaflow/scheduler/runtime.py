@@ -764,22 +764,19 @@ def run(
     validated = {name: _validate(name, upds) for name, upds in inputs.items()}
     check_gc_threshold(gc_threshold)
 
-    single = True
-
-    async def main() -> dict[str, list[tuple[Any, Any, int]]]:
-        nonlocal single
+    async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool]:
         async with open(pipeline, workers, fuse=fuse, gc_threshold=gc_threshold) as job:
-            single = job.builder.single_output
             for name, by_time in validated.items():
                 handle = job.inputs[name]
                 for time in sorted(by_time):
                     data, diffs = by_time[time]
                     handle._extend(data, diffs, time)
             await job.close()
-        return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
+        outputs = {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
+        return outputs, job.builder.single_output
 
     try:
-        result = trio.run(main)
+        result, single = trio.run(main)
     except DeltaflowError:
         raise
     if single:
