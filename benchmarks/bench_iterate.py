@@ -30,14 +30,13 @@ Run: ``python benchmarks/bench_iterate.py [--quick]``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from typing import Any
 
 import trio
-from bench_workloads import Reachability
+from bench_workloads import Reachability, emit
 from workloads import Edge, live_multiset, reach_set, w2_reach
 
 import deltaflow as df
@@ -116,12 +115,6 @@ def w2_rounds(rounds: int, per_step_us: float) -> dict[str, Any]:
         "iteration_share": per_step_us * 1e-6 * sum(steps) / total,
         "check": "ok" if final == reach_set(roots, live) else "mismatch",
     }
-
-
-def emit(record: dict[str, Any]) -> None:
-    """Print one figure as a JSON line (floats rounded for reading)."""
-    clean = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in record.items()}
-    print(json.dumps(clean), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
