@@ -1222,12 +1222,7 @@ class ProgressTracker:
         """
         if not delta:
             return
-        try:
-            loc = self._source_ids[(node, port)]
-        except KeyError:
-            msg = f"no output port {port!r} on node {node!r}"
-            raise ValueError(msg) from None
-        self._buffer(loc, time, delta)
+        self._buffer(self._source_loc(node, port), time, delta)
 
     def update_target(self, node: int, port: int, time: Time, delta: int) -> None:
         """Buffer a change of the messages in flight to input ``port`` of ``node``.
@@ -1239,12 +1234,7 @@ class ProgressTracker:
         """
         if not delta:
             return
-        try:
-            loc = self._target_ids[(node, port)]
-        except KeyError:
-            msg = f"no input port {port!r} on node {node!r}"
-            raise ValueError(msg) from None
-        self._buffer(loc, time, delta)
+        self._buffer(self._target_loc(node, port), time, delta)
 
     def update(self, changes: Iterable[tuple[Location | tuple[int, int, bool], Time, int]]) -> None:
         """Buffer a batch of ``(location, time, delta)`` changes.
@@ -1580,11 +1570,7 @@ class ProgressTracker:
         Runtime complexity: O(1) when the frontier did not change since it was last asked for;
         O(size log size) otherwise.
         """
-        try:
-            loc = self._target_ids[(node, in_port)]
-        except KeyError:
-            msg = f"no input port {in_port!r} on node {node!r}"
-            raise ValueError(msg) from None
+        loc = self._target_loc(node, in_port)
         if self._kept[self._graph_ids[loc]]:
             return self._antichain(loc)
         return self._to_antichain(self._implied(self._graph_ids[loc]))
@@ -1597,12 +1583,7 @@ class ProgressTracker:
         Raises:
             ValueError: if the port does not exist.
         """
-        try:
-            loc = self._target_ids[(node, in_port)]
-        except KeyError:
-            msg = f"no input port {in_port!r} on node {node!r}"
-            raise ValueError(msg) from None
-        return self._kept[self._graph_ids[loc]]
+        return self._kept[self._graph_ids[self._target_loc(node, in_port)]]
 
     def source_frontier(self, node: int, out_port: int) -> Antichain:
         """The minimal times that could still be sent from output ``out_port`` of ``node``.
@@ -1617,12 +1598,24 @@ class ProgressTracker:
         from the pointstamps and frontiers back to the nearest kept input ports, O(m log m)
         for the m elements gathered.
         """
-        try:
-            loc = self._source_ids[(node, out_port)]
-        except KeyError:
-            msg = f"no output port {out_port!r} on node {node!r}"
-            raise ValueError(msg) from None
+        loc = self._source_loc(node, out_port)
         return self._to_antichain(self._implied(self._graph_ids[loc]))
+
+    def _source_loc(self, node: int, port: int) -> int:
+        """The internal location of output ``port`` of ``node``; ValueError if there is none."""
+        try:
+            return self._source_ids[(node, port)]
+        except KeyError:
+            msg = f"no output port {port!r} on node {node!r}"
+            raise ValueError(msg) from None
+
+    def _target_loc(self, node: int, port: int) -> int:
+        """The internal location of input ``port`` of ``node``; ValueError if there is none."""
+        try:
+            return self._target_ids[(node, port)]
+        except KeyError:
+            msg = f"no input port {port!r} on node {node!r}"
+            raise ValueError(msg) from None
 
     def _implied(self, g: int) -> list[Coords]:
         """The implications frontier of graph location ``g``, which is not kept: its own

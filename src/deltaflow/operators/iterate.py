@@ -370,17 +370,13 @@ class Variable(Collection):
             raise ValueError(msg)
         aligned = _into_scope(result, self.scope, "the value a Variable is set to")
         back = aligned if self.source is None else aligned.concat(self.source.negate())
-        if self.limit is None and self._reached_unconsolidated(aligned.node):
+        # A value that depends on the variable along a path without a consolidating operator
+        # could send equal updates of opposite signs round the loop for ever.
+        if self.limit is None and self._reaches_feedback(aligned.node, past_consolidation=False):
             back = back.consolidate()
         self.builder.spec.set_input(self.feedback_node, 0, Edge(back.node, back.port))
         self._result = aligned
         return aligned
-
-    def _reached_unconsolidated(self, node: int) -> bool:
-        """Whether ``node``'s output depends on this variable along some path without a
-        consolidating operator: then equal updates of opposite signs could go round the loop
-        for ever, so :meth:`set` puts a ``consolidate`` before the feedback."""
-        return self._reaches_feedback(node, past_consolidation=False)
 
     def _left_loop(self, result: Collection) -> bool:
         """Whether ``result`` is a collection of an enclosing scope computed from this

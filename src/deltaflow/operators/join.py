@@ -76,13 +76,13 @@ class _Work:
         others: list[Batch] | KeyedHistory,
         swap: bool,
         keep: KeyedHistory | None = None,
-        *,
-        joins: bool = True,
     ) -> None:
         self.time = time
         # Held only while the item waits beyond the activation that drained its message.
         self.cap: Capability | None = None
-        self.joins = joins
+        # False when the other side was empty as the batch arrived: the item then only adds
+        # the batch to ``keep``, in order.
+        joins = self.joins = bool(others)
         self.batch = batch
         self.items: list[tuple[Any, list[tuple[Any, Any, int]]]] | None = (
             None if joins else []
@@ -220,11 +220,9 @@ class JoinOperator(Operator):
             for time, batch in ctx.messages(side):
                 if len(batch):
                     others = self._other_side(other)
-                    if others:
+                    # With nothing to join now, a batch still joins its side's history in order.
+                    if others or keep is not None:
                         work.append(_Work(time, batch, others, side == 1, keep))
-                    elif keep is not None:
-                        # Nothing to join now, but the batch joins the history in order.
-                        work.append(_Work(time, batch, others, side == 1, keep, joins=False))
                 if keep is None:
                     ack = batch.upper
             if keep is not None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..errors import DeltaflowError, JobClosedError
+from ..errors import JobClosedError
 from ..operators.collection import DataflowBuilder, Pipeline
 from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
 from .plan import make_plan
@@ -77,11 +77,11 @@ def _integer(value: object) -> int | None:
     >>> _integer(3), _integer(np.int64(3)), _integer(True), _integer(3.0)
     (3, 3, None, None)
     """
-    if value.__class__ is int or isinstance(value, bool):
-        return value if value.__class__ is int else None
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    return None
+    if value.__class__ is int:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    return int(value)
 
 
 def _require_int(time: object, where: str) -> int:
@@ -775,10 +775,7 @@ def run(
         outputs = {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
         return outputs, job.builder.single_output
 
-    try:
-        result, single = trio.run(main)
-    except DeltaflowError:
-        raise
+    result, single = trio.run(main)
     if single:
         return result["output"]
     return result
