@@ -1603,18 +1603,18 @@ class ProgressTracker:
 
     def _source_loc(self, node: int, port: int) -> int:
         """The internal location of output ``port`` of ``node``; ValueError if there is none."""
-        try:
-            return self._source_ids[(node, port)]
-        except KeyError:
-            msg = f"no output port {port!r} on node {node!r}"
-            raise ValueError(msg) from None
+        return self._port_loc(self._source_ids, "output", node, port)
 
     def _target_loc(self, node: int, port: int) -> int:
         """The internal location of input ``port`` of ``node``; ValueError if there is none."""
+        return self._port_loc(self._target_ids, "input", node, port)
+
+    @staticmethod
+    def _port_loc(ids: dict[Port, int], kind: str, node: int, port: int) -> int:
         try:
-            return self._target_ids[(node, port)]
+            return ids[(node, port)]
         except KeyError:
-            msg = f"no input port {port!r} on node {node!r}"
+            msg = f"no {kind} port {port!r} on node {node!r}"
             raise ValueError(msg) from None
 
     def _implied(self, g: int) -> list[Coords]:
