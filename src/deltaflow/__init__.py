@@ -32,6 +32,7 @@ from .errors import (
 )
 from .framework.antichain import Antichain as Antichain
 from .framework.lattice import Product as Product
+from .operators.delta import multiway_join as multiway_join
 from .operators.collection import (
     Arranged as Arranged,
     Collection as Collection,
@@ -54,6 +55,7 @@ __all__ = [
     "Product",
     "Variable",
     "loop_scope",
+    "multiway_join",
     "open",
     "run",
 ]

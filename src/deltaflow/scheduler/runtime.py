@@ -26,6 +26,7 @@ import trio
 
 from ..errors import JobClosedError
 from ..operators.collection import DataflowBuilder, Pipeline
+from ..operators.delta.build import statistics as delta_statistics
 from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
 from .plan import make_plan
 from .worker import ProgressChange, Worker
@@ -565,8 +566,10 @@ class Job:
         return self.error is not None and not self._error_reported
 
     def statistics(self) -> dict[str, Any]:
-        """Counts for introspection: steps and activations per worker, actors, frontiers."""
+        """Counts for introspection: steps and activations per worker, actors, frontiers;
+        ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`)."""
         return {
+            **delta_statistics(self.builder.spec),
             "workers": [
                 {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
                 for w in self.workers

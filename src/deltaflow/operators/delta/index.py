@@ -1,0 +1,154 @@
+"""Indexes: the one arrangement of a collection that delta queries read, shared by all of them.
+
+A delta query keeps no intermediate collection: each of its rules looks the other inputs up as
+of a time. What it looks up is an :class:`IndexStore` per worker, the collection's updates
+grouped by key and then by value, ``{key: {val: [(time, diff), ...]}}``, with each key's
+update times in arrival order beside (``times``). One store answers the three questions a
+prefix extender asks (see :mod:`.lookup`): how many updates a key has as of a time (a bisection
+of ``times``, so the count costs ``O(log n)`` however skewed the key), which values it has
+(``propose``: the key's values) and whether it has a given value (``validate``: one dict lookup
+more). So an input indexed by one key costs one arrangement whatever uses it: three uses of
+``edges`` indexed two ways are two arrangements.
+
+The :class:`IndexOperator` inserts each update as it drains it, before its input frontier has
+passed its time. Readers never see too much: every lookup names the time it is made as of and
+skips later updates; and they never see too little, because a reader waits until the index's
+output frontier, which cannot pass a time while an update at it is still in the index's
+mailbox, has passed the times it asks about.
+
+Counts are exact when a key's updates arrive in time order (with int times, always when the
+rounds are fed one at a time); otherwise they are estimates. Either way they only decide who
+proposes: proposals and validations read the values themselves and are exact.
+
+    >>> store = IndexStore()
+    >>> store.insert([("a", 1), ("a", 2)], [3, 4], [1, 1], lambda d: (d[0], d[1]))
+    >>> store.count("a", 3, strict=False), store.count("a", 3, strict=True)
+    (1, 0)
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from ..base import Interest, Operator
+
+if TYPE_CHECKING:
+    from ...framework.lattice import Time
+    from ..base import OperatorContext
+
+__all__ = ["IndexOperator", "IndexRegistry", "IndexStore", "KeyRows", "Split"]
+
+Split = Callable[[Any], tuple[Hashable, Any]]
+"""How an index splits a datum into ``(key, val)``."""
+
+
+class KeyRows:
+    """One key's updates: ``times``, ``vals`` and ``diffs`` in parallel, sorted by time (the
+    total order), and ``by_val`` mapping each value to its ``(time, diff)`` list."""
+
+    __slots__ = ("by_val", "diffs", "times", "vals")
+
+    def __init__(self) -> None:
+        self.times: list[Time] = []
+        self.vals: list[Any] = []
+        self.diffs: list[int] = []
+        self.by_val: dict[Any, list[tuple[Time, int]]] = {}
+
+    def add(self, val: Any, t: Time, r: int) -> None:
+        """Add one update, keeping the columns sorted by time (appended when in order)."""
+        times = self.times
+        if not times or not t < times[-1]:
+            times.append(t)
+            self.vals.append(val)
+            self.diffs.append(r)
+        else:
+            i = bisect_right(times, t)
+            times.insert(i, t)
+            self.vals.insert(i, val)
+            self.diffs.insert(i, r)
+        hist = self.by_val.get(val)
+        if hist is None:
+            self.by_val[val] = [(t, r)]
+        else:
+            hist.append((t, r))
+
+    def upto(self, time: Time, strict: bool) -> int:
+        """How many updates are at times before ``time`` (``strict``) or not after it."""
+        times = self.times
+        last = times[-1]
+        if last < time or (not strict and last == time):
+            return len(times)
+        return bisect_left(times, time) if strict else bisect_right(times, time)
+
+
+class IndexStore:
+    """One worker's part of an index: :class:`KeyRows` by key (see the module docstring)."""
+
+    __slots__ = ("keys", "size")
+
+    def __init__(self) -> None:
+        self.keys: dict[Any, KeyRows] = {}
+        self.size = 0
+
+    def insert(self, data: list[Any], times: list[Time], diffs: list[int], split: Split) -> None:
+        """Add updates ``(data[i], times[i], diffs[i])``, each split into ``(key, val)``."""
+        keys = self.keys
+        for d, t, r in zip(data, times, diffs):
+            key, val = split(d)
+            rows = keys.get(key)
+            if rows is None:
+                rows = keys[key] = KeyRows()
+            rows.add(val, t, r)
+        self.size += len(data)
+
+    def count(self, key: Any, time: Time, strict: bool) -> int:
+        """How many updates ``key`` has at times before ``time`` (``strict``) or not after it,
+        in the total order of times.
+
+        Runtime complexity: O(1) when all of them are, else O(log n).
+        """
+        rows = self.keys.get(key)
+        return 0 if rows is None else rows.upto(time, strict)
+
+
+class IndexRegistry:
+    """The stores of one index, one per worker, for the operators that read it.
+
+    Operators are created in node order on every worker, so the index operator registers its
+    store before any reader's factory asks for it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stores: dict[int, IndexStore] = {}
+        #: The index node's output (readers connect to it to follow its frontier).
+        self.output: Any = None
+
+    def store(self, worker: int) -> IndexStore:
+        """The store on ``worker`` (made by the index operator's factory)."""
+        return self.stores[worker]
+
+
+class IndexOperator(Operator):
+    """Insert every update it drains into its worker's :class:`IndexStore`; send nothing.
+
+    Its output port carries no data: readers connect to it only to follow its frontier, which
+    passes a time once every update at that time is in the store.
+    """
+
+    interest = Interest.NEVER
+    reads_frontiers = False
+
+    def __init__(self, name: str, store: IndexStore, split: Split) -> None:
+        self.name = name
+        self.store = store
+        self.split = split
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Insert what arrived."""
+        store = self.store
+        split = self.split
+        for time, batch in ctx.messages(0):
+            store.insert(batch.data, [time] * len(batch), batch.diffs, split)
