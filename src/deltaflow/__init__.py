@@ -32,7 +32,11 @@ from .errors import (
 )
 from .framework.antichain import Antichain as Antichain
 from .framework.lattice import Product as Product
-from .operators.delta import multiway_join as multiway_join
+from .operators.delta import (
+    Index as Index,
+    PrefixExtender as PrefixExtender,
+    multiway_join as multiway_join,
+)
 from .operators.collection import (
     Arranged as Arranged,
     Collection as Collection,
@@ -47,10 +51,12 @@ __all__ = [
     "Arranged",
     "Collection",
     "DeltaflowError",
+    "Index",
     "Job",
     "JobClosedError",
     "OperatorError",
     "Pipeline",
+    "PrefixExtender",
     "ProbeHandle",
     "Product",
     "Variable",

@@ -301,3 +301,131 @@ def test_three_uses_of_edges_indexed_two_ways_are_two_arrangements() -> None:
     """Triangles read edges by source and by destination: two arrangements, not six."""
     stats = star_statistics(3)
     assert stats["arrangements"] == 2
+
+
+# -- the pieces: half_join, prefix extenders ----------------------------------------------------
+
+pair_lists = updates_of(st.tuples(st.integers(0, 2), st.integers(0, 3)))
+
+
+def lookups(
+    prefixes: list[Update], index: list[Update], key: Callable[[Any], Any], strict: bool
+) -> dict[Any, list[tuple[Any, Any, int]]]:
+    """Per prefix update, the index updates of its key that it meets: times before it
+    (``strict``) or not after it, in the total order."""
+    out: dict[Any, list[tuple[Any, Any, int]]] = {}
+    for n, (p, t1, _) in enumerate(prefixes):
+        out[n] = [
+            (v, t2, r2)
+            for (k, v), t2, r2 in index
+            if k == key(p) and (t2 < t1 or (not strict and t2 == t1))
+        ]
+    return out
+
+
+def consolidated(ups: list[Update]) -> list[Update]:
+    """Updates summed per ``(data, time)``, zeros dropped, sorted."""
+    sums: Counter[Any] = Counter()
+    for d, t, r in ups:
+        sums[(d, t)] += r
+    return sorted(((d, t, r) for (d, t), r in sums.items() if r), key=repr)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("strict", [False, True])
+@examples(30)
+@given(a=pair_lists, b=pair_lists)
+def test_half_join_meets_earlier_updates(
+    workers: int, strict: bool, a: list[Update], b: list[Update]
+) -> None:
+    """Each update of ``a`` meets the updates of ``b`` before it (strict) or not after it."""
+    out = collect(pipeline_of(lambda a, b: a.half_join(b, strict=strict)), workers=workers, a=a, b=b)
+    met = lookups(a, b, lambda p: p[0], strict)
+    expected = [
+        ((k, (x, v)), max(t1, t2), r1 * r2)
+        for n, ((k, x), t1, r1) in enumerate(a)
+        for v, t2, r2 in met[n]
+    ]
+    assert consolidated(out) == consolidated(expected)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@examples(30)
+@given(a=st.lists(st.tuples(st.tuples(nodes, nodes), product_times, diffs), max_size=15),
+       b=st.lists(st.tuples(st.tuples(nodes, nodes), product_times, diffs), max_size=15))
+def test_two_half_joins_make_a_join_at_product_times(
+    workers: int, a: list[Update], b: list[Update]
+) -> None:
+    """``a.half_join(b)`` plus ``b.half_join(a, strict=True)`` is ``a.join(b)`` at every
+    product time (the total order's tie-break counts simultaneous updates once)."""
+
+    def query(a: df.Collection, b: df.Collection) -> df.Collection:
+        flip = b.half_join(a, strict=True).map(lambda kv: (kv[0], (kv[1][1], kv[1][0])))
+        return a.half_join(b).concat(flip)
+
+    seen = run_in_loop(query, workers, a=a, b=b)
+
+    def join(c: dict[str, Counter[Any]]) -> Counter[Any]:
+        out: Counter[Any] = Counter()
+        for (k, x), n in c["a"].items():
+            for (k2, y), m in c["b"].items():
+                if k == k2:
+                    out[(k, (x, y))] += n * m
+        return out
+
+    assert_matches_oracle(seen, {"a": a, "b": b}, join)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@examples(30)
+@given(ps=updates_of(nodes, 15), e=pair_lists, f=pair_lists)
+def test_prefix_extenders_count_propose_validate_extend(
+    workers: int, ps: list[Update], e: list[Update], f: list[Update]
+) -> None:
+    """count, propose, validate and extend look the index up as of each prefix's time;
+    ``extend`` (worst-case optimal) equals propose by one and validate by the other."""
+
+    def build(ps: df.Collection, e: df.Collection, f: df.Collection) -> dict[str, df.Collection]:
+        by_e = e.index_by_key().extend_using(lambda p: p)
+        by_f = f.index_by_key().extend_using(lambda p: p, strict=True)
+        return {
+            "count": by_e.count(ps),
+            "propose": by_e.propose(ps),
+            "validated": by_f.validate(by_e.propose(ps)),
+            "extend": ps.extend(by_e, by_f),
+        }
+
+    out = collect(pipeline_of(build), workers=workers, ps=ps, e=e, f=f)
+    met_e = lookups(ps, e, lambda p: p, False)
+    met_f = lookups(ps, f, lambda p: p, True)
+    proposed = [((p, v), max(t1, t2), r1 * r2) for n, (p, t1, r1) in enumerate(ps) for v, t2, r2 in met_e[n]]
+    assert consolidated(out["propose"]) == consolidated(proposed)
+    both = [
+        ((p, v), max(t1, t2, t3), r1 * r2 * r3)
+        for n, (p, t1, r1) in enumerate(ps)
+        for v, t2, r2 in met_e[n]
+        for w, t3, r3 in met_f[n]
+        if v == w
+    ]
+    assert consolidated(out["validated"]) == consolidated(both)
+    assert consolidated(out["extend"]) == consolidated(both)
+    # A count is at most the updates met, at least the values with a non-zero sum.
+    for (p, n), t, r in out["count"]:
+        assert r != 0
+        met = next(met_e[i] for i, (q, t1, _) in enumerate(ps) if q == p and t1 == t)
+        sums: Counter[Any] = Counter()
+        for v, _, r2 in met:
+            sums[v] += r2
+        assert sum(1 for s in sums.values() if s) <= n <= len(met)
+
+
+def test_extenders_reject_bad_arguments() -> None:
+    """Errors name the piece and the value."""
+    with pytest.raises(TypeError, match="extend: expected PrefixExtender"):
+        collect(pipeline_of(lambda ps: ps.extend("nope")), ps=[])
+    with pytest.raises(ValueError, match="at least one PrefixExtender"):
+        collect(pipeline_of(lambda ps: ps.extend()), ps=[])
+    with pytest.raises(TypeError, match="extend_using: key must take 1 argument"):
+        collect(pipeline_of(lambda ps, e: ps.extend(e.index_by_key().extend_using(lambda a, b: a))), ps=[], e=[])
+    with pytest.raises(df.OperatorError, match="half_join: expected \\(key, value\\) pairs, got 5"):
+        collect(pipeline_of(lambda a, b: a.half_join(b)), a=[(5, 0, 1)], b=[])

@@ -55,10 +55,16 @@ def index_of(
 
 
 def add_rule(
-    start: Collection, phases: list[Phase], emit: Callable[[Any], Any], name: str
+    start: Collection,
+    phases: list[Phase],
+    emit: Callable[[Any], Any],
+    name: str,
+    *,
+    whole: bool = False,
 ) -> Collection:
     """The operators running ``phases`` on the data of ``start`` (each datum the first
-    binding), whose output is ``emit(binding)`` of the records that get through."""
+    binding), whose output is ``emit(binding)`` of the records that get through
+    (``emit(record)`` with ``whole``)."""
     tally = Tally()
     groups = [phases] if start.builder.workers == 1 else [[p] for p in phases]
     current = start
@@ -87,7 +93,9 @@ def add_rule(
             label: str = label,
         ) -> RuleOperator:
             runners = [p.runner(w, tally) for p in group]
-            return RuleOperator(label, runners, waits, first=first, emit=emit if last else None)
+            return RuleOperator(
+                label, runners, waits, first=first, emit=emit if last else None, whole=whole
+            )
 
         inputs = [current, *(r.output for r in indexes)]
         pacts = [Pact(key), *(Pact() for _ in indexes)]

@@ -249,7 +249,8 @@ class RuleOperator(Operator):
     read, followed only for their frontiers. ``waits[i] = (port, strict)``: a record at ``t``
     waits until no element of that port's frontier is before ``t`` (``strict``) or not after
     it. The result goes on at ``t`` to the next operator of the rule, or, with ``emit``, as
-    ``emit(binding)`` at its ``t_out``, summed per time and datum.
+    ``emit(binding)`` (``emit(record)`` with ``whole``) at its ``t_out``, summed per time and
+    datum.
     """
 
     interest = Interest.ALWAYS
@@ -262,12 +263,14 @@ class RuleOperator(Operator):
         *,
         first: bool,
         emit: Callable[[Any], Any] | None,
+        whole: bool = False,
     ) -> None:
         self.name = name
         self.runners = runners
         self.waits = waits
         self.first = first
         self.emit = emit
+        self.whole = whole
         self.stash: dict[Any, tuple[list[Record], list[int], Capability]] = {}
 
     def _ready(self, ctx: OperatorContext, t: Any) -> bool:
@@ -309,11 +312,12 @@ class RuleOperator(Operator):
             ctx.send(0, t, UpdateBatch(recs, diffs))
             return
         out: dict[Any, dict[Any, int]] = {}
+        whole = self.whole
         for rec, r in zip(recs, diffs):
             slot = out.get(rec[1])
             if slot is None:
                 slot = out[rec[1]] = {}
-            d = emit(rec[0])
+            d = emit(rec) if whole else emit(rec[0])
             slot[d] = slot.get(d, 0) + r
         for at in sorted(out) if len(out) > 1 else out:
             sums = out[at]
