@@ -35,7 +35,14 @@ import attrs
 from ..base import check_function, describe_callable, is_pair
 from .build import add_rule, index_of
 from .index import IndexRegistry
-from .lookup import CountPhase, Extender, Phase, ProposePhase, ValidatePhase
+from .lookup import (
+    CountPhase,
+    Extender,
+    Phase,
+    ProposePhase,
+    ValidatePhase,
+    extension_phases,
+)
 
 if TYPE_CHECKING:
     from ..collection import Collection
@@ -156,12 +163,8 @@ def extend(prefixes: Collection, *extenders: PrefixExtender) -> Collection:
             msg = f"extend: expected PrefixExtender objects (index.extend_using(key)), got {e!r}"
             raise TypeError(msg)
     exts = tuple(e._extender for e in extenders)
-    phases: list[Phase] = []
-    if len(exts) > 1:
-        phases.extend(CountPhase(exts, j) for j in range(len(exts)))
-    phases.append(ProposePhase(exts, _pair))
-    if len(exts) > 1:
-        phases.extend(ValidatePhase(e, j, _keyed(e.key), _second) for j, e in enumerate(exts))
+    local = prefixes.builder.workers == 1
+    phases = extension_phases(exts, _pair, lambda e: _keyed(e.key), _second, local=local)
     return extenders[0]._rule(prefixes, phases, "extend")
 
 

@@ -46,15 +46,20 @@ Split = Callable[[Any], tuple[Hashable, Any]]
 
 class KeyRows:
     """One key's updates: ``times``, ``vals`` and ``diffs`` in parallel, sorted by time (the
-    total order), and ``by_val`` mapping each value to its ``(time, diff)`` list."""
+    total order), and ``by_val`` mapping each value to its ``(time, diff)`` list.
 
-    __slots__ = ("by_val", "diffs", "times", "vals")
+    ``plain``: every diff is 1 and no value repeats (a set that only grew), so the values up
+    to a time are the proposals themselves, with nothing to sum.
+    """
+
+    __slots__ = ("by_val", "diffs", "plain", "times", "vals")
 
     def __init__(self) -> None:
         self.times: list[Time] = []
         self.vals: list[Any] = []
         self.diffs: list[int] = []
         self.by_val: dict[Any, list[tuple[Time, int]]] = {}
+        self.plain = True
 
     def add(self, val: Any, t: Time, r: int) -> None:
         """Add one update, keeping the columns sorted by time (appended when in order)."""
@@ -71,8 +76,11 @@ class KeyRows:
         hist = self.by_val.get(val)
         if hist is None:
             self.by_val[val] = [(t, r)]
+            if r != 1:
+                self.plain = False
         else:
             hist.append((t, r))
+            self.plain = False
 
     def upto(self, time: Time, strict: bool) -> int:
         """How many updates are at times before ``time`` (``strict``) or not after it."""

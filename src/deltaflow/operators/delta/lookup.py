@@ -31,28 +31,32 @@ proposal or validation yields one record per distinct resulting time.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ...framework.lattice import join as time_join
+from ...framework.antichain import Antichain
+from ...framework.lattice import join as time_join, less_equal
 from ..base import Interest, Operator, UpdateBatch
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
     from ..base import Capability, OperatorContext
-    from .index import IndexRegistry, IndexStore
+    from .index import IndexRegistry, IndexStore, KeyRows
 
 __all__ = [
     "CountPhase",
     "Extender",
+    "IntersectPhase",
     "Phase",
     "ProposePhase",
     "RuleOperator",
     "Runner",
     "Tally",
     "ValidatePhase",
+    "extension_phases",
 ]
 
 Record = tuple[Any, Any, int, int]
@@ -119,14 +123,23 @@ class CountPhase(Phase):
     def runner(self, worker: int, tally: Tally) -> Runner:
         """Count on ``worker``."""
         ext = self.extenders[self.which]
-        count = ext.registry.store(worker).count
+        keys = ext.registry.store(worker).keys
         key, strict, which = ext.key, ext.strict, self.which
 
         def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
             out = []
             for rec in recs:
                 b = rec[0]
-                n = count(key(b), t, strict)
+                rows = keys.get(key(b))
+                if rows is None:
+                    n = 0
+                else:  # rows.upto(t, strict), inline
+                    times = rows.times
+                    last = times[-1]
+                    if last < t or (not strict and last == t):
+                        n = len(times)
+                    else:
+                        n = bisect_left(times, t) if strict else bisect_right(times, t)
                 out.append((b, rec[1], n, which) if which == 0 or n < rec[2] else rec)
             return out, diffs
 
@@ -163,6 +176,11 @@ class ProposePhase(Phase):
                     continue
                 n = rows.upto(t, ext.strict)
                 seen += n
+                if total and rows.plain:
+                    for v in rows.vals[:n] if n < len(rows.vals) else rows.vals:
+                        out.append((combine(b, v), t_out, 0, which))
+                    out_diffs.extend([r] * n)
+                    continue
                 if total:
                     sums: dict[Any, int] = {}
                     for v, d in zip(rows.vals[:n], rows.diffs[:n]):
@@ -214,6 +232,7 @@ class ValidatePhase(Phase):
         def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
             out: list[Record] = []
             out_diffs: list[int] = []
+            total = t.__class__ is int
             for rec, r in zip(recs, diffs):
                 if rec[3] == which:
                     out.append(rec)
@@ -226,11 +245,16 @@ class ValidatePhase(Phase):
                 hist = rows.by_val.get(val(b))
                 if hist is None:
                     continue
-                if len(hist) == 1:  # the usual case, inline
-                    t2, d = hist[0]
-                    if t2 < t or (not strict and t2 == t):
-                        at = rec[1] if t2.__class__ is int else time_join(rec[1], t2)
-                        out.append(rec if at == rec[1] else (b, at, rec[2], rec[3]))
+                if total:  # every time met leaves t_out as it is
+                    if len(hist) == 1:
+                        t2, d = hist[0]
+                        if t2 < t or (not strict and t2 == t):
+                            out.append(rec)
+                            out_diffs.append(r * d)
+                        continue
+                    d = sum(d for t2, d in hist if t2 < t or (not strict and t2 == t))
+                    if d:
+                        out.append(rec)
                         out_diffs.append(r * d)
                     continue
                 for at, s in _sum_upto(hist, t, strict, rec[1]):
@@ -239,6 +263,145 @@ class ValidatePhase(Phase):
             return out, out_diffs
 
         return run
+
+
+@attrs.frozen
+class IntersectPhase(Phase):
+    """Count, propose and validate in one pass, for one worker (every index is local): per
+    prefix, the candidate with the fewest updates as of ``t`` proposes, and each of its values
+    is looked up in the others before anything is built for it."""
+
+    extenders: tuple[Extender, ...]
+    combine: Callable[[Any, Any], Any]
+
+    def route(self, rec: Record) -> Any:
+        """Unused: this phase only runs where every index is local (one worker)."""
+        return None
+
+    def runner(self, worker: int, tally: Tally) -> Runner:
+        """Intersect on ``worker``."""
+        parts = [(e.registry.store(worker).keys, e.key, e.strict) for e in self.extenders]
+        combine = self.combine
+
+        def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
+            out: list[Record] = []
+            out_diffs: list[int] = []
+            total = t.__class__ is int
+            seen = 0
+            for rec, r in zip(recs, diffs):
+                b = rec[0]
+                found: list[tuple[KeyRows, bool]] = []
+                best = best_n = -1
+                for keys, key, strict in parts:
+                    rows = keys.get(key(b))
+                    n = 0 if rows is None else rows.upto(t, strict)
+                    if not n:
+                        break
+                    if best < 0 or n < best_n:
+                        best, best_n = len(found), n
+                    found.append((rows, strict))
+                else:
+                    seen += best_n
+                    rows, strict = found.pop(best)
+                    if not total:
+                        _intersect_general(b, rec[1], r, rows, strict, found, t, combine, out, out_diffs)
+                        continue
+                    if rows.plain:
+                        vals: Any = rows.vals[:best_n] if best_n < len(rows.vals) else rows.vals
+                        pairs: Any = ((v, 1) for v in vals)
+                    else:
+                        sums: dict[Any, int] = {}
+                        for v, d in zip(rows.vals[:best_n], rows.diffs[:best_n]):
+                            sums[v] = sums.get(v, 0) + d
+                        pairs = sums.items()
+                    for v, m in pairs:
+                        if not m:
+                            continue
+                        m *= r
+                        for other, ostrict in found:
+                            hist = other.by_val.get(v)
+                            if hist is None:
+                                m = 0
+                                break
+                            if len(hist) == 1:
+                                t2, d = hist[0]
+                                if not (t2 < t or (not ostrict and t2 == t)):
+                                    m = 0
+                                    break
+                                m *= d
+                            else:
+                                m *= sum(d for t2, d in hist if t2 < t or (not ostrict and t2 == t))
+                                if not m:
+                                    break
+                        if m:
+                            out.append((combine(b, v), rec[1], 0, 0))
+                            out_diffs.append(m)
+            tally.proposals += seen
+            return out, out_diffs
+
+        return run
+
+
+def _intersect_general(
+    b: Any,
+    t_out: Any,
+    r: int,
+    rows: KeyRows,
+    strict: bool,
+    found: list[tuple[KeyRows, bool]],
+    t: Any,
+    combine: Callable[[Any, Any], Any],
+    out: list[Record],
+    out_diffs: list[int],
+) -> None:
+    """:class:`IntersectPhase` for one prefix at partially ordered times: each update met
+    moves the result's time to its join with the update's."""
+    n = rows.upto(t, strict)
+    per_val: dict[Any, list[tuple[Any, int]]] = {}
+    for v, t2, d in zip(rows.vals[:n], rows.times[:n], rows.diffs[:n]):
+        per_val.setdefault(v, []).append((t2, d))
+    for v, hist in per_val.items():
+        terms = [(at, s * r) for at, s in _sum_upto(hist, t, strict, t_out)]
+        for other, ostrict in found:
+            if not terms:
+                break
+            ohist = other.by_val.get(v)
+            if ohist is None:
+                terms = []
+                break
+            sums: dict[Any, int] = {}
+            for at, s in terms:
+                for at2, s2 in _sum_upto(ohist, t, ostrict, at):
+                    sums[at2] = sums.get(at2, 0) + s * s2
+            terms = [(at, s) for at, s in sums.items() if s]
+        if terms:
+            bv = combine(b, v)
+            for at, s in terms:
+                out.append((bv, at, 0, 0))
+                out_diffs.append(s)
+
+
+def extension_phases(
+    extenders: tuple[Extender, ...],
+    combine: Callable[[Any, Any], Any],
+    keyed: Callable[[Extender], Callable[[Any], Any]],
+    val: Callable[[Any], Any],
+    *,
+    local: bool,
+) -> list[Phase]:
+    """The phases extending prefixes by the values every extender has (worst-case optimal):
+    one :class:`IntersectPhase` when every index is ``local``; else a count per extender,
+    the winner's proposal, and a validation by each of the others (``keyed(e)`` and ``val``
+    give an extended prefix's key in ``e`` and its new value)."""
+    if local and len(extenders) > 1:
+        return [IntersectPhase(extenders, combine)]
+    phases: list[Phase] = []
+    if len(extenders) > 1:
+        phases.extend(CountPhase(extenders, j) for j in range(len(extenders)))
+    phases.append(ProposePhase(extenders, combine))
+    if len(extenders) > 1:
+        phases.extend(ValidatePhase(e, j, keyed(e), val) for j, e in enumerate(extenders))
+    return phases
 
 
 class RuleOperator(Operator):
@@ -271,7 +434,8 @@ class RuleOperator(Operator):
         self.first = first
         self.emit = emit
         self.whole = whole
-        self.stash: dict[Any, tuple[list[Record], list[int], Capability]] = {}
+        self.stash: dict[Any, tuple[list[Record], list[int]]] = {}
+        self.caps: list[Capability] = []
 
     def _ready(self, ctx: OperatorContext, t: Any) -> bool:
         for port, strict in self.waits:
@@ -281,7 +445,7 @@ class RuleOperator(Operator):
         return True
 
     def schedule(self, ctx: OperatorContext) -> None:
-        """Run what may run now, stash the rest."""
+        """Run what may run now, stash the rest (holding capabilities at its least times)."""
         stash = self.stash
         for t, batch in ctx.messages(0):
             recs = [(d, t, 0, 0) for d in batch.data] if self.first else batch.data
@@ -292,13 +456,42 @@ class RuleOperator(Operator):
             elif self._ready(ctx, t):
                 self._run(ctx, t, recs, batch.diffs)
             else:
-                stash[t] = (list(recs), list(batch.diffs), ctx.capability(t))
-        if stash:
-            for t in sorted(stash):
-                if self._ready(ctx, t):
-                    recs, diffs, cap = stash.pop(t)
-                    self._run(ctx, t, recs, diffs)
-                    cap.drop()
+                stash[t] = (list(recs), list(batch.diffs))
+                self._hold(ctx, t)
+        if not stash:
+            return
+        ran = False
+        for t in sorted(stash):
+            if self._ready(ctx, t):
+                recs, diffs = stash.pop(t)
+                self._run(ctx, t, recs, diffs)
+                ran = True
+            elif t.__class__ is int:
+                break  # later int times wait for the same frontiers
+        if ran:
+            self._rehold()
+
+    def _hold(self, ctx: OperatorContext, t: Any) -> None:
+        """Keep a capability at or before ``t`` (one per least stashed time: the progress
+        tracker's work grows with the capabilities held)."""
+        caps = self.caps
+        for cap in caps:
+            if less_equal(cap.time, t):
+                return
+        keep = [c for c in caps if not less_equal(t, c.time) or c.drop()]
+        keep.append(ctx.capability(t))
+        self.caps = keep
+
+    def _rehold(self) -> None:
+        """Move the capabilities up to the least times still stashed."""
+        caps = self.caps
+        new = [
+            next(c for c in caps if less_equal(c.time, t)).delayed(t)
+            for t in Antichain(self.stash).elements
+        ]
+        for cap in caps:
+            cap.drop()
+        self.caps = new
 
     def _run(self, ctx: OperatorContext, t: Any, recs: list[Record], diffs: list[int]) -> None:
         for run in self.runners:
@@ -311,8 +504,16 @@ class RuleOperator(Operator):
         if emit is None:
             ctx.send(0, t, UpdateBatch(recs, diffs))
             return
-        out: dict[Any, dict[Any, int]] = {}
         whole = self.whole
+        if t.__class__ is int:  # every record is at t
+            sums: dict[Any, int] = {}
+            get = sums.get
+            for rec, r in zip(recs, diffs):
+                d = emit(rec) if whole else emit(rec[0])
+                sums[d] = get(d, 0) + r
+            self._send(ctx, t, sums)
+            return
+        out: dict[Any, dict[Any, int]] = {}
         for rec, r in zip(recs, diffs):
             slot = out.get(rec[1])
             if slot is None:
@@ -320,7 +521,14 @@ class RuleOperator(Operator):
             d = emit(rec) if whole else emit(rec[0])
             slot[d] = slot.get(d, 0) + r
         for at in sorted(out) if len(out) > 1 else out:
-            sums = out[at]
+            self._send(ctx, at, out[at])
+
+    @staticmethod
+    def _send(ctx: OperatorContext, t: Any, sums: dict[Any, int]) -> None:
+        """Send the non-zero sums at ``t``, marked consolidated."""
+        if 0 in sums.values():
             data = [d for d, r in sums.items() if r]
             if data:
-                ctx.send(0, at, UpdateBatch(data, [r for r in sums.values() if r], True))
+                ctx.send(0, t, UpdateBatch(data, [r for r in sums.values() if r], True))
+        elif sums:
+            ctx.send(0, t, UpdateBatch(list(sums), list(sums.values()), True))

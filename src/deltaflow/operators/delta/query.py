@@ -37,7 +37,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .build import add_rule, index_of
-from .lookup import CountPhase, Extender, Phase, ProposePhase, ValidatePhase
+from .lookup import Extender, Phase, ValidatePhase, extension_phases
 
 if TYPE_CHECKING:
     from ..collection import Collection
@@ -147,7 +147,14 @@ def _check(d: Any, arity: int, label: str) -> None:
         raise TypeError(msg)
 
 
-def _rule(atoms: list[_Atom], i: int, canon: list[str], head: tuple[str, ...]) -> tuple[
+def _key_of(e: Extender) -> Callable[[Any], Any]:
+    """An extended binding's key in ``e``: the prefix's places are where they were."""
+    return e.key
+
+
+def _rule(
+    atoms: list[_Atom], i: int, canon: list[str], head: tuple[str, ...], local: bool
+) -> tuple[
     list[Phase], Callable[[Any], Any]
 ]:
     """The phases of rule ``i`` (see the module docstring for the order), and its emit."""
@@ -181,18 +188,21 @@ def _rule(atoms: list[_Atom], i: int, canon: list[str], head: tuple[str, ...]) -
             for a in partial
         ]
         extended = bound + list(step)
-        if len(exts) > 1:
-            phases.extend(CountPhase(exts, j) for j in range(len(exts)))
-        phases.append(ProposePhase(exts, _extend_one if len(step) == 1 else _extend_many))
-        if len(exts) > 1:
-            step_val = _getter([extended.index(v) for v in step])
-            phases.extend(ValidatePhase(e, j, e.key, step_val) for j, e in enumerate(exts))
+        phases += extension_phases(
+            exts,
+            _extend_one if len(step) == 1 else _extend_many,
+            _key_of,
+            _getter([extended.index(v) for v in step]),
+            local=local,
+        )
         for a, e in zip(partial, partial_exts):
             val = _getter([extended.index(v) for v in unbound[a.number]])
             phases.append(ValidatePhase(e, -1, e.key, val))
         bound = extended
         for a in candidates + partial:
             unused.remove(a)
+    if len(head) > 1 and list(head) == bound:
+        return phases, _same
     return phases, _getter([bound.index(v) for v in head])
 
 
@@ -258,7 +268,7 @@ def multiway_join(head: str | tuple[str, ...], *atoms: tuple[Collection, str | t
     resolved = [_Atom(n, c.enter_scope(scope), vs) for n, (c, vs) in enumerate(parsed)]
     outputs = []
     for i, atom in enumerate(resolved):
-        phases, emit = _rule(resolved, i, canon, head_vars)
+        phases, emit = _rule(resolved, i, canon, head_vars, first.builder.workers == 1)
         n = len(atom.dvars)
         label = atom.label
 
