@@ -429,3 +429,18 @@ def test_extenders_reject_bad_arguments() -> None:
         collect(pipeline_of(lambda ps, e: ps.extend(e.index_by_key().extend_using(lambda a, b: a))), ps=[], e=[])
     with pytest.raises(df.OperatorError, match="half_join: expected \\(key, value\\) pairs, got 5"):
         collect(pipeline_of(lambda a, b: a.half_join(b)), a=[(5, 0, 1)], b=[])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@examples(15)
+@given(edges=hub_graphs())
+def test_records_go_through_in_small_chunks(
+    workers: int, edges: list[Update], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records split into chunks and activations (a hub's proposals are never all held)
+    give the same answer."""
+    from deltaflow.operators.delta import lookup
+
+    monkeypatch.setattr(lookup, "CHUNK", 2)
+    monkeypatch.setattr(lookup, "BUDGET", 3)
+    check_query(("a", "b", "c"), TRIANGLE, workers, e=edges)

@@ -32,6 +32,7 @@ proposal or validation yields one record per distinct resulting time.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -404,6 +405,28 @@ def extension_phases(
     return phases
 
 
+BUDGET = 100_000
+"""Records a rule operator makes per activation before it lets the others run (and sends
+what it has summed): a hub's round is spread over activations instead of held at once."""
+
+CHUNK = 64
+"""Records a phase takes at once (see :meth:`RuleOperator._run`): small enough that a hub
+key's proposals for a chunk stay a few megabytes, large enough that per-chunk costs vanish."""
+
+
+class _Job:
+    """Records at ``time`` under way: ``todo`` is a stack of ``(phase, records, diffs)``,
+    ``results`` the output summed so far per time and datum (``held`` records went in)."""
+
+    __slots__ = ("held", "results", "time", "todo")
+
+    def __init__(self, time: Any, recs: list[Record], diffs: list[int]) -> None:
+        self.time = time
+        self.todo: list[tuple[int, list[Record], list[int]]] = [(0, recs, diffs)]
+        self.results: dict[Any, dict[Any, int]] = {}
+        self.held = 0
+
+
 class RuleOperator(Operator):
     """Run phases of a delta rule on the records that arrive, once their indexes allow.
 
@@ -435,6 +458,7 @@ class RuleOperator(Operator):
         self.emit = emit
         self.whole = whole
         self.stash: dict[Any, tuple[list[Record], list[int]]] = {}
+        self.jobs: deque[_Job] = deque()
         self.caps: list[Capability] = []
 
     def _ready(self, ctx: OperatorContext, t: Any) -> bool:
@@ -445,8 +469,11 @@ class RuleOperator(Operator):
         return True
 
     def schedule(self, ctx: OperatorContext) -> None:
-        """Run what may run now, stash the rest (holding capabilities at its least times)."""
+        """Queue what may run now, stash the rest; work through the queue within
+        :data:`BUDGET`, holding capabilities at the least times still owed."""
         stash = self.stash
+        jobs = self.jobs
+        changed = False
         for t, batch in ctx.messages(0):
             recs = [(d, t, 0, 0) for d in batch.data] if self.first else batch.data
             if t in stash:
@@ -454,74 +481,103 @@ class RuleOperator(Operator):
                 slot[0].extend(recs)
                 slot[1].extend(batch.diffs)
             elif self._ready(ctx, t):
-                self._run(ctx, t, recs, batch.diffs)
+                jobs.append(_Job(t, recs, batch.diffs))
             else:
                 stash[t] = (list(recs), list(batch.diffs))
                 self._hold(ctx, t)
-        if not stash:
-            return
-        ran = False
-        for t in sorted(stash):
-            if self._ready(ctx, t):
-                recs, diffs = stash.pop(t)
-                self._run(ctx, t, recs, diffs)
-                ran = True
-            elif t.__class__ is int:
-                break  # later int times wait for the same frontiers
-        if ran:
+        if stash:
+            for t in sorted(stash):
+                if self._ready(ctx, t):
+                    recs, diffs = stash.pop(t)
+                    jobs.append(_Job(t, recs, diffs))
+                    changed = True
+                elif t.__class__ is int:
+                    break  # later int times wait for the same frontiers
+        budget = BUDGET
+        while jobs and budget > 0:
+            job = jobs[0]
+            budget = self._work(ctx, job, budget)
+            if not job.todo:
+                jobs.popleft()
+                changed = True
+        if jobs:
+            for job in jobs:
+                self._hold(ctx, job.time)
+            ctx.activate()
+        if changed:
             self._rehold()
 
     def _hold(self, ctx: OperatorContext, t: Any) -> None:
-        """Keep a capability at or before ``t`` (one per least stashed time: the progress
+        """Keep a capability at or before ``t`` (one per least time owed: the progress
         tracker's work grows with the capabilities held)."""
         caps = self.caps
         for cap in caps:
             if less_equal(cap.time, t):
                 return
-        keep = [c for c in caps if not less_equal(t, c.time) or c.drop()]
-        keep.append(ctx.capability(t))
+        keep = [ctx.capability(t)]
+        for cap in caps:
+            if less_equal(t, cap.time):
+                cap.drop()
+            else:
+                keep.append(cap)
         self.caps = keep
 
     def _rehold(self) -> None:
-        """Move the capabilities up to the least times still stashed."""
+        """Move the capabilities up to the least times still owed."""
         caps = self.caps
-        new = [
-            next(c for c in caps if less_equal(c.time, t)).delayed(t)
-            for t in Antichain(self.stash).elements
-        ]
+        owed = Antichain([*self.stash, *(job.time for job in self.jobs)]).elements
+        new = [next(c for c in caps if less_equal(c.time, t)).delayed(t) for t in owed]
         for cap in caps:
             cap.drop()
         self.caps = new
 
-    def _run(self, ctx: OperatorContext, t: Any, recs: list[Record], diffs: list[int]) -> None:
-        for run in self.runners:
-            if not recs:
-                return
-            recs, diffs = run(recs, diffs, t)
-        if not recs:
-            return
+    def _work(self, ctx: OperatorContext, job: _Job, budget: int) -> int:
+        """Run the phases on ``job``'s records, depth first in chunks of :data:`CHUNK` (what
+        one phase makes goes through the rest before the next chunk, so a hub's proposals
+        are never all held at once) until ``budget`` records were made; returns what is left
+        of it. Results are summed, and sent when many or when the job is done."""
+        runners = self.runners
+        last = len(runners)
         emit = self.emit
-        if emit is None:
-            ctx.send(0, t, UpdateBatch(recs, diffs))
-            return
         whole = self.whole
-        if t.__class__ is int:  # every record is at t
-            sums: dict[Any, int] = {}
-            get = sums.get
-            for rec, r in zip(recs, diffs):
-                d = emit(rec) if whole else emit(rec[0])
-                sums[d] = get(d, 0) + r
-            self._send(ctx, t, sums)
-            return
-        out: dict[Any, dict[Any, int]] = {}
-        for rec, r in zip(recs, diffs):
-            slot = out.get(rec[1])
-            if slot is None:
-                slot = out[rec[1]] = {}
-            d = emit(rec) if whole else emit(rec[0])
-            slot[d] = slot.get(d, 0) + r
-        for at in sorted(out) if len(out) > 1 else out:
-            self._send(ctx, at, out[at])
+        results = job.results
+        todo = job.todo
+        t = job.time
+        while todo and budget > 0:
+            phase, recs, diffs = todo.pop()
+            if len(recs) > CHUNK:
+                chunks = range(0, len(recs), CHUNK)
+                todo.extend((phase, recs[i : i + CHUNK], diffs[i : i + CHUNK]) for i in reversed(chunks))
+                continue
+            if phase < last:
+                out, out_diffs = runners[phase](recs, diffs, t)
+                budget -= len(out)
+                if out:
+                    todo.append((phase + 1, out, out_diffs))
+            elif emit is None:
+                ctx.send(0, t, UpdateBatch(recs, diffs))
+            else:
+                for rec, r in zip(recs, diffs):
+                    at = rec[1]
+                    sums = results.get(at)
+                    if sums is None:
+                        sums = results[at] = {}
+                    d = emit(rec) if whole else emit(rec[0])
+                    sums[d] = sums.get(d, 0) + r
+                job.held += len(recs)
+                if job.held > BUDGET:
+                    self._flush(ctx, job)
+        if not todo or budget <= 0:
+            self._flush(ctx, job)
+        return budget
+
+    def _flush(self, ctx: OperatorContext, job: _Job) -> None:
+        """Send the results summed so far."""
+        results = job.results
+        for at in sorted(results) if len(results) > 1 else results:
+            self._send(ctx, at, results[at])
+        results.clear()
+        job.held = 0
 
     @staticmethod
     def _send(ctx: OperatorContext, t: Any, sums: dict[Any, int]) -> None:

@@ -1,0 +1,190 @@
+"""W3 triangles for ``bench_workloads.py``: binary joins, delta query, WCOJ delta query.
+
+The pipelines are those of ``examples/triangles.py``; the data are ``workloads.w3_triangles``
+(one round per source node, in node order). Every version runs in a child process of its own,
+once on W3 (50,000 edges asked for) and once on half of it (25,000), so that its peak memory
+is its own and can be compared per edge:
+
+* ``w3.<version>.interactive`` — ``df.open()``, one ``advance_to`` per round: rounds/s,
+  latency percentiles, the slowest round (the first ones hold the hubs' thousands of edges)
+  and its ratio to the median, peak RSS grown during the run (``mem_mb``, the interpreter and
+  the data excluded) and ``mb_per_k_edges``.
+* ``w3.<version>.static`` — one ``df.run()`` of every round (median of three; the plain delta
+  query once, its hub round being quadratic).
+* ``w3.memory`` — per version, MB per 1,000 edges at 25,000 and 50,000 edges and their ratio
+  (proportional memory: within 20%).
+* ``w3.hub`` — a star whose hub gains one edge per round (2,000 rounds), WCOJ: the slowest
+  round against the median, and proposals at 500 and 2,000 hub edges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+from workloads import w3_expected, w3_triangles
+
+import deltaflow as df
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+from triangles import VERSIONS, rss_mb  # noqa: E402  (examples/ is not a package)
+
+SIZES = (25_000, 50_000)
+TARGETS = {"interactive_rounds_per_s": 700, "static_rounds_per_s": 1_400, "slowest_over_median": 10}
+QUICK_ROUNDS = 300
+
+
+def _answer(out: dict[Any, int]) -> dict[str, int]:
+    return {"triangles": sum(out.values())}
+
+
+async def _interactive(version: str, rounds: list[list[Any]]) -> tuple[list[float], dict[Any, int]]:
+    async with df.open(VERSIONS[version]()) as job:
+        edges = job.inputs["edges"]
+        await job.advance_to(1)
+        lat = []
+        for t, batch in enumerate(rounds, start=1):
+            start = time.perf_counter()
+            edges.insert_many(batch)
+            await job.advance_to(t + 1)
+            lat.append(time.perf_counter() - start)
+        final = job.output.at(len(rounds))
+    return lat, final
+
+
+def _static(version: str, rounds: list[list[Any]]) -> tuple[float, dict[Any, int]]:
+    ups = [(e, t, 1) for t, batch in enumerate(rounds, start=1) for e in batch]
+    start = time.perf_counter()
+    out = df.run(VERSIONS[version](), edges=ups)
+    elapsed = time.perf_counter() - start
+    acc: dict[Any, int] = {}
+    for d, _, r in out:
+        acc[d] = acc.get(d, 0) + r
+    return elapsed, {d: r for d, r in acc.items() if r}
+
+
+def child(version: str, edges: int, quick: bool) -> None:
+    """One version at one size: its figures as JSON lines."""
+    from bench_workloads import _latency, check, emit, max_rss_mb
+
+    rounds = w3_triangles(edges=edges)
+    if quick:
+        rounds = rounds[:QUICK_ROUNDS]
+    expected = w3_expected(rounds)
+    n_edges = sum(map(len, rounds))
+    before = max(max_rss_mb(), rss_mb())
+    lat, final = trio.run(_interactive, version, rounds)
+    grown = max_rss_mb() - before
+    median = statistics.median(lat)
+    figure: dict[str, Any] = {
+        "figure": f"w3.{version}.interactive",
+        "edges": n_edges,
+        "rounds": len(rounds),
+        "rounds_per_s": len(rounds) / sum(lat),
+        **_latency(lat),
+        "max_ms": max(lat) * 1e3,
+        "slowest_round": lat.index(max(lat)) + 1,
+        "slowest_over_median": max(lat) / median,
+        "check": check(_answer(final), expected),
+        "mem_mb": grown,
+        "mb_per_k_edges": grown / n_edges * 1e3,
+    }
+    if edges != max(SIZES):
+        emit({**figure, "figure": f"w3.{version}.memory"})
+        return
+    if version == "wcoj":
+        figure["target_rounds_per_s"] = TARGETS["interactive_rounds_per_s"]
+        figure["meets_target"] = figure["rounds_per_s"] >= TARGETS["interactive_rounds_per_s"]
+    emit(figure)
+    runs = sorted(_static(version, rounds) for _ in range(1 if version == "delta" else 3))
+    elapsed, out = runs[len(runs) // 2]
+    stat: dict[str, Any] = {
+        "figure": f"w3.{version}.static",
+        "rounds": len(rounds),
+        "total_s": elapsed,
+        "rounds_per_s": len(rounds) / elapsed,
+        "runs_rounds_per_s": [len(rounds) / e for e, _ in runs],
+        "check": check(_answer(out), expected),
+    }
+    if version == "wcoj":
+        stat["target_rounds_per_s"] = TARGETS["static_rounds_per_s"]
+        stat["meets_target"] = stat["rounds_per_s"] >= TARGETS["static_rounds_per_s"]
+    emit(stat)
+
+
+async def _hub(k: int) -> tuple[list[float], list[int]]:
+    """A star whose hub gains ``k`` edges one round at a time: latencies, and proposals so
+    far after each round."""
+    async with df.open(VERSIONS["wcoj"]()) as job:
+        edges = job.inputs["edges"]
+        lat, proposals = [], []
+        for x in range(1, k + 1):
+            start = time.perf_counter()
+            edges.insert((0, x))
+            await job.advance_to(x)
+            lat.append(time.perf_counter() - start)
+            proposals.append(job.statistics()["proposals"])
+    return lat, proposals
+
+
+def hub() -> None:
+    """The ``w3.hub`` figure."""
+    from bench_workloads import emit
+
+    lat, proposals = trio.run(_hub, 2_000)
+    median = statistics.median(lat)
+    emit({
+        "figure": "w3.hub",
+        "rounds": len(lat),
+        "p50_ms": median * 1e3,
+        "max_ms": max(lat) * 1e3,
+        "slowest_over_median": max(lat) / median,
+        "target_slowest_over_median": TARGETS["slowest_over_median"],
+        "proposals_at_500": proposals[499],
+        "proposals_at_2000": proposals[-1],
+        "proposals_ratio": proposals[-1] / proposals[499],
+    })  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> None:
+    """Every version at both sizes (children), then the memory comparison and the hub."""
+    from bench_workloads import emit
+
+    if args.w3_version:
+        child(args.w3_version, args.w3_edges, args.quick)
+        return
+    mem: dict[str, dict[int, float]] = {}
+    for version in VERSIONS:
+        for edges in SIZES:
+            cmd = [sys.executable, sys.argv[0], "--child", "w3", "--w3-version", version,
+                   "--w3-edges", str(edges), *(["--quick"] if args.quick else [])]  # fmt: skip
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            sys.stderr.write(proc.stderr)
+            for line in proc.stdout.splitlines():
+                print(line, flush=True)
+                record = json.loads(line)
+                if "mb_per_k_edges" in record:
+                    mem.setdefault(version, {})[edges] = record["mb_per_k_edges"]
+            if proc.returncode:
+                emit({"figure": f"w3.{version}", "error": f"exited with status {proc.returncode}"})
+    emit({
+        "figure": "w3.memory",
+        **{
+            f"{v}_mb_per_k_edges": {str(k): round(x, 3) for k, x in sizes.items()}
+            for v, sizes in mem.items()
+        },
+        **{
+            f"{v}_ratio": sizes[SIZES[1]] / sizes[SIZES[0]]
+            for v, sizes in mem.items()
+            if len(sizes) == 2 and sizes[SIZES[0]]
+        },
+        "target_ratio_within": 0.2,
+    })  # fmt: skip
+    hub()
