@@ -34,7 +34,7 @@ from workloads import w3_expected, w3_triangles
 import deltaflow as df
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from triangles import VERSIONS, rss_mb  # noqa: E402  (examples/ is not a package)
+from triangles import VERSIONS, rss_mb
 
 SIZES = (25_000, 50_000)
 TARGETS = {"interactive_rounds_per_s": 700, "static_rounds_per_s": 1_400, "slowest_over_median": 10}

@@ -49,7 +49,9 @@ def updates_of(data: st.SearchStrategy[Any], max_size: int = 25) -> Any:
 edge_lists = updates_of(st.tuples(nodes, nodes))
 
 
-def natural_join(head: Sequence[str] | str, atoms: Atoms, colls: dict[str, Counter[Any]]) -> Counter[Any]:
+def natural_join(
+    head: Sequence[str] | str, atoms: Atoms, colls: dict[str, Counter[Any]]
+) -> Counter[Any]:
     """The brute-force answer: every assignment consistent with every atom, counts multiplied,
     projected on ``head`` (one name: bare values)."""
     out: Counter[Any] = Counter()
@@ -110,7 +112,9 @@ def test_four_cycles_match_oracle(workers: int, edges: list[Update]) -> None:
 @pytest.mark.parametrize("workers", WORKERS)
 @examples(25)
 @given(edges=edge_lists, more=edge_lists)
-def test_paths_projected_on_their_ends(workers: int, edges: list[Update], more: list[Update]) -> None:
+def test_paths_projected_on_their_ends(
+    workers: int, edges: list[Update], more: list[Update]
+) -> None:
     """Two-hop paths over two inputs, projected on their ends (counts summed)."""
     atoms = [("e", ("a", "b")), ("f", ("b", "c"))]
     check_query(("a", "c"), atoms, workers, e=edges, f=more)
@@ -230,7 +234,11 @@ def closure(edges: Counter[Any]) -> Counter[Any]:
 
 @pytest.mark.parametrize("workers", WORKERS)
 @examples(20)
-@given(edges=st.lists(st.tuples(st.tuples(nodes, nodes), times, st.sampled_from([1, 1, -1])), max_size=15))
+@given(
+    edges=st.lists(
+        st.tuples(st.tuples(nodes, nodes), times, st.sampled_from([1, 1, -1])), max_size=15
+    )
+)
 def test_transitive_closure_with_a_multiway_step(workers: int, edges: list[Update]) -> None:
     """A loop whose step is a multiway join (product times, a recursive atom) reaches the
     transitive closure at every time."""
@@ -255,7 +263,9 @@ def test_bad_heads_and_atoms_are_named() -> None:
     """An empty head, a head variable in no atom, malformed atoms: clear errors."""
 
     def build_with(head: Any, *atoms: Any) -> Callable[[df.Collection], df.Collection]:
-        return lambda e: df.multiway_join(head, *[(e, a) if isinstance(a, tuple) else a for a in atoms])
+        return lambda e: df.multiway_join(
+            head, *[(e, a) if isinstance(a, tuple) else a for a in atoms]
+        )
 
     with pytest.raises(ValueError, match="head is empty"):
         collect(pipeline_of(build_with((), ("a", "b"))), e=[])
@@ -265,7 +275,9 @@ def test_bad_heads_and_atoms_are_named() -> None:
         collect(pipeline_of(build_with("a", "junk")), e=[])
     with pytest.raises(TypeError, match="variable name"):
         collect(pipeline_of(build_with("a", ("a", 3))), e=[])
-    with pytest.raises(df.OperatorError, match=r"atom 1 \('b', 'c'\) holds tuples of 2 values, got \(1, 2, 3\)"):
+    with pytest.raises(
+        df.OperatorError, match=r"atom 1 \('b', 'c'\) holds tuples of 2 values, got \(1, 2, 3\)"
+    ):
         collect(pipeline_of(build_with(("a", "c"), ("a", "b"), ("b", "c"))), e=[((1, 2, 3), 0, 1)])
 
 
@@ -278,7 +290,9 @@ def star_statistics(k: int) -> dict[str, Any]:
 
     async def main() -> dict[str, Any]:
         pipe = pipeline_of(
-            lambda e: df.multiway_join(("a", "b", "c"), (e, ("a", "b")), (e, ("b", "c")), (e, ("a", "c")))
+            lambda e: df.multiway_join(
+                ("a", "b", "c"), (e, ("a", "b")), (e, ("b", "c")), (e, ("a", "c"))
+            )
         )
         async with df.open(pipe) as job:
             for x in range(1, k + 1):
@@ -339,7 +353,9 @@ def test_half_join_meets_earlier_updates(
     workers: int, strict: bool, a: list[Update], b: list[Update]
 ) -> None:
     """Each update of ``a`` meets the updates of ``b`` before it (strict) or not after it."""
-    out = collect(pipeline_of(lambda a, b: a.half_join(b, strict=strict)), workers=workers, a=a, b=b)
+    out = collect(
+        pipeline_of(lambda a, b: a.half_join(b, strict=strict)), workers=workers, a=a, b=b
+    )
     met = lookups(a, b, lambda p: p[0], strict)
     expected = [
         ((k, (x, v)), max(t1, t2), r1 * r2)
@@ -351,8 +367,10 @@ def test_half_join_meets_earlier_updates(
 
 @pytest.mark.parametrize("workers", WORKERS)
 @examples(30)
-@given(a=st.lists(st.tuples(st.tuples(nodes, nodes), product_times, diffs), max_size=15),
-       b=st.lists(st.tuples(st.tuples(nodes, nodes), product_times, diffs), max_size=15))
+@given(
+    a=st.lists(st.tuples(st.tuples(nodes, nodes), product_times, diffs), max_size=15),
+    b=st.lists(st.tuples(st.tuples(nodes, nodes), product_times, diffs), max_size=15),
+)
 def test_two_half_joins_make_a_join_at_product_times(
     workers: int, a: list[Update], b: list[Update]
 ) -> None:
@@ -398,7 +416,9 @@ def test_prefix_extenders_count_propose_validate_extend(
     out = collect(pipeline_of(build), workers=workers, ps=ps, e=e, f=f)
     met_e = lookups(ps, e, lambda p: p, False)
     met_f = lookups(ps, f, lambda p: p, True)
-    proposed = [((p, v), max(t1, t2), r1 * r2) for n, (p, t1, r1) in enumerate(ps) for v, t2, r2 in met_e[n]]
+    proposed = [
+        ((p, v), max(t1, t2), r1 * r2) for n, (p, t1, r1) in enumerate(ps) for v, t2, r2 in met_e[n]
+    ]
     assert consolidated(out["propose"]) == consolidated(proposed)
     both = [
         ((p, v), max(t1, t2, t3), r1 * r2 * r3)
@@ -426,7 +446,11 @@ def test_extenders_reject_bad_arguments() -> None:
     with pytest.raises(ValueError, match="at least one PrefixExtender"):
         collect(pipeline_of(lambda ps: ps.extend()), ps=[])
     with pytest.raises(TypeError, match="extend_using: key must take 1 argument"):
-        collect(pipeline_of(lambda ps, e: ps.extend(e.index_by_key().extend_using(lambda a, b: a))), ps=[], e=[])
+        collect(
+            pipeline_of(lambda ps, e: ps.extend(e.index_by_key().extend_using(lambda a, b: a))),
+            ps=[],
+            e=[],
+        )
     with pytest.raises(df.OperatorError, match="half_join: expected \\(key, value\\) pairs, got 5"):
         collect(pipeline_of(lambda a, b: a.half_join(b)), a=[(5, 0, 1)], b=[])
 

@@ -52,7 +52,7 @@ __all__ = ["Index", "PrefixExtender", "extend", "half_join", "index_by_key"]
 
 def _split_pair(d: Any) -> tuple[Any, Any]:
     if d.__class__ is tuple and len(d) == 2:
-        return d  # type: ignore[no-any-return]
+        return d
     if is_pair(d):
         return d[0], d[1]
     msg = f"index_by_key: expected (key, value) pairs, got {d!r}"
@@ -158,7 +158,8 @@ def extend(prefixes: Collection, *extenders: PrefixExtender) -> Collection:
     if not extenders:
         msg = "extend: give at least one PrefixExtender"
         raise ValueError(msg)
-    for e in extenders:
+    for given in extenders:
+        e: object = given
         if not isinstance(e, PrefixExtender):
             msg = f"extend: expected PrefixExtender objects (index.extend_using(key)), got {e!r}"
             raise TypeError(msg)

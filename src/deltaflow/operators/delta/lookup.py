@@ -295,7 +295,9 @@ class IntersectPhase(Phase):
                 best = best_n = -1
                 for keys, key, strict in parts:
                     rows = keys.get(key(b))
-                    n = 0 if rows is None else rows.upto(t, strict)
+                    if rows is None:
+                        break
+                    n = rows.upto(t, strict)
                     if not n:
                         break
                     if best < 0 or n < best_n:
@@ -305,7 +307,9 @@ class IntersectPhase(Phase):
                     seen += best_n
                     rows, strict = found.pop(best)
                     if not total:
-                        _intersect_general(b, rec[1], r, rows, strict, found, t, combine, out, out_diffs)
+                        _intersect_general(
+                            b, rec[1], r, rows, strict, found, t, combine, out, out_diffs
+                        )
                         continue
                     if rows.plain:
                         vals: Any = rows.vals[:best_n] if best_n < len(rows.vals) else rows.vals
@@ -547,7 +551,9 @@ class RuleOperator(Operator):
             phase, recs, diffs = todo.pop()
             if len(recs) > CHUNK:
                 chunks = range(0, len(recs), CHUNK)
-                todo.extend((phase, recs[i : i + CHUNK], diffs[i : i + CHUNK]) for i in reversed(chunks))
+                todo.extend(
+                    (phase, recs[i : i + CHUNK], diffs[i : i + CHUNK]) for i in reversed(chunks)
+                )
                 continue
             if phase < last:
                 out, out_diffs = runners[phase](recs, diffs, t)

@@ -48,9 +48,7 @@ __all__ = ["multiway_join"]
 def _variables(what: str, variables: object) -> tuple[str, ...]:
     """``variables`` as a tuple of names (a name alone is a tuple of one)."""
     names = (variables,) if isinstance(variables, str) else variables
-    if not isinstance(names, (tuple, list)) or not all(
-        isinstance(v, str) and v for v in names
-    ):
+    if not isinstance(names, (tuple, list)) or not all(isinstance(v, str) and v for v in names):
         msg = f"multiway_join: {what} must be a variable name or a tuple of them, got {variables!r}"
         raise TypeError(msg)
     return tuple(names)
@@ -91,7 +89,9 @@ class _Atom:
         label = self.label
         if dvars != variables:
             cols = [variables.index(v) for v in dvars]
-            same = [(variables.index(v), i) for i, v in enumerate(variables) if variables.index(v) != i]
+            same = [
+                (variables.index(v), i) for i, v in enumerate(variables) if variables.index(v) != i
+            ]
             take = _getter(cols)
 
             def resolve(d: Any) -> list[Any]:
@@ -154,9 +154,7 @@ def _key_of(e: Extender) -> Callable[[Any], Any]:
 
 def _rule(
     atoms: list[_Atom], i: int, canon: list[str], head: tuple[str, ...], local: bool
-) -> tuple[
-    list[Phase], Callable[[Any], Any]
-]:
+) -> tuple[list[Phase], Callable[[Any], Any]]:
     """The phases of rule ``i`` (see the module docstring for the order), and its emit."""
     bound = list(atoms[i].dvars)
     unused = [a for a in atoms if a.number != i]
@@ -169,16 +167,27 @@ def _rule(
             unused.remove(atom)
         if not unused:
             break
-        unbound = {a.number: tuple(v for v in canon if v in a.dvars and v not in bound) for a in unused}
+        unbound = {
+            a.number: tuple(v for v in canon if v in a.dvars and v not in bound) for a in unused
+        }
         same = {u: sum(1 for x in unbound.values() if x == u) for u in unbound.values()}
-
-        def rank(a: _Atom) -> tuple[bool, int, int, int]:
-            u = unbound[a.number]
-            return (not any(v in bound for v in a.dvars), len(u), -same[u], a.number)
-
-        step = unbound[min(unused, key=rank).number]
+        # Connected first, then fewest unbound variables, most atoms sharing them, earliest.
+        _, chosen = min(
+            (
+                (
+                    not any(v in bound for v in a.dvars),
+                    len(unbound[a.number]),
+                    -same[unbound[a.number]],
+                ),
+                a.number,
+            )
+            for a in unused
+        )
+        step = unbound[chosen]
         candidates = [a for a in unused if unbound[a.number] == step]
-        partial = [a for a in unused if unbound[a.number] != step and set(unbound[a.number]) < set(step)]
+        partial = [
+            a for a in unused if unbound[a.number] != step and set(unbound[a.number]) < set(step)
+        ]
         exts = tuple(
             a.extender(bound, [v for v in a.dvars if v in bound], step, a.number > i)
             for a in candidates
@@ -206,7 +215,9 @@ def _rule(
     return phases, _getter([bound.index(v) for v in head])
 
 
-def multiway_join(head: str | tuple[str, ...], *atoms: tuple[Collection, str | tuple[str, ...]]) -> Collection:
+def multiway_join(
+    head: str | tuple[str, ...], *atoms: tuple[Collection, str | tuple[str, ...]]
+) -> Collection:
     """The natural join of ``atoms``, projected on ``head``, maintained by worst-case optimal
     delta queries.
 
@@ -247,7 +258,8 @@ def multiway_join(head: str | tuple[str, ...], *atoms: tuple[Collection, str | t
     from ..collection import Collection, _innermost  # collection.py builds on this module
 
     parsed: list[tuple[Collection, tuple[str, ...]]] = []
-    for n, atom in enumerate(atoms):
+    for n, given in enumerate(atoms):
+        atom: object = given
         if not (isinstance(atom, tuple) and len(atom) == 2 and isinstance(atom[0], Collection)):
             msg = f"multiway_join: atom {n} must be a (collection, variables) pair, got {atom!r}"
             raise TypeError(msg)
@@ -267,10 +279,10 @@ def multiway_join(head: str | tuple[str, ...], *atoms: tuple[Collection, str | t
     scope = _innermost([c for c, _ in parsed])
     resolved = [_Atom(n, c.enter_scope(scope), vs) for n, (c, vs) in enumerate(parsed)]
     outputs = []
-    for i, atom in enumerate(resolved):
+    for i, res in enumerate(resolved):
         phases, emit = _rule(resolved, i, canon, head_vars, first.builder.workers == 1)
-        n = len(atom.dvars)
-        label = atom.label
+        n = len(res.dvars)
+        label = res.label
 
         def start(d: Any, n: int = n, label: str = label) -> tuple[Any, ...]:
             if n == 1:
@@ -278,9 +290,9 @@ def multiway_join(head: str | tuple[str, ...], *atoms: tuple[Collection, str | t
             if d.__class__ is not tuple or len(d) != n:
                 _check(d, n, label)
                 return tuple(d)
-            return d  # type: ignore[no-any-return]
+            return d
 
-        deltas = atom.collection.map(start)
+        deltas = res.collection.map(start)
         name = f"multiway_join rule {i} ({label})"
         outputs.append(add_rule(deltas, phases, emit, name) if phases else deltas.map(emit))
     return outputs[0].concat(*outputs[1:]) if len(outputs) > 1 else outputs[0]
