@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 import trio
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, strategies as st
 from tests.jobs import pipeline_of
+from tests.operators.test_join import examples
 from tests.reference import assert_matches_oracle
 
 import deltaflow as df
@@ -30,15 +31,6 @@ WORKERS = [1, 2, 3]
 nodes = st.integers(0, 4)
 times = st.integers(0, 8)
 diffs = st.sampled_from([-1, 1, 1, 2])
-
-
-def examples(n: int) -> settings:
-    """Hypothesis settings for these (slower, multi-worker) tests."""
-    return settings(
-        max_examples=n,
-        deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
 
 
 def updates_of(data: st.SearchStrategy[Any], max_size: int = 25) -> Any:
