@@ -91,10 +91,18 @@ def add_rule(
             first: bool = first,
             last: bool = last,
             label: str = label,
+            indexes: list[IndexRegistry] = indexes,
         ) -> RuleOperator:
             runners = [p.runner(w, tally) for p in group]
+            stores = [r.store(w) for r in indexes]
             return RuleOperator(
-                label, runners, waits, first=first, emit=emit if last else None, whole=whole
+                label,
+                runners,
+                waits,
+                first=first,
+                emit=emit if last else None,
+                whole=whole,
+                stores=stores,
             )
 
         inputs = [current, *(r.output for r in indexes)]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base import Interest, Operator
 
@@ -38,7 +38,15 @@ if TYPE_CHECKING:
     from ...framework.lattice import Time
     from ..base import OperatorContext
 
-__all__ = ["IndexOperator", "IndexRegistry", "IndexStore", "KeyRows", "Split"]
+__all__ = [
+    "COMPACT_ABOVE",
+    "IndexOperator",
+    "IndexRegistry",
+    "IndexStore",
+    "KeyRows",
+    "Reader",
+    "Split",
+]
 
 Split = Callable[[Any], tuple[Hashable, Any]]
 """How an index splits a datum into ``(key, val)``."""
@@ -82,6 +90,30 @@ class KeyRows:
             hist.append((t, r))
             self.plain = False
 
+    def advance(self, floor: int) -> int:
+        """Move the updates at int times up to ``floor`` to ``floor``, summing each value's
+        there and dropping zeros (no lookup as of a later time can tell the difference);
+        returns how many updates that removed."""
+        times = self.times
+        i = bisect_right(times, floor)
+        if i < 2 and not (i == 1 and self.diffs[0] == 0):
+            return 0
+        sums: dict[Any, int] = {}
+        for v, d in zip(self.vals[:i], self.diffs[:i]):
+            sums[v] = sums.get(v, 0) + d
+        kept = [(v, d) for v, d in sums.items() if d]
+        if len(kept) == i:
+            return 0
+        self.times = [*[floor] * len(kept), *times[i:]]
+        self.vals = [v for v, _ in kept] + self.vals[i:]
+        self.diffs = [d for _, d in kept] + self.diffs[i:]
+        by_val: dict[Any, list[tuple[Time, int]]] = {}
+        for v, t, d in zip(self.vals, self.times, self.diffs):
+            by_val.setdefault(v, []).append((t, d))
+        self.by_val = by_val
+        self.plain = len(by_val) == len(self.vals) and all(d == 1 for d in self.diffs)
+        return i - len(kept)
+
     def upto(self, time: Time, strict: bool) -> int:
         """How many updates are at times before ``time`` (``strict``) or not after it."""
         times = self.times
@@ -91,14 +123,26 @@ class KeyRows:
         return bisect_left(times, time) if strict else bisect_right(times, time)
 
 
+class Reader(Protocol):
+    """An operator reading an :class:`IndexStore`."""
+
+    def lowest(self) -> object:
+        """The least time it may still look up as of: ``None`` if it never will again, any
+        other object than a time if it cannot tell yet."""
+
+
 class IndexStore:
     """One worker's part of an index: :class:`KeyRows` by key (see the module docstring)."""
 
-    __slots__ = ("keys", "size")
+    __slots__ = ("keys", "limit", "readers", "size")
 
     def __init__(self) -> None:
         self.keys: dict[Any, KeyRows] = {}
         self.size = 0
+        #: The operators reading this store (each says how far back it may still look).
+        self.readers: list[Reader] = []
+        #: Compact once the store holds more updates than this (see :meth:`compact`).
+        self.limit = COMPACT_ABOVE
 
     def insert(self, data: list[Any], times: list[Time], diffs: list[int], split: Split) -> None:
         """Add updates ``(data[i], times[i], diffs[i])``, each split into ``(key, val)``."""
@@ -111,6 +155,31 @@ class IndexStore:
             rows.add(val, t, r)
         self.size += len(data)
 
+    def compact(self) -> None:
+        """Sum away the history no reader can tell apart any more: with int times, every
+        update before the least time any reader may still look up as of moves to the time
+        just before it. Done when the store has doubled since the last time (amortised
+        constant cost per update); product times are left as they are."""
+        said = [reader.lowest() for reader in self.readers]
+        holds = [h for h in said if isinstance(h, int)]
+        if not said or len(holds) + said.count(None) < len(said):
+            self.limit = max(
+                COMPACT_ABOVE, 2 * self.size
+            )  # a reader cannot tell yet, or times are products
+            return
+        floor = min(holds) - 1 if holds else None
+        if floor is None:  # no lookups any more
+            self.keys.clear()
+            self.size = 0
+        else:
+            keys = self.keys
+            for key in list(keys):
+                rows = keys[key]
+                self.size -= rows.advance(floor)
+                if not rows.times:
+                    del keys[key]
+        self.limit = max(COMPACT_ABOVE, 2 * self.size)
+
     def count(self, key: Any, time: Time, strict: bool) -> int:
         """How many updates ``key`` has at times before ``time`` (``strict``) or not after it,
         in the total order of times.
@@ -119,6 +188,11 @@ class IndexStore:
         """
         rows = self.keys.get(key)
         return 0 if rows is None else rows.upto(time, strict)
+
+
+COMPACT_ABOVE = 4096
+"""An index store compacts its history once it holds more updates than this, and then
+whenever it has doubled."""
 
 
 class IndexRegistry:
@@ -160,3 +234,5 @@ class IndexOperator(Operator):
         split = self.split
         for time, batch in ctx.messages(0):
             store.insert(batch.data, [time] * len(batch), batch.diffs, split)
+        if store.size > store.limit:
+            store.compact()

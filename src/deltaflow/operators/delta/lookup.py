@@ -409,6 +409,9 @@ def extension_phases(
     return phases
 
 
+UNKNOWN = object()
+"""What :meth:`RuleOperator.lowest` says before it can tell."""
+
 BUDGET = 100_000
 """Records a rule operator makes per activation before it lets the others run (and sends
 what it has summed): a hub's round is spread over activations instead of held at once."""
@@ -454,6 +457,7 @@ class RuleOperator(Operator):
         first: bool,
         emit: Callable[[Any], Any] | None,
         whole: bool = False,
+        stores: Sequence[IndexStore] = (),
     ) -> None:
         self.name = name
         self.runners = runners
@@ -464,6 +468,19 @@ class RuleOperator(Operator):
         self.stash: dict[Any, tuple[list[Record], list[int]]] = {}
         self.jobs: deque[_Job] = deque()
         self.caps: list[Capability] = []
+        # The records' frontier when last scheduled (None: not yet): with what is stashed
+        # and under way, how far back this operator may still look (``lowest``).
+        self.seen: tuple[Any, ...] | None = None
+        for store in stores:
+            store.readers.append(self)
+
+    def lowest(self) -> Any:
+        """The least time this operator may still look its indexes up as of (``None``: never
+        again; ``UNKNOWN`` before it first ran). A stale answer is only lower."""
+        if self.seen is None:
+            return UNKNOWN
+        owed = [*self.seen, *self.stash, *(job.time for job in self.jobs)]
+        return min(owed) if owed else None
 
     def _ready(self, ctx: OperatorContext, t: Any) -> bool:
         for port, strict in self.waits:
@@ -478,6 +495,7 @@ class RuleOperator(Operator):
         stash = self.stash
         jobs = self.jobs
         changed = False
+        self.seen = ctx.frontier(0).elements
         for t, batch in ctx.messages(0):
             recs = [(d, t, 0, 0) for d in batch.data] if self.first else batch.data
             if t in stash:
