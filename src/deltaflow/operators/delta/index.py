@@ -1,14 +1,14 @@
 """Indexes: the one arrangement of a collection that delta queries read, shared by all of them.
 
 A delta query keeps no intermediate collection: each of its rules looks the other inputs up as
-of a time. What it looks up is an :class:`IndexStore` per worker, the collection's updates
-grouped by key and then by value, ``{key: {val: [(time, diff), ...]}}``, with each key's
-update times in arrival order beside (``times``). One store answers the three questions a
-prefix extender asks (see :mod:`.lookup`): how many updates a key has as of a time (a bisection
-of ``times``, so the count costs ``O(log n)`` however skewed the key), which values it has
-(``propose``: the key's values) and whether it has a given value (``validate``: one dict lookup
-more). So an input indexed by one key costs one arrangement whatever uses it: three uses of
-``edges`` indexed two ways are two arrangements.
+of a time. What it looks up is an :class:`IndexStore` per worker: the collection's updates by
+key (:class:`KeyRows`), each key's in three columns sorted by time (the total order of times)
+and grouped by value beside. One store answers the three questions a prefix extender asks
+(see :mod:`.lookup`): how many updates a key has as of a time (a bisection, so the count costs
+``O(log n)`` however skewed the key), which values it has then (the columns up to that point:
+``propose``) and whether it has a given value (one dict lookup more: ``validate``). So an
+input read by one key costs one arrangement whatever uses it: three uses of ``edges`` read
+two ways are two arrangements.
 
 The :class:`IndexOperator` inserts each update as it drains it, before its input frontier has
 passed its time. Readers never see too much: every lookup names the time it is made as of and
@@ -16,9 +16,12 @@ skips later updates; and they never see too little, because a reader waits until
 output frontier, which cannot pass a time while an update at it is still in the index's
 mailbox, has passed the times it asks about.
 
-Counts are exact when a key's updates arrive in time order (with int times, always when the
-rounds are fed one at a time); otherwise they are estimates. Either way they only decide who
-proposes: proposals and validations read the values themselves and are exact.
+Counts are of updates, not of distinct values, so they may overstate what a key offers (a
+value inserted and retracted counts twice until compaction sums it away); they only decide
+who proposes: proposals and validations read the values themselves and are exact.
+
+History is compacted (:meth:`IndexStore.compact`, with int times): its readers say how far
+back they may still look, and updates before that are summed at the time just before it.
 
     >>> store = IndexStore()
     >>> store.insert([("a", 1), ("a", 2)], [3, 4], [1, 1], lambda d: (d[0], d[1]))

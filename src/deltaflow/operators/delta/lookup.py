@@ -21,6 +21,13 @@ Phases (each one job, bound to a worker by :meth:`~Phase.runner`):
 * :class:`CountPhase` — how many updates the extender's key has as of ``t``; keeps the least.
 * :class:`ProposePhase` — the winning extender proposes its values, diffs multiplied.
 * :class:`ValidatePhase` — another extender keeps the proposals it has, diffs multiplied.
+* :class:`IntersectPhase` — all three in one pass, where every index is local (one worker):
+  a proposal is built only once every other extender has its value.
+
+Each lookup is on the worker whose part of the index holds the key: with several workers a
+phase's records are exchanged by its key first (:mod:`.build`). A rule operator works through
+its records in chunks and within a budget per activation, so one hub's proposals are never
+all held at once and other operators run between its slices.
 
 With product times an update met at ``t2`` moves ``t_out`` to ``join(t_out, t2)``, so a
 proposal or validation yields one record per distinct resulting time.
