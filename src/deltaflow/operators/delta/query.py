@@ -238,9 +238,12 @@ def multiway_join(
             an atom that is not a tuple of its variables' length (naming the atom).
 
     Each atom's changes drive one delta rule (in atom order, so that simultaneous changes
-    count once); a rule extends prefixes one variable at a time (see :mod:`.query` for how
-    the order is chosen), the atom with the fewest candidates for each prefix proposing and
-    the others validating. Only indexes of the inputs are kept, shared by every rule.
+    count once). A rule binds its atom's variables, then extends prefixes one step at a time:
+    an atom whose variables are all bound validates; otherwise the next variables are the
+    unbound ones of an atom sharing a bound variable, fewest first (one at a time when
+    possible), then those that most atoms have left unbound, then the earliest atom's. Per
+    prefix, the atom with the fewest candidates for them proposes and the others validate.
+    Only indexes of the inputs are kept, shared by every rule.
 
     >>> import deltaflow as df
     >>> from deltaflow.testing import example
