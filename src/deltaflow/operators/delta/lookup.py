@@ -103,6 +103,11 @@ def _sum_upto(
     return [(at, s) for at, s in sums.items() if s]
 
 
+def _met(hist: Sequence[tuple[Time, int]], t: Time, strict: bool) -> int:
+    """The sum of ``hist``'s diffs at int times before (or not after) ``t``."""
+    return sum(d for t2, d in hist if t2 < t or (not strict and t2 == t))
+
+
 class Phase:
     """One step of a rule: how its records are routed between workers, and what it does."""
 
@@ -260,7 +265,7 @@ class ValidatePhase(Phase):
                             out.append(rec)
                             out_diffs.append(r * d)
                         continue
-                    d = sum(d for t2, d in hist if t2 < t or (not strict and t2 == t))
+                    d = _met(hist, t, strict)
                     if d:
                         out.append(rec)
                         out_diffs.append(r * d)
@@ -318,8 +323,26 @@ class IntersectPhase(Phase):
                             b, rec[1], r, rows, strict, found, t, combine, out, out_diffs
                         )
                         continue
+                    vals: Any = rows.vals[:best_n] if best_n < len(rows.vals) else rows.vals
+                    if rows.plain and len(found) == 1:  # the usual case, inline
+                        get = found[0][0].by_val.get
+                        ostrict = found[0][1]
+                        for v in vals:
+                            hist = get(v)
+                            if hist is None:
+                                continue
+                            if len(hist) == 1:
+                                t2, d = hist[0]
+                                if not (t2 < t or (not ostrict and t2 == t)):
+                                    continue
+                            else:
+                                d = _met(hist, t, ostrict)
+                                if not d:
+                                    continue
+                            out.append((combine(b, v), rec[1], 0, 0))
+                            out_diffs.append(r * d)
+                        continue
                     if rows.plain:
-                        vals: Any = rows.vals[:best_n] if best_n < len(rows.vals) else rows.vals
                         pairs: Any = ((v, 1) for v in vals)
                     else:
                         sums: dict[Any, int] = {}
@@ -342,7 +365,7 @@ class IntersectPhase(Phase):
                                     break
                                 m *= d
                             else:
-                                m *= sum(d for t2, d in hist if t2 < t or (not ostrict and t2 == t))
+                                m *= _met(hist, t, ostrict)
                                 if not m:
                                     break
                         if m:
