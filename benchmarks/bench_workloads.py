@@ -561,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
     parser.add_argument("--w3-version", help=argparse.SUPPRESS)
-    parser.add_argument("--w3-edges", type=int, default=50_000, help=argparse.SUPPRESS)
+    parser.add_argument("--w3-edges", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         RUNNERS[args.child](args)
