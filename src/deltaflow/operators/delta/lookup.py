@@ -309,9 +309,14 @@ class IntersectPhase(Phase):
                     rows = keys.get(key(b))
                     if rows is None:
                         break
-                    n = rows.upto(t, strict)
-                    if not n:
-                        break
+                    times = rows.times  # rows.upto(t, strict), inline
+                    last = times[-1]
+                    if last < t or (not strict and last == t):
+                        n = len(times)
+                    else:
+                        n = bisect_left(times, t) if strict else bisect_right(times, t)
+                        if not n:
+                            break
                     if best < 0 or n < best_n:
                         best, best_n = len(found), n
                     found.append((rows, strict))
