@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,9 @@ from ..operators.collection import DataflowBuilder, Pipeline
 from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
 from .plan import make_plan
 from .worker import ProgressChange, Worker
+
+if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
+    from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -617,11 +621,27 @@ class _OpenJob:
             self._nursery.cancel_scope.cancel()
         try:
             await self._nursery_cm.__aexit__(None, None, None)
+        except BaseExceptionGroup as group:
+            raise _unwrapped(group) from None
         finally:
             self._collector.__exit__(None, None, None)
         if pending is not None:
             raise pending
         return False
+
+
+def _unwrapped(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What the job's nursery raised, as the application should see it: a ``KeyboardInterrupt``
+    (Ctrl-C, or raised by user code in a worker) or a ``trio.Cancelled`` as itself, so that
+    ``except KeyboardInterrupt`` catches it; anything else stays grouped."""
+    for kind in (KeyboardInterrupt, trio.Cancelled):
+        match, _ = group.split(kind)
+        if match is not None:
+            first: BaseException = match
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return first
+    return group
 
 
 def open(
