@@ -29,6 +29,7 @@ from .errors import (
     DeltaflowError as DeltaflowError,
     JobClosedError as JobClosedError,
     OperatorError as OperatorError,
+    SubscriptionOverflowError as SubscriptionOverflowError,
 )
 from .framework.antichain import Antichain as Antichain
 from .framework.lattice import Product as Product
@@ -52,6 +53,7 @@ __all__ = [
     "Pipeline",
     "ProbeHandle",
     "Product",
+    "SubscriptionOverflowError",
     "Variable",
     "loop_scope",
     "open",

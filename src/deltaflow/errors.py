@@ -6,7 +6,7 @@ Conditions of a running job raise a :class:`DeltaflowError`.
 
 from __future__ import annotations
 
-__all__ = ["DeltaflowError", "JobClosedError", "OperatorError"]
+__all__ = ["DeltaflowError", "JobClosedError", "OperatorError", "SubscriptionOverflowError"]
 
 
 class DeltaflowError(Exception):
@@ -37,3 +37,8 @@ class OperatorError(DeltaflowError):
 
 class JobClosedError(DeltaflowError):
     """The job has stopped (finished, or failed earlier) and cannot take more work."""
+
+
+class SubscriptionOverflowError(DeltaflowError):
+    """A subscription with a ``max_buffer`` fell that many times behind and was ended; the job
+    and its other readers go on."""
