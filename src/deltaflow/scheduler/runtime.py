@@ -30,6 +30,7 @@ from ..errors import JobClosedError, SubscriptionOverflowError
 from ..operators.collection import DataflowBuilder, Pipeline
 from . import observe
 from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
+from .frames import is_frame, updates_from_frame
 from .plan import make_plan
 from .worker import ProgressChange, Worker
 
@@ -186,13 +187,33 @@ class InputHandle:
     def insert_many(self, data: Iterable[Any], diffs: Iterable[int] | None = None) -> None:
         """Change many data at the current time at once (diff 1 each, or ``diffs``).
 
+        ``data`` may be a pandas DataFrame: its columns other than ``time`` and ``diff``, in
+        order, form each datum (one column: its value; several: a tuple); its ``time``
+        column (default: the current time) and ``diff`` column (default 1) place them.
+
         Validated as a whole before anything is kept: a bad datum or diff raises and
         nothing of this call is fed.
         """
         self._check_open()
+        if is_frame(data):
+            self._insert_frame(data, diffs)
+            return
         data, new_diffs = self._columns(data, diffs)
         self._data.extend(data)
         self._diffs.extend(new_diffs)
+
+    def _insert_frame(self, frame: Any, diffs: object) -> None:
+        if diffs is not None:
+            msg = f"input {self.name!r}: a DataFrame brings its own diff column; diffs= is not used"
+            raise TypeError(msg)
+        columns = [str(c) for c in frame.columns]
+        if "time" not in columns:
+            frame = frame.assign(time=self._job.time)
+        by_time = _validate(self.name, updates_from_frame(self.name, frame))
+        for time, (data, _) in by_time.items():
+            self._job._check_time(self.name, data[0], time)
+        for time, (data, new_diffs) in sorted(by_time.items()):
+            self._extend(data, new_diffs, time)
 
     def extend(self, data: Iterable[Any], diffs: Iterable[int], time: Time | None = None) -> None:
         """Feed columns in bulk at ``time`` (the current time when ``None``), validated as a
@@ -837,7 +858,10 @@ class _Named(dict[str, Any]):
 
 
 def _validate(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[Any], list[int]]]:
-    """Group ``(data, time, diff)`` triples by time, rejecting the first malformed one."""
+    """Group ``(data, time, diff)`` triples (or a DataFrame's rows) by time, rejecting the
+    first malformed one."""
+    if is_frame(updates):
+        updates = updates_from_frame(name, updates)
     if isinstance(updates, (str, bytes, Mapping)):
         msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
         raise TypeError(msg)
@@ -911,12 +935,13 @@ def run(
 ) -> Any:
     """Run ``pipeline`` over complete inputs and return its consolidated output updates.
 
-    Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``; missing
-    inputs are empty. Every time is processed as its own logical time (all at once, so this
-    measures throughput). Returns a list of ``(data, time, diff)`` sorted by time, with no two
-    updates for the same ``(data, time)`` and no zero diff; a ``build()`` returning a dict of
-    collections gives a dict of such lists. ``workers``, ``fuse``, ``gc_threshold`` and
-    ``progress`` are as for :func:`open`.
+    Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``, or a pandas
+    DataFrame (its columns other than ``time`` and ``diff`` form the datum; those two default
+    to 0 and 1); missing inputs are empty. Every time is processed as its own logical time
+    (all at once, so this measures throughput). Returns a list of ``(data, time, diff)``
+    sorted by time, with no two updates for the same ``(data, time)`` and no zero diff; a
+    ``build()`` returning a dict of collections gives a dict of such lists. ``workers``,
+    ``fuse``, ``gc_threshold`` and ``progress`` are as for :func:`open`.
 
     Raises:
         TypeError, ValueError: a malformed input, naming the input and the value.
