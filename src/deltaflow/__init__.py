@@ -40,6 +40,7 @@ from .operators.collection import (
 )
 from .operators.io import ProbeHandle as ProbeHandle
 from .operators.iterate import Variable as Variable, loop_scope as loop_scope
+from .scheduler.graph import graph as graph
 from .scheduler.runtime import Job as Job, open as open, run as run
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "Product",
     "SubscriptionOverflowError",
     "Variable",
+    "graph",
     "loop_scope",
     "open",
     "run",
