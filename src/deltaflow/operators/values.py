@@ -24,9 +24,11 @@ __all__ = ["as_count", "check_numbers", "check_ordered", "find_incomparable"]
 def as_count(n: object) -> int | None:
     """``n`` as an ``int`` if it is an integer (numpy's included) but not a bool; else None.
 
+    Counts, diffs and times all accept exactly these.
+
     >>> import numpy as np
-    >>> as_count(np.int32(4)), as_count(True), as_count(2.0)
-    (4, None, None)
+    >>> as_count(3), as_count(np.int32(4)), as_count(True), as_count(2.0)
+    (3, 4, None, None)
     """
     if n.__class__ is int:
         return n

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import numbers
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -28,6 +27,7 @@ import trio
 
 from ..errors import JobClosedError, SubscriptionOverflowError
 from ..operators.collection import DataflowBuilder, Pipeline
+from ..operators.values import as_count as _integer
 from . import observe
 from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
 from .frames import is_frame, updates_from_frame
@@ -75,20 +75,6 @@ def _require_pipeline(pipeline: object) -> Pipeline:
         msg = f"expected a deltaflow Pipeline instance, got {pipeline!r}"
         raise TypeError(msg)
     return pipeline
-
-
-def _integer(value: object) -> int | None:
-    """``value`` as an ``int`` if it is an integer (numpy's included), not a bool; else None.
-
-    >>> import numpy as np
-    >>> _integer(3), _integer(np.int64(3)), _integer(True), _integer(3.0)
-    (3, 3, None, None)
-    """
-    if value.__class__ is int:
-        return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        return None
-    return int(value)
 
 
 def _require_int(time: object, where: str) -> int:
