@@ -142,3 +142,17 @@ def test_numpy_integer_counts_from_logic_and_threshold_are_ints(workers: int) ->
     assert out["reduce"] == [(("k", 1), 0, 2), (("k", 1), 1, -2), (("k", 2), 1, 2)]
     assert out["threshold"] == [(("k", 1), 0, 2), (("k", 2), 1, 2)]
     assert all(type(r) is int for updates in out.values() for _, _, r in updates)
+
+
+def test_numpy_integer_diffs_and_times_from_linear_functions(workers: int) -> None:
+    class P(df.Pipeline):
+        def build(self, xs: df.Collection) -> dict[str, df.Collection]:
+            return {
+                "explode": xs.explode(lambda x: [(x, np.int64(3))]),
+                "join_function": xs.join_function(lambda x: [(x, np.int64(2), np.int32(-1))]),
+            }
+
+    out = df.run(P(), workers=workers, xs=[("a", 0, 1), ("b", 3, 1)])
+    assert out["explode"] == [("a", 0, 3), ("b", 3, 3)]
+    assert out["join_function"] == [("a", 2, -1), ("b", 3, -1)]
+    assert all(type(v) is int for ups in out.values() for _, t, r in ups for v in (t, r))
