@@ -133,9 +133,7 @@ def _apply_step(step: Step, groups: Groups) -> Groups:
     return out
 
 
-def _join_function_ints(
-    step: Step, d: Any, t: Time, out: tuple[Any, Any, Any]
-) -> tuple[Any, int]:
+def _join_function_ints(step: Step, d: Any, t: Time, out: tuple[Any, Any, Any]) -> tuple[Any, int]:
     """``out``'s time and diff with numpy integers as ints, or a TypeError naming them."""
     _, t2, r2 = out
     what = f"{step.label}: for {d!r} it gave {out!r}"
