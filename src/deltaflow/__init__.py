@@ -3,6 +3,11 @@
 Describe a computation over collections as a :class:`Pipeline`; deltaflow keeps every output
 exactly up to date as the inputs change, doing work proportional to the change.
 
+Where to start: the user guide (``docs/guide.md``). In short, a collection holds data that
+change over (int) time; joins and reductions take ``(key, val)`` pairs (``semijoin`` and
+``antijoin`` take bare keys); :func:`run` runs a pipeline over complete inputs, :func:`open`
+runs it live inside trio; ``python -m deltaflow`` runs one over files.
+
 The package has four layers, each importing only those below it:
 
 * **framework** — the model: timestamps and their lattice, antichains and frontiers, the
