@@ -287,8 +287,11 @@ class OutputHandle:
         self._store = store
         self.name = store.name
         self._subscribers: list[trio.MemorySendChannel[tuple[Any, list[tuple[Any, int]]]]] = []
-        # The subscriptions with a max_buffer, by their channel: told when they overflow.
-        self._bounded: dict[Any, Subscription] = {}
+        # The subscriptions with a max_buffer, by their channel: told when they overflow
+        # (weakly, so that a subscription dropped unread still stops its deliveries).
+        self._bounded: weakref.WeakValueDictionary[Any, Subscription] = (
+            weakref.WeakValueDictionary()
+        )
         self._captures: list[list[tuple[Any, list[tuple[Any, int]]]]] = []
         #: How many (consolidated) updates this output has published (the progress line's).
         self.published = 0
@@ -310,7 +313,9 @@ class OutputHandle:
             except trio.WouldBlock:
                 # A reader this far behind fails alone: the job (and other readers) go on.
                 self._subscribers.remove(chan)
-                self._bounded.pop(chan)._overflow(time)
+                subscription = self._bounded.pop(chan, None)
+                if subscription is not None:
+                    subscription._overflow(time)
                 chan.close()
 
     def at(self, time: Time) -> dict[Any, int]:
