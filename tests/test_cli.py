@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ import pytest
 import deltaflow as df
 
 PIPELINES = '''
+import time
+
 import deltaflow as df
 
 
@@ -57,6 +61,16 @@ class Broken(df.Pipeline):
         return xs.map(lambda x: 1 // 0)
 
 
+def pause(x):
+    time.sleep(0.005)
+    return x
+
+
+class Slow(df.Pipeline):
+    def build(self, xs):
+        return xs.map(pause)
+
+
 instance = Totals()
 '''
 
@@ -84,6 +98,7 @@ def project(tmp_path: Path) -> Path:
         '{"src": 1, "dst": 2}\n{"src": 2, "dst": 3}\n{"src": 2, "dst": 3, "time": 4, "diff": -1}\n'
     )
     (tmp_path / "roots.csv").write_text("root\n1\n")
+    (tmp_path / "slow.csv").write_text("x,time\n" + "".join(f"{i},{i}\n" for i in range(400)))
     return tmp_path
 
 
@@ -189,3 +204,32 @@ def test_graph_annotated_with_a_run(project: Path) -> None:
 def test_console_script_is_declared() -> None:
     pyproject = Path(df.__file__).parent.parent.parent / "pyproject.toml"
     assert 'deltaflow = "deltaflow.cli:main"' in pyproject.read_text()
+
+
+def test_a_long_run_shows_progress_after_a_second(project: Path) -> None:
+    done = cli(project, "run", "pipes:Slow", "--input", "xs=slow.csv", "--output", "o.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("deltaflow: time done | 400 updates out | ")
+    assert len((project / "o.jsonl").read_text().splitlines()) == 400
+
+
+def test_ctrl_c_stops_the_run_with_exit_code_130(project: Path) -> None:
+    (project / "long.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(4000)))
+    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deltaflow", "run", "pipes:Slow", "--input", "xs=long.csv"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        time.sleep(2)  # the job takes 20 s
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert err.strip().endswith("deltaflow: interrupted")
+    assert out == ""

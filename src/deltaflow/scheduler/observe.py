@@ -172,5 +172,5 @@ class ProgressLine:
 
     def finish(self) -> None:
         """The last line (the job ended), unless the job ended before ``after``."""
-        if self.shown or not self.after:
+        if self.shown or time.perf_counter() - self._start >= self.after:
             self.show(final=True)
