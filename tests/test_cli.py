@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -182,13 +183,16 @@ def test_graph_mermaid_and_dot(project: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("flowchart TD\n")
-    assert 'subgraph loop1["loop scope, depth 1"]' in out
+    loops = [line for line in out.splitlines() if "subgraph" in line]
+    assert len(loops) == 1
+    assert loops[0].startswith('    subgraph loop1["loop iterate at ')
+    assert re.search(r'pipes\.py:\d+"\]$', loops[0])
     assert "-. exchange .->" in out
     done = cli(project, "graph", "pipes:Reach", "--format", "dot", "--output", "g.dot")
     assert done.returncode == 0, done.stderr
     dot = (project / "g.dot").read_text()
     assert dot.startswith("digraph deltaflow {") and dot.rstrip().endswith("}")
-    assert "subgraph cluster_loop1 {" in dot
+    assert '    subgraph cluster_loop1 {\n        label="loop iterate at ' in dot
 
 
 def test_graph_annotated_with_a_run(project: Path) -> None:

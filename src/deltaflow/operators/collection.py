@@ -158,7 +158,8 @@ class Collection:
             summaries=summaries,
             depth=target_scope.depth,
             fusable=fusable,
-            meta=meta,
+            # The scope, for pictures of the graph (df.graph groups a loop's operators).
+            meta={**(meta or {}), "scope": target_scope},
         )
         return Collection(self.builder, node, 0, target_scope)
 

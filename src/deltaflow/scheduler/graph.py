@@ -2,7 +2,8 @@
 
 What is drawn is the *plan*, not the pipeline as written: one box per actor after fusion
 (``map -> filter`` is one box), arrangements absorbed into their reader listed in it, shared
-arrangements marked with their readers, loop scopes as nested groups, and edges that route
+arrangements marked with their readers, loop scopes as nested groups (named by where the
+loop was written), and edges that route
 data between workers by key drawn dashed and labelled ``exchange``. Given a finished job,
 each box also shows the records the operator received and the updates its arrangements hold
 (``statistics()``), so one can see where the work went.
@@ -25,6 +26,7 @@ each box also shows the records the operator received and the updates its arrang
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..operators.collection import Pipeline
@@ -85,62 +87,107 @@ def _edges(plan: Plan) -> list[tuple[int, int, bool]]:
     return edges
 
 
-def _mermaid(plan: Plan, labels: list[list[str]]) -> str:
-    def text(i: int) -> str:
-        joined = "<br/>".join(labels[i]).replace('"', "#quot;")
-        return f'n{i}["{joined}"]'
+def _scope_of(plan: Plan, spec: DataflowSpec, index: int) -> Any:
+    """The scope an actor runs in (None: the top), from what its nodes recorded."""
+    for logical in plan.nodes[index].logical:
+        meta = spec.nodes[logical].meta
+        scope = meta.get("scope")
+        if scope is None and "variable" in meta:
+            scope = meta["variable"].scope
+        if scope is not None:
+            return scope if scope.parent is not None else None
+    return None
 
-    lines = ["flowchart TD"]
-    lines.extend(_grouped(plan, lambda i, pad: [f"{pad}{text(i)}"], _mermaid_group))
+
+def _outer(scope: Any) -> Any:
+    """The loop scope enclosing ``scope`` (None: the top)."""
+    parent = scope.parent
+    return parent if parent is not None and parent.parent is not None else None
+
+
+def _tree(plan: Plan, spec: DataflowSpec) -> tuple[dict[Any, list[int]], dict[Any, list[Any]]]:
+    """The actors of each scope, and the loop scopes inside each (None: the top), in plan
+    order."""
+    members: dict[Any, list[int]] = {None: []}
+    children: dict[Any, list[Any]] = {None: []}
+
+    def register(scope: Any) -> None:
+        if scope in members:
+            return
+        outer = _outer(scope)
+        register(outer)
+        members[scope] = []
+        children[scope] = []
+        children[outer].append(scope)
+
+    for i in range(len(plan.nodes)):
+        scope = _scope_of(plan, spec, i)
+        register(scope)
+        members[scope].append(i)
+    return members, children
+
+
+def _grouped(
+    plan: Plan,
+    spec: DataflowSpec,
+    node: Callable[[int, str], str],
+    group: Callable[[str, str, str, list[str]], list[str]],
+) -> list[str]:
+    """The node lines, each loop scope's in a group nested in its enclosing scope's."""
+    members, children = _tree(plan, spec)
+    count = iter(range(1, len(members)))
+
+    def at(scope: Any, pad: str) -> list[str]:
+        lines = [node(i, pad) for i in members[scope]]
+        for inner in children[scope]:
+            site = getattr(inner, "created_at", None)
+            label = f"loop {inner.name}" + (f" at {site}" if site else "")
+            lines.extend(group(f"loop{next(count)}", label, pad, at(inner, pad + "    ")))
+        return lines
+
+    return at(None, "    ")
+
+
+def _mermaid(plan: Plan, spec: DataflowSpec, labels: list[list[str]]) -> str:
+    def quoted(text: str) -> str:
+        return text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+
+    def text(i: int, pad: str) -> str:
+        joined = "<br/>".join(quoted(s) for s in labels[i])
+        return f'{pad}n{i}["{joined}"]'
+
+    def group(ident: str, label: str, pad: str, body: list[str]) -> list[str]:
+        return [f'{pad}subgraph {ident}["{quoted(label)}"]', *body, f"{pad}end"]
+
+    lines = ["flowchart TD", *_grouped(plan, spec, text, group)]
     for a, b, exchange in _edges(plan):
         arrow = "-. exchange .->" if exchange else "-->"
         lines.append(f"    n{a} {arrow} n{b}")
     return "\n".join(lines)
 
 
-def _mermaid_group(depth: int, pad: str, body: list[str]) -> list[str]:
-    return [f'{pad}subgraph loop{depth}["loop scope, depth {depth}"]', *body, f"{pad}end"]
+def _dot(plan: Plan, spec: DataflowSpec, labels: list[list[str]]) -> str:
+    def quoted(text: str) -> str:
+        return text.replace("\\", "\\\\").replace('"', '\\"')
 
+    def text(i: int, pad: str) -> str:
+        joined = "\\n".join(quoted(s) for s in labels[i])
+        return f'{pad}n{i} [label="{joined}"];'
 
-def _dot(plan: Plan, labels: list[list[str]]) -> str:
-    def text(i: int) -> str:
-        joined = "\\n".join(s.replace("\\", "\\\\").replace('"', '\\"') for s in labels[i])
-        return f'n{i} [label="{joined}"];'
+    def group(ident: str, label: str, pad: str, body: list[str]) -> list[str]:
+        return [
+            f"{pad}subgraph cluster_{ident} {{",
+            f'{pad}    label="{quoted(label)}";',
+            *body,
+            f"{pad}}}",
+        ]
 
-    lines = ["digraph deltaflow {", "    node [shape=box];"]
-    lines.extend(_grouped(plan, lambda i, pad: [f"{pad}{text(i)}"], _dot_group))
+    lines = ["digraph deltaflow {", "    node [shape=box];", *_grouped(plan, spec, text, group)]
     for a, b, exchange in _edges(plan):
         style = ' [style=dashed, label="exchange"]' if exchange else ""
         lines.append(f"    n{a} -> n{b}{style};")
     lines.append("}")
     return "\n".join(lines)
-
-
-def _dot_group(depth: int, pad: str, body: list[str]) -> list[str]:
-    return [
-        f"{pad}subgraph cluster_loop{depth} {{",
-        f'{pad}    label="loop scope, depth {depth}";',
-        *body,
-        f"{pad}}}",
-    ]
-
-
-def _grouped(plan: Plan, node: Any, group: Any) -> list[str]:
-    """The node lines, those of loop scopes nested in groups by depth (plan order kept)."""
-
-    def at(depth: int, pad: str) -> list[str]:
-        lines: list[str] = []
-        deeper = False
-        for i, n in enumerate(plan.nodes):
-            if n.depth == depth:
-                lines.extend(node(i, pad))
-            elif n.depth > depth:
-                deeper = True
-        if deeper:
-            lines.extend(group(depth + 1, pad, at(depth + 1, pad + "    ")))
-        return lines
-
-    return at(0, "    ")
 
 
 def graph(
@@ -178,4 +225,4 @@ def graph(
         msg = f"graph: expected a deltaflow Pipeline or Job, got {pipeline!r}"
         raise TypeError(msg)
     labels = _labels(plan, spec, stats)
-    return _mermaid(plan, labels) if format == "mermaid" else _dot(plan, labels)
+    return _mermaid(plan, spec, labels) if format == "mermaid" else _dot(plan, spec, labels)
