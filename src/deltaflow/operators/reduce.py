@@ -139,6 +139,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import OperatorTypeError
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, less_equal, new_tuple
 from ..framework.trace._order import ukey
@@ -1578,7 +1579,7 @@ def _sorted_by(
         by_key = {id(k): v for k, v, _ in keyed}
         a, b = (by_key[id(pair[0])], by_key[id(pair[1])]) if pair else ("?", "?")
         msg = f"{label}: key {group!r} has values {a!r} and {b!r}, whose keys < cannot compare"
-        raise TypeError(msg) from None
+        raise OperatorTypeError(msg, operator=label) from None
     check_ordered(label, group, [(k, c) for k, _, c in keyed])
     return [(v, c) for _, v, c in keyed]
 

@@ -10,13 +10,18 @@ user logic may be numpy integers, like input diffs.
     >>> check_ordered("min", "k", [(1, 1), ("x", 1)])
     Traceback (most recent call last):
     ...
-    TypeError: min: key 'k' has values 1 and 'x', which < cannot compare
+    deltaflow.errors.OperatorTypeError: min: key 'k' has values 1 and 'x', which < cannot compare
+
+The errors are both :class:`~deltaflow.OperatorError` (naming the operator; the job stops)
+and ``ValueError`` / ``TypeError``.
 """
 
 from __future__ import annotations
 
 import numbers
 from typing import Any
+
+from ..errors import OperatorTypeError, OperatorValueError
 
 __all__ = ["as_count", "check_numbers", "check_ordered", "find_incomparable"]
 
@@ -71,14 +76,14 @@ def check_ordered(operator: str, key: Any, vals: list[tuple[Any, int]]) -> None:
     that some pair does not.
 
     Raises:
-        ValueError: a value is NaN.
-        TypeError: two values do not compare, naming both.
+        OperatorValueError: a value is NaN.
+        OperatorTypeError: two values do not compare, naming both.
     """
     prev: Any = None
     for i, (v, _) in enumerate(vals):
         if v != v and _is_nan(v):
             msg = f"{operator}: key {key!r} has NaN among its values, which cannot be ordered"
-            raise ValueError(msg)
+            raise OperatorValueError(msg, operator=operator)
         if i:
             try:
                 prev < v  # noqa: B015 - only whether it raises matters
@@ -88,24 +93,25 @@ def check_ordered(operator: str, key: Any, vals: list[tuple[Any, int]]) -> None:
                     f"{operator}: key {key!r} has values {pair[0]!r} and {pair[1]!r}, "
                     "which < cannot compare"
                 )
-                raise TypeError(msg) from None
+                raise OperatorTypeError(msg, operator=operator) from None
         prev = v
 
 
 def check_numbers(operator: str, key: Any, vals: list[tuple[Any, int]]) -> None:
-    """Raise unless every value of ``vals`` is a number (not a bool) and none is NaN.
+    """Raise unless every value of ``vals`` is a number (not a bool) and none is NaN
+    (:class:`~deltaflow.errors.OperatorTypeError`, :class:`~deltaflow.errors.OperatorValueError`).
 
     >>> check_numbers("sum", "k", [(1, 2), (float("nan"), 1)])
     Traceback (most recent call last):
     ...
-    ValueError: sum: key 'k' has NaN among its values
+    deltaflow.errors.OperatorValueError: sum: key 'k' has NaN among its values
     """
     for v, _ in vals:
         if v.__class__ is int:
             continue
         if isinstance(v, bool) or not isinstance(v, numbers.Number):
             msg = f"{operator}: key {key!r} has the value {v!r}, which is not a number"
-            raise TypeError(msg)
+            raise OperatorTypeError(msg, operator=operator)
         if _is_nan(v):
             msg = f"{operator}: key {key!r} has NaN among its values"
-            raise ValueError(msg)
+            raise OperatorValueError(msg, operator=operator)
