@@ -9,7 +9,7 @@ import pytest
 import trio
 
 import deltaflow as df
-from deltaflow.scheduler.observe import ProgressLine
+from deltaflow.scheduler.observe import OperatorCounts, ProgressLine, _Counted
 
 
 class Counts(df.Pipeline):
@@ -108,3 +108,28 @@ def test_disabled_debug_logging_adds_no_counting() -> None:
     job = df.Job(Counts())
     assert job._operator_counts is None
     assert all(type(a.operator).__name__ != "_Counted" for w in job.workers for a in w.actors)
+
+
+def test_counting_keeps_operators_themselves_and_handles_slotted_ones() -> None:
+    """Counting sets ``schedule`` on the operator itself (its class is unchanged); an
+    operator that takes no new attributes is wrapped instead, everything else delegated."""
+    job = df.Job(Counts(), profile=True)
+    assert all(type(a.operator).__name__ != "_Counted" for w in job.workers for a in w.actors)
+
+    class Slotted:
+        __slots__ = ("seen",)
+
+        def __init__(self) -> None:
+            self.seen = 0
+
+        def schedule(self, ctx: object) -> None:
+            self.seen += 1
+
+    class Ctx:
+        mailboxes = [[(0, [1, 2, 3])], [(1, "x")]]
+
+    counts = OperatorCounts("slotted")
+    wrapped = _Counted(Slotted(), counts)
+    wrapped.schedule(Ctx())
+    assert wrapped.seen == 1
+    assert (counts.activations, counts.records) == (1, 4)

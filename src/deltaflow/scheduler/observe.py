@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
@@ -47,14 +48,10 @@ class OperatorCounts:
     seconds: float = 0.0
 
 
-class _Counted:
-    """An operator whose activations are counted; everything else is the operator's."""
+def _counting(schedule: Callable[[Any], None], counts: OperatorCounts) -> Callable[[Any], None]:
+    """``schedule`` (an operator's, bound), counting its activations, records and time."""
 
-    def __init__(self, operator: Any, counts: OperatorCounts) -> None:
-        self._operator = operator
-        self._counts = counts
-
-    def schedule(self, ctx: Any) -> None:
+    def counted(ctx: Any) -> None:
         records = 0
         for box in ctx.mailboxes:
             for _, payload in box:
@@ -62,14 +59,24 @@ class _Counted:
                     records += len(payload)
                 except TypeError:
                     records += 1
-        counts = self._counts
         counts.activations += 1
         counts.records += records
         start = time.perf_counter()
         try:
-            self._operator.schedule(ctx)
+            schedule(ctx)
         finally:
             counts.seconds += time.perf_counter() - start
+
+    return counted
+
+
+class _Counted:
+    """An operator whose activations are counted, for operators whose instances take no new
+    attributes (``__slots__``); everything else is the operator's."""
+
+    def __init__(self, operator: Any, counts: OperatorCounts) -> None:
+        self._operator = operator
+        self.schedule = _counting(operator.schedule, counts)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._operator, name)
@@ -81,7 +88,12 @@ def count_operators(job: Job) -> list[OperatorCounts]:
     counts = [OperatorCounts(node.name) for node in job.plan.nodes]
     for worker in job.workers:
         for index, actor in enumerate(worker.actors):
-            actor.operator = _Counted(actor.operator, counts[index])  # type: ignore[assignment]
+            operator: Any = actor.operator
+            try:
+                # On the instance, so that the operator stays itself (isinstance and all).
+                operator.schedule = _counting(operator.schedule, counts[index])
+            except AttributeError:
+                actor.operator = _Counted(operator, counts[index])  # type: ignore[assignment]
     return counts
 
 
