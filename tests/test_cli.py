@@ -176,6 +176,10 @@ def test_bad_updates_and_failing_jobs_exit_1(project: Path) -> None:
     done = cli(project, "run", "pipes:Broken", "--input", "xs=roots.csv")
     assert done.returncode == 1
     assert "OperatorError" in done.stderr and "ZeroDivisionError" in done.stderr
+    done = cli(project, "run", "pipes:Totals", "--input", "sales=sales.csv", "--output",
+               "no/such/dir/out.jsonl")  # fmt: skip
+    assert done.returncode == 1
+    assert "FileNotFoundError" in done.stderr and "no/such/dir/out.jsonl" in done.stderr
 
 
 def test_graph_mermaid_and_dot(project: Path) -> None:

@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.handler(args)
     except UsageError as exc:
         parser.exit(2, f"deltaflow: error: {exc}\n")
-    except (DeltaflowError, TypeError, ValueError) as exc:
+    except (DeltaflowError, TypeError, ValueError, OSError) as exc:
         sys.stderr.write(f"deltaflow: {type(exc).__name__}: {exc}\n")
         return 1
     except KeyboardInterrupt:
