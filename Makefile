@@ -17,6 +17,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+	$(PY) -m pytest -q --schedule tests    # again, under randomized delivery schedules
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

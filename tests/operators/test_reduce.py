@@ -825,8 +825,8 @@ def test_pending_time_is_kept_when_nothing_witnesses_it() -> None:
 def test_line_key_with_several_positions_beyond_the_frontier() -> None:
     """A seed on line 2 below the frontier, with stored times at positions 3 and 5 of that
     line beyond it: the key owes corrections at (2, 3) and (2, 5), which must be made when
-    the frontier passes them although no input arrives for the key any more. Only the lowest
-    owed position is kept pending; evaluating it finds the other again."""
+    the frontier passes them although no input arrives for the key any more. Both stay
+    pending until the frontier passes them."""
     updates = [(("k", "x"), Product(0, 3), 1), (("k", "y"), Product(1, 5), 1),
                (("k", "z"), Product(2, 0), 1)]  # fmt: skip
     frontiers = [Antichain([Product(2, 0)]), Antichain([Product(2, 2)]),

@@ -28,7 +28,8 @@ from ..errors import JobClosedError
 from ..operators.collection import DataflowBuilder, Pipeline
 from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
 from .plan import make_plan
-from .worker import ProgressChange, Worker
+from .transport import InProcessTransport, Transport
+from .worker import Worker
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from ..operators.io import InputFeed, OutputStore
 
 __all__ = [
-    "InProcessTransport",
     "InputHandle",
     "Job",
     "OutputHandle",
@@ -45,22 +45,6 @@ __all__ = [
     "open",
     "run",
 ]
-
-
-class InProcessTransport:
-    """Workers that share one process and one trio loop: direct appends, no copies."""
-
-    def __init__(self) -> None:
-        self.workers: list[Worker] = []
-
-    def send_data(self, worker: int, node: int, port: int, time: Any, payload: Any) -> None:
-        """Append to the target worker's mailbox and wake it."""
-        self.workers[worker].receive(node, port, time, payload)
-
-    def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
-        """Give every worker (the sender too) the same batch, in the same order."""
-        for w in self.workers:
-            w.receive_progress(changes)
 
 
 def _require_pipeline(pipeline: object) -> Pipeline:
@@ -374,6 +358,13 @@ class Subscription:
 class Job:
     """A pipeline running inside a trio program (see :func:`open`)."""
 
+    @staticmethod
+    def make_transport() -> Transport:
+        """The transport this job's workers talk through: in-process, every worker in the
+        caller's trio loop. (The seam where another transport plugs in; the test suite's
+        randomized delivery schedule replaces it.)"""
+        return InProcessTransport()
+
     def __init__(self, pipeline: Pipeline, workers: int = 1, *, fuse: bool = True) -> None:
         pipeline = _require_pipeline(pipeline)
         if workers.__class__ is not int or workers < 1:
@@ -383,9 +374,9 @@ class Job:
         self.builder: DataflowBuilder = pipeline.instantiate(workers)
         self.plan = make_plan(self.builder.spec, fuse=fuse, workers=workers)
         self.time: int = 0
-        self.transport = InProcessTransport()
+        self.transport = self.make_transport()
         self.workers = [Worker(i, workers, self.plan, self.transport, self) for i in range(workers)]
-        self.transport.workers = self.workers
+        self.transport.attach(self.workers)
         self.inputs: dict[str, InputHandle] = _Named(
             "input",
             {name: InputHandle(self, name, feeds) for name, feeds in self.builder.feeds.items()},
@@ -595,6 +586,7 @@ class _OpenJob:
             self._collector.__exit__(None, None, None)
             raise
         self._nursery = nursery
+        nursery.start_soon(self._job.transport.run)
         for w in self._job.workers:
             nursery.start_soon(w.run)
         return self._job
