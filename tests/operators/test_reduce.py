@@ -1126,3 +1126,37 @@ def test_builtin_folds_equal_their_logic(logic: Any, acc: dict[Any, int]) -> Non
                                positive_only=positive_only)  # fmt: skip
     generic.fold = None
     assert op._evaluate("k", dict(acc)) == generic._evaluate("k", dict(acc))
+
+
+def test_owed_position_whose_input_cancels_under_compaction_is_still_corrected() -> None:
+    """Key 28 of a label propagation at two workers: new input at (1, 3) and (2, 3) arrives
+    before the frontier passes either, so both are owed; by the time (2, 3) is due, its
+    input has cancelled with the input at (2, 1) under compaction, while the output made at
+    (2, 1) still stands there. Only the output history shows the change: the correction at
+    (2, 3) must still be made."""
+    p = Product
+    activations = [
+        ([(p(0, 0), [(28, 28, 1)]), (p(0, 1), [(28, 8, 1)]),
+          (p(2, 1), [(28, 28, 1), (28, 8, -1)]), (p(3, 1), [(28, 28, 1)])], [p(0, 1)]),
+        ([], [p(0, 2)]),
+        ([(p(1, 3), [(28, 6, 1), (28, 8, -1)]), (p(2, 3), [(28, 28, -1), (28, 8, 1)])],
+         [p(0, 3)]),
+        ([], [p(1, 4)]),
+        ([(p(3, 5), [(28, 6, 1), (28, 28, -1)])], []),
+    ]  # fmt: skip
+    lower = p(0, 0)
+    source = Spine(Antichain([lower]))
+    op = R.ReduceOperator("min", source, None, min_logic)
+    ctx = FakeContext(lower)
+    updates: list[Any] = []
+    previous = Antichain([lower])
+    for messages, frontier in activations:
+        f = Antichain(frontier)
+        desc = Description(previous, f)
+        for t, rows in messages:
+            ctx.mailbox.append((t, Batch.from_updates([(k, v, t, r) for k, v, r in rows], desc)))
+            updates.extend(((k, v), t, r) for k, v, r in rows)
+        ctx.run(op, f)
+        previous = f
+    assert_matches_oracle(ctx.sent, {"xs": updates}, q_min)
+    assert ctx.held == {} and op.pending == {}
