@@ -24,6 +24,7 @@ run: $(RUN_STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+	$(PY) -m pytest -q --schedule tests    # again, under randomized delivery schedules
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

@@ -32,7 +32,8 @@ from . import observe
 from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
 from .frames import is_frame, updates_from_frame
 from .plan import make_plan
-from .worker import ProgressChange, Worker
+from .transport import InProcessTransport, Transport
+from .worker import Worker
 
 if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
     from exceptiongroup import BaseExceptionGroup
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from ..operators.io import InputFeed, OutputStore
 
 __all__ = [
-    "InProcessTransport",
     "InputHandle",
     "Job",
     "OutputHandle",
@@ -52,22 +52,6 @@ __all__ = [
     "open",
     "run",
 ]
-
-
-class InProcessTransport:
-    """Workers that share one process and one trio loop: direct appends, no copies."""
-
-    def __init__(self) -> None:
-        self.workers: list[Worker] = []
-
-    def send_data(self, worker: int, node: int, port: int, time: Any, payload: Any) -> None:
-        """Append to the target worker's mailbox and wake it."""
-        self.workers[worker].receive(node, port, time, payload)
-
-    def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
-        """Give every worker (the sender too) the same batch, in the same order."""
-        for w in self.workers:
-            w.receive_progress(changes)
 
 
 def _require_pipeline(pipeline: object) -> Pipeline:
@@ -439,6 +423,13 @@ class Subscription:
 class Job:
     """A pipeline running inside a trio program (see :func:`open`)."""
 
+    @staticmethod
+    def make_transport() -> Transport:
+        """The transport this job's workers talk through: in-process, every worker in the
+        caller's trio loop. (The seam where another transport plugs in; the test suite's
+        randomized delivery schedule replaces it.)"""
+        return InProcessTransport()
+
     def __init__(
         self,
         pipeline: Pipeline,
@@ -459,9 +450,9 @@ class Job:
         self.builder: DataflowBuilder = pipeline.instantiate(workers)
         self.plan = make_plan(self.builder.spec, fuse=fuse, workers=workers)
         self.time: int = 0
-        self.transport = InProcessTransport()
+        self.transport = self.make_transport()
         self.workers = [Worker(i, workers, self.plan, self.transport, self) for i in range(workers)]
-        self.transport.workers = self.workers
+        self.transport.attach(self.workers)
         self.inputs: dict[str, InputHandle] = _Named(
             "input",
             {name: InputHandle(self, name, feeds) for name, feeds in self.builder.feeds.items()},
@@ -715,6 +706,7 @@ class _OpenJob:
             "job %s started: %d workers, 1 process", type(job.pipeline).__name__, len(job.workers)
         )
         self._started = trio.current_time()
+        nursery.start_soon(job.transport.run)
         for w in job.workers:
             nursery.start_soon(w.run)
         if self._progress is not None:
