@@ -206,7 +206,7 @@ def test_graph_annotated_with_a_run(project: Path) -> None:
     assert "arrange_by_key<br/>shared by 2 readers<br/>3 records in<br/>3 updates arranged" in (
         done.stdout
     )
-    assert "join_map<br/>+ arrange_by_key<br/>4 records in" in done.stdout
+    assert "join_map<br/>+ map(...)<br/>+ arrange_by_key<br/>4 records in" in done.stdout
 
 
 def test_console_script_is_declared() -> None:

@@ -62,6 +62,9 @@ def _labels(plan: Plan, spec: DataflowSpec, stats: list[dict[str, Any]] | None) 
         for logical in node.logical:
             registry = spec.nodes[logical].meta.get("arrangement")
             if registry is None:
+                name = spec.nodes[logical].name
+                if name not in node.name:  # a linear step absorbed into this actor's inlet
+                    lines.append(f"+ {_short(name)}")
                 continue
             if spec.nodes[logical].name != node.name:
                 lines.append(f"+ {registry.name}")  # absorbed into its only reader
