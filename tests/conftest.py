@@ -1,11 +1,16 @@
-"""Shared fixtures: a ``workers`` fixture over 1 and 2 workers, and hypothesis profiles."""
+"""Shared fixtures: a ``workers`` fixture over 1 and 2 workers, hypothesis profiles, and
+``--schedule``: every job of every test delivered through a randomized schedule
+(:mod:`tests.schedule`), the interleavings of workers in separate processes."""
 
 from __future__ import annotations
 
 import os
+import zlib
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+from tests.schedule import scheduled
 
 settings.register_profile(
     "default", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
@@ -23,3 +28,22 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 def workers(request: pytest.FixtureRequest) -> int:
     """Run the test once on one worker and once on two (exchange and progress sharing)."""
     return int(request.param)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--schedule",
+        action="store_true",
+        help="deliver every job's messages and progress through a randomized schedule",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _random_schedule(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With ``--schedule``, run the test's jobs through :func:`tests.schedule.scheduled`,
+    seeded from the test's id (each job of the test draws its own seed from it)."""
+    if not request.config.getoption("--schedule"):
+        yield
+        return
+    with scheduled(zlib.crc32(request.node.nodeid.encode())):
+        yield

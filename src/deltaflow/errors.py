@@ -6,7 +6,14 @@ Conditions of a running job raise a :class:`DeltaflowError`.
 
 from __future__ import annotations
 
-__all__ = ["DeltaflowError", "JobClosedError", "OperatorError"]
+__all__ = [
+    "DeltaflowError",
+    "JobClosedError",
+    "OperatorError",
+    "OperatorTypeError",
+    "OperatorValueError",
+    "SubscriptionOverflowError",
+]
 
 
 class DeltaflowError(Exception):
@@ -35,5 +42,26 @@ class OperatorError(DeltaflowError):
         return cls(msg, operator=operator)
 
 
+class OperatorValueError(OperatorError, ValueError):
+    """A built-in operator met a value it cannot use (a NaN among values it orders or adds);
+    the job is stopped. Both an :class:`OperatorError` and a ``ValueError``.
+
+    >>> err = OperatorValueError("max: key 'k' has NaN among its values", operator="max")
+    >>> isinstance(err, ValueError), err.operator
+    (True, 'max')
+    """
+
+
+class OperatorTypeError(OperatorError, TypeError):
+    """A built-in operator met values of types it cannot use (values ``<`` cannot compare,
+    a sum of strings); the job is stopped. Both an :class:`OperatorError` and a
+    ``TypeError``."""
+
+
 class JobClosedError(DeltaflowError):
     """The job has stopped (finished, or failed earlier) and cannot take more work."""
+
+
+class SubscriptionOverflowError(DeltaflowError):
+    """A subscription with a ``max_buffer`` fell that many times behind and was ended; the job
+    and its other readers go on."""

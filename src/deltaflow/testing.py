@@ -270,7 +270,7 @@ def collect(
     >>> collect(Halves(), workers=2, xs=[(3, 1, 1), (2, 1, 1), (5, 0, 1), (4, 2, -1)])
     [(2, 0, 1), (1, 1, 2), (2, 2, -1)]
     """
-    result = run(pipeline, workers, fuse=fuse, gc_threshold=GC_THRESHOLD, **inputs)
+    result = run(pipeline, workers, fuse=fuse, gc_threshold=GC_THRESHOLD, progress=False, **inputs)
     if isinstance(result, dict):
         return {name: _canonical(ups) for name, ups in result.items()}
     return _canonical(result)

@@ -11,7 +11,7 @@ import trio
 import deltaflow as df
 from deltaflow.operators.base import Interest, UpdateBatch
 from deltaflow.scheduler.runtime import Job
-from deltaflow.scheduler.worker import ProgressChange
+from deltaflow.scheduler.transport import ProgressChange
 
 
 class Maps(df.Pipeline):

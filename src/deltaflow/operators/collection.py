@@ -28,7 +28,7 @@ from ..framework.dataflow import DataflowSpec, Edge, Pact
 from ..framework.lattice import Product
 from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
-from . import reduce as _reduce
+from . import aggregate as _aggregate, reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .base import check_function, describe_callable, is_pair
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
@@ -159,7 +159,8 @@ class Collection:
             summaries=summaries,
             depth=target_scope.depth,
             fusable=fusable,
-            meta=meta,
+            # The scope, for pictures of the graph (df.graph groups a loop's operators).
+            meta={**(meta or {}), "scope": target_scope},
         )
         return Collection(self.builder, node, 0, target_scope)
 
@@ -456,6 +457,25 @@ class Collection:
     def top_k(self, k: int, key: Callable[[Any], Any] | None = None) -> Collection:
         """Each key's ``k`` smallest values counting multiplicity (``ORDER BY val LIMIT k``)."""
         return _reduce.top_k(self, k, key)
+
+    def sum(self) -> Collection:
+        """``(key, number)`` data to ``(key, total)``, values weighted by their counts (exact for
+        ints).
+
+        >>> from deltaflow.testing import example
+        >>> example(lambda xs: xs.sum(), xs=[(("a", 2), 0, 3), (("b", 1.5), 0, 1)])
+        [(('a', 6), 0, 1), (('b', 1.5), 0, 1)]
+        """
+        return _aggregate.sum(self)
+
+    def mean(self) -> Collection:
+        """``(key, number)`` data to ``(key, total / count)``.
+
+        >>> from deltaflow.testing import example
+        >>> example(lambda xs: xs.mean(), xs=[(("a", 2), 0, 3), (("a", 6), 0, 1)])
+        [(('a', 3.0), 0, 1)]
+        """
+        return _aggregate.mean(self)
 
     def leave(self) -> Collection:
         """This loop-scope collection as seen from the enclosing scope (rounds accumulate)."""

@@ -28,18 +28,21 @@ The input is an *arrangement by key*: a stream of sealed batches (and a shared
 :class:`ReduceOperator` remembers, per key, the times of the new updates (*seeds*). When the
 input frontier advances to ``upper`` it corrects every key that has seeds or *pending* times:
 
-1. ``ready, deferred = interesting_times(seeds + pending, stored input times, upper)``: the
+1. ``ready, deferred = interesting_times(seeds + pending, stored times, upper)``: the
    times at which the key's output may change (joins of subsets of its times that contain a
    seed, see :mod:`.interesting_times`), split into those the frontier has passed and those it
-   has not.
+   has not. The stored times are those of the key's input history *and* of its output
+   history: both are compacted, and compaction may cancel input updates (at two rounds that
+   advance to one time) that the output has not caught up with yet, where a correction is
+   still owed. Only the output history then shows where the key changed.
 2. For each ready time ``t``, in a linear extension of the partial order: the input
    accumulated at ``t`` (from its input history), ``desired = logic(key, vals)``, the output
    accumulated at ``t`` (from the operator's own output history plus the corrections made
    earlier in this round at times ``<= t``); the difference is emitted at ``t``.
-3. ``deferred`` becomes the key's pending times (*resumption tokens*). They must be kept even
-   when nothing else records them: with updates at incomparable times ``a`` and ``b``,
-   ``logic`` may output nothing at ``a`` and at ``b`` and something at ``join(a, b)``; no
-   stored output witnesses that debt.
+3. ``deferred`` becomes the key's pending times (*resumption tokens*), every one of them
+   until the frontier passes it. They must be kept even when nothing else records them:
+   with updates at incomparable times ``a`` and ``b``, ``logic`` may output nothing at ``a``
+   and at ``b`` and something at ``join(a, b)``; no stored output witnesses that debt.
 
 **Its input and its own output** the operator keeps in memory, in two
 :class:`KeyedHistory` indexes ``{key: [(val, time, diff)]}``: every update of every batch it
@@ -139,6 +142,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import OperatorTypeError
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, less_equal, new_tuple
 from ..framework.trace._order import ukey
@@ -159,6 +163,7 @@ from .interesting_times import (
     sweep_to,
 )
 from .row_counts import ROW_BATCH_MIN, RowCounts, on_row
+from .values import as_count, check_ordered, find_incomparable
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -359,6 +364,29 @@ def _count_chain(
             at = (y, row) if row is not None else y if x is None else (x, y)
             _add_row(fixes, at, key, (), fix)
             out += fix
+
+
+def _changed_positions(rows: list[tuple[int, Any, int]], above: int | None) -> list[int]:
+    """The positions of ``(position, val, diff)`` rows (above ``above``, if not None) where
+    some value's diffs do not cancel."""
+    sums: dict[tuple[int, Any], int] = {}
+    for y, v, d in rows:
+        if above is None or y > above:
+            k = (y, v)
+            sums[k] = sums.get(k, 0) + d
+    return [y for (y, _), d in sums.items() if d]
+
+
+def _stored_times(
+    history: list[tuple[Any, Any, int]], output_history: list[tuple[Any, Any, int]] | None
+) -> list[Any]:
+    """The times of a key's input and output histories: where its output may need correcting
+    once a seed below them changes it (the output's own times, because compaction may cancel
+    input updates the output has not caught up with yet)."""
+    times = [t for _, t, _ in history]
+    if output_history:
+        times.extend([t for _, t, _ in output_history])
+    return times
 
 
 def _without_zeros(acc: dict[Any, int]) -> dict[Any, int]:
@@ -589,7 +617,10 @@ class ReduceOperator(Operator):
         try:
             for out_val, n in result:
                 if n.__class__ is not int:
-                    raise TypeError
+                    r = as_count(n)  # numpy integers count, as they do in inputs
+                    if r is None:
+                        raise TypeError
+                    n = r
                 c = out.get(out_val, 0) + n
                 if c:
                     out[out_val] = c
@@ -844,6 +875,8 @@ class ReduceOperator(Operator):
                     return False
                 if r.inner > low:
                     above = True
+        if not above and written:
+            above = any(y > low for y, _, _ in _positions(written, x))
         if above or low != high:
             if x is None:
                 ys = times
@@ -886,11 +919,11 @@ class ReduceOperator(Operator):
         """:meth:`_line` for ``Product(int, int)`` times (a loop's rounds and iterations).
 
         Besides the case of every stored update at or below the single new position ``low``,
-        this one answers with one accumulation and one ``logic`` call when the stored
-        positions above ``low`` are all beyond the frontier: evaluating the lowest of them
-        later (it is deferred) finds the others again (see :meth:`_sweep_line`). The input
-        history is scanned once: the accumulation at ``low`` and the lowest position above
-        it together. Products are pairs and are read by index.
+        this one answers with one accumulation and one ``logic`` call when the positions above
+        ``low`` where the input or the output changed are all beyond the frontier: they are
+        deferred, each to be evaluated once the frontier passes it. The input history is
+        scanned once: the accumulation at ``low`` and the positions above it together.
+        Products are pairs and are read by index.
         """
         low = high = times[0][1]
         if len(times) > 1:  # (one time is on line ``x``: it is where ``x`` came from)
@@ -942,6 +975,13 @@ class ReduceOperator(Operator):
                     above[k] = above.get(k, 0) + d
             changes = [ry for (ry, _), d in above.items() if d] if above else []
             next_above = _least(changes) if changes else None
+        # Where the output changed above ``low`` counts as where the input did (see
+        # :meth:`_sweep_line`).
+        written_above = _changed_positions(_positions(written, x), low) if written else []
+        if written_above:
+            lowest = _least(written_above)
+            if next_above is None or lowest < next_above:
+                next_above = lowest
         if low != high or (next_above is not None and (bound is None or next_above < bound)):
             if changes is None:
                 changes = [ry for ry, d in above.items() if d] if above else []
@@ -971,8 +1011,8 @@ class ReduceOperator(Operator):
             # new input comes for this key (which makes its own interesting times), nothing
             # changes there. A wrong output below the bound (where no input changes, so not
             # interesting) is left to the usual deferral.
-            assert above is not None and bound is not None
-            out, debt = _count_debt(by_count, key, x, low, n, want, above, written)
+            assert bound is not None
+            out, debt = _count_debt(by_count, key, x, low, n, want, above or {}, written)
             if want != out:
                 _add_row(fixes, (x, low), key, (), want - out)
             if debt is not None:
@@ -985,7 +1025,11 @@ class ReduceOperator(Operator):
         if desired != current:
             _record(fixes, (x, low), key, desired, current)
         if next_above is not None:
-            self._defer(key, [new_tuple(Product, (x, next_above))])
+            # Every position above ``low`` where the input or the output changed is
+            # interesting (the seed's join with it) and beyond the frontier: each stays
+            # pending until it is evaluated.
+            later = {*(changes or ()), *written_above}
+            self._defer(key, [new_tuple(Product, (x, y)) for y in sorted(later)])
         return True
 
     def _sweep_line(
@@ -1016,13 +1060,11 @@ class ReduceOperator(Operator):
         to date; ``logic`` runs only where one of them changed since it last ran (a counting
         reduction sums ints instead of building accumulations).
         """
-        ready, deferred = interesting_on_line(seeds, stored, bound)
-        if len(deferred) > 1:
-            # Whenever the lowest deferred position is evaluated, every stored position above
-            # it is interesting again: only the lowest, and positions that are not stored
-            # (pending joins found earlier), need to be remembered.
-            kept = set(stored)
-            deferred = [deferred[0], *[y for y in deferred[1:] if y not in kept]]
+        # The output's positions count as well as the input's: compaction may cancel input
+        # updates that the output has not caught up with, and then only the output history
+        # still shows where the key changed. Every deferred position stays pending.
+        changed = _changed_positions(outputs, None)
+        ready, deferred = interesting_on_line(seeds, [*stored, *changed], bound)
         if deferred:
             if row is not None:
                 self._defer(key, [new_tuple(Product, (y, row)) for y in deferred])
@@ -1108,7 +1150,7 @@ class ReduceOperator(Operator):
         """
         # A Product is a pair: it serves as one where int pairs are asked for.
         ready, deferred = interesting_pairs_small(
-            set(times), [t for _, t, _ in history], bounds
+            set(times), _stored_times(history, output_history), bounds
         )
         if deferred:
             self._defer(key, [new_tuple(Product, p) for p in deferred])
@@ -1142,7 +1184,7 @@ class ReduceOperator(Operator):
         corrections: dict[Time, list[tuple[Any, Any, int]]],
     ) -> None:
         """Correct one key by the general interesting-times search (any partial order)."""
-        ready, deferred = interesting_times(times, [t for _, t, _ in history], upper)
+        ready, deferred = interesting_times(times, _stored_times(history, output_history), upper)
         if deferred:
             self._defer(key, deferred)
         if not ready:
@@ -1360,9 +1402,13 @@ def _min_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
     if not vals:
         return {}
     try:
-        return {builtins.min(vals): 1}
-    except TypeError:  # incomparable values: the universal order, via logic
+        m = builtins.min(vals)
+    except TypeError:  # incomparable values: logic names them
         return None
+    for v in vals:
+        if v != v:  # NaN: logic names the key
+            return None
+    return {m: 1}
 
 
 def _max_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
@@ -1370,9 +1416,13 @@ def _max_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
     if not vals:
         return {}
     try:
-        return {builtins.max(vals): 1}
+        m = builtins.max(vals)
     except TypeError:
         return None
+    for v in vals:
+        if v != v:
+            return None
+    return {m: 1}
 
 
 def reduce(collection: Collection, logic: Logic, name: str | None = None) -> Collection:
@@ -1470,8 +1520,11 @@ def _threshold_functions(f: Callable[[Any, int], int], label: str) -> tuple[Logi
             return 0
         c = f(key, n)
         if c.__class__ is not int:
-            msg = f"{label}: f must return an int count; f({key!r}, {n}) returned {c!r}"
-            raise TypeError(msg)
+            r = as_count(c)  # numpy integers count, as they do in inputs
+            if r is None:
+                msg = f"{label}: f must return an int count; f({key!r}, {n}) returned {c!r}"
+                raise TypeError(msg)
+            return r
         return c
 
     def logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
@@ -1480,11 +1533,13 @@ def _threshold_functions(f: Callable[[Any, int], int], label: str) -> tuple[Logi
     return logic, by_count
 
 
-def _min_logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+def _min_logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    check_ordered("min", key, vals)
     return [(vals[0][0], 1)]
 
 
-def _max_logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+def _max_logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    check_ordered("max", key, vals)
     return [(vals[-1][0], 1)]
 
 
@@ -1528,9 +1583,13 @@ def top_k(collection: Collection, k: int, key: Callable[[Any], Any] | None = Non
         check_function("top_k", "key", key, 1)
     sort_key = key
 
-    def logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
-        if sort_key is not None:
-            vals = sorted(vals, key=lambda p: sort_key(p[0]))
+    label = "top_k" if key is None else f"top_k(key={describe_callable(key)})"
+
+    def logic(group: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        if sort_key is None:
+            check_ordered("top_k", group, vals)
+        else:
+            vals = _sorted_by(label, group, vals, sort_key)
         out = []
         room = k
         for v, c in vals:
@@ -1541,8 +1600,25 @@ def top_k(collection: Collection, k: int, key: Callable[[Any], Any] | None = Non
             room -= take
         return out
 
-    label = "top_k" if key is None else f"top_k(key={describe_callable(key)})"
     return _build(collection.arrange_by_key(), logic, label)
+
+
+def _sorted_by(
+    label: str, group: Any, vals: list[tuple[Any, int]], sort_key: Callable[[Any], Any]
+) -> list[tuple[Any, int]]:
+    """``vals`` sorted by ``sort_key`` of the value (stable), or an error naming the values
+    whose sort keys do not compare or are NaN."""
+    keyed = [(sort_key(v), v, c) for v, c in vals]
+    try:
+        keyed.sort(key=_first)
+    except TypeError:
+        pair = find_incomparable([k for k, _, _ in keyed])
+        by_key = {id(k): v for k, v, _ in keyed}
+        a, b = (by_key[id(pair[0])], by_key[id(pair[1])]) if pair else ("?", "?")
+        msg = f"{label}: key {group!r} has values {a!r} and {b!r}, whose keys < cannot compare"
+        raise OperatorTypeError(msg, operator=label) from None
+    check_ordered(label, group, [(k, c) for k, _, c in keyed])
+    return [(v, c) for _, v, c in keyed]
 
 
 _FOLDS: dict[Any, tuple[Callable[[dict[Any, int]], dict[Any, int] | None], bool]] = {

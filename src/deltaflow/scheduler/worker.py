@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -41,25 +41,9 @@ from .capability import Capability
 if TYPE_CHECKING:
     from ..framework.lattice import Time
     from .plan import Plan
+    from .transport import ProgressChange, Transport
 
-__all__ = ["ProgressChange", "Transport", "Worker"]
-
-ProgressChange = tuple[bool, int, int, Any, int]
-"""``(is_source, node, port, time, delta)``: a pointstamp count change at a location."""
-
-
-class Transport(Protocol):
-    """How workers reach each other: data messages to one worker, progress to all.
-
-    The in-process transport appends to the other workers' mailboxes and inboxes directly; a
-    socket transport (one worker per process) serializes the same calls.
-    """
-
-    def send_data(self, worker: int, node: int, port: int, time: Any, payload: Any) -> None:
-        """Deliver a message to actor ``node``'s input ``port`` on ``worker``."""
-
-    def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
-        """Deliver a batch of pointstamp changes to every worker's tracker (sender included)."""
+__all__ = ["Worker"]
 
 
 def _min_time(depth: int) -> Time:
@@ -170,7 +154,7 @@ class Worker:
             actor.mailboxes[port].append((time, payload))
             self.activate(node)
         else:
-            self.transport.send_data(worker, node, port, time, payload)
+            self.transport.send_data(self.index, worker, node, port, time, payload)
 
     def _deliver_fresh(self, node: int, port: int, time: Any, payload: Any) -> None:
         """Put a message sent on this worker in a mailbox, announced when the step ends.
