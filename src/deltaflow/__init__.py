@@ -43,6 +43,11 @@ from .operators.collection import (
     Collection as Collection,
     Pipeline as Pipeline,
 )
+from .operators.delta import (
+    Index as Index,
+    PrefixExtender as PrefixExtender,
+    multiway_join as multiway_join,
+)
 from .operators.io import ProbeHandle as ProbeHandle
 from .operators.iterate import Variable as Variable, loop_scope as loop_scope
 from .scheduler.graph import graph as graph
@@ -53,16 +58,19 @@ __all__ = [
     "Arranged",
     "Collection",
     "DeltaflowError",
+    "Index",
     "Job",
     "JobClosedError",
     "OperatorError",
     "Pipeline",
+    "PrefixExtender",
     "ProbeHandle",
     "Product",
     "SubscriptionOverflowError",
     "Variable",
     "graph",
     "loop_scope",
+    "multiway_join",
     "open",
     "run",
 ]

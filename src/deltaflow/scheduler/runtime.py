@@ -27,6 +27,7 @@ import trio
 
 from ..errors import JobClosedError, SubscriptionOverflowError
 from ..operators.collection import DataflowBuilder, Pipeline
+from ..operators.delta.build import statistics as delta_statistics
 from ..operators.values import as_count as _integer
 from . import observe
 from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
@@ -645,7 +646,8 @@ class Job:
         """Counts for introspection: steps and activations per worker, actors, frontiers, and
         per operator (in plan order) its name and the updates its arrangements hold, with its
         activations, records received and seconds when the job counts them
-        (``df.open(..., profile=True)``, or the ``deltaflow`` logger at ``DEBUG``)."""
+        (``df.open(..., profile=True)``, or the ``deltaflow`` logger at ``DEBUG``); and
+        ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`)."""
         counts = self._operator_counts
         operators = []
         for i, arranged in enumerate(observe.arrangement_sizes(self)):
@@ -655,6 +657,7 @@ class Job:
                 op.update(activations=c.activations, records=c.records, seconds=c.seconds)
             operators.append(op)
         return {
+            **delta_statistics(self.builder.spec),
             "workers": [
                 {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
                 for w in self.workers
