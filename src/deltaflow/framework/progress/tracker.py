@@ -88,9 +88,8 @@ class ProgressTracker:
     ``Operator.reads_frontiers``), and one port of any cycle that would otherwise keep none.
     A change is carried straight from one kept port to the next along the composed summaries
     of the paths between them (:func:`carried_arcs`); frontiers that are not kept are made on
-    request (:meth:`frontier`, :meth:`source_frontier`) and never reported. W2 interactive,
-    where the loop's feedback and ``leave`` read nothing: 4.9 changes applied per propagation
-    instead of 18.5 with every location kept, 7% fewer instructions per round.
+    request (:meth:`frontier`, :meth:`source_frontier`) and never reported. In a loop whose
+    feedback and ``leave`` read nothing, most changes then skip most locations.
 
     Internally, locations are renumbered in a topological order of the arcs that can map a
     time to itself (:func:`same_time_order`): the worklist, ordered by (time, location),
@@ -100,7 +99,7 @@ class ProgressTracker:
     after every inner time they contain (``Product(5, i)`` before ``5``, whatever ``i``): when
     a capability moves one iteration inside a loop, its -1 and +1 then meet at the loop's exit
     as one outer time and cancel there, instead of emptying and refilling every frontier
-    downstream (W2 interactive: 27% fewer worklist pops, 1.4% fewer instructions).
+    downstream.
 
     Runtime complexity: :meth:`propagate` does O(log W) heap work per frontier change that
     travels along an arc (W the worklist size), plus O(frontier) comparisons per change
