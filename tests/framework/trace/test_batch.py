@@ -471,8 +471,8 @@ def test_encoded_product_batch_equals_object_batch(
     same_batches(enc, obj)
     same_batches(small, obj)
     if enc.encoded:
-        assert enc._as_encoded() is enc
-    again = obj._as_encoded()
+        assert enc.as_encoded() is enc
+    again = obj.as_encoded()
     assert (again is None) == (not len(obj))  # nothing to encode in an empty batch
     if again is not None:
         again._check()
@@ -521,7 +521,7 @@ def test_shapes_that_stay_on_the_object_path() -> None:
         wide = Batch.from_updates([((2**40, 5), 0, Product(0, 0), 1)], d)
     assert wide.encoded and wide.lookup((2**40, 5)) == [(0, Product(0, 0), 1)]
     for b in (nested, flags, ragged, huge, floats):
-        assert b._as_encoded() is None
+        assert b.as_encoded() is None
 
 
 @settings(max_examples=60, deadline=None)
@@ -616,7 +616,7 @@ def test_merging_encoded_and_object_product_batches() -> None:
     with tiny(0):
         b1 = Batch.from_updates([(1, 0, Product(0, 1), 1), (2, 0, Product(0, 0), 1)], pdesc(0, 1))
     b2 = Batch.from_updates([("a", 0, Product(1, 0), 1), (1, 0, Product(1, 0), -1)], pdesc(1, 2))
-    assert b1.encoded and not b2.encoded and b2._as_encoded() is None
+    assert b1.encoded and not b2.encoded and b2.as_encoded() is None
     since = Antichain([Product(1, 0), Product(0, 2)])
     u = [(1, 0, Product(0, 1), 1), (2, 0, Product(0, 0), 1)]
     u += [("a", 0, Product(1, 0), 1), (1, 0, Product(1, 0), -1)]
@@ -844,6 +844,6 @@ def test_seek_finds_the_universal_order_position(
             continue
         before = sum(1 for k in keys if ukey(k) < ukey(p))
         not_after = sum(1 for k in keys if not ukey(p) < ukey(k))
-        assert b._seek(p, 0) == before, p
-        assert b._after(p, before) == not_after, p
-        assert b._seek(p, before) == before
+        assert b.seek(p, 0) == before, p
+        assert b.after(p, before) == not_after, p
+        assert b.seek(p, before) == before

@@ -319,10 +319,10 @@ class Batch:
         if not set(map(type, ds)) <= INT_TYPES:
             msg = f"diffs must be ints; got {describe_types(ds)}"
             raise TypeError(msg)
-        return cls._from_lists(description, *consolidate_objects(ks, vs, ts, ds))
+        return cls.from_sorted_lists(description, *consolidate_objects(ks, vs, ts, ds))
 
     @classmethod
-    def _from_lists(
+    def from_sorted_lists(
         cls,
         description: Description,
         keys: list[Any],
@@ -382,6 +382,41 @@ class Batch:
         """
         return self._columnar
 
+    @property
+    def unit_values(self) -> bool:
+        """True when every value is ``()`` (the value column is not stored)."""
+        return self._vals is None
+
+    @property
+    def columns(self) -> tuple[Any, Any, Any, Any]:
+        """The stored ``(keys, vals, times, diffs)`` columns, shared, not copied.
+
+        int64 code arrays (see :attr:`key_codec`, :attr:`val_codec`, :attr:`time_codec`)
+        when :attr:`encoded`, Python lists otherwise; ``vals`` is None when
+        :attr:`unit_values`. Callers must not change them.
+        """
+        return self._keys, self._vals, self._times, self._diffs
+
+    @property
+    def key_codec(self) -> Codec:
+        """The codec of the key column (``INT_CODEC`` for plain ints and list batches)."""
+        return self._kc
+
+    @property
+    def val_codec(self) -> Codec:
+        """The codec of the value column (``INT_CODEC`` for plain ints and list batches)."""
+        return self._vc
+
+    @property
+    def time_codec(self) -> Codec:
+        """The codec of the time column (``INT_CODEC`` for plain ints and list batches)."""
+        return self._tc
+
+    @property
+    def natural_keys(self) -> bool:
+        """True when every key is of one of :data:`._order.SAFE_TYPES` (always, if encoded)."""
+        return self._natural
+
     def __len__(self) -> int:
         return len(self._keys)
 
@@ -425,9 +460,9 @@ class Batch:
 
     def _search(self, key: Any) -> list[tuple[Any, Time, int]]:
         """:meth:`lookup` by binary search (no index)."""
-        lo = self._seek(key, 0)
-        hi = self._after(key, lo)
-        return self._rows(lo, hi)
+        lo = self.seek(key, 0)
+        hi = self.after(key, lo)
+        return self.rows(lo, hi)
 
     def lookup_many(self, keys: Sequence[Any] | Probes) -> dict[Any, list[tuple[Any, Time, int]]]:
         """The ``(val, time, diff)`` updates of each of ``keys``; keys without any are absent.
@@ -505,7 +540,7 @@ class Batch:
         if n == 0:
             return
         starts = self._key_starts()
-        ks, vs, ts, ds = self._object_columns()
+        ks, vs, ts, ds = self.object_columns()
         if self._columnar:
             starts_list: list[int] = starts.tolist()
         else:
@@ -523,7 +558,7 @@ class Batch:
 
         Runtime complexity: O(n).
         """
-        ks, vs, ts, ds = self._object_columns()
+        ks, vs, ts, ds = self.object_columns()
         if vs is None:
             return zip(ks, repeat(()), ts, ds)
         return zip(ks, vs, ts, ds)
@@ -553,7 +588,7 @@ class Batch:
             f"since={self.description.since!r}, len={len(self)}, columnar={self.columnar})"
         )
 
-    # ---------------------------------------------------------- internals (cursors, mergers)
+    # ------------------------------------------------------ positions (cursors, mergers)
 
     def _key_starts(self) -> Any:
         """Index of the first update of each distinct key (numpy array or list)."""
@@ -649,13 +684,13 @@ class Batch:
                 index = {k: tuple(rows[a:b]) for k, a, b in zip(distinct, starts, ends)}
                 cached = (rows, index)
             elif set(map(type, keys)) <= HASHED:
-                cached = (None, index_lists(keys, self._rows(0, n)))
+                cached = (None, index_lists(keys, self.rows(0, n)))
             else:
                 cached = (None, None)
             object.__setattr__(self, "_cached", cached)
         return cached
 
-    def _redescribed(self, description: Description) -> Batch:
+    def redescribed(self, description: Description) -> Batch:
         """The same updates under another ``description`` (sharing columns and caches).
 
         The caller guarantees the updates satisfy the batch invariants for it.
@@ -676,7 +711,7 @@ class Batch:
         object.__setattr__(b, "_readers", self._readers)
         return b
 
-    def _as_encoded(self) -> Batch | None:
+    def as_encoded(self) -> Batch | None:
         """This batch in the numpy layout (same updates and description), or None when its
         data cannot be encoded (a numpy batch is returned as is).
 
@@ -709,7 +744,7 @@ class Batch:
         base, top = min(los), max(his)
         total = sum(his) - sum(los)
         if top - base <= 4 * total + 256:
-            rows = self._rows(base, top)
+            rows = self.rows(base, top)
             return [rows[a - base : b - base] for a, b in zip(los, his)]
         lo = np.array(los, dtype=np.int64)
         lens = np.array(his, dtype=np.int64)
@@ -726,11 +761,12 @@ class Batch:
             rows = list(zip(self._vc.decode(self._vals[pos]), ts, ds))
         return [rows[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
 
-    def _key_at(self, i: int) -> Any:
+    def key_at(self, i: int) -> Any:
+        """The key of update ``i`` (in sort order)."""
         key = self._keys[i]
         return self._kc.decode_one(int(key)) if self._columnar else key
 
-    def _seek(self, key: Any, lo: int) -> int:
+    def seek(self, key: Any, lo: int) -> int:
         """First index ``>= lo`` whose key does not sort before ``key``."""
         if self._columnar:
             if self._kc is INT_CODEC:
@@ -738,7 +774,7 @@ class Batch:
             return self._coded_bound(key, lo, False)
         return _order.bisect_left(self._keys, key, lo, len(self._keys), self._natural)
 
-    def _after(self, key: Any, lo: int) -> int:
+    def after(self, key: Any, lo: int) -> int:
         """First index ``>= lo`` whose key sorts after ``key``."""
         if self._columnar:
             if self._kc is INT_CODEC:
@@ -772,7 +808,7 @@ class Batch:
         return lo + int(k[lo:].searchsorted(x, side))
 
     def _coded_bound(self, key: Any, lo: int, right: bool) -> int:
-        """:meth:`_seek` / :meth:`_after` for a column of encoded int-tuple keys."""
+        """:meth:`seek` / :meth:`after` for a column of encoded int-tuple keys."""
         kc = self._kc
         k = self._keys
         n: int = len(k)
@@ -790,7 +826,7 @@ class Batch:
         # Numbers, strings and bytes sort before every tuple; everything else after.
         return lo if _order.ukey(key)[0] < 3 else n
 
-    def _rows(self, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
+    def rows(self, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
         """The ``(val, time, diff)`` rows ``lo:hi`` (a fresh list)."""
         if hi <= lo:
             return []
@@ -873,7 +909,7 @@ class Batch:
             return list(zip(repeat((), hi - lo), ts, ds))
         return list(zip(self._vc.decode(self._vals[lo:hi]), ts, ds))
 
-    def _object_columns(self) -> tuple[list[Any], list[Any] | None, list[Any], list[int]]:
+    def object_columns(self) -> tuple[list[Any], list[Any] | None, list[Any], list[int]]:
         """The columns as Python lists (decoded from numpy when encoded)."""
         if self._columnar:
             vs = None if self._vals is None else self._vc.decode(self._vals)

@@ -93,12 +93,12 @@ def _columnar_plan(sources: list[Batch], since: Antichain, unit: bool) -> _Plan 
     """
     plain = True
     for b in sources:
-        if not b._columnar:
+        if not b.encoded:
             return None
         if (
-            b._kc is not INT_CODEC
-            or b._tc is not INT_CODEC
-            or (not unit and b._vc is not INT_CODEC)
+            b.key_codec is not INT_CODEC
+            or b.time_codec is not INT_CODEC
+            or (not unit and b.val_codec is not INT_CODEC)
         ):
             plain = False
     if plain:
@@ -106,16 +106,16 @@ def _columnar_plan(sources: list[Batch], since: Antichain, unit: bool) -> _Plan 
             if e.__class__ is not int:
                 return None
         return _INT_PLAN_UNIT if unit else _INT_PLAN
-    kc = common_codec([b._kc for b in sources])
+    kc = common_codec([b.key_codec for b in sources])
     if kc is None:
         return None
     vc = None
     if not unit:
-        vc = common_codec([b._vc for b in sources])
+        vc = common_codec([b.val_codec for b in sources])
         if vc is None:
             return None
     elems = since.elements
-    tcs = [b._tc for b in sources]
+    tcs = [b.time_codec for b in sources]
     if tcs[0].kind == INT:
         if not all(e.__class__ is int for e in elems):
             return None
@@ -220,7 +220,7 @@ class Merger:
         self._out = []
         self._natural1 = self._natural2 = True
         sources = [b for b in (batch1, batch2) if len(b)]
-        self._unit = all(b._vals is None for b in sources)
+        self._unit = all(b.unit_values for b in sources)
         if not sources:
             self._result = Batch.empty(self._description)
             return
@@ -228,11 +228,11 @@ class Merger:
             # Merging with an empty batch (how a trace's upper advances without updates)
             # changes nothing but the description: keep the columns.
             self._i1, self._i2 = n1, n2
-            self._result = sources[0]._redescribed(self._description)
+            self._result = sources[0].redescribed(self._description)
             return
         small = self.SMALL_MERGE
         if n1 + n2 <= small or (
-            small and n1 + n2 <= Batch.LIST_ROWS and not batch1._columnar and not batch2._columnar
+            small and n1 + n2 <= Batch.LIST_ROWS and not batch1.encoded and not batch2.encoded
         ):
             # Few updates, or list batches that would have to be encoded first: plain Python.
             self._i1, self._i2 = n1, n2
@@ -241,7 +241,7 @@ class Merger:
         plan = None
         e1: Batch | None = batch1
         e2: Batch | None = batch2
-        if self._unit or all(b._vals is not None for b in sources):
+        if self._unit or not any(b.unit_values for b in sources):
             # Small list batches are encoded, so that meeting a large encoded batch keeps
             # the merge vectorised.
             e1, e2 = _encodable(batch1), _encodable(batch2)
@@ -251,8 +251,8 @@ class Merger:
             self._src1 = self._lists(batch1)
             self._src2 = self._lists(batch2)
             self._out = [[], [], [], []]
-            self._natural1 = batch1._natural or batch1._columnar
-            self._natural2 = batch2._natural or batch2._columnar
+            self._natural1 = batch1.natural_keys or batch1.encoded
+            self._natural2 = batch2.natural_keys or batch2.encoded
             self._advance = _advancer(since)
             return
         self._plan = plan
@@ -267,8 +267,11 @@ class Merger:
         else:
             self._front = [(e.outer, e.inner) for e in elems]  # type: ignore[union-attr]
         if plan is not _INT_PLAN and plan is not _INT_PLAN_UNIT:
-            self._vcs = (e1._vc if n1 else (vc or INT_CODEC), e2._vc if n2 else (vc or INT_CODEC))
-            self._tcs = (e1._tc if n1 else tc, e2._tc if n2 else tc)
+            self._vcs = (
+                e1.val_codec if n1 else (vc or INT_CODEC),
+                e2.val_codec if n2 else (vc or INT_CODEC),
+            )
+            self._tcs = (e1.time_codec if n1 else tc, e2.time_codec if n2 else tc)
         self._src1 = self._columns(e1, kc)
         self._src2 = self._columns(e2, kc)
         ncols = 3 if self._unit else 4
@@ -285,7 +288,7 @@ class Merger:
         ts: list[Any] = []
         ds: list[int] = []
         for b in sources:
-            k, v, t, d = b._object_columns()
+            k, v, t, d = b.object_columns()
             ks += k
             ts += t
             ds += d
@@ -312,21 +315,29 @@ class Merger:
             memo = {t: advance(t) for t in set(ts)}
             ts = [memo[t] for t in ts]
         # Numpy batches hold ints and int tuples; a list batch knows whether its keys are safe.
-        safe = all(b._columnar or b._natural for b in sources) or None
-        return Batch._from_lists(self._description, *consolidate_objects(ks, vs, ts, ds, safe))
+        safe = all(b.encoded or b.natural_keys for b in sources) or None
+        return Batch.from_sorted_lists(
+            self._description, *consolidate_objects(ks, vs, ts, ds, safe)
+        )
 
     def _columns(self, b: Batch, kc: Codec) -> tuple[Any, ...]:
         if len(b) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return (empty, None if self._unit else empty, empty, empty)
-        return (translate(b._keys, b._kc, kc), b._vals, b._times, b._diffs)
+        k, v, t, d = b.columns
+        return (translate(k, b.key_codec, kc), v, t, d)
 
     def _lists(self, b: Batch) -> tuple[Any, ...]:
         """The columns of ``b`` as lists (values filled in when only the other has some)."""
-        ks, vs, ts, ds = b._object_columns()
+        ks, vs, ts, ds = b.object_columns()
         if vs is None and not self._unit:
             vs = [()] * len(ks)
         return (ks, vs, ts, ds)
+
+    @property
+    def inputs(self) -> tuple[Batch, Batch]:
+        """The two batches being merged, earlier first."""
+        return self._b1, self._b2
 
     @property
     def description(self) -> Description:
@@ -531,14 +542,14 @@ class Merger:
                 result = Batch(desc, k, v, t, d, True, True, kc, vc or INT_CODEC, tc)
             if w <= self.SMALL_MERGE:
                 # Most of it cancelled: keep the few updates left as a list batch.
-                result = Batch._from_lists(desc, *result._object_columns(), True)
+                result = Batch.from_sorted_lists(desc, *result.object_columns(), True)
             self._result = result
             return
         ks, vs, ts, ds = out
         if not ks:
             self._result = Batch.empty(desc)
             return
-        self._result = Batch._from_lists(
+        self._result = Batch.from_sorted_lists(
             desc, ks, None if self._unit else vs, ts, ds, _order.is_safe(ks)
         )
 
@@ -643,17 +654,17 @@ def unchanged_by(b: Batch, since: Antichain) -> bool:
     if not len(b) or not elems or since.dominates(b.description.lower):
         return True  # no times, or every time is beyond ``lower``, so beyond ``since``
     int_front = len(elems) == 1 and elems[0].__class__ is int
-    if b._columnar:
-        tc = b._tc
+    if b.encoded:
+        tc = b.time_codec
         if tc is INT_CODEC:
-            return int_front and int(b._times.min()) >= elems[0]
+            return int_front and int(b.columns[2].min()) >= elems[0]
         front = _product_front(since)
         if front is None:
             return False
-        outer, inner = tc.decode_arrays(b._times)
+        outer, inner = tc.decode_arrays(b.columns[2])
         ro, ri = _advance_arrays(outer, inner, front, False)
         return bool(np.array_equal(ro, outer) and np.array_equal(ri, inner))
-    ts = b._times
+    ts = b.columns[2]
     if int_front:
         return set(map(type, ts)) == INT_TYPES and min(ts) >= elems[0]
     front = _product_front(since)
@@ -678,11 +689,11 @@ def _encodable(b: Batch) -> Batch | None:
     allows it. Larger list batches stay lists (their data was not encodable, or
     ``force_objects`` asked for lists).
     """
-    if b._columnar or not len(b):
+    if b.encoded or not len(b):
         return b
     if len(b) > Batch.LIST_ROWS:
         return None
-    return b._as_encoded()
+    return b.as_encoded()
 
 
 def merge_batches(batch1: Batch, batch2: Batch, since: Antichain) -> Batch:

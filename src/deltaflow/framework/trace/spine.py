@@ -687,7 +687,7 @@ class Spine:
             if not unchanged_by(old, since):
                 return False
             desc = Description(old.description.lower, empty.description.upper, since)
-            layers[i] = _Single(old._redescribed(desc))
+            layers[i] = _Single(old.redescribed(desc))
             return True
         return False
 
@@ -826,7 +826,7 @@ class Spine:
         for layer in self._layers:
             if layer.__class__ is _Merging:
                 merger = layer.merger
-                assert merger._b1 is layer.old and merger._b2 is layer.new
+                assert merger.inputs == (layer.old, layer.new)
                 assert merger.description == Description(
                     layer.old.description.lower,
                     layer.new.description.upper,
