@@ -22,7 +22,6 @@ __all__ = [
     "coords_le",
     "coords_map",
     "from_coords",
-    "frontier_before",
     "minimal",
     "to_coords",
     "update_counted",
@@ -168,15 +167,6 @@ def update_counted(
         return [(t, -1), *_exposed(counts, frontier, t)]
     # Every counted time is a frontier element: nothing can be exposed.
     return [(t, -1)]
-
-
-def frontier_before(frontier: list[Coords], moved: list[tuple[Coords, int]]) -> list[Coords]:
-    """The frontier as it was before the change that moved it by ``moved`` (in any order)."""
-    if len(moved) == 1:
-        t, d = moved[0]
-        return [f for f in frontier if f != t] if d > 0 else [*frontier, t]
-    joined = [t for t, d in moved if d > 0]
-    return [f for f in frontier if f not in joined] + [t for t, d in moved if d < 0]
 
 
 def _exposed(

@@ -19,7 +19,6 @@ from .coords import (
     check_counted,
     coords_map,
     from_coords,
-    frontier_before,
     minimal,
     to_coords,
     update_counted,
@@ -484,11 +483,16 @@ class ProgressTracker:
             else:
                 break
             frontier = all_frontiers[loc]
-            moved = update(all_counts[loc], frontier, t, d)
-            if moved is None:
-                continue
-            if loc not in before:
-                before[loc] = frontier_before(frontier, moved)
+            if loc in before:
+                moved = update(all_counts[loc], frontier, t, d)
+                if moved is None:
+                    continue
+            else:
+                old = frontier[:]
+                moved = update(all_counts[loc], frontier, t, d)
+                if moved is None:
+                    continue
+                before[loc] = old
             antichains[loc] = None
             succ = chain_succ[loc]
             pad = pads[loc]  # an identity successor's too: same depth
