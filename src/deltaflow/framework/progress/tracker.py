@@ -86,12 +86,12 @@ class ProgressTracker:
     ``unwatched`` (the inputs of operators that never read their frontiers, see
     ``Operator.reads_frontiers``), and one port of any cycle that would otherwise keep none.
     A change is carried straight from one kept port to the next along the composed summaries
-    of the paths between them (:func:`carried_arcs`); frontiers that are not kept are made on
-    request (:meth:`frontier`, :meth:`source_frontier`) and never reported. In a loop whose
-    feedback and ``leave`` read nothing, most changes then skip most locations.
+    of the paths between them (:func:`.routes.carried_arcs`); frontiers that are not kept are
+    made on request (:meth:`frontier`, :meth:`source_frontier`) and never reported. In a loop
+    whose feedback and ``leave`` read nothing, most changes then skip most locations.
 
     Internally, locations are renumbered in a topological order of the arcs that can map a
-    time to itself (:func:`same_time_order`): the worklist, ordered by (time, location),
+    time to itself (:func:`.routes.same_time_order`): the worklist, ordered by (time, location),
     then visits each location at most once per time and merges everything arriving there
     first. A change that moves one frontier element to a single successor that comes next in
     that order is handed over directly, without touching the heap. Outer-scope times come
