@@ -84,13 +84,10 @@ updates at any size; it is for tests and comparisons, it is never faster.
 
 from __future__ import annotations
 
-import math
-import numbers
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import compress, repeat
-from operator import sub
-from typing import Any, ClassVar, Literal
+from itertools import repeat
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -99,8 +96,6 @@ from ..antichain import Antichain
 from ..lattice import Time, advance_by
 from . import _order
 from .codec import (
-    I64_MAX,
-    I64_MIN,
     INT,
     INT_CODEC,
     INT_TYPES,
@@ -124,7 +119,7 @@ from .columns import (
     sort_consolidate_int,
 )
 from .description import Description
-from .probes import HASHED, DecodedKeys, Probes
+from .probes import HASHED, Probes, coded_bound, int_bound, item_rows, make_readers
 
 __all__ = ["Batch", "Update", "pack_int64"]
 
@@ -189,7 +184,7 @@ class Batch:
     _cached: tuple[list[Any] | None, dict[Any, tuple[Any, ...]] | None] | None = attrs.field(
         init=False, default=None
     )
-    # Numpy batches keep their scalar accessors once read; see _item_rows.
+    # Numpy batches keep their scalar accessors once read; see _make_readers.
     _readers: tuple[Any, ...] | None = attrs.field(init=False, default=None)
     # Reads of a small numpy batch so far (it builds its index after a few; see _use_index).
     _reads: int = attrs.field(init=False, default=0)
@@ -512,7 +507,7 @@ class Batch:
             los, his = bounds[:m], bounds[m:]
             if los != his:
                 if sum(his) - sum(los) <= self.FEW:  # rows found, over all probes
-                    self._item_rows(probes, los, his, out)
+                    item_rows(self._readers or self._make_readers(), probes, los, his, out)
                 else:
                     hits = [hit for hit in zip(probes, los, his) if hit[1] < hit[2]]
                     found, flos, fhis = zip(*hits)
@@ -770,61 +765,17 @@ class Batch:
         """First index ``>= lo`` whose key does not sort before ``key``."""
         if self._columnar:
             if self._kc is INT_CODEC:
-                return self._int_bound(key, lo, False)
-            return self._coded_bound(key, lo, False)
+                return int_bound(self._keys, key, lo, False)
+            return coded_bound(self._keys, self._kc, key, lo, False)
         return _order.bisect_left(self._keys, key, lo, len(self._keys), self._natural)
 
     def after(self, key: Any, lo: int) -> int:
         """First index ``>= lo`` whose key sorts after ``key``."""
         if self._columnar:
             if self._kc is INT_CODEC:
-                return self._int_bound(key, lo, True)
-            return self._coded_bound(key, lo, True)
+                return int_bound(self._keys, key, lo, True)
+            return coded_bound(self._keys, self._kc, key, lo, True)
         return _order.bisect_right(self._keys, key, lo, len(self._keys), self._natural)
-
-    def _int_bound(self, key: Any, lo: int, right: bool) -> int:
-        k = self._keys
-        n: int = len(k)
-        c = key.__class__
-        if c is int or c is bool:
-            x = int(key)
-        elif isinstance(key, numbers.Real):
-            f = float(key)
-            if f != f:  # NaN: unordered, matches nothing
-                return n
-            if math.isinf(f):
-                return n if f > 0 else lo
-            # Among ints, "k >= x" is "k >= ceil(x)" and "k > x" is "k > floor(x)".
-            x = int(math.floor(key) if right else math.ceil(key))
-        else:
-            return n  # every non-number sorts after every number
-        if x > I64_MAX:
-            return n
-        if x < I64_MIN:
-            return lo
-        side: Literal["left", "right"] = "right" if right else "left"
-        if lo == 0:
-            return int(k.searchsorted(x, side))
-        return lo + int(k[lo:].searchsorted(x, side))
-
-    def _coded_bound(self, key: Any, lo: int, right: bool) -> int:
-        """:meth:`seek` / :meth:`after` for a column of encoded int-tuple keys."""
-        kc = self._kc
-        k = self._keys
-        n: int = len(k)
-        if key.__class__ is tuple and len(key) == kc.arity and set(map(type, key)) == INT_TYPES:
-            code, right = kc.probe(key, right)
-            side: Literal["left", "right"] = "right" if right else "left"
-            if lo == 0:
-                return int(k.searchsorted(code, side))
-            return lo + int(k[lo:].searchsorted(code, side))
-        if isinstance(key, tuple):
-            view = DecodedKeys(k, kc)
-            if right:
-                return _order.bisect_right(view, key, lo, n, True)  # type: ignore[arg-type]
-            return _order.bisect_left(view, key, lo, n, True)  # type: ignore[arg-type]
-        # Numbers, strings and bytes sort before every tuple; everything else after.
-        return lo if _order.ukey(key)[0] < 3 else n
 
     def rows(self, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
         """The ``(val, time, diff)`` rows ``lo:hi`` (a fresh list)."""
@@ -838,66 +789,16 @@ class Batch:
                 return rows[lo:hi]
             if hi - lo <= self.FEW:
                 out: dict[Any, list[tuple[Any, Time, int]]] = {}
-                self._item_rows((None,), (lo,), (hi,), out)
+                item_rows(self._readers or self._make_readers(), (None,), (lo,), (hi,), out)
                 return out[None]
             return self._decoded_rows(lo, hi)
         if self._vals is None:
             return list(zip(repeat((), hi - lo), self._times[lo:hi], self._diffs[lo:hi]))
         return list(zip(self._vals[lo:hi], self._times[lo:hi], self._diffs[lo:hi]))
 
-    def _item_rows(
-        self,
-        keys: Sequence[Any],
-        los: Sequence[int],
-        his: Sequence[int],
-        out: dict[Any, list[tuple[Any, Time, int]]],
-    ) -> None:
-        """Set ``out[key]`` to the rows ``lo:hi`` of a numpy batch, for each non-empty range.
-
-        Reads element by element: for a few rows ``ndarray.item`` and the codecs' scalar
-        decoding (a dict probe for an interned product) cost less than any vectorised gather.
-
-        Runtime complexity: O(k + r) Python steps for k ranges and r rows.
-        """
-        readers = self._readers
-        if readers is None:
-            readers = self._make_readers()
-        titem, ditem, tget, tdecode, vitem, vdecode = readers
-        # Only the non-empty ranges, found at C speed (most probes usually miss).
-        for j in compress(range(len(los)), map(sub, his, los)):
-            lo, hi = los[j], his[j]
-            if tget is not None and vitem is None:
-                # Unit values and product times: arrange_by_self inside a loop.
-                rows = []
-                for i in range(lo, hi):
-                    c = titem(i)
-                    p = tget(c)
-                    rows.append(((), tdecode(c) if p is None else p, ditem(i)))
-            else:
-                rows = []
-                for i in range(lo, hi):
-                    t = titem(i)
-                    if tget is not None:
-                        p = tget(t)
-                        t = tdecode(t) if p is None else p
-                    if vitem is None:
-                        rows.append(((), t, ditem(i)))
-                    else:
-                        v = vitem(i)
-                        rows.append((v if vdecode is None else vdecode(v), t, ditem(i)))
-            out[keys[j]] = rows
-
     def _make_readers(self) -> tuple[Any, ...]:
-        """The scalar accessors :meth:`_item_rows` uses, made once per numpy batch."""
-        tc, vals = self._tc, self._vals
-        readers = (
-            self._times.item,
-            self._diffs.item,
-            tc.cache.get if tc.kind == PRODUCT else None,
-            tc.decode_one,
-            None if vals is None else vals.item,
-            None if self._vc is INT_CODEC else self._vc.decode_one,
-        )
+        """The scalar accessors :func:`.probes.item_rows` uses, made once per numpy batch."""
+        readers = make_readers(self._vals, self._times, self._diffs, self._vc, self._tc)
         object.__setattr__(self, "_readers", readers)
         return readers
 

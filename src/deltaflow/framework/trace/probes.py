@@ -14,17 +14,28 @@ picks the cheapest strategy for its size and layout (see :meth:`.batch.Batch.loo
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable, Sequence
 from itertools import chain, compress
-from typing import Any, ClassVar
+from operator import sub
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..lattice import Product
-from .codec import I64_MAX, I64_MIN, INT_CODEC, INT_TYPES, Codec
+from ..lattice import Product, Time
+from . import _order
+from .codec import I64_MAX, I64_MIN, INT_CODEC, INT_TYPES, PRODUCT, Codec
 
-__all__ = ["HASHED", "DecodedKeys", "Probes"]
+__all__ = [
+    "HASHED",
+    "DecodedKeys",
+    "Probes",
+    "coded_bound",
+    "int_bound",
+    "item_rows",
+    "make_readers",
+]
 
 #: Key classes whose ``==`` and ``hash`` agree with the universal order, so a dict finds
 #: exactly the stored keys a lookup would find (given the footguns of :mod:`._order`).
@@ -215,3 +226,118 @@ class DecodedKeys:
 
     def __getitem__(self, i: int) -> Any:
         return self._codec.decode_one(int(self._codes[i]))
+
+
+# ---------------------------------------------------------------------- one key at a time
+
+
+def int_bound(keys: np.ndarray[Any, Any], key: Any, lo: int, right: bool) -> int:
+    """Where ``key`` goes in the sorted int64 key column ``keys``, from ``lo`` on: the first
+    index whose key does not sort before it (``right`` False) or sorts after it (``right``
+    True), in the universal order (any number compares with the ints by value).
+
+    Runtime complexity: O(log n), one ``searchsorted``.
+    """
+    n: int = len(keys)
+    c = key.__class__
+    if c is int or c is bool:
+        x = int(key)
+    elif isinstance(key, numbers.Real):
+        f = float(key)
+        if f != f:  # NaN: unordered, matches nothing
+            return n
+        if math.isinf(f):
+            return n if f > 0 else lo
+        # Among ints, "k >= x" is "k >= ceil(x)" and "k > x" is "k > floor(x)".
+        x = int(math.floor(key) if right else math.ceil(key))
+    else:
+        return n  # every non-number sorts after every number
+    if x > I64_MAX:
+        return n
+    if x < I64_MIN:
+        return lo
+    side: Literal["left", "right"] = "right" if right else "left"
+    if lo == 0:
+        return int(keys.searchsorted(x, side))
+    return lo + int(keys[lo:].searchsorted(x, side))
+
+
+def coded_bound(keys: np.ndarray[Any, Any], kc: Codec, key: Any, lo: int, right: bool) -> int:
+    """:func:`int_bound` for a column of int-tuple keys encoded with ``kc``.
+
+    Runtime complexity: O(log n): one ``searchsorted`` for an int tuple of the codec's arity,
+    a bisection decoding O(log n) keys for another tuple.
+    """
+    n: int = len(keys)
+    if key.__class__ is tuple and len(key) == kc.arity and set(map(type, key)) == INT_TYPES:
+        code, right = kc.probe(key, right)
+        side: Literal["left", "right"] = "right" if right else "left"
+        if lo == 0:
+            return int(keys.searchsorted(code, side))
+        return lo + int(keys[lo:].searchsorted(code, side))
+    if isinstance(key, tuple):
+        view = DecodedKeys(keys, kc)
+        if right:
+            return _order.bisect_right(view, key, lo, n, True)  # type: ignore[arg-type]
+        return _order.bisect_left(view, key, lo, n, True)  # type: ignore[arg-type]
+    # Numbers, strings and bytes sort before every tuple; everything else after.
+    return lo if _order.ukey(key)[0] < 3 else n
+
+
+def make_readers(
+    vals: np.ndarray[Any, Any] | None,
+    times: np.ndarray[Any, Any],
+    diffs: np.ndarray[Any, Any],
+    vc: Codec,
+    tc: Codec,
+) -> tuple[Any, ...]:
+    """The scalar accessors :func:`item_rows` reads a numpy batch's columns with."""
+    return (
+        times.item,
+        diffs.item,
+        tc.cache.get if tc.kind == PRODUCT else None,
+        tc.decode_one,
+        None if vals is None else vals.item,
+        None if vc is INT_CODEC else vc.decode_one,
+    )
+
+
+def item_rows(
+    readers: tuple[Any, ...],
+    keys: Sequence[Any],
+    los: Sequence[int],
+    his: Sequence[int],
+    out: dict[Any, list[tuple[Any, Time, int]]],
+) -> None:
+    """Set ``out[key]`` to the ``(val, time, diff)`` rows ``lo:hi`` of a numpy batch (read
+    through its ``readers``, see :func:`make_readers`), for each non-empty range.
+
+    Reads element by element: for a few rows ``ndarray.item`` and the codecs' scalar
+    decoding (a dict probe for an interned product) cost less than any vectorised gather.
+
+    Runtime complexity: O(k + r) Python steps for k ranges and r rows.
+    """
+    titem, ditem, tget, tdecode, vitem, vdecode = readers
+    # Only the non-empty ranges, found at C speed (most probes usually miss).
+    for j in compress(range(len(los)), map(sub, his, los)):
+        lo, hi = los[j], his[j]
+        if tget is not None and vitem is None:
+            # Unit values and product times: arrange_by_self inside a loop.
+            rows = []
+            for i in range(lo, hi):
+                c = titem(i)
+                p = tget(c)
+                rows.append(((), tdecode(c) if p is None else p, ditem(i)))
+        else:
+            rows = []
+            for i in range(lo, hi):
+                t = titem(i)
+                if tget is not None:
+                    p = tget(t)
+                    t = tdecode(t) if p is None else p
+                if vitem is None:
+                    rows.append(((), t, ditem(i)))
+                else:
+                    v = vitem(i)
+                    rows.append((v if vdecode is None else vdecode(v), t, ditem(i)))
+        out[keys[j]] = rows
