@@ -17,10 +17,10 @@ from deltaflow.framework.trace import (
     Batch,
     Description,
     Merger,
-    batch as batch_module,
     merge_batches,
 )
 from deltaflow.framework.trace._order import ukey
+from deltaflow.framework.trace.probes import Probes
 
 # ---------------------------------------------------------------------- models and strategies
 
@@ -76,12 +76,12 @@ def key_rows(rows: list[tuple[Any, Any, Any, int]], key: Any) -> list[tuple[Any,
 def tiny(n: int) -> Iterator[None]:
     """Temporarily set how many updates from_columns keeps as a list batch (0: use numpy
     whenever the data allows, as for large batches)."""
-    saved = batch_module._TINY
-    batch_module._TINY = n
+    saved = Batch.TINY
+    Batch.TINY = n
     try:
         yield
     finally:
-        batch_module._TINY = saved
+        Batch.TINY = saved
 
 
 class NumpyMerger(Merger):
@@ -397,15 +397,20 @@ def test_merge_requires_chaining_batches() -> None:
 @contextmanager
 def thresholds(few: int, cached: int, probes: int, after: int = 8) -> Iterator[None]:
     """Temporarily set lookup_many's size thresholds, so that every code path runs."""
-    names = ("_FEW", "_CACHED_ROWS", "_FEW_PROBES", "_CACHE_AFTER")
-    saved = [getattr(batch_module, name) for name in names]
-    for name, value in zip(names, (few, cached, probes, after)):
-        setattr(batch_module, name, value)
+    settings = (
+        (Batch, "FEW"),
+        (Batch, "CACHED_ROWS"),
+        (Probes, "FEW_PROBES"),
+        (Batch, "CACHE_AFTER"),
+    )
+    saved = [getattr(owner, name) for owner, name in settings]
+    for (owner, name), value in zip(settings, (few, cached, probes, after)):
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        for name, value in zip(names, saved):
-            setattr(batch_module, name, value)
+        for (owner, name), value in zip(settings, saved):
+            setattr(owner, name, value)
 
 
 small_ints = st.integers(-3, 40)
@@ -462,12 +467,12 @@ def test_encoded_product_batch_equals_object_batch(
     small._check()
     assert not obj.encoded and not enc.columnar
     assert enc.encoded or not updates
-    assert small.encoded == (len(updates) > batch_module._TINY)
+    assert small.encoded == (len(updates) > Batch.TINY)
     same_batches(enc, obj)
     same_batches(small, obj)
     if enc.encoded:
-        assert enc._as_encoded() is enc
-    again = obj._as_encoded()
+        assert enc.as_encoded() is enc
+    again = obj.as_encoded()
     assert (again is None) == (not len(obj))  # nothing to encode in an empty batch
     if again is not None:
         again._check()
@@ -516,7 +521,7 @@ def test_shapes_that_stay_on_the_object_path() -> None:
         wide = Batch.from_updates([((2**40, 5), 0, Product(0, 0), 1)], d)
     assert wide.encoded and wide.lookup((2**40, 5)) == [(0, Product(0, 0), 1)]
     for b in (nested, flags, ragged, huge, floats):
-        assert b._as_encoded() is None
+        assert b.as_encoded() is None
 
 
 @settings(max_examples=60, deadline=None)
@@ -611,7 +616,7 @@ def test_merging_encoded_and_object_product_batches() -> None:
     with tiny(0):
         b1 = Batch.from_updates([(1, 0, Product(0, 1), 1), (2, 0, Product(0, 0), 1)], pdesc(0, 1))
     b2 = Batch.from_updates([("a", 0, Product(1, 0), 1), (1, 0, Product(1, 0), -1)], pdesc(1, 2))
-    assert b1.encoded and not b2.encoded and b2._as_encoded() is None
+    assert b1.encoded and not b2.encoded and b2.as_encoded() is None
     since = Antichain([Product(1, 0), Product(0, 2)])
     u = [(1, 0, Product(0, 1), 1), (2, 0, Product(0, 0), 1)]
     u += [("a", 0, Product(1, 0), 1), (1, 0, Product(1, 0), -1)]
@@ -771,12 +776,12 @@ class Pair(tuple):  # type: ignore[type-arg]
 @contextmanager
 def by_key(many: int, per_key: int) -> Iterator[None]:
     """Temporarily set when a small batch looks its own keys up among a spine's probes."""
-    saved = (batch_module._MANY_PROBES, batch_module._PROBES_PER_KEY)
-    batch_module._MANY_PROBES, batch_module._PROBES_PER_KEY = many, per_key
+    saved = (Batch.MANY_PROBES, Batch.PROBES_PER_KEY)
+    Batch.MANY_PROBES, Batch.PROBES_PER_KEY = many, per_key
     try:
         yield
     finally:
-        batch_module._MANY_PROBES, batch_module._PROBES_PER_KEY = saved
+        Batch.MANY_PROBES, Batch.PROBES_PER_KEY = saved
 
 
 @settings(max_examples=120, deadline=None)
@@ -812,7 +817,7 @@ def test_lookup_many_equals_lookup(
     with thresholds(*limits), by_key(*many):
         got = b.lookup_many(probes)
         assert got == expected
-        assert b.lookup_many(batch_module._Probes(probes)) == expected
+        assert b.lookup_many(Probes(probes)) == expected
         assert {p: b.lookup(p) for p in probes if b.lookup(p)} == expected
         assert b.lookup_many([]) == {}
         for answer in got.values():
@@ -839,6 +844,6 @@ def test_seek_finds_the_universal_order_position(
             continue
         before = sum(1 for k in keys if ukey(k) < ukey(p))
         not_after = sum(1 for k in keys if not ukey(p) < ukey(k))
-        assert b._seek(p, 0) == before, p
-        assert b._after(p, before) == not_after, p
-        assert b._seek(p, before) == before
+        assert b.seek(p, 0) == before, p
+        assert b.after(p, before) == not_after, p
+        assert b.seek(p, before) == before

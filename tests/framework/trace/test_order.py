@@ -49,8 +49,10 @@ def test_sort_values_is_the_universal_order(xs: list[Any]) -> None:
 def test_a_product_orders_and_equals_as_its_pair() -> None:
     """A product is a pair: it sorts among tuples by its coordinates and equals its tuple."""
     mixed = [(0, 1), Product(0, 0), (0, 0, 0), Product(0, 2)]
-    assert sorted(mixed) == sorted(mixed, key=ukey) == [
-        Product(0, 0), (0, 0, 0), (0, 1), Product(0, 2)
-    ]
+    assert (
+        sorted(mixed)
+        == sorted(mixed, key=ukey)
+        == [Product(0, 0), (0, 0, 0), (0, 1), Product(0, 2)]
+    )
     assert Product(1, 2) == (1, 2) and ukey(Product(1, 2)) == ukey((1, 2))
     assert stable_hash(Product(1, 2)) == stable_hash((1, 2))  # equal data, one owner

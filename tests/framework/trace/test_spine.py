@@ -25,7 +25,6 @@ from deltaflow.framework.trace import (
     Spine,
     TraceReader,
     TraceStatistics,
-    batch as batch_module,
 )
 
 
@@ -93,8 +92,8 @@ class SpineMachine(RuleBasedStateMachine):
     @initialize(tiny_steps=st.booleans(), list_batches=st.booleans())
     def start(self, tiny_steps: bool, list_batches: bool) -> None:
         # Small batches are lists, or (threshold 0) numpy whenever the data allows.
-        self.saved_tiny = batch_module._TINY
-        batch_module._TINY = batch_module._TINY if list_batches else 0
+        self.saved_tiny = Batch.TINY
+        Batch.TINY = Batch.TINY if list_batches else 0
         self.spine = (TinyStepSpine if tiny_steps else Spine)(Antichain([0]))
         self.updates: list[tuple[Any, Any, int, int]] = []
         self.upper = 0
@@ -182,7 +181,7 @@ class SpineMachine(RuleBasedStateMachine):
         assert spine.lookup_many(probes) == {k: spine.lookup(k) for k in probes if spine.lookup(k)}
 
     def teardown(self) -> None:
-        batch_module._TINY = self.saved_tiny
+        Batch.TINY = self.saved_tiny
 
 
 TestSpineMachine = SpineMachine.TestCase
@@ -393,8 +392,8 @@ class ProductSpineMachine(RuleBasedStateMachine):
 
     @initialize(tiny_steps=st.booleans(), list_batches=st.booleans())
     def start(self, tiny_steps: bool, list_batches: bool) -> None:
-        self.saved_tiny = batch_module._TINY
-        batch_module._TINY = batch_module._TINY if list_batches else 0
+        self.saved_tiny = Batch.TINY
+        Batch.TINY = Batch.TINY if list_batches else 0
         self.spine = (TinyStepSpine if tiny_steps else Spine)(Antichain([Product(0, 0)]))
         self.updates: list[tuple[Any, Any, Product, int]] = []
         self.upper = 0
@@ -468,7 +467,7 @@ class ProductSpineMachine(RuleBasedStateMachine):
                 assert accumulate(got, u) == accumulate(expected, u), (key, u)
 
     def teardown(self) -> None:
-        batch_module._TINY = self.saved_tiny
+        Batch.TINY = self.saved_tiny
 
 
 TestProductSpineMachine = ProductSpineMachine.TestCase
@@ -489,7 +488,7 @@ def test_spine_lookup_many_of_product_batches(numpy_merges: bool, size: int) -> 
     layouts = {b.encoded for b in spine.batches() if len(b)}
     if numpy_merges:
         assert layouts == {True}
-    elif size <= batch_module._TINY:
+    elif size <= Batch.TINY:
         assert False in layouts  # the latest small batches (and merges of them) are lists
     keys = [(a, k) for a in range(5) for k in range(0, 45, 2)]
     many = spine.lookup_many(iter(keys))

@@ -42,6 +42,7 @@ from typing import Any
 from ..lattice import Product
 
 __all__ = [
+    "INCOMPARABLE",
     "SAFE_TYPES",
     "bisect_left",
     "bisect_right",
@@ -57,7 +58,8 @@ SAFE_TYPES: frozenset[type] = frozenset({int, float, bool, str, bytes, tuple, Pr
 
 #: What a failed natural comparison raises: ``TypeError`` for mismatched types (a user class's
 #: ``<`` may raise ``AttributeError`` instead).
-_INCOMPARABLE = (TypeError, AttributeError)
+#: The exceptions a comparison of values of unrelated types raises.
+INCOMPARABLE = (TypeError, AttributeError)
 
 _ORDERABLE: dict[type, bool] = {}
 _OBJECT_LT: object = object.__dict__["__lt__"]
@@ -144,7 +146,7 @@ def lt(a: object, b: object) -> bool:
     if a.__class__ in SAFE_TYPES and b.__class__ in SAFE_TYPES:
         try:
             return bool(a < b)  # type: ignore[operator]
-        except _INCOMPARABLE:
+        except INCOMPARABLE:
             pass
     return ukey(a) < ukey(b)
 
@@ -166,7 +168,7 @@ def sort_pairs(items: list[tuple[Any, Any]], natural: bool) -> None:
         try:
             items.sort()
             return
-        except _INCOMPARABLE:
+        except INCOMPARABLE:
             pass
     items.sort(key=_pair_key)
 
@@ -187,7 +189,7 @@ def sort_values(values: list[Any]) -> None:
         try:
             values.sort()
             return
-        except _INCOMPARABLE:
+        except INCOMPARABLE:
             pass
     values.sort(key=ukey)
 
@@ -205,7 +207,7 @@ def bisect_left(seq: Sequence[Any], x: object, lo: int, hi: int, natural: bool) 
     if natural and x.__class__ in SAFE_TYPES:
         try:
             return bisect.bisect_left(seq, x, lo, hi)
-        except _INCOMPARABLE:
+        except INCOMPARABLE:
             pass
     return bisect.bisect_left(seq, ukey(x), lo, hi, key=ukey)
 
@@ -221,6 +223,6 @@ def bisect_right(seq: Sequence[Any], x: object, lo: int, hi: int, natural: bool)
     if natural and x.__class__ in SAFE_TYPES:
         try:
             return bisect.bisect_right(seq, x, lo, hi)
-        except _INCOMPARABLE:
+        except INCOMPARABLE:
             pass
     return bisect.bisect_right(seq, ukey(x), lo, hi, key=ukey)

@@ -115,7 +115,7 @@ class Cursor:
         """
         pos = self._pos
         for i, b in enumerate(self._batches):
-            pos[i] = b._seek(key, pos[i])
+            pos[i] = b.seek(key, pos[i])
         self._settle()
 
     def rewind_keys(self) -> None:
@@ -185,7 +185,7 @@ class Cursor:
                 p = pos[i]
                 if p >= len(b):
                     continue
-                k = b._key_at(p)
+                k = b.key_at(p)
                 if best is _MISSING or lt(k, best):
                     best = k
                     members = [i]
@@ -199,7 +199,7 @@ class Cursor:
                 self._vi = 0
                 return
             for i in members:
-                ends[i] = batches[i]._after(best, pos[i])
+                ends[i] = batches[i].after(best, pos[i])
             entries = self._gather(members)
             if entries:
                 self._key = best
@@ -218,7 +218,7 @@ class Cursor:
             entries: list[tuple[Any, list[tuple[Time, int]]]] = []
             last: Any = _MISSING
             hist: list[tuple[Time, int]] = []
-            for v, t, d in batches[i]._rows(pos[i], ends[i]):
+            for v, t, d in batches[i].rows(pos[i], ends[i]):
                 if last is not _MISSING and v == last:
                     hist.append((t, d))
                 else:
@@ -228,7 +228,7 @@ class Cursor:
             return entries
         acc: dict[Any, dict[Time, int]] = {}
         for i in members:
-            for v, t, d in batches[i]._rows(pos[i], ends[i]):
+            for v, t, d in batches[i].rows(pos[i], ends[i]):
                 h = acc.get(v)
                 if h is None:
                     acc[v] = {t: d}

@@ -24,7 +24,7 @@ Which merge runs depends on size and layout (see :mod:`.batch` for the two layou
   an input's ``lower`` (every time of a batch is beyond its ``lower``), which is the case of
   fresh batches meeting a reader that lags behind.
 * *Plain Python, at once* (``Merger.SMALL_MERGE``): merges of at most that many updates, and
-  merges of two list batches of at most ``batch._LIST_ROWS`` updates, concatenate the rows,
+  merges of two list batches of at most ``Batch.LIST_ROWS`` updates, concatenate the rows,
   advance each distinct time once (``Product(int, int)`` times with int arithmetic, equal
   results shared as one object), sort the rows as tuples and sum equal neighbours. The result
   is a list batch. Numpy's fixed cost per call, and encoding list batches, cost more at these
@@ -65,21 +65,12 @@ import numpy as np
 from ..antichain import Antichain
 from ..lattice import Product, advancer
 from . import _order
-from .batch import (
-    _INT,
-    _INT_CODEC,
-    _INT_TYPES,
-    _LIST_ROWS,
-    Batch,
-    _Codec,
-    _common_codec,
-    _consolidate_objects,
-    _sort_consolidate_int,
-    _translate,
-)
+from .batch import Batch
+from .codec import INT, INT_CODEC, INT_TYPES, Codec, common_codec, translate
+from .columns import consolidate_objects, sort_consolidate_int
 from .description import Description
 
-__all__ = ["Merger", "merge_batches"]
+__all__ = ["Merger", "merge_batches", "unchanged_by"]
 
 
 def _advancer(since: Antichain) -> Callable[[Any], Any] | None:
@@ -88,10 +79,10 @@ def _advancer(since: Antichain) -> Callable[[Any], Any] | None:
     return advancer(elems) if elems else None
 
 
-_Plan = tuple[_Codec, _Codec | None, _Codec]
-_INT_PLAN: _Plan = (_INT_CODEC, _INT_CODEC, _INT_CODEC)
-_INT_PLAN_UNIT: _Plan = (_INT_CODEC, None, _INT_CODEC)
-_INT_PAIR = (_INT_CODEC, _INT_CODEC)
+_Plan = tuple[Codec, Codec | None, Codec]
+_INT_PLAN: _Plan = (INT_CODEC, INT_CODEC, INT_CODEC)
+_INT_PLAN_UNIT: _Plan = (INT_CODEC, None, INT_CODEC)
+_INT_PAIR = (INT_CODEC, INT_CODEC)
 
 
 def _columnar_plan(sources: list[Batch], since: Antichain, unit: bool) -> _Plan | None:
@@ -102,12 +93,12 @@ def _columnar_plan(sources: list[Batch], since: Antichain, unit: bool) -> _Plan 
     """
     plain = True
     for b in sources:
-        if not b._columnar:
+        if not b.encoded:
             return None
         if (
-            b._kc is not _INT_CODEC
-            or b._tc is not _INT_CODEC
-            or (not unit and b._vc is not _INT_CODEC)
+            b.key_codec is not INT_CODEC
+            or b.time_codec is not INT_CODEC
+            or (not unit and b.val_codec is not INT_CODEC)
         ):
             plain = False
     if plain:
@@ -115,20 +106,20 @@ def _columnar_plan(sources: list[Batch], since: Antichain, unit: bool) -> _Plan 
             if e.__class__ is not int:
                 return None
         return _INT_PLAN_UNIT if unit else _INT_PLAN
-    kc = _common_codec([b._kc for b in sources])
+    kc = common_codec([b.key_codec for b in sources])
     if kc is None:
         return None
     vc = None
     if not unit:
-        vc = _common_codec([b._vc for b in sources])
+        vc = common_codec([b.val_codec for b in sources])
         if vc is None:
             return None
     elems = since.elements
-    tcs = [b._tc for b in sources]
-    if tcs[0].kind == _INT:
+    tcs = [b.time_codec for b in sources]
+    if tcs[0].kind == INT:
         if not all(e.__class__ is int for e in elems):
             return None
-        tc = _common_codec(tcs)
+        tc = common_codec(tcs)
     else:
         for e in elems:
             if e.__class__ is not Product or e.outer.__class__ is not int:
@@ -141,7 +132,7 @@ def _columnar_plan(sources: list[Batch], since: Antichain, unit: bool) -> _Plan 
             top_o = max(e.outer for e in elems)  # type: ignore[union-attr]
             top_i = max(e.inner for e in elems)  # type: ignore[union-attr]
             extra = [(top_o, top_o), (top_i, top_i)]
-        tc = _common_codec(tcs, extra)
+        tc = common_codec(tcs, extra)
     if tc is None:
         return None
     return kc, vc, tc
@@ -173,7 +164,7 @@ class Merger:
 
     #: Merges of at most this many updates run at once in plain Python and give a list batch,
     #: as do merges whose result is at most this big, and merges of two list batches of at
-    #: most ``batch._LIST_ROWS`` updates in all (see :mod:`.batch`). 0 turns all three off.
+    #: most ``Batch.LIST_ROWS`` updates in all (see :mod:`.batch`). 0 turns all three off.
     SMALL_MERGE: ClassVar[int] = 64
     #: Fewest updates a numpy step consumes (numpy's per-call overhead dwarfs tiny steps).
     MIN_STEP: ClassVar[int] = 1024
@@ -200,8 +191,8 @@ class Merger:
     _floor: Any
     _front: list[tuple[int, int]]
     _plan: _Plan | None
-    _vcs: tuple[_Codec, _Codec]
-    _tcs: tuple[_Codec, _Codec]
+    _vcs: tuple[Codec, Codec]
+    _tcs: tuple[Codec, Codec]
     _advance: Callable[[Any], Any] | None
     _memo: dict[Any, Any]
     _result: Batch | None
@@ -229,19 +220,19 @@ class Merger:
         self._out = []
         self._natural1 = self._natural2 = True
         sources = [b for b in (batch1, batch2) if len(b)]
-        self._unit = all(b._vals is None for b in sources)
+        self._unit = all(b.unit_values for b in sources)
         if not sources:
             self._result = Batch.empty(self._description)
             return
-        if len(sources) == 1 and _unchanged_by(sources[0], since):
+        if len(sources) == 1 and unchanged_by(sources[0], since):
             # Merging with an empty batch (how a trace's upper advances without updates)
             # changes nothing but the description: keep the columns.
             self._i1, self._i2 = n1, n2
-            self._result = sources[0]._redescribed(self._description)
+            self._result = sources[0].redescribed(self._description)
             return
         small = self.SMALL_MERGE
         if n1 + n2 <= small or (
-            small and n1 + n2 <= _LIST_ROWS and not batch1._columnar and not batch2._columnar
+            small and n1 + n2 <= Batch.LIST_ROWS and not batch1.encoded and not batch2.encoded
         ):
             # Few updates, or list batches that would have to be encoded first: plain Python.
             self._i1, self._i2 = n1, n2
@@ -250,7 +241,7 @@ class Merger:
         plan = None
         e1: Batch | None = batch1
         e2: Batch | None = batch2
-        if self._unit or all(b._vals is not None for b in sources):
+        if self._unit or not any(b.unit_values for b in sources):
             # Small list batches are encoded, so that meeting a large encoded batch keeps
             # the merge vectorised.
             e1, e2 = _encodable(batch1), _encodable(batch2)
@@ -260,8 +251,8 @@ class Merger:
             self._src1 = self._lists(batch1)
             self._src2 = self._lists(batch2)
             self._out = [[], [], [], []]
-            self._natural1 = batch1._natural or batch1._columnar
-            self._natural2 = batch2._natural or batch2._columnar
+            self._natural1 = batch1.natural_keys or batch1.encoded
+            self._natural2 = batch2.natural_keys or batch2.encoded
             self._advance = _advancer(since)
             return
         self._plan = plan
@@ -270,14 +261,17 @@ class Merger:
         kc, vc, tc = plan
         if all(since.dominates(b.description.lower) for b in sources):
             pass  # no time changes (see _merge_lists): neither floor nor front
-        elif tc is _INT_CODEC:
+        elif tc is INT_CODEC:
             if elems:
                 self._floor = elems[0]
         else:
             self._front = [(e.outer, e.inner) for e in elems]  # type: ignore[union-attr]
         if plan is not _INT_PLAN and plan is not _INT_PLAN_UNIT:
-            self._vcs = (e1._vc if n1 else (vc or _INT_CODEC), e2._vc if n2 else (vc or _INT_CODEC))
-            self._tcs = (e1._tc if n1 else tc, e2._tc if n2 else tc)
+            self._vcs = (
+                e1.val_codec if n1 else (vc or INT_CODEC),
+                e2.val_codec if n2 else (vc or INT_CODEC),
+            )
+            self._tcs = (e1.time_codec if n1 else tc, e2.time_codec if n2 else tc)
         self._src1 = self._columns(e1, kc)
         self._src2 = self._columns(e2, kc)
         ncols = 3 if self._unit else 4
@@ -294,7 +288,7 @@ class Merger:
         ts: list[Any] = []
         ds: list[int] = []
         for b in sources:
-            k, v, t, d = b._object_columns()
+            k, v, t, d = b.object_columns()
             ks += k
             ts += t
             ds += d
@@ -321,21 +315,29 @@ class Merger:
             memo = {t: advance(t) for t in set(ts)}
             ts = [memo[t] for t in ts]
         # Numpy batches hold ints and int tuples; a list batch knows whether its keys are safe.
-        safe = all(b._columnar or b._natural for b in sources) or None
-        return Batch._from_lists(self._description, *_consolidate_objects(ks, vs, ts, ds, safe))
+        safe = all(b.encoded or b.natural_keys for b in sources) or None
+        return Batch.from_sorted_lists(
+            self._description, *consolidate_objects(ks, vs, ts, ds, safe)
+        )
 
-    def _columns(self, b: Batch, kc: _Codec) -> tuple[Any, ...]:
+    def _columns(self, b: Batch, kc: Codec) -> tuple[Any, ...]:
         if len(b) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return (empty, None if self._unit else empty, empty, empty)
-        return (_translate(b._keys, b._kc, kc), b._vals, b._times, b._diffs)
+        k, v, t, d = b.columns
+        return (translate(k, b.key_codec, kc), v, t, d)
 
     def _lists(self, b: Batch) -> tuple[Any, ...]:
         """The columns of ``b`` as lists (values filled in when only the other has some)."""
-        ks, vs, ts, ds = b._object_columns()
+        ks, vs, ts, ds = b.object_columns()
         if vs is None and not self._unit:
             vs = [()] * len(ks)
         return (ks, vs, ts, ds)
+
+    @property
+    def inputs(self) -> tuple[Batch, Batch]:
+        """The two batches being merged, earlier first."""
+        return self._b1, self._b2
 
     @property
     def description(self) -> Description:
@@ -447,7 +449,7 @@ class Merger:
         d = concat((d1[i1:j1], d2[i2:j2]))
         assert self._plan is not None
         _, vc, tc = self._plan
-        if tc is _INT_CODEC:
+        if tc is INT_CODEC:
             t = concat((t1[i1:j1], t2[i2:j2]))
             if self._floor is not None:
                 np.maximum(t, self._floor, out=t)
@@ -457,8 +459,8 @@ class Merger:
             v = None
         else:
             vc1, vc2 = self._vcs
-            v = concat((_translate(v1[i1:j1], vc1, vc), _translate(v2[i2:j2], vc2, vc)))
-        k, v, t, d = _sort_consolidate_int(k, v, t, d)
+            v = concat((translate(v1[i1:j1], vc1, vc), translate(v2[i2:j2], vc2, vc)))
+        k, v, t, d = sort_consolidate_int(k, v, t, d, Batch.SMALL)
         m = k.shape[0]
         w = self._w
         out = self._out
@@ -507,7 +509,7 @@ class Merger:
                 for t in set(ts).difference(memo):
                     memo[t] = advance(t)
                 ts = [memo[t] for t in ts]
-        ks, vs, ts, ds, _ = _consolidate_objects(ks, vs, ts, ds)
+        ks, vs, ts, ds, _ = consolidate_objects(ks, vs, ts, ds)
         out = self._out
         out[0].extend(ks)
         if vs is not None:
@@ -534,20 +536,20 @@ class Merger:
             kc, vc, tc = self._plan
             if self._unit:
                 k, t, d = out
-                result = Batch(desc, k, None, t, d, True, True, kc, _INT_CODEC, tc)
+                result = Batch(desc, k, None, t, d, True, True, kc, INT_CODEC, tc)
             else:
                 k, v, t, d = out
-                result = Batch(desc, k, v, t, d, True, True, kc, vc or _INT_CODEC, tc)
+                result = Batch(desc, k, v, t, d, True, True, kc, vc or INT_CODEC, tc)
             if w <= self.SMALL_MERGE:
                 # Most of it cancelled: keep the few updates left as a list batch.
-                result = Batch._from_lists(desc, *result._object_columns(), True)
+                result = Batch.from_sorted_lists(desc, *result.object_columns(), True)
             self._result = result
             return
         ks, vs, ts, ds = out
         if not ks:
             self._result = Batch.empty(desc)
             return
-        self._result = Batch._from_lists(
+        self._result = Batch.from_sorted_lists(
             desc, ks, None if self._unit else vs, ts, ds, _order.is_safe(ks)
         )
 
@@ -641,7 +643,7 @@ def _advance_arrays(
     return ro, ri
 
 
-def _unchanged_by(b: Batch, since: Antichain) -> bool:
+def unchanged_by(b: Batch, since: Antichain) -> bool:
     """Whether advancing every time of ``b`` to ``since`` leaves it as it is (then a merge
     of ``b`` with an empty batch can keep ``b``'s columns).
 
@@ -652,19 +654,19 @@ def _unchanged_by(b: Batch, since: Antichain) -> bool:
     if not len(b) or not elems or since.dominates(b.description.lower):
         return True  # no times, or every time is beyond ``lower``, so beyond ``since``
     int_front = len(elems) == 1 and elems[0].__class__ is int
-    if b._columnar:
-        tc = b._tc
-        if tc is _INT_CODEC:
-            return int_front and int(b._times.min()) >= elems[0]
+    if b.encoded:
+        tc = b.time_codec
+        if tc is INT_CODEC:
+            return int_front and int(b.columns[2].min()) >= elems[0]
         front = _product_front(since)
         if front is None:
             return False
-        outer, inner = tc.decode_arrays(b._times)
+        outer, inner = tc.decode_arrays(b.columns[2])
         ro, ri = _advance_arrays(outer, inner, front, False)
         return bool(np.array_equal(ro, outer) and np.array_equal(ri, inner))
-    ts = b._times
+    ts = b.columns[2]
     if int_front:
-        return set(map(type, ts)) == _INT_TYPES and min(ts) >= elems[0]
+        return set(map(type, ts)) == INT_TYPES and min(ts) >= elems[0]
     front = _product_front(since)
     if front is not None and set(map(type, ts)) == _PRODUCT_TYPES:
         for o, n in dict.fromkeys([(t.outer, t.inner) for t in ts]):
@@ -683,14 +685,15 @@ def _encodable(b: Batch) -> Batch | None:
     """``b`` in the numpy layout for a vectorised merge, or None.
 
     Empty and numpy batches are returned as they are; list batches of at most
-    :data:`~.batch._LIST_ROWS` updates are encoded when their data allows it. Larger list
-    batches stay lists (their data was not encodable, or ``force_objects`` asked for lists).
+    :attr:`Batch.LIST_ROWS <.batch.Batch.LIST_ROWS>` updates are encoded when their data
+    allows it. Larger list batches stay lists (their data was not encodable, or
+    ``force_objects`` asked for lists).
     """
-    if b._columnar or not len(b):
+    if b.encoded or not len(b):
         return b
-    if len(b) > _LIST_ROWS:
+    if len(b) > Batch.LIST_ROWS:
         return None
-    return b._as_encoded()
+    return b.as_encoded()
 
 
 def merge_batches(batch1: Batch, batch2: Batch, since: Antichain) -> Batch:

@@ -94,10 +94,11 @@ import attrs
 from ..antichain import Antichain
 from ..lattice import Product, Time, join
 from ._order import is_safe, sort_pairs
-from .batch import Batch, _Probes
+from .batch import Batch
 from .cursor import Cursor
 from .description import Description
-from .merger import Merger, _unchanged_by
+from .merger import Merger, unchanged_by
+from .probes import Probes
 
 __all__ = ["Spine", "TraceReader", "TraceStatistics"]
 
@@ -580,7 +581,7 @@ class Spine:
         >>> spine.lookup_many([1, 2, 3])
         {1: [(5, 0, 1)], 2: [(6, 0, 1), (6, 1, -1)]}
         """
-        probes = _Probes(keys)
+        probes = Probes(keys)
         # ``out`` holds each key's rows from the first batch that has any; ``more`` the row
         # lists of keys found in several batches, consolidated at the end.
         out: dict[Any, list[tuple[Any, Time, int]]] = {}
@@ -683,10 +684,10 @@ class Spine:
                 return False
             old = layer.batch
             since = self._since_for(old, empty)
-            if not _unchanged_by(old, since):
+            if not unchanged_by(old, since):
                 return False
             desc = Description(old.description.lower, empty.description.upper, since)
-            layers[i] = _Single(old._redescribed(desc))
+            layers[i] = _Single(old.redescribed(desc))
             return True
         return False
 
@@ -825,7 +826,7 @@ class Spine:
         for layer in self._layers:
             if layer.__class__ is _Merging:
                 merger = layer.merger
-                assert merger._b1 is layer.old and merger._b2 is layer.new
+                assert merger.inputs == (layer.old, layer.new)
                 assert merger.description == Description(
                     layer.old.description.lower,
                     layer.new.description.upper,
