@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .transport import ProgressChange
     from .worker import Worker
 
-__all__ = ["Link", "TcpTransport", "decode", "encode"]
+__all__ = ["Link", "TcpTransport", "decode", "describe_workers", "encode"]
 
 _HEAD = struct.Struct("<QI")
 #: Reads smaller than this go through the link's buffer (many small frames per syscall);
@@ -264,8 +264,7 @@ class TcpTransport:
                 messages = await link.receive()
             except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 if not self._finished.is_set():
-                    workers = f"{link.peer * self.local}-{(link.peer + 1) * self.local - 1}"
-                    msg = f"lost the process of workers {workers} (process {link.peer})"
+                    msg = f"lost the process of {describe_workers(link.peer, self.local)}"
                     self.on_error(PeerLostError(msg))
                 return
             if self._deliver(link, messages):
@@ -287,6 +286,17 @@ class TcpTransport:
                 nursery.start_soon(self._receive_loop, link)
         for link in self.links.values():
             await link.aclose()
+
+
+def describe_workers(process: int, local: int) -> str:
+    """``"worker 3 (process 3)"``, ``"workers 2-3 (process 1)"``: who a process hosts.
+
+    >>> describe_workers(1, 2)
+    'workers 2-3 (process 1)'
+    """
+    first = process * local
+    workers = f"worker {first}" if local == 1 else f"workers {first}-{first + local - 1}"
+    return f"{workers} (process {process})"
 
 
 def _remote_error(peer: int, name: str, text: str, operator: str | None) -> BaseException:
