@@ -499,6 +499,7 @@ class _ChildJob(PeerJob):
             if probe.frontier is not self._probes[i]:
                 self._probes[i] = probe.frontier
                 self.control.queue(("probe", i, list(probe.frontier)))
+        self.control.flush_now()  # the caller may be waiting on this very report
 
     def fail(self, exc: BaseException) -> None:
         """As :meth:`PeerJob.fail`, and tell the caller."""
