@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.test_loops_at_scale import pipeline_of, reach_by_root
 
 import deltaflow as df
 from deltaflow.scheduler.peer import open_peer, run_peer
@@ -63,19 +64,6 @@ class CountValues(df.Pipeline):
         return xs.map(lambda x: (x, x)).count().map(lambda kn: kn[1])
 
 
-class Reach(df.Pipeline):
-    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
-        def step(r: df.Collection) -> df.Collection:
-            return (
-                r.map(lambda rn: (rn[1], rn[0]))
-                .join_map(edges, lambda node, root, dst: (root, dst))
-                .concat(roots.map(lambda x: (x, x)))
-                .distinct()
-            )
-
-        return roots.map(lambda x: (x, x)).iterate(step)
-
-
 updates = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.sampled_from([1, 1, -1])))
 edges = st.lists(
     st.tuples(st.tuples(st.integers(0, 6), st.integers(0, 6)), st.integers(0, 3), st.just(1))
@@ -90,7 +78,7 @@ def test_peers_together_give_run_s_output(
 ) -> None:
     for pipe, feed in [
         (CountValues(), {"xs": xs}),
-        (Reach(), {"roots": [(0, 0, 1), (3, 1, 1)], "edges": es}),
+        (pipeline_of(reach_by_root), {"roots": [(0, 0, 1), (3, 1, 1)], "edges": es}),
     ]:
         rendezvous = gather(peers)
         parts = in_threads(
