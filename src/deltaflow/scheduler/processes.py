@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .transport import ProgressChange, Transport
     from .worker import Worker
 
-__all__ = ["ProcessJob", "ProcessPool", "main", "open_processes"]
+__all__ = ["ProcessJob", "ProcessPool", "main"]
 
 _log = logging.getLogger("deltaflow")
 
@@ -365,6 +365,7 @@ class ProcessJob(Job):
         *,
         fuse: bool,
         gc_threshold: int | None = GC_THRESHOLD,
+        history: int | None = None,
     ) -> None:
         if processes.__class__ is not int or processes < 1:
             msg = f"processes must be a positive int, not {processes!r}"
@@ -380,7 +381,13 @@ class ProcessJob(Job):
         self.gc_threshold = gc_threshold
         self.control: _Control | None = None
         self._failed_event = trio.Event()
-        super().__init__(pipeline, workers, fuse=fuse)
+        # Pickled before ``build`` runs here: what it leaves on the pipeline (a probe bound
+        # to this job) is not for the processes, which build their own.
+        self._spec: bytes = cloudpickle.dumps(
+            {"pipeline": pipeline, "peers": processes, "local": self.local, "fuse": fuse,
+             "gc_threshold": gc_threshold}
+        )  # fmt: skip
+        super().__init__(pipeline, workers, fuse=fuse, history=history)
         control = cast("_Control", self.transport)
         for name, handle in self.inputs.items():
             feeds: list[Any] = [_RemoteFeed(control, name, w) for w in range(workers)]
@@ -395,6 +402,21 @@ class ProcessJob(Job):
 
     def _hosted(self, workers: int) -> range:
         return range(0)
+
+    async def _start(self) -> None:
+        """Start (or take from the pool) the processes and connect them; on any failure end
+        those already started."""
+        assert self.control is not None
+        start = _time.perf_counter()
+        try:
+            await self.control.start(self._spec)
+        except BaseException:
+            self.control.shutdown(clean=False)
+            raise
+        self.startup_s = _time.perf_counter() - start
+
+    def _placement(self) -> str:
+        return f"{self.peers * self.local} workers, {self.peers} processes"
 
     def _finished(self) -> bool:
         assert self.control is not None
@@ -426,44 +448,9 @@ class ProcessJob(Job):
         """As :meth:`Job.statistics`; the workers' counts are those last reported."""
         assert self.control is not None
         return {
+            **super().statistics(),
             "workers": [w for stats in self.control.stats for w in stats],
-            "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
         }
-
-    def spec(self) -> bytes:
-        """What each process needs to build its share of the job."""
-        spec: bytes = cloudpickle.dumps(
-            {
-                "pipeline": self.pipeline,
-                "peers": self.peers,
-                "local": self.local,
-                "fuse": self.fuse,
-                "gc_threshold": self.gc_threshold,
-            }
-        )
-        return spec
-
-
-class _OpenProcessJob(_OpenJob):
-    async def __aenter__(self) -> Job:
-        job = self._job
-        assert isinstance(job, ProcessJob) and job.control is not None
-        start = _time.perf_counter()
-        try:
-            await job.control.start(job.spec())
-        except BaseException:
-            job.control.shutdown(clean=False)
-            raise
-        job.startup_s = _time.perf_counter() - start
-        return await super().__aenter__()
-
-
-def open_processes(
-    pipeline: Pipeline, workers: int, processes: int, *, fuse: bool, gc_threshold: int | None
-) -> _OpenJob:
-    """:func:`deltaflow.open` with ``processes >= 2``."""
-    job = ProcessJob(pipeline, workers, processes, fuse=fuse, gc_threshold=gc_threshold)
-    return _OpenProcessJob(job, gc_threshold)
 
 
 # -- a worker process ----------------------------------------------------------------------
