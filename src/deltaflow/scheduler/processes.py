@@ -296,6 +296,11 @@ class _Control:
             else:
                 job.fail(error)
 
+    async def _send_loop(self, link: Link) -> None:
+        # A process that is gone breaks its stream: its receiving loop reports it.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await link.send_loop()
+
     async def _fail_later(self, error: BaseException) -> None:
         await trio.sleep(1)
         self.job.fail(error)
@@ -325,7 +330,7 @@ class _Control:
                 self._nursery = nursery
                 for p, link in enumerate(self.links):
                     nursery.start_soon(self._receive_loop, p)
-                    nursery.start_soon(link.send_loop)
+                    nursery.start_soon(self._send_loop, link)
 
                 async def watch_failure() -> None:
                     await job._wait_failed()
@@ -536,6 +541,13 @@ class _Forward(logging.Handler):
             self.control.queue(("log", record.name, record.levelno, record.getMessage()))
 
 
+async def _send_to_caller(control: Link) -> None:
+    try:
+        await control.send_loop()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        os._exit(1)  # the caller is gone: so is this job
+
+
 async def _run_job(control: Link, index: int, path: list[str], level: int, blob: bytes) -> None:
     # The caller's import path, so that the pipeline's modules import here as there.
     sys.path[:] = path + [p for p in sys.path if p not in path]
@@ -560,7 +572,7 @@ async def _run_job(control: Link, index: int, path: list[str], level: int, blob:
     _log.addHandler(handler)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(control.send_loop)
+            nursery.start_soon(_send_to_caller, control)
 
             async def take_feeds() -> None:
                 while True:
