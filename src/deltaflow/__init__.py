@@ -34,6 +34,7 @@ from .errors import (
     DeltaflowError as DeltaflowError,
     JobClosedError as JobClosedError,
     OperatorError as OperatorError,
+    PeerLostError as PeerLostError,
     SubscriptionOverflowError as SubscriptionOverflowError,
 )
 from .framework.antichain import Antichain as Antichain
@@ -62,6 +63,7 @@ __all__ = [
     "Job",
     "JobClosedError",
     "OperatorError",
+    "PeerLostError",
     "Pipeline",
     "PrefixExtender",
     "ProbeHandle",

@@ -138,7 +138,13 @@ def _run(args: argparse.Namespace) -> None:
     inputs = _inputs(pipeline, args.input)
     progress: bool | float = True if args.progress else PROGRESS_AFTER
     result = run(
-        pipeline, args.workers, fuse=True, gc_threshold=GC_THRESHOLD, progress=progress, **inputs
+        pipeline,
+        args.workers,
+        processes=args.processes,
+        fuse=True,
+        gc_threshold=GC_THRESHOLD,
+        progress=progress,
+        **inputs,
     )
     _write(result, args.output)
 
@@ -184,7 +190,15 @@ def _parser() -> argparse.ArgumentParser:
         "--input", action="append", default=[], metavar="NAME=FILE", help="an input's file"
     )
     run_cmd.add_argument("--output", metavar="FILE", help="write here instead of stdout")
-    run_cmd.add_argument("--workers", type=_positive, default=1, help="workers (default 1)")
+    run_cmd.add_argument(
+        "--workers", type=_positive, default=None, help="workers (default: one per process)"
+    )
+    run_cmd.add_argument(
+        "--processes",
+        type=_positive,
+        default=1,
+        help="processes the workers run in (default 1: this one); must divide --workers",
+    )
     run_cmd.add_argument(
         "--progress", action="store_true", help="show the progress line at once (not after 1 s)"
     )

@@ -12,6 +12,7 @@ __all__ = [
     "OperatorError",
     "OperatorTypeError",
     "OperatorValueError",
+    "PeerLostError",
     "SubscriptionOverflowError",
 ]
 
@@ -60,6 +61,11 @@ class OperatorTypeError(OperatorError, TypeError):
 
 class JobClosedError(DeltaflowError):
     """The job has stopped (finished, or failed earlier) and cannot take more work."""
+
+
+class PeerLostError(DeltaflowError):
+    """A worker process (or a peer of a mesh) went away before the job finished: it was
+    killed, crashed, or lost its connection. The message names the worker(s) it hosted."""
 
 
 class SubscriptionOverflowError(DeltaflowError):

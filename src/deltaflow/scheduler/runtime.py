@@ -354,7 +354,7 @@ class OutputHandle:
         size = math.inf if max_buffer is None else max_buffer
         send, recv = trio.open_memory_channel[tuple[Any, list[tuple[Any, int]]]](size)
         subscription = Subscription(job, recv, max_buffer, self.name)
-        if job.closed or job.failed or all(w.finished for w in job.workers):
+        if job.closed or job.failed or job._finished():
             send.close()
         else:
             self._subscribers.append(send)
@@ -448,11 +448,13 @@ class Job:
             msg = f"history must be a non-negative int or None, not {history!r}"
             raise ValueError(msg)
         self.pipeline = pipeline
-        self.builder: DataflowBuilder = pipeline.instantiate(workers)
+        self.builder: DataflowBuilder = self._instantiate(pipeline, workers)
         self.plan = make_plan(self.builder.spec, fuse=fuse, workers=workers)
         self.time: int = 0
         self.transport = self.make_transport()
-        self.workers = [Worker(i, workers, self.plan, self.transport, self) for i in range(workers)]
+        self.workers = [
+            Worker(i, workers, self.plan, self.transport, self) for i in self._hosted(workers)
+        ]
         self.transport.attach(self.workers)
         self.inputs: dict[str, InputHandle] = _Named(
             "input",
@@ -483,6 +485,30 @@ class Job:
         self._operator_counts: list[observe.OperatorCounts] | None = None
         if profile or observe.logger.isEnabledFor(logging.DEBUG):
             self._operator_counts = observe.count_operators(self)
+
+    def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
+        """Run the pipeline's ``build`` for ``workers`` workers."""
+        return pipeline.instantiate(workers)
+
+    def _hosted(self, workers: int) -> range:
+        """The workers this process runs: all of them (a job spread over processes runs a
+        block of them in each)."""
+        return range(workers)
+
+    async def _start(self) -> None:
+        """Make the workers ready to run (a job in other processes starts them here)."""
+
+    def _placement(self) -> str:
+        """How many workers in how many processes, for the log: ``"2 workers, 1 process"``."""
+        return f"{len(self.workers)} workers, 1 process"
+
+    def _finished(self) -> bool:
+        """True once every worker has stopped (finished, or stopped by a failure)."""
+        return all(w.finished for w in self.workers)
+
+    def _any_finished(self) -> bool:
+        """True once some worker has stopped (every waiter then looks again)."""
+        return any(w.finished for w in self.workers)
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -526,7 +552,7 @@ class Job:
         waiters = self._waiters
         if not waiters:
             return
-        wake_all = self.failed or any(w.finished for w in self.workers)
+        wake_all = self.failed or self._any_finished()
         keep = []
         for condition, event in waiters:
             if wake_all or condition():
@@ -565,7 +591,7 @@ class Job:
                 self._raise_error()
             if condition():
                 return
-            if all(w.finished for w in self.workers):
+            if self._finished():
                 msg = "the job finished before the awaited condition held"
                 raise JobClosedError(msg)
             waiter = (condition, trio.Event())
@@ -632,7 +658,7 @@ class Job:
             handle.close()
         self._activate_inputs()
         with contextlib.suppress(JobClosedError):
-            await self._wait_for(lambda: all(w.finished for w in self.workers))
+            await self._wait_for(self._finished)
         self.closed = True
         for out in self.outputs.values():
             out._close()
@@ -668,17 +694,8 @@ class Job:
 
 
 class _OpenJob:
-    def __init__(
-        self,
-        pipeline: Pipeline,
-        workers: int,
-        fuse: bool,
-        gc_threshold: int | None,
-        history: int | None = None,
-        profile: bool = False,
-        progress: bool | float = False,
-    ) -> None:
-        self._job = Job(pipeline, workers, fuse=fuse, history=history, profile=profile)
+    def __init__(self, job: Job, gc_threshold: int | None, progress: bool | float = False) -> None:
+        self._job = job
         self._nursery_cm: Any = None
         self._collector = collector_tuned(gc_threshold)
         self._progress: observe.ProgressLine | None = None
@@ -696,6 +713,7 @@ class _OpenJob:
         if self._nursery_cm is not None:
             msg = "this df.open(...) was already entered: call df.open() again for another job"
             raise RuntimeError(msg)
+        await self._job._start()
         self._collector.__enter__()
         try:
             self._nursery_cm = trio.open_nursery()
@@ -705,9 +723,7 @@ class _OpenJob:
             raise
         self._nursery = nursery
         job = self._job
-        observe.logger.info(
-            "job %s started: %d workers, 1 process", type(job.pipeline).__name__, len(job.workers)
-        )
+        observe.logger.info("job %s started: %s", type(job.pipeline).__name__, job._placement())
         self._started = trio.current_time()
         nursery.start_soon(job.transport.run)
         for w in job.workers:
@@ -754,9 +770,7 @@ class _OpenJob:
         if job._operator_counts is not None and observe.logger.isEnabledFor(logging.DEBUG):
             observe.log_operator_work(job._operator_counts)
         if exc is None:
-            observe.logger.info(
-                "job %s finished in %.3f s: %d workers, 1 process", name, elapsed, len(job.workers)
-            )
+            observe.logger.info("job %s finished in %.3f s: %s", name, elapsed, job._placement())
         else:
             observe.logger.info("job %s stopped after %.3f s: %r", name, elapsed, exc)
 
@@ -784,8 +798,9 @@ def _check_progress(progress: object) -> float:
 
 def open(
     pipeline: Pipeline,
-    workers: int = 1,
+    workers: int | None = None,
     *,
+    processes: int = 1,
     fuse: bool = True,
     gc_threshold: int | None = GC_THRESHOLD,
     history: int | None = None,
@@ -796,7 +811,11 @@ def open(
 
     Args:
         pipeline: the :class:`~deltaflow.Pipeline` instance to run.
-        workers: how many workers (each with its own copy of the dataflow) to run.
+        workers: how many workers (each with its own copy of the dataflow) to run; by
+            default one per process.
+        processes: ``1`` runs every worker in the caller's trio loop; ``P >= 2`` starts ``P``
+            fresh interpreters hosting ``workers / P`` workers each (``P`` must divide
+            ``workers``) and none in the caller (see :mod:`deltaflow.scheduler.processes`).
         fuse: run chains of linear operators as one actor (the default); ``False`` gives
             every operator its own actor, which only helps to measure what fusion saves.
         gc_threshold: while the job runs, the cyclic garbage collector's first threshold is
@@ -815,20 +834,29 @@ def open(
         An async context manager giving the running :class:`Job`.
 
     Raises:
-        ValueError: ``workers`` or ``gc_threshold`` is not a positive int, ``history`` not a
-            non-negative int, or ``progress`` not a bool or a number of seconds.
+        ValueError: ``workers``, ``processes`` or ``gc_threshold`` is not a positive int,
+            ``processes`` does not divide ``workers``, ``history`` is not a non-negative
+            int, or ``progress`` not a bool or a number of seconds.
     """
     if progress is not True and progress is not False:
         _check_progress(progress)
-    return _OpenJob(
-        pipeline,
-        workers,
-        fuse,
-        check_gc_threshold(gc_threshold),
-        history=history,
-        profile=profile,
-        progress=progress,
-    )
+    gc_threshold = check_gc_threshold(gc_threshold)
+    if processes != 1:
+        from .processes import ProcessJob  # it builds on this module
+
+        job: Job = ProcessJob(
+            pipeline,
+            processes if workers is None else workers,
+            processes,
+            fuse=fuse,
+            gc_threshold=gc_threshold,
+            history=history,
+        )
+    else:
+        job = Job(
+            pipeline, 1 if workers is None else workers, fuse=fuse, history=history, profile=profile
+        )
+    return _OpenJob(job, gc_threshold, progress=progress)
 
 
 class _Named(dict[str, Any]):
@@ -909,11 +937,26 @@ def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any,
         return sorted(updates, key=lambda u: (u[1], type(u[0]).__name__, repr(u[0])))
 
 
+async def _run_to_end(
+    job: Job, validated: dict[str, dict[int, tuple[list[Any], list[int]]]]
+) -> dict[str, list[tuple[Any, Any, int]]]:
+    """Feed inputs checked by :func:`_validate`, close the job, and return every output's
+    consolidated updates sorted by time."""
+    for name, by_time in validated.items():
+        handle = job.inputs[name]
+        for time in sorted(by_time):
+            data, diffs = by_time[time]
+            handle._extend(data, diffs, time)
+    await job.close()
+    return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
+
+
 def run(
     pipeline: Pipeline,
     /,
-    workers: int = 1,
+    workers: int | None = None,
     *,
+    processes: int = 1,
     fuse: bool = True,
     gc_threshold: int | None = GC_THRESHOLD,
     progress: bool | float = False,
@@ -927,7 +970,7 @@ def run(
     (all at once, so this measures throughput). Returns a list of ``(data, time, diff)``
     sorted by time, with no two updates for the same ``(data, time)`` and no zero diff; a
     ``build()`` returning a dict of collections gives a dict of such lists. ``workers``,
-    ``fuse``, ``gc_threshold`` and ``progress`` are as for :func:`open`.
+    ``processes``, ``fuse``, ``gc_threshold`` and ``progress`` are as for :func:`open`.
 
     Raises:
         TypeError, ValueError: a malformed input, naming the input and the value.
@@ -935,7 +978,7 @@ def run(
     """
     pipeline = _require_pipeline(pipeline)
     names = pipeline.input_names()
-    taken = sorted(set(names) & {"workers", "fuse", "gc_threshold", "progress"})
+    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress"})
     if taken:
         msg = (
             f"{type(pipeline).__name__}.build() has inputs named {taken}, which are run()'s own "
@@ -951,15 +994,14 @@ def run(
 
     async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool]:
         async with open(
-            pipeline, workers, fuse=fuse, gc_threshold=gc_threshold, progress=progress
+            pipeline,
+            workers,
+            processes=processes,
+            fuse=fuse,
+            gc_threshold=gc_threshold,
+            progress=progress,
         ) as job:
-            for name, by_time in validated.items():
-                handle = job.inputs[name]
-                for time in sorted(by_time):
-                    data, diffs = by_time[time]
-                    handle._extend(data, diffs, time)
-            await job.close()
-        outputs = {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
+            outputs = await _run_to_end(job, validated)
         return outputs, job.builder.single_output
 
     result, single = trio.run(main)
