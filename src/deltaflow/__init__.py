@@ -29,6 +29,7 @@ from .errors import (
     DeltaflowError as DeltaflowError,
     JobClosedError as JobClosedError,
     OperatorError as OperatorError,
+    PeerLostError as PeerLostError,
 )
 from .framework.antichain import Antichain as Antichain
 from .framework.lattice import Product as Product
@@ -49,6 +50,7 @@ __all__ = [
     "Job",
     "JobClosedError",
     "OperatorError",
+    "PeerLostError",
     "Pipeline",
     "ProbeHandle",
     "Product",

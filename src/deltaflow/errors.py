@@ -6,7 +6,7 @@ Conditions of a running job raise a :class:`DeltaflowError`.
 
 from __future__ import annotations
 
-__all__ = ["DeltaflowError", "JobClosedError", "OperatorError"]
+__all__ = ["DeltaflowError", "JobClosedError", "OperatorError", "PeerLostError"]
 
 
 class DeltaflowError(Exception):
@@ -37,3 +37,8 @@ class OperatorError(DeltaflowError):
 
 class JobClosedError(DeltaflowError):
     """The job has stopped (finished, or failed earlier) and cannot take more work."""
+
+
+class PeerLostError(DeltaflowError):
+    """A worker process (or a peer of a mesh) went away before the job finished: it was
+    killed, crashed, or lost its connection. The message names the worker(s) it hosted."""

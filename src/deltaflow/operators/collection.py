@@ -615,8 +615,13 @@ class Pipeline:
             names.append(p.name)
         return names
 
-    def instantiate(self, workers: int = 1) -> DataflowBuilder:
-        """Run ``build`` and return what it recorded (inputs, outputs, graph)."""
+    def instantiate(self, workers: int = 1, *, exchange_outputs: bool = False) -> DataflowBuilder:
+        """Run ``build`` and return what it recorded (inputs, outputs, graph).
+
+        ``exchange_outputs`` routes every output by its data before the sink, so that equal
+        data meet on one worker: each worker's share of an output is then consolidated
+        across all workers (what a peer of a mesh returns on its own needs).
+        """
         if type(self).build is Pipeline.build:
             msg = f"{type(self).__name__} must override build()"
             raise TypeError(msg)
@@ -646,7 +651,7 @@ class Pipeline:
             if coll.builder is not builder:
                 msg = f"output {name!r} was built by another pipeline"
                 raise ValueError(msg)
-            builder.new_output(name, coll)
+            builder.new_output(name, coll.exchange() if exchange_outputs else coll)
         from .iterate import check_variables_set  # iterate.py builds on this module
 
         check_variables_set(builder)

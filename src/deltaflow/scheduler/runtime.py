@@ -311,7 +311,7 @@ class OutputHandle:
         if job.error is not None:
             job._check_usable()
         send, recv = trio.open_memory_channel[tuple[Any, list[tuple[Any, int]]]](math.inf)
-        if job.closed or job.failed or all(w.finished for w in job.workers):
+        if job.closed or job.failed or job._finished():
             send.close()
         else:
             self._subscribers.append(send)
@@ -371,11 +371,13 @@ class Job:
             msg = f"workers must be a positive int, not {workers!r}"
             raise ValueError(msg)
         self.pipeline = pipeline
-        self.builder: DataflowBuilder = pipeline.instantiate(workers)
+        self.builder: DataflowBuilder = self._instantiate(pipeline, workers)
         self.plan = make_plan(self.builder.spec, fuse=fuse, workers=workers)
         self.time: int = 0
         self.transport = self.make_transport()
-        self.workers = [Worker(i, workers, self.plan, self.transport, self) for i in range(workers)]
+        self.workers = [
+            Worker(i, workers, self.plan, self.transport, self) for i in self._hosted(workers)
+        ]
         self.transport.attach(self.workers)
         self.inputs: dict[str, InputHandle] = _Named(
             "input",
@@ -398,6 +400,23 @@ class Job:
         self.closed = False
         for probe in self.builder.probes:
             probe._wait = self._wait_for
+
+    def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
+        """Run the pipeline's ``build`` for ``workers`` workers."""
+        return pipeline.instantiate(workers)
+
+    def _hosted(self, workers: int) -> range:
+        """The workers this process runs: all of them (a job spread over processes runs a
+        block of them in each)."""
+        return range(workers)
+
+    def _finished(self) -> bool:
+        """True once every worker has stopped (finished, or stopped by a failure)."""
+        return all(w.finished for w in self.workers)
+
+    def _any_finished(self) -> bool:
+        """True once some worker has stopped (every waiter then looks again)."""
+        return any(w.finished for w in self.workers)
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -441,7 +460,7 @@ class Job:
         waiters = self._waiters
         if not waiters:
             return
-        wake_all = self.failed or any(w.finished for w in self.workers)
+        wake_all = self.failed or self._any_finished()
         keep = []
         for condition, event in waiters:
             if wake_all or condition():
@@ -480,7 +499,7 @@ class Job:
                 self._raise_error()
             if condition():
                 return
-            if all(w.finished for w in self.workers):
+            if self._finished():
                 msg = "the job finished before the awaited condition held"
                 raise JobClosedError(msg)
             waiter = (condition, trio.Event())
@@ -545,7 +564,7 @@ class Job:
             handle.close()
         self._activate_inputs()
         with contextlib.suppress(JobClosedError):
-            await self._wait_for(lambda: all(w.finished for w in self.workers))
+            await self._wait_for(self._finished)
         self.closed = True
         for out in self.outputs.values():
             out._close()
@@ -567,10 +586,8 @@ class Job:
 
 
 class _OpenJob:
-    def __init__(
-        self, pipeline: Pipeline, workers: int, fuse: bool, gc_threshold: int | None
-    ) -> None:
-        self._job = Job(pipeline, workers, fuse=fuse)
+    def __init__(self, job: Job, gc_threshold: int | None) -> None:
+        self._job = job
         self._nursery_cm: Any = None
         self._collector = collector_tuned(gc_threshold)
 
@@ -640,7 +657,7 @@ def open(
     Raises:
         ValueError: ``workers`` or ``gc_threshold`` is not a positive int.
     """
-    return _OpenJob(pipeline, workers, fuse, check_gc_threshold(gc_threshold))
+    return _OpenJob(Job(pipeline, workers, fuse=fuse), check_gc_threshold(gc_threshold))
 
 
 class _Named(dict[str, Any]):

@@ -1,0 +1,242 @@
+"""One process of a dataflow spread over several: a *peer* of a mesh, hosting a block of workers.
+
+:class:`PeerJob` is a :class:`~deltaflow.scheduler.runtime.Job` that runs only workers
+``[index * local, (index + 1) * local)`` of ``peers * local`` and reaches the others through a
+:class:`~deltaflow.scheduler.tcp.TcpTransport`. Its inputs take only this peer's updates (the
+dataflow's exchanges route them to their owners); its outputs hold what reached this peer's
+workers.
+
+Two entry points serve a peer that has nobody above it (a Spark barrier task; see
+``/work/coord/peer_api.md`` and the Spark adapter): :func:`run_peer` runs a batch of updates
+to completion, :func:`open_peer` keeps the dataflow running and closes one time per
+:meth:`Peer.step`. Both exchange every output by its data before the sink, so equal data
+meet on one peer and the peers' results, put together, are ``df.run``'s output.
+
+    >>> import deltaflow as df
+    >>> class Lengths(df.Pipeline):
+    ...     def build(self, words):
+    ...         return words.map(len)
+    >>> run_peer(Lengths(), index=0, peers=1, rendezvous=lambda me: [me],
+    ...          feed={"words": [("cat", 0, 1), ("dog", 0, 1)]})
+    [(3, 0, 2)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .collector import GC_THRESHOLD, check_gc_threshold
+from .mesh import Rendezvous, connect_mesh, plan_digest
+from .runtime import Job, _OpenJob, _sorted_updates, _validate
+from .tcp import Link, TcpTransport
+
+if TYPE_CHECKING:
+    from ..operators.collection import DataflowBuilder, Pipeline
+    from .transport import Transport
+
+__all__ = ["Peer", "PeerJob", "open_peer", "run_peer"]
+
+Updates = list[tuple[Any, Any, int]]
+
+
+class PeerJob(Job):
+    """Workers ``[index * local, (index + 1) * local)`` of a job spread over ``peers`` peers.
+
+    Build it, connect it with :meth:`connect` (after a rendezvous, which needs
+    :attr:`digest`), then run it as any job (``_OpenJob``).
+    """
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        *,
+        index: int,
+        peers: int,
+        local: int = 1,
+        fuse: bool = True,
+        exchange_outputs: bool = True,
+    ) -> None:
+        if not 0 <= index < peers:
+            msg = f"peer index {index!r} is not in range({peers})"
+            raise ValueError(msg)
+        self.index = index
+        self.peers = peers
+        self.local = local
+        self._exchange_outputs = exchange_outputs
+        self._links: dict[int, Link] = {}
+        self.tcp = TcpTransport(index, local, self._links, self.fail)
+        super().__init__(pipeline, peers * local, fuse=fuse)
+        first = index * local
+        for handle in self.inputs.values():
+            handle._feeds = handle._feeds[first : first + local]
+        self.digest = plan_digest(self.plan, peers * local)
+
+    def make_transport(self) -> Transport:  # type: ignore[override]
+        """The TCP transport (links are added by :meth:`connect`)."""
+        return self.tcp
+
+    def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
+        return pipeline.instantiate(workers, exchange_outputs=self._exchange_outputs)
+
+    def _hosted(self, workers: int) -> range:
+        return range(self.index * self.local, (self.index + 1) * self.local)
+
+    async def connect(self, rendezvous: Rendezvous, host: str = "127.0.0.1") -> None:
+        """Rendezvous with the other peers and connect the mesh."""
+        self._links.update(
+            await connect_mesh(self.index, self.peers, rendezvous, self.digest, host)
+        )
+
+    def notify(self) -> None:
+        """As :meth:`Job.notify`; once every local worker has stopped, say goodbye."""
+        super().notify()
+        if self._finished():
+            self.tcp.finish()
+
+    def fail(self, exc: BaseException) -> None:
+        """As :meth:`Job.fail`, and tell the other peers."""
+        super().fail(exc)
+        self.tcp.report_error(exc)
+
+
+class Peer:
+    """A running peer fed one time per :meth:`step` (see :func:`open_peer`)."""
+
+    def __init__(self, job: PeerJob) -> None:
+        self.job = job
+        self._captures = {name: out.capture() for name, out in job.outputs.items()}
+
+    @property
+    def time(self) -> int:
+        """The time the next :meth:`step` feeds."""
+        return self.job.time
+
+    async def step(
+        self, updates: Mapping[str, Iterable[tuple[Any, int]]]
+    ) -> Updates | dict[str, Updates]:
+        """Feed this peer's ``(data, diff)`` updates at :attr:`time`, close that time on this
+        peer, and return once every peer has closed it: the consolidated changes at that time
+        of the output(s) that ended on this peer, ``[(data, time, diff)]``.
+
+        Every peer must call it as many times as the others.
+        """
+        job = self.job
+        time = job.time
+        for name, pairs in updates.items():
+            by_time = _validate(name, [(d, time, r) for d, r in pairs])
+            if by_time:
+                data, diffs = by_time[time]
+                job.inputs[name]._extend(data, diffs)
+        await job.advance_to(time + 1)
+        result: dict[str, Updates] = {}
+        for name, captured in self._captures.items():
+            result[name] = [(d, t, r) for t, upds in captured for d, r in upds]
+            captured.clear()
+        return result["output"] if job.builder.single_output else result
+
+    def statistics(self) -> dict[str, Any]:
+        """:meth:`Job.statistics` of this peer's workers."""
+        return self.job.statistics()
+
+
+def _threaded(rendezvous: Callable[[str], Sequence[str]]) -> Rendezvous:
+    async def call(address: str) -> Sequence[str]:
+        # A Spark allGather blocks: keep it off the trio loop.
+        return await trio.to_thread.run_sync(rendezvous, address)
+
+    return call
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    job: PeerJob,
+    rendezvous: Rendezvous,
+    host: str,
+    connect_timeout: float,
+    gc_threshold: int | None,
+) -> AsyncIterator[PeerJob]:
+    with trio.fail_after(connect_timeout):
+        await job.connect(rendezvous, host)
+    async with _OpenJob(job, check_gc_threshold(gc_threshold)) as running:
+        assert running is job
+        yield job
+
+
+@contextlib.asynccontextmanager
+async def open_peer(
+    pipeline: Pipeline,
+    *,
+    index: int,
+    peers: int,
+    rendezvous: Callable[[str], Sequence[str]],
+    host: str = "127.0.0.1",
+    workers_per_peer: int = 1,
+    fuse: bool = True,
+    connect_timeout: float = 120.0,
+    gc_threshold: int | None = GC_THRESHOLD,
+) -> AsyncIterator[Peer]:
+    """Run peer ``index`` of ``peers`` inside trio, one time per :meth:`Peer.step`.
+
+    ``rendezvous(my_address)`` returns every peer's ``"host:port"`` in index order (it may
+    block: it runs in a thread). Leaving the block closes the inputs and waits until the
+    dataflow has finished on every peer.
+
+    Raises:
+        ValueError: the peers run different dataflows.
+        OperatorError: user code failed on some peer.
+        PeerLostError: another peer went away.
+    """
+    job = PeerJob(pipeline, index=index, peers=peers, local=workers_per_peer, fuse=fuse)
+    async with _running(job, _threaded(rendezvous), host, connect_timeout, gc_threshold):
+        yield Peer(job)
+
+
+def run_peer(
+    pipeline: Pipeline,
+    *,
+    index: int,
+    peers: int,
+    rendezvous: Callable[[str], Sequence[str]],
+    feed: Mapping[str, Iterable[tuple[Any, Any, int]]] | None = None,
+    host: str = "127.0.0.1",
+    workers_per_peer: int = 1,
+    fuse: bool = True,
+    connect_timeout: float = 120.0,
+    gc_threshold: int | None = GC_THRESHOLD,
+) -> Updates | dict[str, Updates]:
+    """Run peer ``index`` of ``peers`` over this peer's complete inputs (``feed``: per input,
+    ``(data, time, diff)`` as for ``df.run``) and return the consolidated output updates that
+    ended on this peer; concatenated over all peers they are ``df.run``'s output.
+
+    Synchronous: it runs its own trio loop (call it from a Spark task's function).
+
+    Raises:
+        TypeError, ValueError: a malformed input; or the peers run different dataflows.
+        OperatorError: user code failed on some peer.
+        PeerLostError: another peer went away.
+    """
+    job = PeerJob(pipeline, index=index, peers=peers, local=workers_per_peer, fuse=fuse)
+    names = pipeline.input_names()
+    feed = dict(feed or {})
+    unknown = sorted(set(feed) - set(names))
+    if unknown:
+        msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
+        raise TypeError(msg)
+    validated = {name: _validate(name, updates) for name, updates in feed.items()}
+
+    async def main() -> dict[str, Updates]:
+        async with _running(job, _threaded(rendezvous), host, connect_timeout, gc_threshold):
+            for name, by_time in validated.items():
+                handle = job.inputs[name]
+                for time in sorted(by_time):
+                    data, diffs = by_time[time]
+                    handle._extend(data, diffs, time)
+            await job.close()
+        return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
+
+    result = trio.run(main)
+    return result["output"] if job.builder.single_output else result
