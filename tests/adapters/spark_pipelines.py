@@ -72,3 +72,10 @@ class Identity(df.Pipeline):
 
     def build(self, xs: df.Collection) -> df.Collection:
         return xs
+
+
+class WordCount(df.Pipeline):
+    """``(word, n)``: how many times each word occurs in the lines."""
+
+    def build(self, lines: df.Collection) -> df.Collection:
+        return lines.flat_map(lambda line: line.split()).map(lambda w: (w, w)).count()

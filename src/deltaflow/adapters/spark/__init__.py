@@ -28,5 +28,6 @@ Importing this module imports pyspark; ``import deltaflow`` never does.
 from __future__ import annotations
 
 from ._batch import run as run
+from ._stream import SparkStream as SparkStream, stream as stream
 
-__all__ = ["run"]
+__all__ = ["SparkStream", "run", "stream"]
