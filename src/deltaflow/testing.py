@@ -245,7 +245,12 @@ def _canonical(ups: Iterable[Update]) -> list[Update]:
 
 
 def collect(
-    pipeline: Pipeline, workers: int = 1, *, fuse: bool = True, **inputs: Iterable[Update]
+    pipeline: Pipeline,
+    workers: int = 1,
+    *,
+    processes: int = 1,
+    fuse: bool = True,
+    **inputs: Iterable[Update],
 ) -> Any:
     """Run ``pipeline`` over complete inputs and return its output updates, canonically.
 
@@ -258,6 +263,7 @@ def collect(
     Args:
         pipeline: the :class:`~deltaflow.Pipeline` instance to run.
         workers: how many workers to run it on.
+        processes: how many processes they run in (see :func:`deltaflow.open`).
         fuse: fuse chains of linear operators into one actor (see :func:`deltaflow.open`).
         **inputs: one iterable of ``(data, time, diff)`` per input name.
 
@@ -270,7 +276,9 @@ def collect(
     >>> collect(Halves(), workers=2, xs=[(3, 1, 1), (2, 1, 1), (5, 0, 1), (4, 2, -1)])
     [(2, 0, 1), (1, 1, 2), (2, 2, -1)]
     """
-    result = run(pipeline, workers, fuse=fuse, gc_threshold=GC_THRESHOLD, **inputs)
+    result = run(
+        pipeline, workers, processes=processes, fuse=fuse, gc_threshold=GC_THRESHOLD, **inputs
+    )
     if isinstance(result, dict):
         return {name: _canonical(ups) for name, ups in result.items()}
     return _canonical(result)

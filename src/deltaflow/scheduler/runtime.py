@@ -635,8 +635,9 @@ class _OpenJob:
 
 def open(
     pipeline: Pipeline,
-    workers: int = 1,
+    workers: int | None = None,
     *,
+    processes: int = 1,
     fuse: bool = True,
     gc_threshold: int | None = GC_THRESHOLD,
 ) -> _OpenJob:
@@ -644,7 +645,11 @@ def open(
 
     Args:
         pipeline: the :class:`~deltaflow.Pipeline` instance to run.
-        workers: how many workers (each with its own copy of the dataflow) to run.
+        workers: how many workers (each with its own copy of the dataflow) to run; by
+            default one per process.
+        processes: ``1`` runs every worker in the caller's trio loop; ``P >= 2`` starts ``P``
+            fresh interpreters hosting ``workers / P`` workers each (``P`` must divide
+            ``workers``) and none in the caller (see :mod:`deltaflow.scheduler.processes`).
         fuse: run chains of linear operators as one actor (the default); ``False`` gives
             every operator its own actor, which only helps to measure what fusion saves.
         gc_threshold: while the job runs, the cyclic garbage collector's first threshold is
@@ -655,9 +660,17 @@ def open(
         An async context manager giving the running :class:`Job`.
 
     Raises:
-        ValueError: ``workers`` or ``gc_threshold`` is not a positive int.
+        ValueError: ``workers``, ``processes`` or ``gc_threshold`` is not a positive int, or
+            ``processes`` does not divide ``workers``.
     """
-    return _OpenJob(Job(pipeline, workers, fuse=fuse), check_gc_threshold(gc_threshold))
+    gc_threshold = check_gc_threshold(gc_threshold)
+    if processes != 1:
+        from .processes import open_processes  # it builds on this module
+
+        if workers is None:
+            workers = processes
+        return open_processes(pipeline, workers, processes, fuse=fuse, gc_threshold=gc_threshold)
+    return _OpenJob(Job(pipeline, 1 if workers is None else workers, fuse=fuse), gc_threshold)
 
 
 class _Named(dict[str, Any]):
@@ -738,8 +751,9 @@ def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any,
 def run(
     pipeline: Pipeline,
     /,
-    workers: int = 1,
+    workers: int | None = None,
     *,
+    processes: int = 1,
     fuse: bool = True,
     gc_threshold: int | None = GC_THRESHOLD,
     **inputs: Iterable[Any],
@@ -750,8 +764,8 @@ def run(
     inputs are empty. Every time is processed as its own logical time (all at once, so this
     measures throughput). Returns a list of ``(data, time, diff)`` sorted by time, with no two
     updates for the same ``(data, time)`` and no zero diff; a ``build()`` returning a dict of
-    collections gives a dict of such lists. ``workers``, ``fuse`` and ``gc_threshold`` are as
-    for :func:`open`.
+    collections gives a dict of such lists. ``workers``, ``processes``, ``fuse`` and
+    ``gc_threshold`` are as for :func:`open`.
 
     Raises:
         TypeError, ValueError: a malformed input, naming the input and the value.
@@ -759,7 +773,7 @@ def run(
     """
     pipeline = _require_pipeline(pipeline)
     names = pipeline.input_names()
-    taken = sorted(set(names) & {"workers", "fuse", "gc_threshold"})
+    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold"})
     if taken:
         msg = (
             f"{type(pipeline).__name__}.build() has inputs named {taken}, which are run()'s own "
@@ -774,7 +788,9 @@ def run(
     check_gc_threshold(gc_threshold)
 
     async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool]:
-        async with open(pipeline, workers, fuse=fuse, gc_threshold=gc_threshold) as job:
+        async with open(
+            pipeline, workers, processes=processes, fuse=fuse, gc_threshold=gc_threshold
+        ) as job:
             for name, by_time in validated.items():
                 handle = job.inputs[name]
                 for time in sorted(by_time):

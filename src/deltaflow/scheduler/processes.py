@@ -1,0 +1,601 @@
+"""``processes=P``: a job's workers in P fresh interpreters, driven from the caller's trio loop.
+
+The caller hosts no worker. It starts P interpreters (``python -m
+deltaflow.scheduler.processes``, so the user's script needs no ``if __name__ ==
+"__main__"`` guard), each holding one end of a socket pair: the *control* stream. Over it the
+caller ships the pipeline (pickled with cloudpickle: lambdas and classes of ``__main__``
+travel by value), acts as the rendezvous of the processes' TCP mesh
+(:mod:`deltaflow.scheduler.mesh`), forwards what the application feeds to the worker that
+owns it, and receives every output's consolidated updates with the frontier they complete.
+
+Each process runs a :class:`~deltaflow.scheduler.peer.PeerJob` of ``W / P`` workers. Its
+output stores report ``(updates, frontier)`` in that order on the control stream, so once
+every process has reported a frontier past time ``t`` the caller holds all of ``t``'s
+updates: the caller's store advances to the meet of the processes' frontiers and publishes
+from there, consolidated across processes. Probes advance on any process's report (every
+tracker sees the same frontiers, some later than others).
+
+A process that dies closes its control stream: the job fails within moments naming the
+workers it hosted. Leaving the job (normally or not) ends the processes, or hands them back
+to a :class:`ProcessPool` that keeps them between jobs (the test suite uses one).
+
+    >>> import deltaflow as df
+    >>> class Double(df.Pipeline):
+    ...     def build(self, xs):
+    ...         return xs.map(lambda x: 2 * x)
+    >>> df.run(Double(), processes=2, xs=[(1, 0, 1), (5, 1, 1)])
+    [(2, 0, 1), (10, 1, 1)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time as _time
+from typing import TYPE_CHECKING, Any, cast
+
+import cloudpickle  # type: ignore[import-untyped]
+import trio
+
+from ..errors import OperatorError, PeerLostError
+from ..framework.antichain import Antichain
+from ..operators.base import UpdateBatch
+from .peer import PeerJob
+from .runtime import Job, _OpenJob
+from .tcp import Link
+
+if TYPE_CHECKING:
+    from ..operators.collection import Pipeline
+    from .transport import ProgressChange, Transport
+    from .worker import Worker
+
+__all__ = ["ProcessJob", "ProcessPool", "main", "open_processes"]
+
+_log = logging.getLogger("deltaflow")
+
+
+# -- the processes -------------------------------------------------------------------------
+class _Process:
+    """One worker interpreter and the caller's end of its control socket."""
+
+    def __init__(self) -> None:
+        mine, theirs = socket.socketpair()
+        with theirs:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "deltaflow.scheduler.processes", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+            )
+        self.sock = mine
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, *, kill: bool) -> None:
+        """End the process: close its control stream (it exits on its own), or kill it."""
+        if kill and self.alive():
+            self.popen.kill()
+        self.sock.close()
+        try:
+            self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+class ProcessPool:
+    """Worker processes kept between jobs: ``with ProcessPool(): ...`` makes every job with
+    ``processes=P`` inside the block take its processes from here (starting only those it
+    lacks) and give them back when it ends cleanly; a job that fails or is cancelled ends its
+    processes. Closing the pool ends the idle ones.
+
+    >>> with ProcessPool() as pool:
+    ...     pool.idle
+    0
+    """
+
+    _active: ProcessPool | None = None
+
+    def __init__(self) -> None:
+        self._idle: list[_Process] = []
+        self._outer: ProcessPool | None = None
+
+    @property
+    def idle(self) -> int:
+        """How many processes wait for a job."""
+        return len(self._idle)
+
+    def take(self, n: int) -> list[_Process]:
+        """``n`` processes: idle ones first, the rest fresh."""
+        alive = [p for p in self._idle if p.alive()]
+        for p in self._idle:
+            if not p.alive():
+                p.stop(kill=True)
+        taken, self._idle = alive[:n], alive[n:]
+        return taken + [_Process() for _ in range(n - len(taken))]
+
+    def give_back(self, processes: list[_Process]) -> None:
+        """Keep ``processes`` for the next job."""
+        self._idle.extend(processes)
+
+    def close(self) -> None:
+        """End the idle processes."""
+        idle, self._idle = self._idle, []
+        for p in idle:
+            p.stop(kill=False)
+
+    def __enter__(self) -> ProcessPool:
+        self._outer, ProcessPool._active = ProcessPool._active, self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ProcessPool._active = self._outer
+        self.close()
+
+
+# -- the caller's side ---------------------------------------------------------------------
+class _RemoteFeed:
+    """An input feed whose worker is in another process: what is fed goes over control."""
+
+    def __init__(self, control: _Control, name: str, worker: int) -> None:
+        self._control = control
+        self._name = name
+        self._worker = worker
+        self._time: Any = 0
+        self._closed = False
+
+    def _send(self, *message: Any) -> None:
+        process, offset = divmod(self._worker, self._control.local)
+        self._control.links[process].queue((message[0], self._name, offset, *message[1:]))
+
+    def push(self, time: Any, data: list[Any], diffs: list[int]) -> None:
+        self._send("push", time, data, diffs)
+
+    @property
+    def time(self) -> Any:
+        return self._time
+
+    @time.setter
+    def time(self, time: Any) -> None:
+        if time != self._time:
+            self._time = time
+            self._send("time", time)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @closed.setter
+    def closed(self, closed: bool) -> None:
+        if closed and not self._closed:
+            self._closed = True
+            self._send("close")
+
+
+class _Control:
+    """The caller's "transport": the control streams to the processes, and their reports.
+
+    It hosts no worker (``attach`` gets none; nothing is sent through it by a worker).
+    """
+
+    def __init__(self, job: ProcessJob) -> None:
+        self.job = job
+        self.local = job.local
+        self.processes: list[_Process] = []
+        self.links: list[Link] = []
+        self.frontiers: dict[str, list[Antichain]] = {}
+        self.stats: list[list[dict[str, int]]] = []
+        self.done = 0
+        self.ended = False
+        self.pool: ProcessPool | None = None
+
+    # Transport protocol: the caller has no workers.
+    def attach(self, workers: list[Worker]) -> None:
+        assert not workers
+
+    def send_data(
+        self, sender: int, worker: int, node: int, port: int, time: Any, payload: Any
+    ) -> None:
+        raise AssertionError("the caller of a multi-process job hosts no worker")
+
+    def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
+        raise AssertionError("the caller of a multi-process job hosts no worker")
+
+    def _describe(self, p: int) -> str:
+        first = p * self.local
+        workers = (
+            f"worker {first}" if self.local == 1 else f"workers {first}-{first + self.local - 1}"
+        )
+        return f"{workers} (process {p}, pid {self.processes[p].popen.pid})"
+
+    async def start(self, spec: bytes) -> None:
+        """Start (or take from the pool) the processes, ship the job, be their rendezvous."""
+        job = self.job
+        self.pool = ProcessPool._active
+        pool = self.pool if self.pool is not None else ProcessPool()
+        self.processes = pool.take(job.peers)
+        self.frontiers = {name: [Antichain([0])] * job.peers for name in job.outputs}
+        self.stats = [[] for _ in range(job.peers)]
+        for p, proc in enumerate(self.processes):
+            sock = trio.socket.from_stdlib_socket(proc.sock.dup())
+            self.links.append(Link(trio.SocketStream(sock), p))
+        level = _log.getEffectiveLevel()
+        for p, link in enumerate(self.links):
+            await link.send_frame([("job", p, sys.path, level, spec)])
+        addresses = [await self._expect(p, "address") for p in range(job.peers)]
+        digests = {a[2] for a in addresses}
+        if len(digests) != 1:  # pragma: no cover - the same spec gives the same plan
+            msg = f"the worker processes built different dataflows: {sorted(digests)}"
+            raise RuntimeError(msg)
+        for link in self.links:
+            await link.send_frame([("peers", [a[1] for a in addresses])])
+        for p in range(job.peers):
+            await self._expect(p, "ready")
+
+    async def _expect(self, p: int, kind: str) -> Any:
+        """The next control message of process ``p``, which must be a ``kind``."""
+        try:
+            messages = await self.links[p].receive()
+        except (EOFError, OSError, trio.BrokenResourceError) as exc:
+            raise PeerLostError(await self._lost(p)) from exc
+        message = messages[0]
+        if message[0] == "error":
+            raise self._error(message)
+        assert message[0] == kind, message
+        return message
+
+    async def _lost(self, p: int) -> str:
+        proc = self.processes[p].popen
+        with trio.move_on_after(2):
+            while proc.poll() is None:  # noqa: ASYNC110 - a child's exit sets no trio event
+                await trio.sleep(0.02)
+        code = proc.poll()
+        how = "died" if code is None else f"exited with code {code}"
+        return f"the worker process of {self._describe(p)} {how}"
+
+    def _error(self, message: Any) -> BaseException:
+        _, name, text, operator = message
+        if operator is not None:
+            return OperatorError(text, operator=operator)
+        return PeerLostError(text) if name == PeerLostError.__name__ else RuntimeError(text)
+
+    def _handle(self, p: int, message: Any) -> None:
+        job = self.job
+        kind = message[0]
+        if kind == "out":
+            _, name, published, frontier, stats = message
+            store = job.builder.stores[name]
+            for t, updates in published:
+                store.add(t, UpdateBatch([d for d, _ in updates], [r for _, r in updates]))
+            fronts = self.frontiers[name]
+            fronts[p] = Antichain(frontier)
+            store.advance(Antichain([t for f in fronts for t in f]))
+            self.stats[p] = stats
+        elif kind == "probe":
+            _, index, frontier = message
+            job.builder.probes[index].advance(Antichain(frontier))
+        elif kind == "log":
+            _, name, level, text = message
+            logger = logging.getLogger(name)
+            if logger.isEnabledFor(level):
+                record = logger.makeRecord(name, level, "(worker process)", 0, text, (), None)
+                record.processName = f"deltaflow worker process {p}"
+                logger.handle(record)
+        elif kind == "done":
+            self.stats[p] = message[1]
+            self.done += 1
+        elif kind == "error":
+            job.fail(self._error(message))
+
+    async def _receive_loop(self, p: int) -> None:
+        link = self.links[p]
+        while True:
+            try:
+                messages = await link.receive()
+            except (EOFError, OSError, trio.BrokenResourceError):
+                self.job.fail(PeerLostError(await self._lost(p)))
+                return
+            for message in messages:
+                self._handle(p, message)
+            if self.done == len(self.links):
+                self.ended = True
+            self.job.notify()
+            if messages[-1][0] == "done":
+                return
+
+    async def run(self) -> None:
+        """Carry control messages until every process is done or the job failed."""
+        job = self.job
+        clean = False
+        try:
+            async with trio.open_nursery() as nursery:
+                for p, link in enumerate(self.links):
+                    nursery.start_soon(self._receive_loop, p)
+                    nursery.start_soon(link.send_loop)
+
+                async def watch_failure() -> None:
+                    await job._wait_failed()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(watch_failure)
+                await job._wait_ended()
+                for link in self.links:
+                    link.close_after_queued()
+                nursery.cancel_scope.cancel()
+            clean = not job.failed
+        finally:
+            self.ended = True
+            self.shutdown(clean=clean)
+            job.notify()
+
+    def shutdown(self, *, clean: bool) -> None:
+        """Give the processes back to the pool after a clean job; end them otherwise."""
+        for link in self.links:
+            link.stream.socket.close()
+        processes, self.processes = self.processes, []
+        if clean and self.pool is not None:
+            self.pool.give_back(processes)
+            return
+        for proc in processes:
+            proc.stop(kill=not clean)
+
+
+class ProcessJob(Job):
+    """A job whose ``workers`` run in ``processes`` other interpreters (see the module)."""
+
+    def __init__(self, pipeline: Pipeline, workers: int, processes: int, *, fuse: bool) -> None:
+        if processes.__class__ is not int or processes < 1:
+            msg = f"processes must be a positive int, not {processes!r}"
+            raise ValueError(msg)
+        if workers.__class__ is not int or workers < 1 or workers % processes:
+            msg = f"workers ({workers!r}) must be a positive multiple of processes ({processes})"
+            raise ValueError(msg)
+        self.peers = processes
+        self.local = workers // processes
+        self.fuse = fuse
+        self.control: _Control | None = None
+        self._failed_event = trio.Event()
+        super().__init__(pipeline, workers, fuse=fuse)
+        control = cast("_Control", self.transport)
+        for name, handle in self.inputs.items():
+            feeds: list[Any] = [_RemoteFeed(control, name, w) for w in range(workers)]
+            handle._feeds = feeds
+        #: Seconds from entering the job to every process connected and ready.
+        self.startup_s: float | None = None
+
+    def make_transport(self) -> Transport:  # type: ignore[override]
+        """The control streams to the processes."""
+        self.control = _Control(self)
+        return self.control
+
+    def _hosted(self, workers: int) -> range:
+        return range(0)
+
+    def _finished(self) -> bool:
+        assert self.control is not None
+        return self.control.ended
+
+    def _any_finished(self) -> bool:
+        return self._finished()
+
+    def fail(self, exc: BaseException) -> None:
+        """As :meth:`Job.fail`, and stop the processes."""
+        super().fail(exc)
+        self._failed_event.set()
+
+    async def _wait_failed(self) -> None:
+        await self._failed_event.wait()
+
+    async def _wait_ended(self) -> None:
+        assert self.control is not None
+        control = self.control
+        await self._wait_until(lambda: control.done == self.peers)
+
+    async def _wait_until(self, condition: Any) -> None:
+        while not condition():
+            event = trio.Event()
+            self._waiters.append((condition, event))
+            await event.wait()
+
+    def statistics(self) -> dict[str, Any]:
+        """As :meth:`Job.statistics`; the workers' counts are those last reported."""
+        assert self.control is not None
+        return {
+            "workers": [w for stats in self.control.stats for w in stats],
+            "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
+        }
+
+    def spec(self) -> bytes:
+        """What each process needs to build its share of the job."""
+        spec: bytes = cloudpickle.dumps(
+            {
+                "pipeline": self.pipeline,
+                "peers": self.peers,
+                "local": self.local,
+                "fuse": self.fuse,
+            }
+        )
+        return spec
+
+
+class _OpenProcessJob(_OpenJob):
+    async def __aenter__(self) -> Job:
+        job = self._job
+        assert isinstance(job, ProcessJob) and job.control is not None
+        start = _time.perf_counter()
+        try:
+            await job.control.start(job.spec())
+        except BaseException:
+            job.control.shutdown(clean=False)
+            raise
+        job.startup_s = _time.perf_counter() - start
+        return await super().__aenter__()
+
+
+def open_processes(
+    pipeline: Pipeline, workers: int, processes: int, *, fuse: bool, gc_threshold: int | None
+) -> _OpenJob:
+    """:func:`deltaflow.open` with ``processes >= 2``."""
+    return _OpenProcessJob(ProcessJob(pipeline, workers, processes, fuse=fuse), gc_threshold)
+
+
+# -- a worker process ----------------------------------------------------------------------
+class _ChildJob(PeerJob):
+    """A process's share of a :class:`ProcessJob`: reports outputs, probes and failures to
+    the caller over ``control``."""
+
+    def __init__(self, spec: dict[str, Any], index: int, control: Link) -> None:
+        self.control = control
+        super().__init__(
+            spec["pipeline"],
+            index=index,
+            peers=spec["peers"],
+            local=spec["local"],
+            fuse=spec["fuse"],
+            exchange_outputs=False,
+        )
+        self._published: dict[str, list[tuple[Any, list[tuple[Any, int]]]]] = {}
+        self._sent: dict[str, Antichain] = {}
+        for name, store in self.builder.stores.items():
+            published: list[tuple[Any, list[tuple[Any, int]]]] = []
+            self._published[name] = published
+            self._sent[name] = store.frontier
+            store.on_complete = lambda t, u, published=published: published.append((t, u))
+        self._probes = [p.frontier for p in self.builder.probes]
+
+    def _stats(self) -> list[dict[str, int]]:
+        return [
+            {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
+            for w in self.workers
+        ]
+
+    def notify(self) -> None:
+        """As :meth:`PeerJob.notify`, and report outputs and probes that moved."""
+        super().notify()
+        for name, store in self.builder.stores.items():
+            published = self._published[name]
+            if store.frontier is not self._sent[name] or published:
+                self._sent[name] = store.frontier
+                self.control.queue(
+                    ("out", name, list(published), list(store.frontier), self._stats())
+                )
+                published.clear()
+                store.history.clear()
+                store.current.clear()
+        for i, probe in enumerate(self.builder.probes):
+            if probe.frontier is not self._probes[i]:
+                self._probes[i] = probe.frontier
+                self.control.queue(("probe", i, list(probe.frontier)))
+
+    def fail(self, exc: BaseException) -> None:
+        """As :meth:`PeerJob.fail`, and tell the caller."""
+        first = self.error is None
+        super().fail(exc)
+        if first:
+            operator = exc.operator if isinstance(exc, OperatorError) else None
+            self.control.queue(("error", type(exc).__name__, str(exc), operator))
+
+    def apply(self, message: Any) -> None:
+        """A feed operation from the caller."""
+        kind, name, offset, *rest = message
+        feed = self.inputs[name]._feeds[offset]
+        if kind == "push":
+            feed.push(*rest)
+        elif kind == "time":
+            feed.time = rest[0]
+        else:
+            feed.closed = True
+        self.workers[offset].activate(self._input_actors[name])
+
+
+class _Forward(logging.Handler):
+    """Send the process's ``deltaflow`` log records to the caller."""
+
+    def __init__(self, control: Link) -> None:
+        super().__init__()
+        self.control = control
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.control.queue(("log", record.name, record.levelno, record.getMessage()))
+
+
+async def _run_job(control: Link, index: int, path: list[str], level: int, blob: bytes) -> None:
+    # The caller's import path, so that the pipeline's modules import here as there.
+    sys.path[:] = path + [p for p in sys.path if p not in path]
+    _log.setLevel(level)
+    try:
+        job = _ChildJob(cloudpickle.loads(blob), index, control)
+
+        async def rendezvous(address: str) -> list[str]:
+            await control.send_frame([("address", address, job.digest)])
+            (message,) = await control.receive()
+            return list(message[1])
+
+        await job.connect(rendezvous)
+    except Exception as exc:
+        # Reported to the caller, which ends this process.
+        await control.send_frame(
+            [("error", type(exc).__name__, f"worker process {index}: {exc!r}", None)]
+        )
+        raise
+    await control.send_frame([("ready",)])
+    handler = _Forward(control)
+    _log.addHandler(handler)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(control.send_loop)
+
+            async def take_feeds() -> None:
+                while True:
+                    try:
+                        messages = await control.receive()
+                    except (EOFError, OSError, trio.BrokenResourceError):
+                        os._exit(1)  # the caller is gone: so is this job
+                    for m in messages:
+                        job.apply(m)
+
+            feeds = trio.CancelScope()
+
+            async def guarded() -> None:
+                with feeds:
+                    await take_feeds()
+
+            nursery.start_soon(guarded)
+            with contextlib.suppress(Exception):
+                async with _OpenJob(job, None):
+                    await job._wait_for(job._finished)
+            feeds.cancel()
+            control.queue(("done", job._stats()))
+            control.close_after_queued()
+    finally:
+        _log.removeHandler(handler)
+
+
+async def _serve(fd: int) -> None:
+    sock = trio.socket.from_stdlib_socket(socket.socket(fileno=fd))
+    stream = trio.SocketStream(sock)
+    buffered = bytearray()
+    while True:
+        control = Link(stream, -1)
+        control._buf = buffered  # what the last job's link read ahead, if anything
+        try:
+            ((_, index, path, level, blob),) = await control.receive()
+        except (EOFError, OSError, trio.BrokenResourceError):
+            return  # the caller closed the pool or went away
+        await _run_job(control, index, path, level, blob)
+        buffered = control._buf
+
+
+def main(argv: list[str] | None = None) -> None:
+    """A worker process: serve jobs on the control socket whose descriptor is ``argv[0]``."""
+    args = sys.argv[1:] if argv is None else argv
+    trio.run(_serve, int(args[0]))
+
+
+if __name__ == "__main__":
+    main()
