@@ -22,8 +22,12 @@ The job runs when :func:`run` is called, once: the result is checkpointed locall
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+
+from pyspark.accumulators import AccumulatorParam
 
 from ...operators.collection import Pipeline
 from ...scheduler.peer import run_peer
@@ -31,12 +35,52 @@ from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
 from ._slots import require_slots, task_host
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["check_inputs", "run"]
+__all__ = ["check_inputs", "phase_timings", "run"]
 
 #: Seconds a task waits for its peers (binding, the ``allGather``, the TCP mesh).
 RENDEZVOUS_TIMEOUT_S = 120.0
+
+Timings = dict[str, float]
+
+
+class _Slowest(AccumulatorParam[Timings]):
+    """Per phase, the slowest task's seconds (``started``: the earliest task's start)."""
+
+    def zero(self, value: Timings) -> Timings:
+        return {}
+
+    def addInPlace(self, value1: Timings, value2: Timings) -> Timings:
+        for phase, seconds in value2.items():
+            pick = min if phase == "started" else max
+            value1[phase] = pick(value1.get(phase, seconds), seconds)
+        return value1
+
+
+_timings: Accumulator[Timings] | None = None
+
+
+@contextlib.contextmanager
+def phase_timings(spark: SparkSession) -> Iterator[Timings]:
+    """Where the :func:`run` jobs inside the block spend their time, per phase of a task.
+
+    The dict it gives is filled when the block ends: ``submitted`` and ``started`` (epoch
+    seconds: the job's submission on the driver, the earliest task's start; between them
+    Spark reads the inputs and shuffles them to the tasks' partitions), then the slowest
+    task's seconds in each phase: ``read_s`` (the partition's rows as updates),
+    ``rendezvous_s`` (the ``allGather``), ``dataflow_s`` (the mesh and the dataflow, to its
+    output), ``output_s`` (the output as Arrow batches, handed to Spark).
+    """
+    global _timings
+    result: Timings = {}
+    _timings = spark.sparkContext.accumulator({}, _Slowest())
+    try:
+        yield result
+    finally:
+        result.update(_timings.value)
+        _timings = None
 
 
 def check_inputs(
@@ -131,23 +175,50 @@ def run(
         raise ValueError(msg)
     tagged = tag_inputs(spark, layouts, frames).repartition(n)
 
+    timings = _timings
+
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
 
         ctx = BarrierTaskContext.get()
+        started = time.time()
+        clock = time.perf_counter
+        start = clock()
         feed = read_partition(layouts, batches)
+        read = clock()
+        gathered = [0.0]
+
+        def rendezvous(address: str) -> list[str]:
+            begin = clock()
+            addresses = ctx.allGather(address)
+            gathered[0] = clock() - begin
+            return addresses
+
         result = run_peer(
             pipeline,
             index=ctx.partitionId(),
             peers=n,
-            rendezvous=ctx.allGather,
+            rendezvous=rendezvous,
             feed=feed,
             host=task_host(),
             connect_timeout=RENDEZVOUS_TIMEOUT_S,
         )
+        ran = clock()
         yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
+        if timings is not None:
+            timings.add(
+                {
+                    "started": started,
+                    "read_s": read - start,
+                    "rendezvous_s": gathered[0],
+                    "dataflow_s": ran - read - gathered[0],
+                    "output_s": clock() - ran,
+                }
+            )
 
     require_slots(sc, n, f"dfspark.run with partitions={n}")
+    if timings is not None:
+        timings.add({"submitted": time.time()})
     combined = tagged.mapInArrow(task, output.combined, barrier=True).localCheckpoint(eager=True)
     frames_out = output.split(combined)
     return frames_out["output"] if output.single else frames_out
