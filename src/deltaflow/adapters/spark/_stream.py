@@ -166,9 +166,9 @@ class SparkStream:
     sink: Sink
     peers: int
     _server: socket.socket
-    _thread: threading.Thread
     _group: str
     query: StreamingQuery | None = None
+    _thread: threading.Thread | None = None
     _links: list[socket.socket] = attrs.field(factory=list)
     _job_error: BaseException | None = None
     _failure: str | None = None
@@ -178,11 +178,24 @@ class SparkStream:
     #: Per micro-batch: seconds in the ``foreachBatch`` function (read, step, sink).
     batch_seconds: list[float] = attrs.field(factory=list)
 
-    def _run_job(self, job: Callable[[], object]) -> None:
-        try:
-            job()
-        except BaseException as exc:
-            self._job_error = exc
+    def _start_workers(self, job: Callable[[], object]) -> None:
+        """Run the workers' barrier job in a driver thread; its failure is kept."""
+
+        def body() -> None:
+            try:
+                job()
+            except BaseException as exc:
+                self._job_error = exc
+
+        self._thread = threading.Thread(target=body, name=self._group, daemon=True)
+        self._thread.start()
+
+    def _join(self, timeout: float) -> bool:
+        """Wait for the workers' job to end; True if it has."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _accept(self, token: str, timeout: float) -> None:
         """Wait for every worker to connect (or for the job to fail)."""
@@ -190,7 +203,7 @@ class SparkStream:
         deadline = time.monotonic() + timeout
         self._server.settimeout(0.2)
         while len(links) < self.peers:
-            if not self._thread.is_alive():
+            if self._join(0):
                 self._raise_job_error("the workers' job ended before every worker connected")
             if time.monotonic() > deadline:
                 msg = f"only {len(links)} of {self.peers} workers connected in {timeout} s"
@@ -209,7 +222,7 @@ class SparkStream:
         self._links = [links[i] for i in range(self.peers)]
 
     def _raise_job_error(self, what: str) -> None:
-        self._thread.join(timeout=30)
+        self._join(30)
         msg = f"{what}: {self._failure or self._job_error or 'no error reported'}"
         raise DeltaflowError(msg) from self._job_error
 
@@ -262,10 +275,9 @@ class SparkStream:
         for link in self._links:
             with contextlib.suppress(OSError):
                 link.sendall(_frame(("stop",)))
-        self._thread.join(timeout=60)
-        if self._thread.is_alive():
+        if not self._join(60):
             self.spark.sparkContext.cancelJobGroup(self._group)
-            self._thread.join(timeout=30)
+            self._join(30)
         for link in self._links:
             link.close()
         self._server.close()
@@ -434,11 +446,9 @@ def stream(
         sc.setJobGroup(group, "deltaflow stream workers", interruptOnCancel=True)
         sc.parallelize(range(n), n).barrier().mapPartitions(task).collect()
 
-    running = SparkStream(spark, layouts, output, sink, n, server, threading.Thread(), group)
-    thread = threading.Thread(target=running._run_job, args=(job,), daemon=True)
-    running._thread = thread
-    thread.start()
+    running = SparkStream(spark, layouts, output, sink, n, server, group)
     try:
+        running._start_workers(job)
         running._accept(token, RENDEZVOUS_TIMEOUT_S)
         writer = tag_inputs(spark, layouts, frames).writeStream.foreachBatch(running._on_batch)
         if trigger:
