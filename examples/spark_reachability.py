@@ -27,58 +27,18 @@ import time
 from collections import Counter
 from typing import Any
 
-import numpy as np
-
-import deltaflow as df
-
-Edge = tuple[int, int]
-
-
-class Reachability(df.Pipeline):
-    """Pairs ``(root, node)`` such that ``node`` is reachable from ``root``."""
-
-    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
-        def step(reach: df.Collection) -> df.Collection:
-            return (
-                reach.map(lambda rn: (rn[1], rn[0]))
-                .join_map(edges, lambda node, root, dst: (root, dst))
-                .concat(roots.map(lambda r: (r, r)))
-                .distinct()
-            )
-
-        return roots.map(lambda r: (r, r)).iterate(step)
+import reachability  # the pipeline and the data of examples/reachability.py
 
 
 def edge_updates(
     nodes: int, edges: int, changes: int, seed: int
 ) -> list[tuple[int, int, int, int]]:
     """``(src, dst, time, diff)``: the initial edges at time 0, then one window move per time."""
-    rng = np.random.default_rng(seed)
-    init = [tuple(e) for e in rng.integers(0, nodes, size=(edges, 2)).tolist()]
-    extra = [tuple(e) for e in rng.integers(0, nodes, size=(changes, 2)).tolist()]
+    init, rounds = reachability.generate(nodes, edges, changes, seed)
     rows = [(s, d, 0, 1) for s, d in init]
-    live = init + extra
-    for t in range(1, changes + 1):
-        rows.append((*extra[t - 1], t, 1))
-        rows.append((*live[t - 1], t, -1))
+    for t, (new, old) in enumerate(rounds, start=1):
+        rows += [(*new, t, 1), (*old, t, -1)]
     return rows
-
-
-def reachable(roots: list[int], edges: list[Edge]) -> set[Edge]:
-    """The answer in plain Python: a depth-first search from every root."""
-    adj: dict[int, list[int]] = {}
-    for s, d in edges:
-        adj.setdefault(s, []).append(d)
-    pairs: set[Edge] = set()
-    for r in roots:
-        seen, stack = {r}, [r]
-        while stack:
-            for m in adj.get(stack.pop(), ()):
-                if m not in seen:
-                    seen.add(m)
-                    stack.append(m)
-        pairs.update((r, n) for n in seen)
-    return pairs
 
 
 def session(master: str) -> Any:
@@ -99,7 +59,7 @@ def session(master: str) -> Any:
     return spark
 
 
-def main(argv: list[str] | None = None, spark: Any = None) -> set[Edge]:
+def main(argv: list[str] | None = None, spark: Any = None) -> set[reachability.Edge]:
     """Parse the arguments, run on Spark (``spark``, or a session of its own), print the
     answer; returns the final reachable pairs."""
     from deltaflow.adapters import spark as dfspark
@@ -111,12 +71,16 @@ def main(argv: list[str] | None = None, spark: Any = None) -> set[Edge]:
     parser.add_argument("--changes", type=int, default=20, help="window moves, one per time")
     parser.add_argument("--partitions", type=int, default=2, help="workers (barrier tasks)")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--seed", type=int, default=20161126 + 2)
+    parser.add_argument("--seed", type=int, default=reachability.SEED)
     parser.add_argument("--check", action="store_true", help="compare with plain Python")
     args = parser.parse_args(argv)
     own = spark is None
     if own:
         spark = session(args.master)
+    from pyspark import cloudpickle
+
+    # The executors may not find examples/ on their path: ship the pipeline's module whole.
+    cloudpickle.register_pickle_by_value(reachability)
     try:
         updates = edge_updates(args.nodes, args.edges, args.changes, args.seed)
         roots = list(range(args.roots))
@@ -124,7 +88,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> set[Edge]:
         roots_df = spark.createDataFrame([(r,) for r in roots], "root long")
         start = time.perf_counter()
         out = dfspark.run(
-            Reachability(),
+            reachability.Reachability(),
             spark,
             roots=roots_df,
             edges=edges_df,
@@ -142,10 +106,10 @@ def main(argv: list[str] | None = None, spark: Any = None) -> set[Edge]:
     print("reachable per root:", dict(sorted(Counter(r for r, _ in pairs).items())))
     print(f"answer: {len(pairs)} reachable pairs")
     if args.check:
-        live: Counter[Edge] = Counter()
+        live: Counter[reachability.Edge] = Counter()
         for s, d, _, diff in updates:
             live[(s, d)] += diff
-        ok = pairs == reachable(roots, [e for e, n in live.items() if n > 0])
+        ok = pairs == reachability.reachable(roots, [e for e, n in live.items() if n > 0])
         print("check:", "ok" if ok else "MISMATCH")
     return pairs
 

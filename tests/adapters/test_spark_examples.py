@@ -16,9 +16,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def load(name: str) -> ModuleType:
-    """Import ``examples/<name>.py``; Spark ships its pipeline to the executors by value."""
+    """Import ``examples/<name>.py`` (its sibling modules importable, as when run as a
+    script); Spark ships its pipeline to the executors by value."""
     from pyspark import cloudpickle
 
+    if str(EXAMPLES) not in sys.path:
+        sys.path.append(str(EXAMPLES))
     spec = importlib.util.spec_from_file_location(
         f"deltaflow_example_{name}", EXAMPLES / f"{name}.py"
     )

@@ -234,3 +234,16 @@ def test_bad_arguments(spark: Any) -> None:
         dfspark.run(pipes.Split(), spark, words=xs, schema="x long")
     with pytest.raises(ValueError, match="the adapter adds 'time' and 'diff'"):
         dfspark.run(pipes.Identity(), spark, xs=xs, schema="x long, time long")
+
+
+def test_public_names_and_signature() -> None:
+    """The adapter's names are documented, and run() has the contract's signature."""
+    import inspect
+
+    for name in dfspark.__all__:
+        assert inspect.getdoc(getattr(dfspark, name)), name
+    params = inspect.signature(dfspark.run).parameters
+    assert list(params)[:2] == ["pipeline", "spark"]
+    assert params["schema"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["partitions"].default is None
+    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
