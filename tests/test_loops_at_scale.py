@@ -222,11 +222,15 @@ def churning_graphs(draw: st.DrawFn) -> dict[str, list[Update]]:
 
 
 async def fed_through_open(
-    pipe: df.Pipeline, workers: int, inputs: dict[str, list[Update]], stops: list[int]
+    pipe: df.Pipeline,
+    workers: int,
+    inputs: dict[str, list[Update]],
+    stops: list[int],
+    processes: int = 1,
 ) -> list[Update]:
     """Every update fed with ``update_at``, the job advanced to each of ``stops`` on the way
     and closed with the remaining times still open."""
-    async with df.open(pipe, workers=workers) as job:
+    async with df.open(pipe, workers=workers, processes=processes) as job:
         times = sorted({t for ups in inputs.values() for _, t, _ in ups})
         for t in times:
             if t in stops:
@@ -244,12 +248,13 @@ def run_shape(
     inputs: dict[str, list[Update]],
     how: str,
     stops: list[int],
+    processes: int = 1,
 ) -> list[Update]:
     pipe = pipeline_of(build)
     if how == "run":
-        out: list[Update] = df.run(pipe, workers=workers, **inputs)
+        out: list[Update] = df.run(pipe, workers=workers, processes=processes, **inputs)
         return out
-    return trio.run(fed_through_open, pipe, workers, inputs, stops)
+    return trio.run(fed_through_open, pipe, workers, inputs, stops, processes)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 4])

@@ -93,8 +93,7 @@ class Actor:
         # since (``frontier`` then fetches it from the worker's tracker); always ``None`` for
         # an operator whose frontiers are not watched.
         self.frontiers: list[Antichain | None] = [
-            Antichain.from_elem(initial) if self.watches_frontiers else None
-            for _ in range(inputs)
+            Antichain.from_elem(initial) if self.watches_frontiers else None for _ in range(inputs)
         ]
         self.outputs = outputs
         self.summaries = summaries

@@ -46,7 +46,7 @@ from ..framework.antichain import Antichain
 from ..operators.base import UpdateBatch
 from .peer import PeerJob
 from .runtime import Job, _OpenJob
-from .tcp import Link
+from .tcp import Link, describe_workers
 
 if TYPE_CHECKING:
     from ..operators.collection import Pipeline
@@ -192,6 +192,7 @@ class _Control:
         self.done = 0
         self.ended = False
         self.pool: ProcessPool | None = None
+        self._nursery: trio.Nursery | None = None
 
     # Transport protocol: the caller has no workers.
     def attach(self, workers: list[Worker]) -> None:
@@ -206,11 +207,7 @@ class _Control:
         raise AssertionError("the caller of a multi-process job hosts no worker")
 
     def _describe(self, p: int) -> str:
-        first = p * self.local
-        workers = (
-            f"worker {first}" if self.local == 1 else f"workers {first}-{first + self.local - 1}"
-        )
-        return f"{workers} (process {p}, pid {self.processes[p].popen.pid})"
+        return f"{describe_workers(p, self.local)[:-1]}, pid {self.processes[p].popen.pid})"
 
     async def start(self, spec: bytes) -> None:
         """Start (or take from the pool) the processes, ship the job, be their rendezvous."""
@@ -289,7 +286,18 @@ class _Control:
             self.stats[p] = message[1]
             self.done += 1
         elif kind == "error":
-            job.fail(self._error(message))
+            error = self._error(message)
+            if isinstance(error, PeerLostError):
+                # Another process lost this one's peer: give the caller's own view of that
+                # process (it died? with which code?) a moment to be the error reported.
+                assert self._nursery is not None
+                self._nursery.start_soon(self._fail_later, error)
+            else:
+                job.fail(error)
+
+    async def _fail_later(self, error: BaseException) -> None:
+        await trio.sleep(1)
+        self.job.fail(error)
 
     async def _receive_loop(self, p: int) -> None:
         link = self.links[p]
@@ -313,6 +321,7 @@ class _Control:
         clean = False
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 for p, link in enumerate(self.links):
                     nursery.start_soon(self._receive_loop, p)
                     nursery.start_soon(link.send_loop)
@@ -490,6 +499,7 @@ class _ChildJob(PeerJob):
             if probe.frontier is not self._probes[i]:
                 self._probes[i] = probe.frontier
                 self.control.queue(("probe", i, list(probe.frontier)))
+        self.control.flush_now()  # the caller may be waiting on this very report
 
     def fail(self, exc: BaseException) -> None:
         """As :meth:`PeerJob.fail`, and tell the caller."""

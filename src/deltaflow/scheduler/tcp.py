@@ -21,6 +21,7 @@ which is all the progress protocol asks of a transport (see
 
 from __future__ import annotations
 
+import os
 import pickle
 import struct
 from collections.abc import Callable
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from .transport import ProgressChange
     from .worker import Worker
 
-__all__ = ["Link", "TcpTransport", "decode", "encode"]
+__all__ = ["Link", "TcpTransport", "decode", "describe_workers", "encode"]
 
 _HEAD = struct.Struct("<QI")
 #: Reads smaller than this go through the link's buffer (many small frames per syscall);
@@ -78,6 +79,10 @@ class Link:
         self._out: list[Any] = []
         self._ready = trio.Event()
         self._closing = False
+        self._fd = self._sock.fileno()
+        #: What :meth:`flush_now` could not write at once (sent first by :meth:`send_loop`).
+        self._unsent: list[memoryview] = []
+        self._sending = False
 
     # -- sending ---------------------------------------------------------------------------
     def queue(self, message: Any) -> None:
@@ -85,13 +90,40 @@ class Link:
         self._out.append(message)
         self._ready.set()
 
+    def flush_now(self) -> None:
+        """Write what is queued without waiting for :meth:`send_loop`'s turn, as far as the
+        socket takes it at once; the rest is left to :meth:`send_loop`.
+
+        A worker calls this at the end of each step: the other process then hears of the
+        step as soon as it is over, not when trio next schedules the sending task (which
+        waits until the worker yields).
+        """
+        if self._sending or self._unsent or not self._out:
+            return
+        out, self._out = self._out, []
+        unsent = [memoryview(piece).cast("B") for piece in encode(out)]
+        try:
+            while unsent:
+                n = os.write(self._fd, unsent[0])
+                if n == len(unsent[0]):
+                    unsent.pop(0)
+                else:
+                    unsent[0] = unsent[0][n:]
+        except BlockingIOError:
+            pass
+        except OSError:
+            pass  # the stream broke: send_loop finds out and reports it
+        if unsent:
+            self._unsent = unsent
+            self._ready.set()
+
     def close_after_queued(self) -> None:
         """End :meth:`send_loop` once what is queued has been sent."""
         self._closing = True
         self._ready.set()
 
     async def send_frame(self, messages: Any) -> None:
-        """Write one frame of ``messages`` now."""
+        """Write one frame of ``messages`` now (nothing else may be sending)."""
         head, body, *raws = encode(messages)
         if len(body) < _CHUNK:
             await self.stream.send_all(head + body)
@@ -106,9 +138,16 @@ class Link:
         while True:
             await self._ready.wait()
             self._ready = trio.Event()
-            out, self._out = self._out, []
-            if out:
-                await self.send_frame(out)
+            self._sending = True
+            try:
+                unsent, self._unsent = self._unsent, []
+                for piece in unsent:
+                    await self.stream.send_all(piece)
+                out, self._out = self._out, []
+                if out:
+                    await self.send_frame(out)
+            finally:
+                self._sending = False
             if self._closing and not self._out:
                 return
 
@@ -211,6 +250,7 @@ class TcpTransport:
         message = ("p", changes)
         for link in self.links.values():
             link.queue(message)
+            link.flush_now()  # the end of the sender's step: what it sent can leave now
 
     def report_error(self, exc: BaseException) -> None:
         """Tell every other process that this one failed (once)."""
@@ -264,8 +304,7 @@ class TcpTransport:
                 messages = await link.receive()
             except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 if not self._finished.is_set():
-                    workers = f"{link.peer * self.local}-{(link.peer + 1) * self.local - 1}"
-                    msg = f"lost the process of workers {workers} (process {link.peer})"
+                    msg = f"lost the process of {describe_workers(link.peer, self.local)}"
                     self.on_error(PeerLostError(msg))
                 return
             if self._deliver(link, messages):
@@ -287,6 +326,17 @@ class TcpTransport:
                 nursery.start_soon(self._receive_loop, link)
         for link in self.links.values():
             await link.aclose()
+
+
+def describe_workers(process: int, local: int) -> str:
+    """``"worker 3 (process 3)"``, ``"workers 2-3 (process 1)"``: who a process hosts.
+
+    >>> describe_workers(1, 2)
+    'workers 2-3 (process 1)'
+    """
+    first = process * local
+    workers = f"worker {first}" if local == 1 else f"workers {first}-{first + local - 1}"
+    return f"{workers} (process {process})"
 
 
 def _remote_error(peer: int, name: str, text: str, operator: str | None) -> BaseException:
