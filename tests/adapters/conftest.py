@@ -22,7 +22,9 @@ SLOTS = 5
 
 
 @pytest.fixture(scope="session")
-def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+def spark(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     """A local SparkSession with :data:`SLOTS` task slots, stopped when the tests end."""
     if request.config.getoption("--schedule"):
         pytest.skip("Spark runs its workers in processes of its own, out of --schedule's reach")
@@ -42,6 +44,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
         .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
         .config("spark.barrier.sync.timeout", "120")
         .config("spark.driver.memory", "768m")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         .getOrCreate()
     )
