@@ -30,12 +30,16 @@ nonsense.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
 from .tcp import Link
+
+if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport there
+    from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -57,6 +61,14 @@ def plan_digest(plan: Plan, workers: int) -> str:
         edges = [[(e.node, e.port) for e in port] for port in node.inputs]
         h.update(repr((node.name, edges, node.outputs, node.depth)).encode())
     return h.hexdigest()[:16]
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first error of a (nested) group: what one failed connection raised."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _split_address(address: str) -> tuple[str, int]:
@@ -112,11 +124,14 @@ async def connect_mesh(
             await link.send_frame(("hello", index, digest))
             check(other, other_digest)
 
-        async with trio.open_nursery() as nursery:
-            for j in range(index):
-                nursery.start_soon(dial, j)
-            for _ in range(index + 1, peers):  # one accepting task: a socket has one reader
-                nursery.start_soon(greet, await listener.accept())
+        try:
+            async with trio.open_nursery() as nursery:
+                for j in range(index):
+                    nursery.start_soon(dial, j)
+                for _ in range(index + 1, peers):  # one accepting task: a socket has one reader
+                    nursery.start_soon(greet, await listener.accept())
+        except BaseExceptionGroup as group:
+            raise _first(group) from None
     except BaseException:
         for link in links.values():
             await trio.aclose_forcefully(link.stream)

@@ -21,6 +21,7 @@ which is all the progress protocol asks of a transport (see
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import struct
@@ -138,18 +139,23 @@ class Link:
         while True:
             await self._ready.wait()
             self._ready = trio.Event()
-            self._sending = True
-            try:
-                unsent, self._unsent = self._unsent, []
-                for piece in unsent:
-                    await self.stream.send_all(piece)
-                out, self._out = self._out, []
-                if out:
-                    await self.send_frame(out)
-            finally:
-                self._sending = False
+            await self.drain()
             if self._closing and not self._out:
                 return
+
+    async def drain(self) -> None:
+        """Write everything queued, unless a write was interrupted (the stream is then in no
+        state to take more: ``_sending`` stays set)."""
+        if self._sending:
+            return
+        self._sending = True
+        unsent, self._unsent = self._unsent, []
+        for piece in unsent:
+            await self.stream.send_all(piece)
+        out, self._out = self._out, []
+        if out:
+            await self.send_frame(out)
+        self._sending = False
 
     # -- receiving -------------------------------------------------------------------------
     async def _read(self, n: int) -> Any:
@@ -203,6 +209,9 @@ class TcpTransport:
     process has said goodbye too. ``on_error`` is told when another process reports a failure
     or goes away.
     """
+
+    #: Seconds a cancelled transport may spend sending what is queued (a failure report).
+    GRACE_S = 1.0
 
     def __init__(
         self,
@@ -319,13 +328,25 @@ class TcpTransport:
                 self.on_error(PeerLostError(msg))
 
     async def run(self) -> None:
-        """Send and receive on every link until every process has said goodbye."""
-        async with trio.open_nursery() as nursery:
-            for link in self.links.values():
-                nursery.start_soon(self._send_loop, link)
-                nursery.start_soon(self._receive_loop, link)
-        for link in self.links.values():
-            await link.aclose()
+        """Send and receive on every link until every process has said goodbye.
+
+        Cancelled (the job failed here, or was abandoned), it still tries for a moment to
+        send what is queued, so the other processes hear of the failure rather than only
+        see the connection drop.
+        """
+        try:
+            async with trio.open_nursery() as nursery:
+                for link in self.links.values():
+                    nursery.start_soon(self._send_loop, link)
+                    nursery.start_soon(self._receive_loop, link)
+        finally:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(self.GRACE_S):
+                    for link in self.links.values():
+                        with contextlib.suppress(trio.BrokenResourceError, OSError):
+                            await link.drain()
+                for link in self.links.values():
+                    await trio.aclose_forcefully(link.stream)
 
 
 def describe_workers(process: int, local: int) -> str:

@@ -1,0 +1,164 @@
+"""The peer entry points the Spark adapter calls, over real loopback sockets.
+
+Each peer runs in a thread of its own with its own trio loop (as each Spark barrier task
+runs in its own process); the rendezvous is a barrier that hands every peer the list of
+addresses, as one ``allGather`` does. Concatenated, the peers' results must be ``df.run``'s.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import deltaflow as df
+from deltaflow.scheduler.peer import open_peer, run_peer
+from deltaflow.testing import collect
+
+
+def gather(n: int) -> Callable[[int], Callable[[str], Sequence[str]]]:
+    """Per peer, a rendezvous that returns every peer's address once all have published."""
+    addresses: list[str] = [""] * n
+    barrier = threading.Barrier(n, timeout=30)
+
+    def rendezvous_of(i: int) -> Callable[[str], Sequence[str]]:
+        def rendezvous(address: str) -> Sequence[str]:
+            addresses[i] = address
+            barrier.wait()
+            return list(addresses)
+
+        return rendezvous
+
+    return rendezvous_of
+
+
+def in_threads(n: int, body: Callable[[int], Any]) -> list[Any]:
+    """``body(i)`` for every peer ``i`` at once; the results, or the first error raised."""
+    results: list[Any] = [None] * n
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            results[i] = body(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive(), "a peer hangs"
+    if errors:
+        raise errors[0]
+    return results
+
+
+class CountValues(df.Pipeline):
+    def build(self, xs: df.Collection) -> df.Collection:
+        return xs.map(lambda x: (x, x)).count().map(lambda kn: kn[1])
+
+
+class Reach(df.Pipeline):
+    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
+        def step(r: df.Collection) -> df.Collection:
+            return (
+                r.map(lambda rn: (rn[1], rn[0]))
+                .join_map(edges, lambda node, root, dst: (root, dst))
+                .concat(roots.map(lambda x: (x, x)))
+                .distinct()
+            )
+
+        return roots.map(lambda x: (x, x)).iterate(step)
+
+
+updates = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.sampled_from([1, 1, -1])))
+edges = st.lists(
+    st.tuples(st.tuples(st.integers(0, 6), st.integers(0, 6)), st.integers(0, 3), st.just(1))
+)
+
+
+@pytest.mark.parametrize(("peers", "local"), [(2, 1), (3, 1), (2, 2)])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(xs=updates, es=edges)
+def test_peers_together_give_run_s_output(
+    peers: int, local: int, xs: list[Any], es: list[Any]
+) -> None:
+    for pipe, feed in [
+        (CountValues(), {"xs": xs}),
+        (Reach(), {"roots": [(0, 0, 1), (3, 1, 1)], "edges": es}),
+    ]:
+        rendezvous = gather(peers)
+        parts = in_threads(
+            peers,
+            lambda i, pipe=pipe, feed=feed, rendezvous=rendezvous: run_peer(
+                pipe,
+                index=i,
+                peers=peers,
+                rendezvous=rendezvous(i),
+                feed={name: ups[i::peers] for name, ups in feed.items()},
+                workers_per_peer=local,
+            ),
+        )
+        together = [u for part in parts for u in part]
+        # Equal data meet on one peer: no (data, time) twice across the peers.
+        assert len({(d, t) for d, t, _ in together}) == len(together)
+        assert sorted(together, key=repr) == sorted(collect(pipe, 1, **feed), key=repr)
+
+
+def test_open_peer_steps_one_time_per_micro_batch() -> None:
+    rendezvous = gather(2)
+    batches = [
+        [{"xs": [("a", 1), ("b", 1)]}, {"xs": [("a", 1)]}],
+        [{"xs": [("c", 1)]}, {}],
+        [{"xs": [("a", -1)]}, {"xs": [("c", 1), ("d", 1)]}],
+    ]
+
+    async def peer(i: int) -> list[Any]:
+        out = []
+        async with open_peer(CountValues(), index=i, peers=2, rendezvous=rendezvous(i)) as p:
+            for step in batches:
+                assert p.time == len(out)
+                out.append(await p.step(step[i]))
+        return out
+
+    per_peer = in_threads(2, lambda i: trio.run(peer, i))
+    at = [sorted(u for part in per_peer for u in part[t]) for t in range(3)]
+    # Counts a:2 b:1, then c:1 too, then a:1 b:1 c:2 d:1: the values {2, 1}, {2, 1, 1},
+    # {1, 1, 2, 1}.
+    assert at == [[(1, 0, 1), (2, 0, 1)], [(1, 1, 1)], [(1, 2, 1)]]
+
+
+def test_peers_running_different_pipelines_fail_naming_each_other() -> None:
+    class Other(df.Pipeline):
+        def build(self, xs: df.Collection) -> df.Collection:
+            return xs.map(lambda x: x)
+
+    rendezvous = gather(2)
+    pipes = [CountValues(), Other()]
+    with pytest.raises(ValueError, match="peer 1 runs"):
+        in_threads(2, lambda i: run_peer(pipes[i], index=i, peers=2, rendezvous=rendezvous(i)))
+
+
+def test_a_user_error_on_one_peer_stops_every_peer() -> None:
+    class Bad(df.Pipeline):
+        def build(self, xs: df.Collection) -> df.Collection:
+            return xs.map(lambda x: 1 // x)
+
+    rendezvous = gather(2)
+    feeds = [[(1, 0, 1)], [(0, 0, 1)]]
+    errors: list[BaseException] = []
+
+    def body(i: int) -> None:
+        try:
+            run_peer(Bad(), index=i, peers=2, rendezvous=rendezvous(i), feed={"xs": feeds[i]})
+        except df.OperatorError as exc:
+            errors.append(exc)
+
+    in_threads(2, body)
+    assert len(errors) == 2
+    assert all("ZeroDivisionError" in str(e) and "map" in e.operator for e in errors)  # type: ignore[attr-defined]
