@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 from tests.schedule import ScheduledTransport, scheduled
 
@@ -65,12 +66,17 @@ def test_each_pair_is_a_fifo_and_seeds_change_the_interleaving() -> None:
     assert len({tuple(o) for o in orders}) > 1, "different seeds give different interleavings"
 
 
-def test_scheduled_replaces_the_transport_only_inside_the_block() -> None:
+def test_scheduled_replaces_the_transport_only_inside_the_block(
+    request: pytest.FixtureRequest,
+) -> None:
     async def transport_of_a_job() -> type:
         async with df.open(Spread(), workers=2) as job:
             kind = type(job.transport)
         return kind
 
+    before = trio.run(transport_of_a_job)
+    if not request.config.getoption("--schedule"):  # (else the whole test runs under one)
+        assert before is InProcessTransport
     with scheduled(7):
         assert trio.run(transport_of_a_job) is ScheduledTransport
-    assert trio.run(transport_of_a_job) is InProcessTransport
+    assert trio.run(transport_of_a_job) is before
