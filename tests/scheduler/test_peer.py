@@ -7,6 +7,7 @@ addresses, as one ``allGather`` does. Concatenated, the peers' results must be `
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,9 +15,12 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.reference import assert_matches_oracle
+from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of, reach_by_root
 
 import deltaflow as df
 from deltaflow.scheduler.peer import open_peer, run_peer
+from deltaflow.scheduler.tcp import Link
 from deltaflow.testing import collect
 
 
@@ -63,19 +67,6 @@ class CountValues(df.Pipeline):
         return xs.map(lambda x: (x, x)).count().map(lambda kn: kn[1])
 
 
-class Reach(df.Pipeline):
-    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
-        def step(r: df.Collection) -> df.Collection:
-            return (
-                r.map(lambda rn: (rn[1], rn[0]))
-                .join_map(edges, lambda node, root, dst: (root, dst))
-                .concat(roots.map(lambda x: (x, x)))
-                .distinct()
-            )
-
-        return roots.map(lambda x: (x, x)).iterate(step)
-
-
 updates = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.sampled_from([1, 1, -1])))
 edges = st.lists(
     st.tuples(st.tuples(st.integers(0, 6), st.integers(0, 6)), st.integers(0, 3), st.just(1))
@@ -90,7 +81,7 @@ def test_peers_together_give_run_s_output(
 ) -> None:
     for pipe, feed in [
         (CountValues(), {"xs": xs}),
-        (Reach(), {"roots": [(0, 0, 1), (3, 1, 1)], "edges": es}),
+        (pipeline_of(reach_by_root), {"roots": [(0, 0, 1), (3, 1, 1)], "edges": es}),
     ]:
         rendezvous = gather(peers)
         parts = in_threads(
@@ -162,3 +153,36 @@ def test_a_user_error_on_one_peer_stops_every_peer() -> None:
     in_threads(2, body)
     assert len(errors) == 2
     assert all("ZeroDivisionError" in str(e) and "map" in e.operator for e in errors)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inputs=churning_graphs(), seed=st.integers(0, 2**32 - 1))
+def test_loops_under_random_link_delays(
+    shape: str, inputs: dict[str, list[Any]], seed: int
+) -> None:
+    """Every frame waits a random while before it leaves (FIFO per link kept): the loops
+    still match the recompute over three peers."""
+    build, query = SHAPES[shape]
+    rng = random.Random(seed)
+    drain = Link.drain
+
+    async def delayed(self: Link) -> None:
+        await trio.sleep(rng.choice([0, 0, 0.0005, 0.002]))
+        await drain(self)
+
+    rendezvous = gather(3)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(Link, "flush_now", lambda self: None)  # every frame through the delay
+        m.setattr(Link, "drain", delayed)
+        parts = in_threads(
+            3,
+            lambda i: run_peer(
+                pipeline_of(build),
+                index=i,
+                peers=3,
+                rendezvous=rendezvous(i),
+                feed={name: ups[i::3] for name, ups in inputs.items()},
+            ),
+        )
+    assert_matches_oracle([u for part in parts for u in part], inputs, query)

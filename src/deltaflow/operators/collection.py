@@ -260,7 +260,12 @@ class Collection:
         return self._linear(Step("negate"))
 
     def inspect(self, fn: Callable[[tuple[Any, Time, int]], Any]) -> Collection:
-        """Call ``fn((data, time, diff))`` for every update passing by; data is unchanged."""
+        """Call ``fn((data, time, diff))`` for every update passing by; data is unchanged.
+
+        ``fn`` runs where the worker runs: with ``processes >= 2``, in the worker's process
+        (a ``print`` goes to that process's standard output, a log record on the
+        ``deltaflow`` logger is re-emitted in the caller's), not in the caller's.
+        """
         return self._linear(Step("inspect", fn))
 
     def concat(self, *others: Collection) -> Collection:

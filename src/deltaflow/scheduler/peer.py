@@ -31,7 +31,7 @@ import trio
 
 from .collector import GC_THRESHOLD, check_gc_threshold
 from .mesh import Rendezvous, connect_mesh, plan_digest
-from .runtime import Job, _OpenJob, _sorted_updates, _validate
+from .runtime import Job, _OpenJob, _run_to_end, _validate
 from .tcp import Link, TcpTransport
 
 if TYPE_CHECKING:
@@ -230,13 +230,7 @@ def run_peer(
 
     async def main() -> dict[str, Updates]:
         async with _running(job, _threaded(rendezvous), host, connect_timeout, gc_threshold):
-            for name, by_time in validated.items():
-                handle = job.inputs[name]
-                for time in sorted(by_time):
-                    data, diffs = by_time[time]
-                    handle._extend(data, diffs, time)
-            await job.close()
-        return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
+            return await _run_to_end(job, validated)
 
     result = trio.run(main)
     return result["output"] if job.builder.single_output else result

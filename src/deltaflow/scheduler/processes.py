@@ -44,6 +44,7 @@ import trio
 from ..errors import OperatorError, PeerLostError
 from ..framework.antichain import Antichain
 from ..operators.base import UpdateBatch
+from .collector import GC_THRESHOLD
 from .peer import PeerJob
 from .runtime import Job, _OpenJob
 from .tcp import Link, describe_workers
@@ -356,7 +357,15 @@ class _Control:
 class ProcessJob(Job):
     """A job whose ``workers`` run in ``processes`` other interpreters (see the module)."""
 
-    def __init__(self, pipeline: Pipeline, workers: int, processes: int, *, fuse: bool) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        workers: int,
+        processes: int,
+        *,
+        fuse: bool,
+        gc_threshold: int | None = GC_THRESHOLD,
+    ) -> None:
         if processes.__class__ is not int or processes < 1:
             msg = f"processes must be a positive int, not {processes!r}"
             raise ValueError(msg)
@@ -366,6 +375,9 @@ class ProcessJob(Job):
         self.peers = processes
         self.local = workers // processes
         self.fuse = fuse
+        #: The collector's threshold in the worker processes (see ``collector``), where the
+        #: operators' state lives.
+        self.gc_threshold = gc_threshold
         self.control: _Control | None = None
         self._failed_event = trio.Event()
         super().__init__(pipeline, workers, fuse=fuse)
@@ -426,6 +438,7 @@ class ProcessJob(Job):
                 "peers": self.peers,
                 "local": self.local,
                 "fuse": self.fuse,
+                "gc_threshold": self.gc_threshold,
             }
         )
         return spec
@@ -449,7 +462,8 @@ def open_processes(
     pipeline: Pipeline, workers: int, processes: int, *, fuse: bool, gc_threshold: int | None
 ) -> _OpenJob:
     """:func:`deltaflow.open` with ``processes >= 2``."""
-    return _OpenProcessJob(ProcessJob(pipeline, workers, processes, fuse=fuse), gc_threshold)
+    job = ProcessJob(pipeline, workers, processes, fuse=fuse, gc_threshold=gc_threshold)
+    return _OpenProcessJob(job, gc_threshold)
 
 
 # -- a worker process ----------------------------------------------------------------------
@@ -459,6 +473,7 @@ class _ChildJob(PeerJob):
 
     def __init__(self, spec: dict[str, Any], index: int, control: Link) -> None:
         self.control = control
+        self.gc_threshold: int | None = spec.get("gc_threshold", GC_THRESHOLD)
         super().__init__(
             spec["pipeline"],
             index=index,
@@ -577,7 +592,7 @@ async def _run_job(control: Link, index: int, path: list[str], level: int, blob:
 
             nursery.start_soon(guarded)
             with contextlib.suppress(Exception):
-                async with _OpenJob(job, None):
+                async with _OpenJob(job, job.gc_threshold):
                     await job._wait_for(job._finished)
             feeds.cancel()
             control.queue(("done", job._stats()))

@@ -748,6 +748,20 @@ def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any,
         return sorted(updates, key=lambda u: (u[1], type(u[0]).__name__, repr(u[0])))
 
 
+async def _run_to_end(
+    job: Job, validated: dict[str, dict[int, tuple[list[Any], list[int]]]]
+) -> dict[str, list[tuple[Any, Any, int]]]:
+    """Feed inputs checked by :func:`_validate`, close the job, and return every output's
+    consolidated updates sorted by time."""
+    for name, by_time in validated.items():
+        handle = job.inputs[name]
+        for time in sorted(by_time):
+            data, diffs = by_time[time]
+            handle._extend(data, diffs, time)
+    await job.close()
+    return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
+
+
 def run(
     pipeline: Pipeline,
     /,
@@ -791,13 +805,7 @@ def run(
         async with open(
             pipeline, workers, processes=processes, fuse=fuse, gc_threshold=gc_threshold
         ) as job:
-            for name, by_time in validated.items():
-                handle = job.inputs[name]
-                for time in sorted(by_time):
-                    data, diffs = by_time[time]
-                    handle._extend(data, diffs, time)
-            await job.close()
-        outputs = {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
+            outputs = await _run_to_end(job, validated)
         return outputs, job.builder.single_output
 
     result, single = trio.run(main)
