@@ -139,6 +139,15 @@ def write_parquet(path: Path, columns: dict[str, list[int]]) -> None:
     pq.write_table(pa.table({k: pa.array(v, pa.int64()) for k, v in columns.items()}), path)
 
 
+def edges_and_session(tmp: Path, init: list[Any]) -> tuple[Any, float]:
+    """The edges written as parquet under ``tmp/edges``, and a ``local[2]`` session."""
+    (tmp / "edges").mkdir()
+    write_parquet(
+        tmp / "edges" / "0.parquet", {"src": [s for s, _ in init], "dst": [d for _, d in init]}
+    )
+    return session(2)
+
+
 def run_spark(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from bench_workloads import Bfs
 
@@ -146,11 +155,7 @@ def run_spark(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from deltaflow.adapters.spark._batch import phase_timings
 
     root, init, _ = data(args)
-    (tmp / "edges").mkdir()
-    write_parquet(
-        tmp / "edges" / "0.parquet", {"src": [s for s, _ in init], "dst": [d for _, d in init]}
-    )
-    spark, startup = session(2)
+    spark, startup = edges_and_session(tmp, init)
     record: dict[str, Any] = {"startup_s": startup, "edges": len(init)}
     try:
         edges = spark.read.parquet(str(tmp / "edges"))
@@ -237,11 +242,7 @@ def run_stream(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 def run_paths(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """The edges through barrier tasks and back, by Arrow and by the RDD path."""
     _, init, _ = data(args)
-    (tmp / "edges").mkdir()
-    write_parquet(
-        tmp / "edges" / "0.parquet", {"src": [s for s, _ in init], "dst": [d for _, d in init]}
-    )
-    spark, startup = session(2)
+    spark, startup = edges_and_session(tmp, init)
     record: dict[str, Any] = {"startup_s": startup, "rows": len(init)}
 
     def arrow_task(batches: Any) -> Any:
