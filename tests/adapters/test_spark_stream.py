@@ -162,6 +162,24 @@ def test_failing_worker_fails_the_query(spark: Any, tmp_path: Path) -> None:
     assert running.failure is not None and "thirteen is unlucky" in running.failure
 
 
+def test_bad_row_fails_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
+    """A null diff in a micro-batch stops the query, naming the input, the column and the row."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    xs = spark.readStream.schema("x long, diff long").json(str(directory))
+    running = dfspark.stream(
+        pipes.Identity(), spark, xs=xs, schema="x long", foreach_batch=Collected(), partitions=2
+    )
+    try:
+        write_batch(directory, 0, [{"x": 1, "diff": 1}, {"x": 2}])
+        with pytest.raises(
+            Exception, match=r"input 'xs': column 'diff' is null in the row \(x=2\)"
+        ):
+            running.process_all_available()
+    finally:
+        running.stop()
+
+
 def test_streaming_inputs_are_checked(spark: Any, tmp_path: Path) -> None:
     """A ``time`` column, a static input, no sink or too many partitions are refused."""
     timed = spark.readStream.schema("x long, time long").json(str(tmp_path))
