@@ -28,7 +28,8 @@ per figure:
   same rounds in a fresh job loaded with the edges live before them, also in turn
   (``paired_late_over_fresh``: what the accumulated history costs, whatever the graph's
   shape).
-* ``w3`` — skipped unless ``Collection.half_join`` exists (triangles need a delta query).
+* ``w3.*`` — triangles by binary joins, a delta query and a worst-case optimal delta query,
+  interactive and static, their memory per edge at two sizes, and a growing hub (``w3.py``).
 
 Every deltaflow figure carries ``"check": "ok"`` when its final answer equals the
 from-scratch answer (and, at full size, the expected figures of the spec), else the
@@ -518,11 +519,13 @@ def run_w2(args: argparse.Namespace) -> None:
 
 
 def run_w3(args: argparse.Namespace) -> None:
-    """W3 triangles: needs a delta query (``half_join``); reported as skipped until then."""
-    if not hasattr(df.Collection, "half_join"):
-        emit({"figure": "w3", "skipped": "no Collection.half_join (delta queries) yet"})
+    """W3 triangles: binary joins, delta query and WCOJ delta query (see ``w3.py``)."""
+    if not hasattr(df, "multiway_join"):
+        emit({"figure": "w3", "skipped": "no df.multiway_join (delta queries) yet"})
         return
-    emit({"figure": "w3", "skipped": "half_join exists but W3 is not wired up yet"})
+    import w3  # imports this module: only once it is loaded
+
+    w3.run(args)
 
 
 def run_w4(args: argparse.Namespace) -> None:
@@ -557,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", action="store_true", help="cProfile the interactive runs (to stderr)"
     )
     parser.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
+    parser.add_argument("--w3-version", help=argparse.SUPPRESS)
+    parser.add_argument("--w3-edges", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         RUNNERS[args.child](args)

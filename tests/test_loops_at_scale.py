@@ -297,7 +297,7 @@ REACH_INPUT: dict[str, list[Update]] = {
               ((4, 2), 9, -1), ((16, 13), 9, -1), ((18, 0), 9, -1), ((18, 11), 9, 1)],
 }  # fmt: skip
 
-SEEDS = range(40)
+SEEDS = range(200)
 
 
 @pytest.mark.parametrize("workers", [2, 3, 4])

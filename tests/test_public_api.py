@@ -34,6 +34,8 @@ CONTRACT_METHODS = [
     "min",
     "max",
     "top_k",
+    "sum",
+    "mean",
     "iterate",
     "enter",
     "leave",

@@ -3,6 +3,11 @@
 Describe a computation over collections as a :class:`Pipeline`; deltaflow keeps every output
 exactly up to date as the inputs change, doing work proportional to the change.
 
+Where to start: the user guide (``docs/guide.md``). In short, a collection holds data that
+change over (int) time; joins and reductions take ``(key, val)`` pairs (``semijoin`` and
+``antijoin`` take bare keys); :func:`run` runs a pipeline over complete inputs, :func:`open`
+runs it live inside trio; ``python -m deltaflow`` runs one over files.
+
 The package has four layers, each importing only those below it:
 
 * **framework** — the model: timestamps and their lattice, antichains and frontiers, the
@@ -30,6 +35,7 @@ from .errors import (
     JobClosedError as JobClosedError,
     OperatorError as OperatorError,
     PeerLostError as PeerLostError,
+    SubscriptionOverflowError as SubscriptionOverflowError,
 )
 from .framework.antichain import Antichain as Antichain
 from .framework.lattice import Product as Product
@@ -38,8 +44,14 @@ from .operators.collection import (
     Collection as Collection,
     Pipeline as Pipeline,
 )
+from .operators.delta import (
+    Index as Index,
+    PrefixExtender as PrefixExtender,
+    multiway_join as multiway_join,
+)
 from .operators.io import ProbeHandle as ProbeHandle
 from .operators.iterate import Variable as Variable, loop_scope as loop_scope
+from .scheduler.graph import graph as graph
 from .scheduler.runtime import Job as Job, open as open, run as run
 
 __all__ = [
@@ -47,15 +59,20 @@ __all__ = [
     "Arranged",
     "Collection",
     "DeltaflowError",
+    "Index",
     "Job",
     "JobClosedError",
     "OperatorError",
     "PeerLostError",
     "Pipeline",
+    "PrefixExtender",
     "ProbeHandle",
     "Product",
+    "SubscriptionOverflowError",
     "Variable",
+    "graph",
     "loop_scope",
+    "multiway_join",
     "open",
     "run",
 ]

@@ -6,7 +6,15 @@ Conditions of a running job raise a :class:`DeltaflowError`.
 
 from __future__ import annotations
 
-__all__ = ["DeltaflowError", "JobClosedError", "OperatorError", "PeerLostError"]
+__all__ = [
+    "DeltaflowError",
+    "JobClosedError",
+    "OperatorError",
+    "OperatorTypeError",
+    "OperatorValueError",
+    "PeerLostError",
+    "SubscriptionOverflowError",
+]
 
 
 class DeltaflowError(Exception):
@@ -35,6 +43,22 @@ class OperatorError(DeltaflowError):
         return cls(msg, operator=operator)
 
 
+class OperatorValueError(OperatorError, ValueError):
+    """A built-in operator met a value it cannot use (a NaN among values it orders or adds);
+    the job is stopped. Both an :class:`OperatorError` and a ``ValueError``.
+
+    >>> err = OperatorValueError("max: key 'k' has NaN among its values", operator="max")
+    >>> isinstance(err, ValueError), err.operator
+    (True, 'max')
+    """
+
+
+class OperatorTypeError(OperatorError, TypeError):
+    """A built-in operator met values of types it cannot use (values ``<`` cannot compare,
+    a sum of strings); the job is stopped. Both an :class:`OperatorError` and a
+    ``TypeError``."""
+
+
 class JobClosedError(DeltaflowError):
     """The job has stopped (finished, or failed earlier) and cannot take more work."""
 
@@ -42,3 +66,8 @@ class JobClosedError(DeltaflowError):
 class PeerLostError(DeltaflowError):
     """A worker process (or a peer of a mesh) went away before the job finished: it was
     killed, crashed, or lost its connection. The message names the worker(s) it hosted."""
+
+
+class SubscriptionOverflowError(DeltaflowError):
+    """A subscription with a ``max_buffer`` fell that many times behind and was ended; the job
+    and its other readers go on."""

@@ -277,7 +277,13 @@ def collect(
     [(2, 0, 1), (1, 1, 2), (2, 2, -1)]
     """
     result = run(
-        pipeline, workers, processes=processes, fuse=fuse, gc_threshold=GC_THRESHOLD, **inputs
+        pipeline,
+        workers,
+        processes=processes,
+        fuse=fuse,
+        gc_threshold=GC_THRESHOLD,
+        progress=False,
+        **inputs,
     )
     if isinstance(result, dict):
         return {name: _canonical(ups) for name, ups in result.items()}

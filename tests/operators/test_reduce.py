@@ -8,6 +8,7 @@ context that checks the right to send and tracks capabilities, the way the runti
 from __future__ import annotations
 
 import contextlib
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -1118,14 +1119,20 @@ MIXED_VALS = st.one_of(st.integers(-3, 3), st.sampled_from(["x", "y", (1, 2), 2.
 @given(acc=st.dictionaries(MIXED_VALS, st.integers(-3, 3).filter(bool), max_size=6))
 def test_builtin_folds_equal_their_logic(logic: Any, acc: dict[Any, int]) -> None:
     """A built-in reduction's fold of the accumulation gives what its logic gives on the
-    sorted positive (or, for count, non-zero) values, mixed types included."""
+    sorted positive (or, for count, non-zero) values (or the same error, for mixed types)."""
     fold, positive_only = R._FOLDS[logic]
     op = R.ReduceOperator("r", Spine(Antichain([0])), None, logic, positive_only=positive_only)
     assert op.fold is fold
     generic = R.ReduceOperator("r", Spine(Antichain([0])), None, logic,
                                positive_only=positive_only)  # fmt: skip
     generic.fold = None
-    assert op._evaluate("k", dict(acc)) == generic._evaluate("k", dict(acc))
+    try:
+        expected = generic._evaluate("k", dict(acc))
+    except TypeError as exc:  # min and max of values < cannot compare: the same error
+        with pytest.raises(TypeError, match=re.escape(str(exc))):
+            op._evaluate("k", dict(acc))
+        return
+    assert op._evaluate("k", dict(acc)) == expected
 
 
 def test_owed_position_whose_input_cancels_under_compaction_is_still_corrected() -> None:

@@ -28,7 +28,7 @@ from ..framework.dataflow import DataflowSpec, Edge, Pact
 from ..framework.lattice import Product
 from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
-from . import reduce as _reduce
+from . import aggregate as _aggregate, reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .base import check_function, describe_callable, is_pair
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
@@ -38,6 +38,7 @@ from .scope import ScopeOperator
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
+    from .delta.extenders import Index, PrefixExtender
 
 __all__ = ["Arranged", "Collection", "DataflowBuilder", "Pipeline", "Scope"]
 
@@ -158,7 +159,8 @@ class Collection:
             summaries=summaries,
             depth=target_scope.depth,
             fusable=fusable,
-            meta=meta,
+            # The scope, for pictures of the graph (df.graph groups a loop's operators).
+            meta={**(meta or {}), "scope": target_scope},
         )
         return Collection(self.builder, node, 0, target_scope)
 
@@ -461,6 +463,25 @@ class Collection:
         """Each key's ``k`` smallest values counting multiplicity (``ORDER BY val LIMIT k``)."""
         return _reduce.top_k(self, k, key)
 
+    def sum(self) -> Collection:
+        """``(key, number)`` data to ``(key, total)``, values weighted by their counts (exact for
+        ints).
+
+        >>> from deltaflow.testing import example
+        >>> example(lambda xs: xs.sum(), xs=[(("a", 2), 0, 3), (("b", 1.5), 0, 1)])
+        [(('a', 6), 0, 1), (('b', 1.5), 0, 1)]
+        """
+        return _aggregate.sum(self)
+
+    def mean(self) -> Collection:
+        """``(key, number)`` data to ``(key, total / count)``.
+
+        >>> from deltaflow.testing import example
+        >>> example(lambda xs: xs.mean(), xs=[(("a", 2), 0, 3), (("a", 6), 0, 1)])
+        [(('a', 3.0), 0, 1)]
+        """
+        return _aggregate.mean(self)
+
     def leave(self) -> Collection:
         """This loop-scope collection as seen from the enclosing scope (rounds accumulate)."""
         parent = self.scope.parent
@@ -479,6 +500,37 @@ class Collection:
     def enter(self, scope: Scope) -> Collection:
         """This collection as seen from the nested ``scope`` (round 0)."""
         return self.enter_scope(scope)
+
+    # -- delta queries (operators/delta) -----------------------------------------------------
+    def half_join(self, other: Collection, *, strict: bool = False) -> Collection:
+        """Each ``(k, a)`` update meets ``other``'s ``(k, b)`` updates as of its own time: at
+        times not after it (before it, with ``strict``) in a fixed total order of times that
+        extends their partial order (lexicographic on products). Gives ``(k, (a, b))`` at the
+        join of the two times, counts multiplied; ``a.half_join(b)`` and
+        ``b.half_join(a, strict=True)`` together meet every pair once, as ``join`` does.
+
+        >>> from deltaflow.testing import example
+        >>> example(lambda a, b: a.half_join(b), a=[((1, "x"), 1, 1)], b=[((1, "y"), 1, 2)])
+        [((1, ('x', 'y')), 1, 2)]
+        """
+        from .delta.extenders import half_join  # the delta package builds on this module
+
+        return half_join(self, other, strict=strict)
+
+    def index_by_key(self) -> Index:
+        """``(key, val)`` data as a :class:`~deltaflow.Index` for lookups as of a time (prefix
+        extenders, ``half_join``): one arrangement, the same each time it is asked for."""
+        from .delta.extenders import index_by_key
+
+        return index_by_key(self)
+
+    def extend(self, *extenders: PrefixExtender) -> Collection:
+        """Extend each prefix (datum) by the values every extender has for it, as of its time:
+        ``(prefix, val)``, counts multiplied. Per prefix the extender with the fewest
+        candidates proposes and the others validate (worst-case optimal)."""
+        from .delta.extenders import extend
+
+        return extend(self, *extenders)
 
 
 def _label(scope: Scope) -> str:

@@ -12,7 +12,10 @@ These are plain data structures and operators; the scheduler wires them to the a
 
 from __future__ import annotations
 
+import bisect
+import builtins
 from collections.abc import Awaitable, Callable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..framework.antichain import Antichain
@@ -31,6 +34,9 @@ __all__ = [
     "ProbeHandle",
     "ProbeOperator",
 ]
+
+
+_time_of = itemgetter(1)
 
 
 class InputFeed:
@@ -95,6 +101,11 @@ class OutputStore:
     ``on_complete`` (set by the runtime) is called with ``(time, updates)`` for each newly
     complete time that has updates.
 
+    With ``keep = h`` (``df.open(..., history=h)``) only times ``>= since`` stay answerable,
+    ``since`` trailing the frontier by ``h``: older updates are folded into ``base`` at
+    ``since``, as a trace compacts (``advance_by``), so a long job's store stays the size of
+    its collection plus ``h`` times of changes.
+
     >>> store = OutputStore("out")
     >>> store.add(0, UpdateBatch(["a", "b", "a"], [1, 1, -1]))
     >>> store.advance(Antichain([1]))
@@ -111,6 +122,10 @@ class OutputStore:
         self.current: dict[Any, int] = {}
         self.latest: Any = None  # the join of every published time
         self.on_complete: Callable[[Any, list[tuple[Any, int]]], None] | None = None
+        self.keep: int | None = None
+        self.since: int | None = None
+        self.base: dict[Any, int] = {}  # the updates at times <= since, accumulated
+        self._kept = 0  # len(history) after the last compaction
 
     def add(self, time: Time, batch: UpdateBatch) -> None:
         """Record a batch received at ``time``."""
@@ -144,7 +159,30 @@ class OutputStore:
             published.append((t, updates))
             if self.on_complete is not None:
                 self.on_complete(t, updates)
+        if self.keep is not None and frontier:
+            least: Any = builtins.min(frontier)  # outputs are at the top: int times
+            self.since = least - self.keep
+            # Folding once the history has doubled keeps the work per update constant.
+            if len(self.history) > 2 * self._kept + 64:
+                self._compact()
         return published
+
+    def _compact(self) -> None:
+        """Fold the updates at times ``<= since`` into ``base``."""
+        since = self.since
+        history = self.history
+        if since is None or not history or history[0][1] > since:
+            return
+        cut = bisect.bisect_right(history, since, key=_time_of)
+        base = self.base
+        for d, _, r in history[:cut]:
+            n = base.get(d, 0) + r
+            if n:
+                base[d] = n
+            else:
+                del base[d]
+        del history[:cut]
+        self._kept = len(history)
 
     def is_complete(self, time: Time) -> bool:
         """True once the frontier has passed ``time``."""
@@ -154,7 +192,7 @@ class OutputStore:
         """The output collection at a complete ``time``: ``{data: count}``.
 
         Raises:
-            ValueError: ``time`` is not complete yet.
+            ValueError: ``time`` is not complete yet, or is older than the history kept.
         """
         if not self.is_complete(time):
             msg = (
@@ -162,9 +200,16 @@ class OutputStore:
                 f"{list(self.frontier)}); await job.advance_to(...) past it first"
             )
             raise ValueError(msg)
+        if self.since is not None and time < self.since:
+            msg = (
+                f"output {self.name!r}: time {time!r} is older than the history kept "
+                f"(history={self.keep}: times from {self.since} on); open the job with a "
+                "larger history= to read it"
+            )
+            raise ValueError(msg)
         if self.latest is None or less_equal(self.latest, time):
             return dict(self.current)
-        out: dict[Any, int] = {}
+        out: dict[Any, int] = dict(self.base)
         for d, t, r in self.history:
             if less_equal(t, time):
                 n = out.get(d, 0) + r
@@ -175,8 +220,13 @@ class OutputStore:
         return out
 
     def updates(self) -> list[tuple[Any, Any, int]]:
-        """Every published update ``(data, time, diff)``, consolidated per time."""
-        return list(self.history)
+        """Every published update ``(data, time, diff)``, consolidated per time; with a
+        bounded history, those before ``since`` are at ``since`` (accumulated)."""
+        if self.since is None:
+            return list(self.history)
+        self._compact()
+        since = self.since
+        return [(d, since, r) for d, r in self.base.items()] + self.history
 
 
 class OutputOperator(Operator):

@@ -26,6 +26,7 @@ import attrs
 from ..errors import OperatorError
 from ..framework.lattice import join
 from .base import Interest, Operator, UpdateBatch, describe_callable, sum_diffs
+from .values import as_count
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -98,8 +99,11 @@ def _apply_step(step: Step, groups: Groups) -> Groups:
             for d, r in zip(data, diffs):
                 for x, r2 in fn(d):  # type: ignore[misc]
                     if r2.__class__ is not int:
-                        msg = f"explode: fn({d!r}) gave diff {r2!r} for {x!r}; diffs are ints"
-                        raise TypeError(msg)
+                        c = as_count(r2)  # numpy integers count, as they do in inputs
+                        if c is None:
+                            msg = f"explode: fn({d!r}) gave diff {r2!r} for {x!r}; diffs are ints"
+                            raise TypeError(msg)
+                        r2 = c
                     nd.append(x)
                     nr.append(r * r2)
             if nd:
@@ -115,7 +119,7 @@ def _apply_step(step: Step, groups: Groups) -> Groups:
             for d, r in zip(data, diffs):
                 for d2, t2, r2 in fn(d):  # type: ignore[misc]
                     if r2.__class__ is not int or t2.__class__ is not t.__class__:
-                        _bad_join_function_output(step, d, t, (d2, t2, r2))
+                        t2, r2 = _join_function_ints(step, d, t, (d2, t2, r2))
                     t3 = join(t, t2)
                     slot = by_time.get(t3)
                     if slot is None:
@@ -129,14 +133,20 @@ def _apply_step(step: Step, groups: Groups) -> Groups:
     return out
 
 
-def _bad_join_function_output(step: Step, d: Any, t: Time, out: tuple[Any, Any, Any]) -> None:
-    r2 = out[2]
+def _join_function_ints(step: Step, d: Any, t: Time, out: tuple[Any, Any, Any]) -> tuple[Any, int]:
+    """``out``'s time and diff with numpy integers as ints, or a TypeError naming them."""
+    _, t2, r2 = out
     what = f"{step.label}: for {d!r} it gave {out!r}"
-    if r2.__class__ is not int:
+    r = as_count(r2)
+    if r is None:
         msg = f"{what}; diffs are ints"
-    else:
-        msg = f"{what}; times here are {t.__class__.__name__}s, like the input's {t!r}"
-    raise TypeError(msg)
+        raise TypeError(msg)
+    if t2.__class__ is not t.__class__:
+        t2 = as_count(t2) if t.__class__ is int else None
+        if t2 is None:
+            msg = f"{what}; times here are {t.__class__.__name__}s, like the input's {t!r}"
+            raise TypeError(msg)
+    return t2, r
 
 
 class LinearOperator(Operator):

@@ -142,6 +142,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import OperatorTypeError
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, less_equal, new_tuple
 from ..framework.trace._order import ukey
@@ -162,6 +163,7 @@ from .interesting_times import (
     sweep_to,
 )
 from .row_counts import ROW_BATCH_MIN, RowCounts, on_row
+from .values import as_count, check_ordered, find_incomparable
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -615,7 +617,10 @@ class ReduceOperator(Operator):
         try:
             for out_val, n in result:
                 if n.__class__ is not int:
-                    raise TypeError
+                    r = as_count(n)  # numpy integers count, as they do in inputs
+                    if r is None:
+                        raise TypeError
+                    n = r
                 c = out.get(out_val, 0) + n
                 if c:
                     out[out_val] = c
@@ -1397,9 +1402,13 @@ def _min_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
     if not vals:
         return {}
     try:
-        return {builtins.min(vals): 1}
-    except TypeError:  # incomparable values: the universal order, via logic
+        m = builtins.min(vals)
+    except TypeError:  # incomparable values: logic names them
         return None
+    for v in vals:
+        if v != v:  # NaN: logic names the key
+            return None
+    return {m: 1}
 
 
 def _max_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
@@ -1407,9 +1416,13 @@ def _max_fold(acc: dict[Any, int]) -> dict[Any, int] | None:
     if not vals:
         return {}
     try:
-        return {builtins.max(vals): 1}
+        m = builtins.max(vals)
     except TypeError:
         return None
+    for v in vals:
+        if v != v:
+            return None
+    return {m: 1}
 
 
 def reduce(collection: Collection, logic: Logic, name: str | None = None) -> Collection:
@@ -1507,8 +1520,11 @@ def _threshold_functions(f: Callable[[Any, int], int], label: str) -> tuple[Logi
             return 0
         c = f(key, n)
         if c.__class__ is not int:
-            msg = f"{label}: f must return an int count; f({key!r}, {n}) returned {c!r}"
-            raise TypeError(msg)
+            r = as_count(c)  # numpy integers count, as they do in inputs
+            if r is None:
+                msg = f"{label}: f must return an int count; f({key!r}, {n}) returned {c!r}"
+                raise TypeError(msg)
+            return r
         return c
 
     def logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
@@ -1517,11 +1533,13 @@ def _threshold_functions(f: Callable[[Any, int], int], label: str) -> tuple[Logi
     return logic, by_count
 
 
-def _min_logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+def _min_logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    check_ordered("min", key, vals)
     return [(vals[0][0], 1)]
 
 
-def _max_logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+def _max_logic(key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    check_ordered("max", key, vals)
     return [(vals[-1][0], 1)]
 
 
@@ -1565,9 +1583,13 @@ def top_k(collection: Collection, k: int, key: Callable[[Any], Any] | None = Non
         check_function("top_k", "key", key, 1)
     sort_key = key
 
-    def logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
-        if sort_key is not None:
-            vals = sorted(vals, key=lambda p: sort_key(p[0]))
+    label = "top_k" if key is None else f"top_k(key={describe_callable(key)})"
+
+    def logic(group: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        if sort_key is None:
+            check_ordered("top_k", group, vals)
+        else:
+            vals = _sorted_by(label, group, vals, sort_key)
         out = []
         room = k
         for v, c in vals:
@@ -1578,8 +1600,25 @@ def top_k(collection: Collection, k: int, key: Callable[[Any], Any] | None = Non
             room -= take
         return out
 
-    label = "top_k" if key is None else f"top_k(key={describe_callable(key)})"
     return _build(collection.arrange_by_key(), logic, label)
+
+
+def _sorted_by(
+    label: str, group: Any, vals: list[tuple[Any, int]], sort_key: Callable[[Any], Any]
+) -> list[tuple[Any, int]]:
+    """``vals`` sorted by ``sort_key`` of the value (stable), or an error naming the values
+    whose sort keys do not compare or are NaN."""
+    keyed = [(sort_key(v), v, c) for v, c in vals]
+    try:
+        keyed.sort(key=_first)
+    except TypeError:
+        pair = find_incomparable([k for k, _, _ in keyed])
+        by_key = {id(k): v for k, v, _ in keyed}
+        a, b = (by_key[id(pair[0])], by_key[id(pair[1])]) if pair else ("?", "?")
+        msg = f"{label}: key {group!r} has values {a!r} and {b!r}, whose keys < cannot compare"
+        raise OperatorTypeError(msg, operator=label) from None
+    check_ordered(label, group, [(k, c) for k, _, c in keyed])
+    return [(v, c) for _, v, c in keyed]
 
 
 _FOLDS: dict[Any, tuple[Callable[[dict[Any, int]], dict[Any, int] | None], bool]] = {

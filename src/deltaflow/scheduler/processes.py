@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .transport import ProgressChange, Transport
     from .worker import Worker
 
-__all__ = ["ProcessJob", "ProcessPool", "main", "open_processes"]
+__all__ = ["ProcessJob", "ProcessPool", "main"]
 
 _log = logging.getLogger("deltaflow")
 
@@ -296,6 +296,11 @@ class _Control:
             else:
                 job.fail(error)
 
+    async def _send_loop(self, link: Link) -> None:
+        # A process that is gone breaks its stream: its receiving loop reports it.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await link.send_loop()
+
     async def _fail_later(self, error: BaseException) -> None:
         await trio.sleep(1)
         self.job.fail(error)
@@ -325,7 +330,7 @@ class _Control:
                 self._nursery = nursery
                 for p, link in enumerate(self.links):
                     nursery.start_soon(self._receive_loop, p)
-                    nursery.start_soon(link.send_loop)
+                    nursery.start_soon(self._send_loop, link)
 
                 async def watch_failure() -> None:
                     await job._wait_failed()
@@ -365,6 +370,7 @@ class ProcessJob(Job):
         *,
         fuse: bool,
         gc_threshold: int | None = GC_THRESHOLD,
+        history: int | None = None,
     ) -> None:
         if processes.__class__ is not int or processes < 1:
             msg = f"processes must be a positive int, not {processes!r}"
@@ -380,7 +386,13 @@ class ProcessJob(Job):
         self.gc_threshold = gc_threshold
         self.control: _Control | None = None
         self._failed_event = trio.Event()
-        super().__init__(pipeline, workers, fuse=fuse)
+        # Pickled before ``build`` runs here: what it leaves on the pipeline (a probe bound
+        # to this job) is not for the processes, which build their own.
+        self._spec: bytes = cloudpickle.dumps(
+            {"pipeline": pipeline, "peers": processes, "local": self.local, "fuse": fuse,
+             "gc_threshold": gc_threshold}
+        )  # fmt: skip
+        super().__init__(pipeline, workers, fuse=fuse, history=history)
         control = cast("_Control", self.transport)
         for name, handle in self.inputs.items():
             feeds: list[Any] = [_RemoteFeed(control, name, w) for w in range(workers)]
@@ -395,6 +407,21 @@ class ProcessJob(Job):
 
     def _hosted(self, workers: int) -> range:
         return range(0)
+
+    async def _start(self) -> None:
+        """Start (or take from the pool) the processes and connect them; on any failure end
+        those already started."""
+        assert self.control is not None
+        start = _time.perf_counter()
+        try:
+            await self.control.start(self._spec)
+        except BaseException:
+            self.control.shutdown(clean=False)
+            raise
+        self.startup_s = _time.perf_counter() - start
+
+    def _placement(self) -> str:
+        return f"{self.peers * self.local} workers, {self.peers} processes"
 
     def _finished(self) -> bool:
         assert self.control is not None
@@ -426,44 +453,9 @@ class ProcessJob(Job):
         """As :meth:`Job.statistics`; the workers' counts are those last reported."""
         assert self.control is not None
         return {
+            **super().statistics(),
             "workers": [w for stats in self.control.stats for w in stats],
-            "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
         }
-
-    def spec(self) -> bytes:
-        """What each process needs to build its share of the job."""
-        spec: bytes = cloudpickle.dumps(
-            {
-                "pipeline": self.pipeline,
-                "peers": self.peers,
-                "local": self.local,
-                "fuse": self.fuse,
-                "gc_threshold": self.gc_threshold,
-            }
-        )
-        return spec
-
-
-class _OpenProcessJob(_OpenJob):
-    async def __aenter__(self) -> Job:
-        job = self._job
-        assert isinstance(job, ProcessJob) and job.control is not None
-        start = _time.perf_counter()
-        try:
-            await job.control.start(job.spec())
-        except BaseException:
-            job.control.shutdown(clean=False)
-            raise
-        job.startup_s = _time.perf_counter() - start
-        return await super().__aenter__()
-
-
-def open_processes(
-    pipeline: Pipeline, workers: int, processes: int, *, fuse: bool, gc_threshold: int | None
-) -> _OpenJob:
-    """:func:`deltaflow.open` with ``processes >= 2``."""
-    job = ProcessJob(pipeline, workers, processes, fuse=fuse, gc_threshold=gc_threshold)
-    return _OpenProcessJob(job, gc_threshold)
 
 
 # -- a worker process ----------------------------------------------------------------------
@@ -549,6 +541,13 @@ class _Forward(logging.Handler):
             self.control.queue(("log", record.name, record.levelno, record.getMessage()))
 
 
+async def _send_to_caller(control: Link) -> None:
+    try:
+        await control.send_loop()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        os._exit(1)  # the caller is gone: so is this job
+
+
 async def _run_job(control: Link, index: int, path: list[str], level: int, blob: bytes) -> None:
     # The caller's import path, so that the pipeline's modules import here as there.
     sys.path[:] = path + [p for p in sys.path if p not in path]
@@ -573,7 +572,7 @@ async def _run_job(control: Link, index: int, path: list[str], level: int, blob:
     _log.addHandler(handler)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(control.send_loop)
+            nursery.start_soon(_send_to_caller, control)
 
             async def take_feeds() -> None:
                 while True:

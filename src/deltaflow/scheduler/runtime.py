@@ -16,20 +16,28 @@ with`` block closes the inputs and waits until every output is complete.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
-import numbers
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..errors import JobClosedError
+from ..errors import JobClosedError, SubscriptionOverflowError
 from ..operators.collection import DataflowBuilder, Pipeline
+from ..operators.delta.build import statistics as delta_statistics
+from ..operators.values import as_count as _integer
+from . import observe
 from .collector import GC_THRESHOLD, check_gc_threshold, collector_tuned
+from .frames import is_frame, updates_from_frame
 from .plan import make_plan
 from .transport import InProcessTransport, Transport
 from .worker import Worker
+
+if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
+    from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -52,20 +60,6 @@ def _require_pipeline(pipeline: object) -> Pipeline:
         msg = f"expected a deltaflow Pipeline instance, got {pipeline!r}"
         raise TypeError(msg)
     return pipeline
-
-
-def _integer(value: object) -> int | None:
-    """``value`` as an ``int`` if it is an integer (numpy's included), not a bool; else None.
-
-    >>> import numpy as np
-    >>> _integer(3), _integer(np.int64(3)), _integer(True), _integer(3.0)
-    (3, 3, None, None)
-    """
-    if value.__class__ is int:
-        return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        return None
-    return int(value)
 
 
 def _require_int(time: object, where: str) -> int:
@@ -164,13 +158,33 @@ class InputHandle:
     def insert_many(self, data: Iterable[Any], diffs: Iterable[int] | None = None) -> None:
         """Change many data at the current time at once (diff 1 each, or ``diffs``).
 
+        ``data`` may be a pandas DataFrame: its columns other than ``time`` and ``diff``, in
+        order, form each datum (one column: its value; several: a tuple); its ``time``
+        column (default: the current time) and ``diff`` column (default 1) place them.
+
         Validated as a whole before anything is kept: a bad datum or diff raises and
         nothing of this call is fed.
         """
         self._check_open()
+        if is_frame(data):
+            self._insert_frame(data, diffs)
+            return
         data, new_diffs = self._columns(data, diffs)
         self._data.extend(data)
         self._diffs.extend(new_diffs)
+
+    def _insert_frame(self, frame: Any, diffs: object) -> None:
+        if diffs is not None:
+            msg = f"input {self.name!r}: a DataFrame brings its own diff column; diffs= is not used"
+            raise TypeError(msg)
+        columns = [str(c) for c in frame.columns]
+        if "time" not in columns:
+            frame = frame.assign(time=self._job.time)
+        by_time = _validate(self.name, updates_from_frame(self.name, frame))
+        for time, (data, _) in by_time.items():
+            self._job._check_time(self.name, data[0], time)
+        for time, (data, new_diffs) in sorted(by_time.items()):
+            self._extend(data, new_diffs, time)
 
     def extend(self, data: Iterable[Any], diffs: Iterable[int], time: Time | None = None) -> None:
         """Feed columns in bulk at ``time`` (the current time when ``None``), validated as a
@@ -258,10 +272,22 @@ class OutputHandle:
         self._store = store
         self.name = store.name
         self._subscribers: list[trio.MemorySendChannel[tuple[Any, list[tuple[Any, int]]]]] = []
+        # The subscriptions with a max_buffer, by their channel: told when they overflow
+        # (weakly, so that a subscription dropped unread still stops its deliveries).
+        self._bounded: weakref.WeakValueDictionary[Any, Subscription] = (
+            weakref.WeakValueDictionary()
+        )
         self._captures: list[list[tuple[Any, list[tuple[Any, int]]]]] = []
+        #: How many (consolidated) updates this output has published (the progress line's).
+        self.published = 0
         store.on_complete = self._publish
 
     def _publish(self, time: Any, updates: list[tuple[Any, int]]) -> None:
+        self.published += len(updates)
+        if observe.logger.isEnabledFor(logging.DEBUG):
+            observe.logger.debug(
+                "output %r: time %r complete, %d updates", self.name, time, len(updates)
+            )
         for captured in self._captures:
             captured.append((time, updates))
         for chan in list(self._subscribers):
@@ -269,6 +295,13 @@ class OutputHandle:
                 chan.send_nowait((time, updates))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscribers.remove(chan)
+            except trio.WouldBlock:
+                # A reader this far behind fails alone: the job (and other readers) go on.
+                self._subscribers.remove(chan)
+                subscription = self._bounded.pop(chan, None)
+                if subscription is not None:
+                    subscription._overflow(time)
+                chan.close()
 
     def at(self, time: Time) -> dict[Any, int]:
         """The output collection at a complete ``time``, as ``{data: count}``."""
@@ -296,7 +329,7 @@ class OutputHandle:
         self._captures.append(captured)
         return captured
 
-    def subscribe(self) -> Subscription:
+    def subscribe(self, max_buffer: int | None = None) -> Subscription:
         """``(time, consolidated updates)`` for each time that completes from the call on, as
         an async iterator: ``async for time, updates in job.output.subscribe()``.
 
@@ -304,23 +337,36 @@ class OutputHandle:
         job finishes (at once for a job that has already finished), and raises the
         :class:`~deltaflow.OperatorError` of a job that fails.
 
+        ``max_buffer``: at most this many times wait for the reader; one more fails this
+        subscription (its iteration raises :class:`~deltaflow.SubscriptionOverflowError`
+        after the times it holds) while the job goes on. ``None``: no limit.
+
         Raises:
             JobClosedError: the job failed before the call.
+            ValueError: ``max_buffer`` is not a positive int or None.
         """
+        if max_buffer is not None and (max_buffer.__class__ is not int or max_buffer < 1):
+            msg = f"subscribe: max_buffer must be a positive int or None, not {max_buffer!r}"
+            raise ValueError(msg)
         job = self._job
         if job.error is not None:
             job._check_usable()
-        send, recv = trio.open_memory_channel[tuple[Any, list[tuple[Any, int]]]](math.inf)
+        size = math.inf if max_buffer is None else max_buffer
+        send, recv = trio.open_memory_channel[tuple[Any, list[tuple[Any, int]]]](size)
+        subscription = Subscription(job, recv, max_buffer, self.name)
         if job.closed or job.failed or job._finished():
             send.close()
         else:
             self._subscribers.append(send)
-        return Subscription(job, recv)
+            if max_buffer is not None:
+                self._bounded[send] = subscription
+        return subscription
 
     def _close(self) -> None:
         for chan in self._subscribers:
             chan.close()
         self._subscribers.clear()
+        self._bounded.clear()
 
 
 class Subscription:
@@ -330,9 +376,18 @@ class Subscription:
     before the first ``__anext__``. ``aclose()`` (or dropping it) stops the deliveries.
     """
 
-    def __init__(self, job: Job, recv: trio.MemoryReceiveChannel[Any]) -> None:
+    def __init__(
+        self,
+        job: Job,
+        recv: trio.MemoryReceiveChannel[Any],
+        max_buffer: int | None = None,
+        output: str = "output",
+    ) -> None:
         self._job = job
         self._recv = recv
+        self._max_buffer = max_buffer
+        self._output = output
+        self._overflowed_at: Any = None
         # A subscription dropped without aclose() (a loop left by break) stops receiving:
         # the next delivery finds the channel closed and forgets it.
         weakref.finalize(self, recv.close)
@@ -345,10 +400,21 @@ class Subscription:
             item: tuple[Any, list[tuple[Any, int]]] = await self._recv.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             self._recv.close()
+            if self._overflowed_at is not None:
+                msg = (
+                    f"output {self._output!r}: this subscription fell more than "
+                    f"{self._max_buffer} times behind (time {self._overflowed_at!r} found its "
+                    "buffer full); the job goes on. Read faster, subscribe with a larger "
+                    "max_buffer, or read job.output.at(...) instead"
+                )
+                raise SubscriptionOverflowError(msg) from None
             if self._job.error is not None:
                 self._job._raise_error()
             raise StopAsyncIteration from None
         return item
+
+    def _overflow(self, time: Any) -> None:
+        self._overflowed_at = time
 
     async def aclose(self) -> None:
         """Stop receiving (the job goes on)."""
@@ -365,10 +431,21 @@ class Job:
         randomized delivery schedule replaces it.)"""
         return InProcessTransport()
 
-    def __init__(self, pipeline: Pipeline, workers: int = 1, *, fuse: bool = True) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        workers: int = 1,
+        *,
+        fuse: bool = True,
+        history: int | None = None,
+        profile: bool = False,
+    ) -> None:
         pipeline = _require_pipeline(pipeline)
         if workers.__class__ is not int or workers < 1:
             msg = f"workers must be a positive int, not {workers!r}"
+            raise ValueError(msg)
+        if history is not None and (history.__class__ is not int or history < 0):
+            msg = f"history must be a non-negative int or None, not {history!r}"
             raise ValueError(msg)
         self.pipeline = pipeline
         self.builder: DataflowBuilder = self._instantiate(pipeline, workers)
@@ -400,6 +477,14 @@ class Job:
         self.closed = False
         for probe in self.builder.probes:
             probe._wait = self._wait_for
+        #: How many times before the frontier the outputs stay answerable (None: all).
+        self.history = history
+        for store in self.builder.stores.values():
+            store.keep = history
+        # Counting wraps every activation: only when asked for, or when it will be logged.
+        self._operator_counts: list[observe.OperatorCounts] | None = None
+        if profile or observe.logger.isEnabledFor(logging.DEBUG):
+            self._operator_counts = observe.count_operators(self)
 
     def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
         """Run the pipeline's ``build`` for ``workers`` workers."""
@@ -409,6 +494,13 @@ class Job:
         """The workers this process runs: all of them (a job spread over processes runs a
         block of them in each)."""
         return range(workers)
+
+    async def _start(self) -> None:
+        """Make the workers ready to run (a job in other processes starts them here)."""
+
+    def _placement(self) -> str:
+        """How many workers in how many processes, for the log: ``"2 workers, 1 process"``."""
+        return f"{len(self.workers)} workers, 1 process"
 
     def _finished(self) -> bool:
         """True once every worker has stopped (finished, or stopped by a failure)."""
@@ -533,6 +625,8 @@ class Job:
             raise ValueError(msg)
         self.flush()
         self.time = time
+        if observe.logger.isEnabledFor(logging.DEBUG):
+            observe.logger.debug("inputs advanced to time %r", time)
         for handle in self.inputs.values():
             if not handle.closed:
                 for feed in handle._feeds:
@@ -575,26 +669,51 @@ class Job:
         return self.error is not None and not self._error_reported
 
     def statistics(self) -> dict[str, Any]:
-        """Counts for introspection: steps and activations per worker, actors, frontiers."""
+        """Counts for introspection: steps and activations per worker, actors, frontiers, and
+        per operator (in plan order) its name and the updates its arrangements hold, with its
+        activations, records received and seconds when the job counts them
+        (``df.open(..., profile=True)``, or the ``deltaflow`` logger at ``DEBUG``); and
+        ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`)."""
+        counts = self._operator_counts
+        operators = []
+        for i, arranged in enumerate(observe.arrangement_sizes(self)):
+            op: dict[str, Any] = {"name": self.plan.nodes[i].name, "arranged": arranged}
+            if counts is not None:
+                c = counts[i]
+                op.update(activations=c.activations, records=c.records, seconds=c.seconds)
+            operators.append(op)
         return {
+            **delta_statistics(self.builder.spec),
             "workers": [
                 {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
                 for w in self.workers
             ],
             "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
+            "operators": operators,
         }
 
 
 class _OpenJob:
-    def __init__(self, job: Job, gc_threshold: int | None) -> None:
+    def __init__(self, job: Job, gc_threshold: int | None, progress: bool | float = False) -> None:
         self._job = job
         self._nursery_cm: Any = None
         self._collector = collector_tuned(gc_threshold)
+        self._progress: observe.ProgressLine | None = None
+        if progress is not False:
+            after = 0.0 if progress is True else _check_progress(progress)
+            self._progress = observe.ProgressLine(self._job, after=after)
+        self._progress_scope = trio.CancelScope()
+        self._started = 0.0
+
+    async def _show_progress(self, line: observe.ProgressLine) -> None:
+        with self._progress_scope:
+            await line.run()
 
     async def __aenter__(self) -> Job:
         if self._nursery_cm is not None:
             msg = "this df.open(...) was already entered: call df.open() again for another job"
             raise RuntimeError(msg)
+        await self._job._start()
         self._collector.__enter__()
         try:
             self._nursery_cm = trio.open_nursery()
@@ -603,10 +722,15 @@ class _OpenJob:
             self._collector.__exit__(None, None, None)
             raise
         self._nursery = nursery
-        nursery.start_soon(self._job.transport.run)
-        for w in self._job.workers:
+        job = self._job
+        observe.logger.info("job %s started: %s", type(job.pipeline).__name__, job._placement())
+        self._started = trio.current_time()
+        nursery.start_soon(job.transport.run)
+        for w in job.workers:
             nursery.start_soon(w.run)
-        return self._job
+        if self._progress is not None:
+            nursery.start_soon(self._show_progress, self._progress)
+        return job
 
     async def __aexit__(
         self,
@@ -621,16 +745,55 @@ class _OpenJob:
                 await job.close()
             except BaseException as e:
                 pending = e
+        self._progress_scope.cancel()
         if exc is not None or pending is not None:
             job._stop()
             self._nursery.cancel_scope.cancel()
         try:
             await self._nursery_cm.__aexit__(None, None, None)
+        except BaseExceptionGroup as group:
+            self._log_stop(group)
+            raise _unwrapped(group) from None
         finally:
             self._collector.__exit__(None, None, None)
+            if self._progress is not None:
+                self._progress.finish()
+        self._log_stop(pending or exc)
         if pending is not None:
             raise pending
         return False
+
+    def _log_stop(self, exc: BaseException | None) -> None:
+        job = self._job
+        name = type(job.pipeline).__name__
+        elapsed = trio.current_time() - self._started
+        if job._operator_counts is not None and observe.logger.isEnabledFor(logging.DEBUG):
+            observe.log_operator_work(job._operator_counts)
+        if exc is None:
+            observe.logger.info("job %s finished in %.3f s: %s", name, elapsed, job._placement())
+        else:
+            observe.logger.info("job %s stopped after %.3f s: %r", name, elapsed, exc)
+
+
+def _unwrapped(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What the job's nursery raised, as the application should see it: a ``KeyboardInterrupt``
+    (Ctrl-C, or raised by user code in a worker) or a ``trio.Cancelled`` as itself, so that
+    ``except KeyboardInterrupt`` catches it; anything else stays grouped."""
+    for kind in (KeyboardInterrupt, trio.Cancelled):
+        match, _ = group.split(kind)
+        if match is not None:
+            first: BaseException = match
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return first
+    return group
+
+
+def _check_progress(progress: object) -> float:
+    if isinstance(progress, bool) or not isinstance(progress, (int, float)) or progress < 0:
+        msg = f"progress must be True, False or a number of seconds >= 0, not {progress!r}"
+        raise ValueError(msg)
+    return float(progress)
 
 
 def open(
@@ -640,6 +803,9 @@ def open(
     processes: int = 1,
     fuse: bool = True,
     gc_threshold: int | None = GC_THRESHOLD,
+    history: int | None = None,
+    profile: bool = False,
+    progress: bool | float = False,
 ) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
@@ -655,22 +821,42 @@ def open(
         gc_threshold: while the job runs, the cyclic garbage collector's first threshold is
             at least this (restored when the last job ends; see
             :mod:`deltaflow.scheduler.collector`). ``None`` leaves the collector alone.
+        history: keep each output answerable only for the last ``history`` times before its
+            frontier (``job.output.at(t)`` for ``t >= job.time - history``; an older time is
+            a ``ValueError``), older updates compacted into one, so that a long-running job's
+            outputs take bounded memory. ``None`` (the default) keeps everything.
+        profile: count each operator's activations, records and seconds for
+            :meth:`Job.statistics` (also on when the ``deltaflow`` logger is at ``DEBUG``).
+        progress: show a progress line on stderr (time reached, updates/s, elapsed): ``True``
+            at once, a number of seconds once the job has run that long.
 
     Returns:
         An async context manager giving the running :class:`Job`.
 
     Raises:
-        ValueError: ``workers``, ``processes`` or ``gc_threshold`` is not a positive int, or
-            ``processes`` does not divide ``workers``.
+        ValueError: ``workers``, ``processes`` or ``gc_threshold`` is not a positive int,
+            ``processes`` does not divide ``workers``, ``history`` is not a non-negative
+            int, or ``progress`` not a bool or a number of seconds.
     """
+    if progress is not True and progress is not False:
+        _check_progress(progress)
     gc_threshold = check_gc_threshold(gc_threshold)
     if processes != 1:
-        from .processes import open_processes  # it builds on this module
+        from .processes import ProcessJob  # it builds on this module
 
-        if workers is None:
-            workers = processes
-        return open_processes(pipeline, workers, processes, fuse=fuse, gc_threshold=gc_threshold)
-    return _OpenJob(Job(pipeline, 1 if workers is None else workers, fuse=fuse), gc_threshold)
+        job: Job = ProcessJob(
+            pipeline,
+            processes if workers is None else workers,
+            processes,
+            fuse=fuse,
+            gc_threshold=gc_threshold,
+            history=history,
+        )
+    else:
+        job = Job(
+            pipeline, 1 if workers is None else workers, fuse=fuse, history=history, profile=profile
+        )
+    return _OpenJob(job, gc_threshold, progress=progress)
 
 
 class _Named(dict[str, Any]):
@@ -686,7 +872,10 @@ class _Named(dict[str, Any]):
 
 
 def _validate(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[Any], list[int]]]:
-    """Group ``(data, time, diff)`` triples by time, rejecting the first malformed one."""
+    """Group ``(data, time, diff)`` triples (or a DataFrame's rows) by time, rejecting the
+    first malformed one."""
+    if is_frame(updates):
+        updates = updates_from_frame(name, updates)
     if isinstance(updates, (str, bytes, Mapping)):
         msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
         raise TypeError(msg)
@@ -770,16 +959,18 @@ def run(
     processes: int = 1,
     fuse: bool = True,
     gc_threshold: int | None = GC_THRESHOLD,
+    progress: bool | float = False,
     **inputs: Iterable[Any],
 ) -> Any:
     """Run ``pipeline`` over complete inputs and return its consolidated output updates.
 
-    Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``; missing
-    inputs are empty. Every time is processed as its own logical time (all at once, so this
-    measures throughput). Returns a list of ``(data, time, diff)`` sorted by time, with no two
-    updates for the same ``(data, time)`` and no zero diff; a ``build()`` returning a dict of
-    collections gives a dict of such lists. ``workers``, ``processes``, ``fuse`` and
-    ``gc_threshold`` are as for :func:`open`.
+    Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``, or a pandas
+    DataFrame (its columns other than ``time`` and ``diff`` form the datum; those two default
+    to 0 and 1); missing inputs are empty. Every time is processed as its own logical time
+    (all at once, so this measures throughput). Returns a list of ``(data, time, diff)``
+    sorted by time, with no two updates for the same ``(data, time)`` and no zero diff; a
+    ``build()`` returning a dict of collections gives a dict of such lists. ``workers``,
+    ``processes``, ``fuse``, ``gc_threshold`` and ``progress`` are as for :func:`open`.
 
     Raises:
         TypeError, ValueError: a malformed input, naming the input and the value.
@@ -787,7 +978,7 @@ def run(
     """
     pipeline = _require_pipeline(pipeline)
     names = pipeline.input_names()
-    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold"})
+    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress"})
     if taken:
         msg = (
             f"{type(pipeline).__name__}.build() has inputs named {taken}, which are run()'s own "
@@ -803,7 +994,12 @@ def run(
 
     async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool]:
         async with open(
-            pipeline, workers, processes=processes, fuse=fuse, gc_threshold=gc_threshold
+            pipeline,
+            workers,
+            processes=processes,
+            fuse=fuse,
+            gc_threshold=gc_threshold,
+            progress=progress,
         ) as job:
             outputs = await _run_to_end(job, validated)
         return outputs, job.builder.single_output

@@ -1,0 +1,120 @@
+"""Adding indexes and delta rules to a dataflow under construction.
+
+:func:`index_of` adds (once per collection and way of splitting it) the index node that every
+reader shares. :func:`add_rule` adds the operators of one rule: with one worker a single
+:class:`~.lookup.RuleOperator` runs every phase; with several, each phase is an operator of its
+own, its records exchanged by the key that phase looks up (so each runs on the worker whose
+part of the index holds that key).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from ...framework.dataflow import Pact
+from .index import IndexOperator, IndexRegistry, IndexStore
+from .lookup import Phase, RuleOperator, Tally
+
+if TYPE_CHECKING:
+    from ...framework.dataflow import DataflowSpec
+    from ..collection import Collection, DataflowBuilder
+    from .index import Split
+
+__all__ = ["add_rule", "index_of", "statistics"]
+
+# Per pipeline under construction: its indexes by (collection node, port, way of splitting).
+_INDEXES: weakref.WeakKeyDictionary[DataflowBuilder, dict[tuple[Any, ...], IndexRegistry]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def index_of(
+    collection: Collection, how: Hashable, split: Split, key: Callable[[Any], Any], label: str
+) -> IndexRegistry:
+    """The index of ``collection`` split by ``split`` into ``(key, val)`` (``key(d)`` is the
+    key alone, for routing); ``how`` names the way of splitting, so that asking again with
+    the same ``how`` returns the same index."""
+    cache = _INDEXES.setdefault(collection.builder, {})
+    ident = (collection.node, collection.port, how)
+    registry = cache.get(ident)
+    if registry is not None:
+        return registry
+    registry = IndexRegistry(f"index({label})")
+
+    def factory(w: int, _n: int) -> IndexOperator:
+        store = registry.stores[w] = IndexStore()
+        return IndexOperator(registry.name, store, split)
+
+    registry.output = collection._add(
+        registry.name, factory, [collection], pacts=[Pact(key)], meta={"index": registry}
+    )
+    cache[ident] = registry
+    return registry
+
+
+def add_rule(
+    start: Collection,
+    phases: list[Phase],
+    emit: Callable[[Any], Any],
+    name: str,
+    *,
+    whole: bool = False,
+) -> Collection:
+    """The operators running ``phases`` on the data of ``start`` (each datum the first
+    binding), whose output is ``emit(binding)`` of the records that get through
+    (``emit(record)`` with ``whole``)."""
+    tally = Tally()
+    groups = [phases] if start.builder.workers == 1 else [[p] for p in phases]
+    current = start
+    for i, group in enumerate(groups):
+        first, last = i == 0, i == len(groups) - 1
+        indexes: list[IndexRegistry] = []
+        waits: list[tuple[int, bool]] = []
+        for phase in group:
+            for ext in phase.extenders:
+                if ext.registry not in indexes:
+                    indexes.append(ext.registry)
+                wait = (1 + indexes.index(ext.registry), ext.strict)
+                if wait not in waits:
+                    waits.append(wait)
+        route = group[0].route
+        key = (lambda d, route=route: route((d, None, 0, 0))) if first else route
+        label = name if len(groups) == 1 else f"{name}[{i}]"
+
+        def factory(
+            w: int,
+            _n: int,
+            group: list[Phase] = group,
+            waits: list[tuple[int, bool]] = waits,
+            first: bool = first,
+            last: bool = last,
+            label: str = label,
+            indexes: list[IndexRegistry] = indexes,
+        ) -> RuleOperator:
+            runners = [p.runner(w, tally) for p in group]
+            stores = [r.store(w) for r in indexes]
+            return RuleOperator(
+                label,
+                runners,
+                waits,
+                first=first,
+                emit=emit if last else None,
+                whole=whole,
+                stores=stores,
+            )
+
+        inputs = [current, *(r.output for r in indexes)]
+        pacts = [Pact(key), *(Pact() for _ in indexes)]
+        current = current._add(label, factory, inputs, pacts=pacts, meta={"tally": tally})
+    return current
+
+
+def statistics(spec: DataflowSpec) -> dict[str, int]:
+    """Counts of a dataflow for ``Job.statistics()``: ``arrangements`` (arrangements and
+    indexes, each once however many operators read it) and ``proposals`` (candidates the
+    delta rules' proposing phases looked at, over every worker of this process)."""
+    arrangements = sum(1 for n in spec.nodes if "arrangement" in n.meta or "index" in n.meta)
+    proposals = sum(n.meta["tally"].proposals for n in spec.nodes if "tally" in n.meta)
+    return {"arrangements": arrangements, "proposals": proposals}
