@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
+from ...errors import PeerLostError
 from ...operators.collection import Pipeline
 from ...scheduler.peer import run_peer
 from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
@@ -81,6 +82,29 @@ def phase_timings(spark: SparkSession) -> Iterator[Timings]:
     finally:
         result.update(_timings.value)
         _timings = None
+
+
+#: Seconds a task that lost a peer waits before failing, so that the peer's own failure
+#: reaches Spark first (see :func:`second_to_fail`).
+LOST_PEER_GRACE_S = 5.0
+
+
+@contextlib.contextmanager
+def second_to_fail() -> Iterator[None]:
+    """Hold back a :class:`~deltaflow.errors.PeerLostError` for a few seconds.
+
+    Spark fails a barrier stage with the error of the first task to fail. When user code
+    raises in one task, the others may see that peer's connection drop before its error
+    reaches them; failing at once, one of them could be first, and the driver would report
+    "lost a peer" instead of the user's message. Waiting lets the task that failed for a
+    reason report it (Spark then kills the waiting tasks); a peer truly lost (its executor
+    gone) fails the stage by itself meanwhile.
+    """
+    try:
+        yield
+    except PeerLostError:
+        time.sleep(LOST_PEER_GRACE_S)
+        raise
 
 
 def check_inputs(
@@ -194,15 +218,16 @@ def run(
             gathered[0] = clock() - begin
             return addresses
 
-        result = run_peer(
-            pipeline,
-            index=ctx.partitionId(),
-            peers=n,
-            rendezvous=rendezvous,
-            feed=feed,
-            host=task_host(),
-            connect_timeout=RENDEZVOUS_TIMEOUT_S,
-        )
+        with second_to_fail():
+            result = run_peer(
+                pipeline,
+                index=ctx.partitionId(),
+                peers=n,
+                rendezvous=rendezvous,
+                feed=feed,
+                host=task_host(),
+                connect_timeout=RENDEZVOUS_TIMEOUT_S,
+            )
         ran = clock()
         yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
         if timings is not None:

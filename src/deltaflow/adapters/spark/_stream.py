@@ -40,7 +40,7 @@ import attrs
 import pyarrow as pa
 import trio
 
-from ...errors import DeltaflowError
+from ...errors import DeltaflowError, PeerLostError
 from ...scheduler.peer import open_peer
 from ._batch import RENDEZVOUS_TIMEOUT_S, check_inputs
 from ._convert import InputLayout, OutputLayout, read_changes, tag_inputs
@@ -79,6 +79,14 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 def _receive(sock: socket.socket) -> Any:
     (size,) = _HEADER.unpack(_read_exactly(sock, _HEADER.size))
     return pickle.loads(_read_exactly(sock, size))
+
+
+def _receive_or_lost(sock: socket.socket) -> Any:
+    """A worker's reply, or an ``("error", ...)`` one when its connection is gone."""
+    try:
+        return _receive(sock)
+    except (OSError, EOFError) as exc:
+        return ("error", f"{PeerLostError.__name__}: lost a worker's connection ({exc})")
 
 
 class _Reader:
@@ -240,11 +248,14 @@ class SparkStream:
                 link.sendall(_frame(("step", batch_id, part)))
             results: dict[str, list[tuple[Any, Any, int]]] = {n: [] for n in self.output.names}
             slowest = 0.0
-            for link in self._links:
-                reply = _receive(link)
-                if reply[0] == "error":
-                    self._failure = reply[1]
-                    self._raise_job_error(f"micro-batch {batch_id} failed in a worker")
+            replies = [_receive_or_lost(link) for link in self._links]
+            errors = [r[1] for r in replies if r[0] == "error"]
+            if errors:
+                # A worker that lost a peer says less than the one whose code failed.
+                told = [e for e in errors if not e.startswith(PeerLostError.__name__)]
+                self._failure = (told or errors)[0]
+                self._raise_job_error(f"micro-batch {batch_id} failed in a worker")
+            for reply in replies:
                 _, _, out, spent = reply
                 slowest = max(slowest, spent)
                 named = out if isinstance(out, dict) else {"output": out}
