@@ -1,0 +1,339 @@
+"""W4x10 on Spark beside one process and ``processes=2``; streaming W4x10; Spark's I/O paths.
+
+W4x10 is W4 (BFS distances from node 0) at ten times the size: 1,000,000 nodes, 2,000,000
+edges, then single edge changes (``workloads.w4_bfs``). Each system runs in a child process
+of its own (so one's memory does not slow the next) and prints JSON lines:
+
+* ``w4x10.one_process`` — ``df.open()``, one worker: ``load_s`` (time 0 fed and complete),
+  then ``rounds_per_s`` over ``--rounds`` single-edge rounds.
+* ``w4x10.processes2`` — ``df.open(workers=2, processes=2)``: ``start_s`` (the processes
+  started and connected) apart from ``load_s`` and ``rounds_per_s``, as above.
+* ``w4x10.spark_run`` — ``dfspark.run`` on ``local[2]``, 2 partitions, the edges read from
+  parquet: ``startup_s`` (the session and a first job), ``total_s`` (the call), and the
+  barrier job's phases (``phase_timings``): ``input_s`` (from submission to the first
+  task's start: Spark reads the parquet and shuffles the rows to 2 partitions), ``read_s``
+  (a task turns its partition into updates), ``rendezvous_s``, ``dataflow_s`` (the load in
+  the workers, to the output) and ``output_s``. ``load_s`` = rendezvous + dataflow is the
+  figure set beside ``processes=2``'s ``start_s + load_s`` (``vs_processes2``, target <=
+  1.3).
+* ``w4x10.spark_stream`` — ``dfspark.stream`` on ``local[3]`` (2 workers and a slot for
+  the micro-batches): micro-batch 0 is the load (roots and edges, through the driver), then
+  one changed edge (an insertion and a retraction) per micro-batch from a file each:
+  ``micro_batches_per_s`` end to end, ``batch_median_s`` (the ``foreachBatch`` call), and
+  ``worker_median_ms``: the slowest worker's time from the changes in to the output complete
+  (target <= 10 ms).
+* ``spark.paths`` — the two ways in and out of barrier tasks, on the same edges, each task
+  reading its rows into Python tuples and returning them: ``mapInArrow(barrier=True)``
+  (Arrow both ways) and ``rdd.barrier().mapPartitions`` with ``createDataFrame`` (rows
+  pickled both ways).
+
+Every figure carries ``check``: the final answer equals the from-scratch BFS.
+
+Run: ``python benchmarks/bench_spark.py [--quick] [--only one_process,processes2,spark_run,
+spark_stream,paths] [--rounds 100]`` (``--quick``: W4 at its own size, fewer rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SYSTEMS = ("one_process", "processes2", "spark_run", "spark_stream", "paths")
+FULL = {"nodes": 1_000_000, "edges": 2_000_000}
+QUICK = {"nodes": 100_000, "edges": 200_000}
+
+
+def emit(record: dict[str, Any]) -> None:
+    """Print one figure as a JSON line (floats rounded for reading)."""
+    clean = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in record.items()}
+    print(json.dumps(clean), flush=True)
+
+
+def data(args: argparse.Namespace) -> tuple[int, list[Any], list[Any]]:
+    from workloads import w4_bfs
+
+    size = QUICK if args.quick else FULL
+    return w4_bfs(size["nodes"], size["edges"], args.rounds)
+
+
+def check(out: dict[Any, int], root: int, init: list[Any], rounds: list[Any]) -> str:
+    """``"ok"`` when ``out`` (``{(node, dist): n}``) is the BFS of the live edges."""
+    from bench_workloads import answer_w4
+    from workloads import w4_expected
+
+    got, want = answer_w4(out), w4_expected(root, init, rounds)
+    return "ok" if got == want else f"MISMATCH {got} != {want}"
+
+
+# -- in-process and processes=2 -------------------------------------------------------------
+def run_open(args: argparse.Namespace, processes: int) -> dict[str, Any]:
+    import trio
+    from bench_workloads import Bfs
+
+    import deltaflow as df
+
+    root, init, rounds = data(args)
+    record: dict[str, Any] = {"nodes": len({n for e in init for n in e}), "edges": len(init)}
+
+    async def main() -> dict[Any, int]:
+        begin = time.perf_counter()
+        workers = 2 if processes == 2 else 1
+        async with df.open(Bfs(), workers, processes=processes) as job:
+            start = time.perf_counter()
+            record["start_s"] = start - begin
+            job.inputs["roots"].insert(root)
+            job.inputs["edges"].insert_many(init)
+            await job.advance_to(1)
+            record["load_s"] = time.perf_counter() - start
+            edges = job.inputs["edges"]
+            start = time.perf_counter()
+            for t, (new, old) in enumerate(rounds, start=1):
+                edges.insert(new)
+                edges.remove(old)
+                await job.advance_to(t + 1)
+            record["rounds_per_s"] = len(rounds) / (time.perf_counter() - start)
+            return job.output.at(len(rounds))
+
+    out = trio.run(main)
+    record["check"] = check(out, root, init, rounds)
+    return record
+
+
+# -- Spark ----------------------------------------------------------------------------------
+def session(cores: int) -> tuple[Any, float]:
+    """A local session with ``cores`` slots, and the seconds to start it and run a job."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    start = time.perf_counter()
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName("deltaflow-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "3")
+        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.range(10).count()
+    spark.sparkContext.parallelize(range(10), 2).map(lambda x: x).count()
+    return spark, time.perf_counter() - start
+
+
+def write_parquet(path: Path, columns: dict[str, list[int]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({k: pa.array(v, pa.int64()) for k, v in columns.items()}), path)
+
+
+def edges_and_session(tmp: Path, init: list[Any]) -> tuple[Any, float]:
+    """The edges written as parquet under ``tmp/edges``, and a ``local[2]`` session."""
+    (tmp / "edges").mkdir()
+    write_parquet(
+        tmp / "edges" / "0.parquet", {"src": [s for s, _ in init], "dst": [d for _, d in init]}
+    )
+    return session(2)
+
+
+def run_spark(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    from bench_workloads import Bfs
+
+    from deltaflow.adapters import spark as dfspark
+    from deltaflow.adapters.spark._batch import phase_timings
+
+    root, init, _ = data(args)
+    spark, startup = edges_and_session(tmp, init)
+    record: dict[str, Any] = {"startup_s": startup, "edges": len(init)}
+    try:
+        edges = spark.read.parquet(str(tmp / "edges"))
+        roots = spark.createDataFrame([(root,)], "root long")
+        start = time.perf_counter()
+        with phase_timings(spark) as phases:
+            out = dfspark.run(
+                Bfs(), spark, roots=roots, edges=edges, schema="node long, dist long", partitions=2
+            )
+        record["total_s"] = time.perf_counter() - start
+        record["input_s"] = phases["started"] - phases["submitted"]
+        for phase in ("read_s", "rendezvous_s", "dataflow_s", "output_s"):
+            record[phase] = phases[phase]
+        record["load_s"] = phases["rendezvous_s"] + phases["dataflow_s"]
+        final = {(r[0], r[1]): r[2] for r in out.groupBy("node", "dist").sum("diff").collect()}
+        record["check"] = check(final, root, init, [])
+    finally:
+        spark.stop()
+    return record
+
+
+def run_stream(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    from bench_workloads import Bfs
+
+    from deltaflow.adapters import spark as dfspark
+
+    root, init, rounds = data(args)
+    (tmp / "roots").mkdir()
+    (tmp / "edges").mkdir()
+    write_parquet(tmp / "roots" / "0.parquet", {"root": [root]})
+    write_parquet(
+        tmp / "edges" / "00000.parquet",
+        {"src": [s for s, _ in init], "dst": [d for _, d in init], "diff": [1] * len(init)},
+    )
+    for t, (new, old) in enumerate(rounds, start=1):
+        write_parquet(
+            tmp / "edges" / f"{t:05d}.parquet",
+            {"src": [new[0], old[0]], "dst": [new[1], old[1]], "diff": [1, -1]},
+        )
+    spark, startup = session(3)
+    record: dict[str, Any] = {"startup_s": startup, "edges": len(init), "rounds": len(rounds)}
+    final: dict[Any, int] = {}
+    ends: list[float] = []
+
+    def sink(frame: Any, _batch_id: int) -> None:
+        for node, dist, _, diff in frame.collect():
+            final[(node, dist)] = final.get((node, dist), 0) + diff
+        ends.append(time.perf_counter())
+
+    try:
+        read = spark.readStream.option("maxFilesPerTrigger", 1)
+        roots = read.schema("root long").parquet(str(tmp / "roots"))
+        edges = read.schema("src long, dst long, diff long").parquet(str(tmp / "edges"))
+        start = time.perf_counter()
+        with dfspark.stream(
+            Bfs(),
+            spark,
+            roots=roots,
+            edges=edges,
+            schema="node long, dist long",
+            foreach_batch=sink,
+            partitions=2,
+        ) as running:
+            record["workers_start_s"] = time.perf_counter() - start
+            running.process_all_available()
+            stats = running.statistics()
+            per_batch = running.worker_seconds
+        record["batches"] = stats["batches"]
+        record["load_batch_s"] = running.batch_seconds[0]
+        record["load_worker_s"] = per_batch[0]
+        if len(ends) > 1:
+            record["micro_batches_per_s"] = (len(ends) - 1) / (ends[-1] - ends[0])
+            later = sorted(per_batch[1:])
+            record["worker_median_ms"] = later[len(later) // 2] * 1e3
+            record["worker_p90_ms"] = later[int(0.9 * len(later))] * 1e3
+            batch = sorted(running.batch_seconds[1:])
+            record["batch_median_s"] = batch[len(batch) // 2]
+        record["check"] = check({k: v for k, v in final.items() if v}, root, init, rounds)
+    finally:
+        spark.stop()
+    return record
+
+
+def run_paths(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """The edges through barrier tasks and back, by Arrow and by the RDD path."""
+    _, init, _ = data(args)
+    spark, startup = edges_and_session(tmp, init)
+    record: dict[str, Any] = {"startup_s": startup, "rows": len(init)}
+
+    def arrow_task(batches: Any) -> Any:
+        import pyarrow as pa
+
+        rows = []
+        for b in batches:
+            rows += list(zip(b.column(0).to_pylist(), b.column(1).to_pylist()))
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array([r[0] for r in rows], pa.int64()),
+                pa.array([r[1] for r in rows], pa.int64()),
+            ],
+            names=["src", "dst"],
+        )
+
+    def rdd_task(rows: Any) -> Any:
+        return [(r[0], r[1]) for r in rows]
+
+    try:
+        edges = spark.read.parquet(str(tmp / "edges"))
+        for attempt in range(2):
+            start = time.perf_counter()
+            n = edges.repartition(2).mapInArrow(arrow_task, "src long, dst long", barrier=True)
+            count = n.localCheckpoint(eager=True).count()
+            record[f"arrow_s_{attempt}"] = time.perf_counter() - start
+            start = time.perf_counter()
+            rdd = edges.repartition(2).rdd.barrier().mapPartitions(rdd_task)
+            back = spark.createDataFrame(rdd, "src long, dst long").localCheckpoint(eager=True)
+            record[f"rdd_s_{attempt}"] = time.perf_counter() - start
+            assert count == back.count() == len(init)
+    finally:
+        spark.stop()
+    return record
+
+
+def child(system: str, args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        if system == "one_process":
+            record = run_open(args, 1)
+        elif system == "processes2":
+            record = run_open(args, 2)
+        elif system == "spark_run":
+            record = run_spark(args, Path(tmp))
+        elif system == "spark_stream":
+            record = run_stream(args, Path(tmp))
+        else:
+            record = run_paths(args, Path(tmp))
+    import resource
+
+    record["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(record), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="W4 at its own size")
+    parser.add_argument("--only", default=",".join(SYSTEMS))
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 20 if args.quick else 100
+    if args.child:
+        child(args.child, args)
+        return
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    name = "w4" if args.quick else "w4x10"
+    results: dict[str, dict[str, Any]] = {}
+    for system in args.only.split(","):
+        cmd = [sys.executable, __file__, "--child", system, "--rounds", str(args.rounds)]
+        if args.quick:
+            cmd.append("--quick")
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode or not lines:
+            emit({"figure": f"{name}.{system}", "error": proc.stderr.strip().splitlines()[-3:]})
+            continue
+        record = json.loads(lines[-1].removeprefix("RESULT "))
+        results[system] = record
+        if system == "spark_run" and "processes2" in results:
+            p2 = results["processes2"]
+            record["vs_processes2"] = record["load_s"] / (p2["start_s"] + p2["load_s"])
+            record["target_vs_processes2"] = 1.3
+        if system == "spark_stream":
+            record["target_worker_median_ms"] = 10.0
+        figure = "spark.paths" if system == "paths" else f"{name}.{system}"
+        emit({"figure": figure, **record})
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    main()

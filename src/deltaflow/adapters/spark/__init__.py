@@ -1,0 +1,33 @@
+"""Running pipelines on Spark: DataFrames in, DataFrames out, one worker per barrier task.
+
+    from deltaflow.adapters import spark as dfspark
+
+    out = dfspark.run(Reachability(), spark, roots=roots_df, edges=edges_df,
+                      schema="root long, node long", partitions=2)
+
+:func:`run` runs a pipeline over static DataFrames as one barrier job and returns the
+consolidated updates :func:`deltaflow.run` would return, as a DataFrame of the schema's
+columns plus ``time`` and ``diff``. :func:`stream` keeps a pipeline running in one
+long-lived barrier job fed by streaming DataFrames, one time per micro-batch, and hands each
+micro-batch's output changes to a sink.
+
+Slots: a barrier stage runs all its tasks at once, so :func:`run` needs ``partitions`` free
+task slots, and :func:`stream` ``partitions`` for its workers for as long as it runs, plus at
+least one for the micro-batches' own jobs. Both check before they start and fail at once
+when the cluster has fewer; set ``spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures``
+and ``.interval`` low (e.g. ``3`` and ``2s``) so Spark's own check fails fast too when another
+job takes the slots first.
+
+Environment: every task binds ``SPARK_LOCAL_IP`` when set (on one machine set it to
+``127.0.0.1``), and the executors' Python must have deltaflow and the pipeline's module
+(``PYSPARK_PYTHON``, ``--py-files``).
+
+Importing this module imports pyspark; ``import deltaflow`` never does.
+"""
+
+from __future__ import annotations
+
+from ._batch import run as run
+from ._stream import SparkStream as SparkStream, stream as stream
+
+__all__ = ["SparkStream", "run", "stream"]

@@ -1,0 +1,249 @@
+"""``run``: a pipeline over input DataFrames as one Spark barrier job, output DataFrames back.
+
+The job: every input's rows, tagged by input (:func:`~._convert.tag_inputs`), spread over
+``partitions`` partitions; one barrier task per partition hosts one worker of the dataflow
+(:func:`deltaflow.scheduler.peer.run_peer`). The tasks publish their ``host:port`` with one
+``allGather`` and open a TCP mesh among themselves, which carries every exchange and all
+progress from then on (Spark's own barrier calls poll once a second, so they are used once).
+Each task feeds the rows of its own partition; the dataflow's exchanges route them to their
+owners. Each task returns the consolidated output updates that ended on its worker (outputs
+are exchanged by datum, so equal data meet on one worker), as Arrow batches of
+``mapInArrow(..., barrier=True)``: the result is a DataFrame with no conversion on the driver.
+
+Why ``mapInArrow`` rather than ``rdd.barrier().mapPartitions``: rows reach the tasks as Arrow
+batches and leave as Arrow batches, where the RDD path pickles every row through Python on
+both sides and rebuilds a DataFrame with ``createDataFrame``; the cost of each path is in
+``benchmarks/RESULTS.md``. Spark's placement (``repartition``) is not the dataflow's, which
+costs nothing extra: the dataflow routes its inputs at its first exchange anyway.
+
+The job runs when :func:`run` is called, once: the result is checkpointed locally
+(``localCheckpoint``), so reading it twice does not run the barrier stage twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyspark.accumulators import AccumulatorParam
+
+from ...errors import PeerLostError
+from ...operators.collection import Pipeline
+from ...scheduler.peer import run_peer
+from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
+from ._slots import require_slots, task_host
+
+if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["check_inputs", "phase_timings", "run"]
+
+#: Seconds a task waits for its peers (binding, the ``allGather``, the TCP mesh).
+RENDEZVOUS_TIMEOUT_S = 120.0
+
+Timings = dict[str, float]
+
+
+class _Slowest(AccumulatorParam[Timings]):
+    """Per phase, the slowest task's seconds (``started``: the earliest task's start)."""
+
+    def zero(self, value: Timings) -> Timings:
+        return {}
+
+    def addInPlace(self, value1: Timings, value2: Timings) -> Timings:
+        for phase, seconds in value2.items():
+            pick = min if phase == "started" else max
+            value1[phase] = pick(value1.get(phase, seconds), seconds)
+        return value1
+
+
+_timings: Accumulator[Timings] | None = None
+
+
+@contextlib.contextmanager
+def phase_timings(spark: SparkSession) -> Iterator[Timings]:
+    """Where the :func:`run` jobs inside the block spend their time, per phase of a task.
+
+    The dict it gives is filled when the block ends: ``submitted`` and ``started`` (epoch
+    seconds: the job's submission on the driver, the earliest task's start; between them
+    Spark reads the inputs and shuffles them to the tasks' partitions), then the slowest
+    task's seconds in each phase: ``read_s`` (the partition's rows as updates),
+    ``rendezvous_s`` (the ``allGather``), ``dataflow_s`` (the mesh and the dataflow, to its
+    output), ``output_s`` (the output as Arrow batches, handed to Spark).
+    """
+    global _timings
+    result: Timings = {}
+    _timings = spark.sparkContext.accumulator({}, _Slowest())
+    try:
+        yield result
+    finally:
+        result.update(_timings.value)
+        _timings = None
+
+
+#: Seconds a task that lost a peer waits before failing, so that the peer's own failure
+#: reaches Spark first (see :func:`second_to_fail`).
+LOST_PEER_GRACE_S = 5.0
+
+
+@contextlib.contextmanager
+def second_to_fail() -> Iterator[None]:
+    """Hold back a :class:`~deltaflow.errors.PeerLostError` for a few seconds.
+
+    Spark fails a barrier stage with the error of the first task to fail. When user code
+    raises in one task, the others may see that peer's connection drop before its error
+    reaches them; failing at once, one of them could be first, and the driver would report
+    "lost a peer" instead of the user's message. Waiting lets the task that failed for a
+    reason report it (Spark then kills the waiting tasks); a peer truly lost (its executor
+    gone) fails the stage by itself meanwhile.
+    """
+    try:
+        yield
+    except PeerLostError:
+        time.sleep(LOST_PEER_GRACE_S)
+        raise
+
+
+def check_inputs(
+    pipeline: object, inputs: Mapping[str, object], *, streaming: bool
+) -> tuple[Pipeline, list[InputLayout], list[DataFrame], Any]:
+    """The pipeline, each input's layout and DataFrame, and the pipeline's dataflow builder.
+
+    Raises:
+        TypeError: not a pipeline, an unknown input, or an input that is not a DataFrame
+            (or is not streaming for :func:`~.stream`, or is for :func:`run`).
+    """
+    from pyspark.sql import DataFrame
+
+    if not isinstance(pipeline, Pipeline):
+        msg = f"expected a deltaflow Pipeline instance, got {pipeline!r}"
+        raise TypeError(msg)
+    names = pipeline.input_names()
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
+        raise TypeError(msg)
+    builder = pipeline.instantiate()
+    layouts: list[InputLayout] = []
+    frames: list[DataFrame] = []
+    for name in names:
+        if name not in inputs:
+            continue
+        frame = inputs[name]
+        if not isinstance(frame, DataFrame):
+            msg = f"input {name!r}: expected a Spark DataFrame, got {type(frame).__name__}"
+            raise TypeError(msg)
+        if frame.isStreaming != streaming:
+            msg = (
+                f"input {name!r} is a streaming DataFrame: use dfspark.stream()"
+                if frame.isStreaming
+                else f"input {name!r} is not a streaming DataFrame (dfspark.stream() takes "
+                "streaming inputs; use dfspark.run() for static ones)"
+            )
+            raise TypeError(msg)
+        layouts.append(InputLayout.of(name, len(layouts), frame.schema, streaming=streaming))
+        frames.append(frame)
+    return pipeline, layouts, frames, builder
+
+
+def run(
+    pipeline: Pipeline,
+    spark: SparkSession,
+    *,
+    schema: Any,
+    partitions: int | None = None,
+    **inputs: DataFrame,
+) -> DataFrame | dict[str, DataFrame]:
+    """Run ``pipeline`` over input DataFrames on Spark; return its output as a DataFrame.
+
+    The result holds exactly the consolidated updates :func:`deltaflow.run` returns for the
+    same inputs: ``schema``'s columns (each datum flattened into them, nested tuples too),
+    then ``time`` and ``diff`` (bigint). An input's columns named ``time`` and ``diff`` are
+    optional (every row at time 0 with diff 1 without them); its other columns, in order,
+    form the datum (one column its value, several a tuple; a null is ``None``).
+
+    Args:
+        pipeline: the :class:`~deltaflow.Pipeline` to run.
+        spark: the session to run it in.
+        schema: the output's schema, a DDL string (``"root long, node long"``) or a
+            ``StructType``; a dict of them by name when ``build()`` returns a dict.
+        partitions: how many workers, one per barrier task (default: the context's default
+            parallelism). That many task slots must be free at once.
+        inputs: a static DataFrame per input name (a missing input is empty).
+
+    Returns:
+        The output DataFrame, or a dict of them by output name. The job has run already.
+
+    Raises:
+        TypeError, ValueError: bad arguments, or input columns of the wrong type, checked
+            before any job runs.
+        RuntimeError: fewer than ``partitions`` free task slots.
+        pyspark.errors.PySparkException: the job failed; the message carries the task's
+            error: user code raising (with the operator's name), a bad row (naming the
+            input, the column and the row), an output datum that does not fit the schema.
+
+    Example::
+
+        out = dfspark.run(Reachability(), spark, roots=roots_df, edges=edges_df,
+                          schema="root long, node long", partitions=2)
+    """
+    pipeline, layouts, frames, builder = check_inputs(pipeline, inputs, streaming=False)
+    output = OutputLayout.of(schema, single=builder.single_output, names=list(builder.stores))
+    sc = spark.sparkContext
+    n = sc.defaultParallelism if partitions is None else partitions
+    if n.__class__ is not int or n < 1:
+        msg = f"partitions must be a positive int, not {partitions!r}"
+        raise ValueError(msg)
+    tagged = tag_inputs(spark, layouts, frames).repartition(n)
+
+    timings = _timings
+
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import BarrierTaskContext
+
+        ctx = BarrierTaskContext.get()
+        started = time.time()
+        clock = time.perf_counter
+        start = clock()
+        feed = read_partition(layouts, batches)
+        read = clock()
+        gathered = [0.0]
+
+        def rendezvous(address: str) -> list[str]:
+            begin = clock()
+            addresses = ctx.allGather(address)
+            gathered[0] = clock() - begin
+            return addresses
+
+        with second_to_fail():
+            result = run_peer(
+                pipeline,
+                index=ctx.partitionId(),
+                peers=n,
+                rendezvous=rendezvous,
+                feed=feed,
+                host=task_host(),
+                connect_timeout=RENDEZVOUS_TIMEOUT_S,
+            )
+        ran = clock()
+        yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
+        if timings is not None:
+            timings.add(
+                {
+                    "started": started,
+                    "read_s": read - start,
+                    "rendezvous_s": gathered[0],
+                    "dataflow_s": ran - read - gathered[0],
+                    "output_s": clock() - ran,
+                }
+            )
+
+    require_slots(sc, n, f"dfspark.run with partitions={n}")
+    if timings is not None:
+        timings.add({"submitted": time.time()})
+    combined = tagged.mapInArrow(task, output.combined, barrier=True).localCheckpoint(eager=True)
+    frames_out = output.split(combined)
+    return frames_out["output"] if output.single else frames_out

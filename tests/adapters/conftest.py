@@ -1,0 +1,53 @@
+"""The session-wide local SparkSession of the Spark adapter's tests.
+
+One session serves every test (starting one costs 10-20 s and about 1 GB): ``local[5]``, so
+a streaming job's workers and its micro-batches fit beside each other; the UI and progress
+bars off; Spark's barrier slot check failing within seconds instead of ten minutes. Every
+Spark process listens on 127.0.0.1 and runs this interpreter, and the executors' Python
+finds the test modules (the pipelines they run are defined there).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOTS = 5
+
+
+@pytest.fixture(scope="session")
+def spark(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """A local SparkSession with :data:`SLOTS` task slots, stopped when the tests end."""
+    if request.config.getoption("--schedule"):
+        pytest.skip("Spark runs its workers in processes of its own, out of --schedule's reach")
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master(f"local[{SLOTS}]")
+        .appName("deltaflow-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "3")
+        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
+        .config("spark.barrier.sync.timeout", "120")
+        .config("spark.driver.memory", "768m")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

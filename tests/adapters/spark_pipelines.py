@@ -1,0 +1,81 @@
+"""Pipelines the Spark tests run: in a module of their own, so Spark's executors import them
+by name (the session fixture puts the repository on their path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import deltaflow as df
+
+
+class Reachability(df.Pipeline):
+    """``(root, node)`` pairs with ``node`` reachable from ``root``: iterate and distinct."""
+
+    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
+        def step(reach: df.Collection) -> df.Collection:
+            return (
+                reach.map(lambda rn: (rn[1], rn[0]))
+                .join_map(edges, lambda node, root, dst: (root, dst))
+                .concat(roots.map(lambda r: (r, r)))
+                .distinct()
+            )
+
+        return roots.map(lambda r: (r, r)).iterate(step)
+
+
+class Degrees(df.Pipeline):
+    """Out-degree of every node, and how many nodes have each degree: two reductions."""
+
+    def build(self, edges: df.Collection) -> df.Collection:
+        return edges.count().map(lambda nd: (nd[1], nd[0])).count()
+
+
+class Totals(df.Pipeline):
+    """Sum and maximum of the values per key: ``reduce`` with user logic."""
+
+    def build(self, sales: df.Collection) -> df.Collection:
+        return sales.reduce(lambda k, vs: [((sum(v * n for v, n in vs), max(v for v, _ in vs)), 1)])
+
+
+class Orders(df.Pipeline):
+    """Orders joined with customers by customer id: a join, its datum a nested tuple."""
+
+    def build(self, orders: df.Collection, customers: df.Collection) -> df.Collection:
+        by_customer = orders.map(lambda o: (o[1], (o[0], o[2])))
+        return by_customer.join(customers)
+
+
+class Split(df.Pipeline):
+    """Two named outputs: words and their lengths' counts."""
+
+    def build(self, words: df.Collection) -> dict[str, df.Collection]:
+        return {"words": words.distinct(), "lengths": words.map(lambda w: (len(w), w)).count()}
+
+
+class Fails(df.Pipeline):
+    """A map whose function raises on one datum."""
+
+    def build(self, xs: df.Collection) -> df.Collection:
+        return xs.map(explode)
+
+
+def explode(x: Any) -> Any:
+    """Raise on 13, else return ``x``."""
+    if x == 13:
+        msg = "thirteen is unlucky"
+        raise ValueError(msg)
+    return x
+
+
+class Identity(df.Pipeline):
+    """Every update of ``xs`` as it is."""
+
+    def build(self, xs: df.Collection) -> df.Collection:
+        return xs
+
+
+class WordCount(df.Pipeline):
+    """``(word, n)``: how many times each word occurs in the lines."""
+
+    def build(self, lines: df.Collection) -> df.Collection:
+        return lines.flat_map(lambda line: line.split()).map(lambda w: (w, w)).count()

@@ -1,0 +1,249 @@
+"""``dfspark.run`` on a real local Spark: its output DataFrame equals ``df.run``'s updates.
+
+Every oracle test feeds the same updates to ``df.run`` (itself checked against the
+from-scratch oracle of :mod:`tests.reference`) and, as DataFrames, to ``dfspark.run``, and
+compares the rows with the flattened updates.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+from tests.adapters import spark_pipelines as pipes
+
+import deltaflow as df
+
+pytestmark = pytest.mark.spark
+
+dfspark = pytest.importorskip("deltaflow.adapters.spark")
+from deltaflow.adapters.spark._convert import flatten  # noqa: E402
+
+
+def rows(frame: Any) -> list[tuple[Any, ...]]:
+    """A DataFrame's rows as sorted tuples (``None`` sorts first)."""
+    return sorted((tuple(r) for r in frame.collect()), key=repr)
+
+
+def expected(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, ...]]:
+    """``df.run``'s updates as the rows ``dfspark.run`` returns."""
+    return sorted(((*flatten(d), t, r) for d, t, r in updates), key=repr)
+
+
+def triples(frame_rows: list[tuple[Any, ...]]) -> list[tuple[Any, int, int]]:
+    """Rows ``(cols..., time, diff)`` as ``df.run`` inputs (one column: its value)."""
+    return [((r[0] if len(r) == 3 else r[:-2]), r[-2], r[-1]) for r in frame_rows]
+
+
+def random_edges(seed: int, nodes: int, count: int, times: int) -> list[tuple[int, int, int, int]]:
+    """Edges ``(src, dst, time, diff)``: insertions at time 0, then changes at later times."""
+    rng = random.Random(seed)
+    live = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(count)]
+    out = [(s, d, 0, 1) for s, d in live]
+    for t in range(1, times):
+        for _ in range(3):
+            s, d = live.pop(rng.randrange(len(live)))
+            out.append((s, d, t, -1))
+            new = (rng.randrange(nodes), rng.randrange(nodes))
+            live.append(new)
+            out.append((*new, t, 1))
+    return out
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_reductions_match_run(spark: Any, partitions: int) -> None:
+    """Two chained counts, and a reduce with user logic, over several times."""
+    edges = random_edges(1, 12, 40, 4)
+    out = dfspark.run(
+        pipes.Degrees(),
+        spark,
+        edges=spark.createDataFrame(edges, "src long, dst long, time long, diff long"),
+        schema="degree long, nodes long",
+        partitions=partitions,
+    )
+    assert rows(out) == expected(df.run(pipes.Degrees(), edges=triples(edges)))
+    sales = [
+        (k % 5, v, t, 1 if v % 7 else -1) for k, v, t in zip(range(60), range(60), [0, 1, 2] * 20)
+    ]
+    sales_in = [((k, v), t, r) for k, v, t, r in sales]
+    out = dfspark.run(
+        pipes.Totals(),
+        spark,
+        sales=spark.createDataFrame(sales, "k long, v long, time int, diff int"),
+        schema="k long, total long, top long",
+        partitions=partitions,
+    )
+    assert rows(out) == expected(df.run(pipes.Totals(), sales=sales_in))
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_join_matches_run(spark: Any, partitions: int) -> None:
+    """A join whose output datum nests tuples, flattened into the schema's columns."""
+    customers = [(c, f"name{c}", c % 2, 1) for c in range(8)] + [(3, "name3", 2, -1)]
+    orders = [(o, o % 9, float(o) / 4, o % 3, 1) for o in range(50)]
+    out = dfspark.run(
+        pipes.Orders(),
+        spark,
+        orders=spark.createDataFrame(
+            orders, "id long, customer long, amount double, time long, diff long"
+        ),
+        customers=spark.createDataFrame(
+            customers, "customer long, name string, time long, diff long"
+        ),
+        schema="customer long, id long, amount double, name string",
+        partitions=partitions,
+    )
+    want = df.run(
+        pipes.Orders(),
+        orders=[((o, c, a), t, r) for o, c, a, t, r in orders],
+        customers=[((c, n), t, r) for c, n, t, r in customers],
+    )
+    assert want and rows(out) == expected(want)
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_iterate_matches_run(spark: Any, partitions: int) -> None:
+    """Reachability (iterate, join, distinct) with edges changing at later times."""
+    edges = random_edges(7, 30, 45, 4)
+    roots = [(0, 0, 1), (1, 0, 1), (2, 2, 1)]
+    out = dfspark.run(
+        pipes.Reachability(),
+        spark,
+        roots=spark.createDataFrame(roots, "root long, time long, diff long"),
+        edges=spark.createDataFrame(edges, "src long, dst long, time long, diff long"),
+        schema="root long, node long",
+        partitions=partitions,
+    )
+    want = df.run(pipes.Reachability(), roots=triples(roots), edges=triples(edges))
+    assert len(want) > 20 and rows(out) == expected(want)
+
+
+def test_static_inputs_without_time_and_diff(spark: Any) -> None:
+    """Without ``time``/``diff`` columns every row is inserted at time 0; the default
+    partitions is the default parallelism."""
+    edges = [(s, d) for s, d, _, _ in random_edges(3, 20, 30, 1)]
+    out = dfspark.run(
+        pipes.Reachability(),
+        spark,
+        roots=spark.createDataFrame([(0,), (5,)], "root long"),
+        edges=spark.createDataFrame(edges, "src long, dst long"),
+        schema="root long, node long",
+    )
+    want = df.run(
+        pipes.Reachability(), roots=[(0, 0, 1), (5, 0, 1)], edges=[(e, 0, 1) for e in edges]
+    )
+    assert rows(out) == expected(want)
+    assert rows(out.select("time").distinct()) == [(0,)]
+
+
+def test_dict_outputs(spark: Any) -> None:
+    """A ``build()`` returning a dict takes a dict of schemas and gives a dict of DataFrames."""
+    words = [("cat", 0, 1), ("horse", 0, 1), ("cat", 1, 1), ("dog", 1, 1), ("horse", 2, -1)]
+    out = dfspark.run(
+        pipes.Split(),
+        spark,
+        words=spark.createDataFrame(words, "word string, time long, diff long"),
+        schema={"words": "word string", "lengths": "length int, words long"},
+        partitions=2,
+    )
+    want = df.run(pipes.Split(), words=words)
+    assert set(out) == {"words", "lengths"}
+    for name in out:
+        assert rows(out[name]) == expected(want[name]), name
+    assert out["lengths"].columns == ["length", "words", "time", "diff"]
+
+
+def test_nulls_in_data_columns_are_none(spark: Any) -> None:
+    """A null in a data column is ``None`` in the datum, and ``None`` comes back as null."""
+    xs = [(1, "a"), (None, "b"), (2, None)]
+    out = dfspark.run(
+        pipes.Identity(),
+        spark,
+        xs=spark.createDataFrame(xs, "n long, s string"),
+        schema="n long, s string",
+        partitions=2,
+    )
+    assert rows(out) == sorted(((n, s, 0, 1) for n, s in xs), key=repr)
+
+
+def test_null_time_names_input_column_and_row(spark: Any) -> None:
+    """A null time fails the job with the input, the column and the row in the message."""
+    xs = spark.createDataFrame([(1, 0), (2, None)], "x long, time long")
+    with pytest.raises(Exception, match=r"input 'xs': column 'time' is null in the row \(x=2\)"):
+        dfspark.run(pipes.Identity(), spark, xs=xs, schema="x long", partitions=2)
+    xs = spark.createDataFrame([("a", 1, None)], "x string, time long, diff long")
+    with pytest.raises(Exception, match=r"column 'diff' is null in the row \(x='a'\)"):
+        dfspark.run(pipes.Identity(), spark, xs=xs, schema="x string", partitions=2)
+
+
+def test_non_integer_time_is_an_error_before_any_job(spark: Any) -> None:
+    """A ``time`` or ``diff`` column that is not of an integer type is refused at once."""
+    xs = spark.createDataFrame([(1, 0.5)], "x long, time double")
+    with pytest.raises(TypeError, match="input 'xs': column 'time' has type double"):
+        dfspark.run(pipes.Identity(), spark, xs=xs, schema="x long")
+    xs = spark.createDataFrame([(1, "1")], "x long, diff string")
+    with pytest.raises(TypeError, match="input 'xs': column 'diff' has type string"):
+        dfspark.run(pipes.Identity(), spark, xs=xs, schema="x long")
+
+
+def test_output_that_does_not_fit_the_schema(spark: Any) -> None:
+    """A datum that does not fit names the output, the datum and the column."""
+    xs = spark.createDataFrame([("a", "b")], "x string, y string")
+    with pytest.raises(
+        Exception, match=r"output 'output': datum \('a', 'b'\) does not fit column 'y' \(bigint\)"
+    ):
+        dfspark.run(pipes.Identity(), spark, xs=xs, schema="x string, y long", partitions=2)
+    with pytest.raises(
+        Exception, match=r"datum \('a', 'b'\) has 2 field\(s\) but the schema has 3"
+    ):
+        dfspark.run(
+            pipes.Identity(), spark, xs=xs, schema="x string, y string, z long", partitions=2
+        )
+
+
+def test_failing_user_code_fails_the_job_quickly(spark: Any) -> None:
+    """User code raising in one task fails the Spark job within seconds, with the user's
+    message and the operator's name."""
+    xs = spark.createDataFrame([(n,) for n in range(40)], "x long")
+    start = time.monotonic()
+    with pytest.raises(Exception, match="thirteen is unlucky") as info:
+        dfspark.run(pipes.Fails(), spark, xs=xs, schema="x long", partitions=3)
+    assert time.monotonic() - start < 30
+    assert "map(" in str(info.value) and "explode" in str(info.value)
+
+
+def test_too_few_slots_is_a_clear_error(spark: Any) -> None:
+    """More partitions than free task slots fails at once, naming both."""
+    xs = spark.createDataFrame([(1,)], "x long")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"needs 6 free task slots .* has 5 free of 5"):
+        dfspark.run(pipes.Identity(), spark, xs=xs, schema="x long", partitions=6)
+    assert time.monotonic() - start < 5
+
+
+def test_bad_arguments(spark: Any) -> None:
+    """Unknown inputs, non-DataFrames and a single schema for a dict of outputs are refused."""
+    xs = spark.createDataFrame([(1,)], "x long")
+    with pytest.raises(TypeError, match=r"unknown input\(s\) \['ys'\]"):
+        dfspark.run(pipes.Identity(), spark, ys=xs, schema="x long")
+    with pytest.raises(TypeError, match="expected a Spark DataFrame, got list"):
+        dfspark.run(pipes.Identity(), spark, xs=[1], schema="x long")
+    with pytest.raises(TypeError, match="pass a dict of schemas"):
+        dfspark.run(pipes.Split(), spark, words=xs, schema="x long")
+    with pytest.raises(ValueError, match="the adapter adds 'time' and 'diff'"):
+        dfspark.run(pipes.Identity(), spark, xs=xs, schema="x long, time long")
+
+
+def test_public_names_and_signature() -> None:
+    """The adapter's names are documented, and run() has the contract's signature."""
+    import inspect
+
+    for name in dfspark.__all__:
+        assert inspect.getdoc(getattr(dfspark, name)), name
+    params = inspect.signature(dfspark.run).parameters
+    assert list(params)[:2] == ["pipeline", "spark"]
+    assert params["schema"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["partitions"].default is None
+    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

@@ -1,0 +1,195 @@
+"""``dfspark.stream`` on a real local Spark: micro-batches written by the test, each one
+time, the state kept across them, every micro-batch's output changes equal to ``df.run``'s
+at that time."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.adapters import spark_pipelines as pipes
+
+import deltaflow as df
+
+pytestmark = pytest.mark.spark
+
+dfspark = pytest.importorskip("deltaflow.adapters.spark")
+
+
+class Collected:
+    """A ``foreach_batch`` sink that keeps every micro-batch's rows, by batch id."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[tuple[Any, ...]]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        rows = [tuple(r) for r in frame.collect()]
+        with self.lock:
+            self.batches[batch_id] = rows
+
+
+def write_batch(directory: Path, index: int, rows: list[dict[str, Any]]) -> None:
+    """One JSON-lines file: one micro-batch (the source reads one file per trigger)."""
+    tmp = directory.parent / f".{directory.name}-{index}.json"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.rename(directory / f"{index:04d}.json")
+
+
+def source(spark: Any, directory: Path, ddl: str) -> Any:
+    return spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).json(str(directory))
+
+
+BATCHES = [
+    [{"line": "the cat sat", "diff": 1}, {"line": "the dog", "diff": 1}],
+    [{"line": "the cat ran", "diff": 1}],
+    [{"line": "a dog", "diff": 1}, {"line": "the dog", "diff": -1}],
+    [{"line": "cat cat", "diff": 2}],
+]
+
+
+def test_micro_batches_match_run_and_keep_state(spark: Any, tmp_path: Path) -> None:
+    """After every micro-batch, its output changes equal df.run's at its time: the count of a
+    word seen before changes (a retraction of the old count), so the state was kept."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    sink = Collected()
+    lines = source(spark, directory, "line string, diff long")
+    updates: list[tuple[Any, int, int]] = []
+    with dfspark.stream(
+        pipes.WordCount(),
+        spark,
+        lines=lines,
+        schema="word string, n long",
+        foreach_batch=sink,
+        partitions=2,
+    ) as running:
+        for b, rows in enumerate(BATCHES):
+            write_batch(directory, b, rows)
+            running.process_all_available()
+            updates += [(r["line"], b, r["diff"]) for r in rows]
+            want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
+            got = sorted(row for rows in sink.batches.values() for row in rows)
+            assert got == want, b
+            assert sorted(sink.batches) == list(range(b + 1))
+        stats = running.statistics()
+    assert stats["batches"] == len(BATCHES)
+    assert ("the", 2, 1, -1) in sink.batches[1]  # the count of 'the' moved from 2 to 3
+
+
+def test_parquet_sink_and_stop_frees_the_slots(spark: Any, tmp_path: Path) -> None:
+    """The parquet sink appends every micro-batch's changes; stopping the stream ends the
+    workers' job, so its slots are free again."""
+    from deltaflow.adapters.spark._slots import free_slots
+
+    directory = tmp_path / "in"
+    directory.mkdir()
+    out = tmp_path / "out"
+    lines = source(spark, directory, "line string")
+    running = dfspark.stream(
+        pipes.WordCount(),
+        spark,
+        lines=lines,
+        schema="word string, n long",
+        path=str(out),
+        partitions=2,
+    )
+    try:
+        for b, rows in enumerate(BATCHES[:2]):
+            write_batch(directory, b, [{"line": r["line"]} for r in rows])
+            running.process_all_available()
+    finally:
+        running.stop()
+    updates = [(r["line"], b, 1) for b, rows in enumerate(BATCHES[:2]) for r in rows]
+    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
+    got = sorted(tuple(r) for r in spark.read.parquet(str(out)).collect())
+    assert got == want
+    deadline = time.monotonic() + 10
+    while free_slots(spark.sparkContext)[0] < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert free_slots(spark.sparkContext)[0] == 5
+
+
+def test_dict_outputs_to_tables(spark: Any, tmp_path: Path) -> None:
+    """A ``build()`` returning a dict streams each output to its own table."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    words = spark.readStream.schema("word string").option("maxFilesPerTrigger", 1)
+    tables = {"words": "stream_words", "lengths": "stream_lengths"}
+    batches = [["cat", "horse"], ["cat", "dog"], ["emu"]]
+    with dfspark.stream(
+        pipes.Split(),
+        spark,
+        words=words.json(str(directory)),
+        schema={"words": "word string", "lengths": "length int, words long"},
+        table=tables,
+        partitions=2,
+    ) as running:
+        for b, rows in enumerate(batches):
+            write_batch(directory, b, [{"word": w} for w in rows])
+            running.process_all_available()
+    updates = [(w, b, 1) for b, rows in enumerate(batches) for w in rows]
+    want = df.run(pipes.Split(), words=updates)
+    got = {name: sorted(tuple(r) for r in spark.table(t).collect()) for name, t in tables.items()}
+    assert got["words"] == sorted((w, t, d) for w, t, d in want["words"])
+    assert got["lengths"] == sorted((n, k, t, d) for (n, k), t, d in want["lengths"])
+
+
+def test_failing_worker_fails_the_query(spark: Any, tmp_path: Path) -> None:
+    """User code raising in a worker stops the query with the user's message and the
+    operator's name, within seconds."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    xs = spark.readStream.schema("x long").option("maxFilesPerTrigger", 1).json(str(directory))
+    running = dfspark.stream(
+        pipes.Fails(), spark, xs=xs, schema="x long", foreach_batch=Collected(), partitions=2
+    )
+    try:
+        write_batch(directory, 0, [{"x": 1}, {"x": 2}])
+        running.process_all_available()
+        write_batch(directory, 1, [{"x": 13}])
+        start = time.monotonic()
+        with pytest.raises(Exception, match="thirteen is unlucky") as info:
+            running.process_all_available()
+        assert time.monotonic() - start < 30
+        assert "explode" in str(info.value)
+    finally:
+        running.stop()
+    assert running.failure is not None and "thirteen is unlucky" in running.failure
+
+
+def test_bad_row_fails_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
+    """A null diff in a micro-batch stops the query, naming the input, the column and the row."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    xs = spark.readStream.schema("x long, diff long").json(str(directory))
+    running = dfspark.stream(
+        pipes.Identity(), spark, xs=xs, schema="x long", foreach_batch=Collected(), partitions=2
+    )
+    try:
+        write_batch(directory, 0, [{"x": 1, "diff": 1}, {"x": 2}])
+        with pytest.raises(
+            Exception, match=r"input 'xs': column 'diff' is null in the row \(x=2\)"
+        ):
+            running.process_all_available()
+    finally:
+        running.stop()
+
+
+def test_streaming_inputs_are_checked(spark: Any, tmp_path: Path) -> None:
+    """A ``time`` column, a static input, no sink or too many partitions are refused."""
+    timed = spark.readStream.schema("x long, time long").json(str(tmp_path))
+    with pytest.raises(ValueError, match="input 'xs': a streaming input has no 'time' column"):
+        dfspark.stream(pipes.Identity(), spark, xs=timed, schema="x long", path="p")
+    static = spark.createDataFrame([(1,)], "x long")
+    with pytest.raises(TypeError, match="input 'xs' is not a streaming DataFrame"):
+        dfspark.stream(pipes.Identity(), spark, xs=static, schema="x long", path="p")
+    xs = spark.readStream.schema("x long").json(str(tmp_path))
+    with pytest.raises(TypeError, match="pass exactly one sink"):
+        dfspark.stream(pipes.Identity(), spark, xs=xs, schema="x long")
+    with pytest.raises(RuntimeError, match="needs 6 free task slots"):
+        dfspark.stream(pipes.Identity(), spark, xs=xs, schema="x long", path="p", partitions=5)
