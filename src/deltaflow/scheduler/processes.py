@@ -222,8 +222,21 @@ class _Control:
             sock = trio.socket.from_stdlib_socket(proc.sock.dup())
             self.links.append(Link(trio.SocketStream(sock), p))
         level = _log.getEffectiveLevel()
-        for p, link in enumerate(self.links):
-            await link.send_frame([("job", p, sys.path, level, spec)])
+        for p in range(len(self.links)):
+            job_frame = [("job", p, sys.path, level, spec)]
+            try:
+                await self.links[p].send_frame(job_frame)
+            except (OSError, trio.BrokenResourceError):
+                # An idle process of the pool that ended since it was last used: a fresh
+                # one takes its place (a fresh one that cannot be reached is lost for real).
+                self.processes[p].stop(kill=True)
+                self.processes[p] = proc = _Process()
+                sock = trio.socket.from_stdlib_socket(proc.sock.dup())
+                self.links[p] = Link(trio.SocketStream(sock), p)
+                try:
+                    await self.links[p].send_frame(job_frame)
+                except (OSError, trio.BrokenResourceError) as exc:
+                    raise PeerLostError(await self._lost(p)) from exc
         addresses = [await self._expect(p, "address") for p in range(job.peers)]
         digests = {a[2] for a in addresses}
         if len(digests) != 1:  # pragma: no cover - the same spec gives the same plan
