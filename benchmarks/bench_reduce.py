@@ -119,8 +119,9 @@ def static(
     init: list[int], rounds: list[tuple[int, int]], total_order: bool
 ) -> tuple[dict[str, float], dict[Any, int]]:
     load = [(k, 0, 1) for k in init]
-    changes = [u for t, (ins, ret) in enumerate(rounds, start=1)
-               for u in ((ins, t, 1), (ret, t, -1))]
+    changes = [
+        u for t, (ins, ret) in enumerate(rounds, start=1) for u in ((ins, t, 1), (ret, t, -1))
+    ]
     clock = _Clock()
     df.run(KeyCount(total_order), records=load)
     load_wall, load_cpu = clock.lap()

@@ -408,6 +408,7 @@ KINDS = ["map", "filter", "flat_map", "explode", "inspect", "join_function"]
 @pytest.mark.parametrize("kind", KINDS)
 def test_error_names_the_failing_step(workers: int, kind: str, fuse: bool) -> None:
     """An exception in the middle of a chain names that step and its function, not the chain."""
+
     def build(xs: df.Collection) -> df.Collection:
         return getattr(xs.map(ok_before), kind)(make_failing(kind)).map(ok_after)
 

@@ -328,7 +328,6 @@ def test_reachability_with_join_and_distinct(
     def build(roots: df.Collection, edges: df.Collection) -> df.Collection:
         return iterate(roots.map(lambda r: (r, r)), reach_step(roots, edges))
 
-
     def model(c: dict[str, Counter[Any]]) -> Counter[Any]:
         # The fixed point of the loop body over multisets, iterated from the start
         # collection: with negative input counts this differs from graph reachability,

@@ -276,6 +276,7 @@ def join_operators(job: Job) -> list[JoinOperator]:
 
 def test_owned_sides_only_for_sole_readers() -> None:
     """A join keeps a side in memory exactly when it is that arrangement's only reader."""
+
     def build(a: df.Collection, b: df.Collection, c: df.Collection) -> dict[str, df.Collection]:
         b_arr = b.arrange_by_key()
         return {"ab": a.join(b_arr), "cb": c.join(b_arr)}

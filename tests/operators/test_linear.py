@@ -313,9 +313,7 @@ bounds = st.one_of(st.none(), st.integers(0, MAX_TIME + 2))
 @given(xs=histories(st.tuples(st.integers(0, 2), bounds, bounds)))
 def test_temporal_filter(workers: int, xs: list[Update]) -> None:
     """temporal_filter keeps a present datum exactly during [lower, upper), never if empty."""
-    out = run_checked(
-        lambda xs: xs.temporal_filter(lambda d: d[1], lambda d: d[2]), workers, xs=xs
-    )
+    out = run_checked(lambda xs: xs.temporal_filter(lambda d: d[1], lambda d: d[2]), workers, xs=xs)
 
     def visible(d: tuple[int, int | None, int | None], u: int) -> bool:
         lo, hi = d[1], d[2]
@@ -442,9 +440,7 @@ def _alive(d: int) -> bool:
     return d > 0
 
 
-def _round_model(
-    start: Counter[Any], ys: Counter[Any], rounds: int
-) -> list[Counter[Any]]:
+def _round_model(start: Counter[Any], ys: Counter[Any], rounds: int) -> list[Counter[Any]]:
     """``v_0 = start``, ``v_{i+1} = filter(alive, halve(v_i)) + ys``: each round's collection."""
     out = [Counter({d: n for d, n in start.items() if n})]
     for _ in range(rounds):

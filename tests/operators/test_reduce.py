@@ -141,16 +141,29 @@ def test_reductions_match_oracle(name: str, updates: list[Any], workers: int) ->
 
 def test_reductions_on_a_known_history() -> None:
     """A hand-checked history: counts, minima and retraction to empty."""
-    ups = [(("a", 3), 0, 1), (("a", 1), 0, 2), (("b", 7), 1, 1), (("a", 1), 2, -2),
-           (("b", 7), 3, -1)]
+    ups = [
+        (("a", 3), 0, 1),
+        (("a", 1), 0, 2),
+        (("b", 7), 1, 1),
+        (("a", 1), 2, -2),
+        (("b", 7), 3, -1),
+    ]
     assert example(lambda xs: R.count(xs), xs=ups) == [
-        (("a", 3), 0, 1), (("b", 1), 1, 1), (("a", 1), 2, 1), (("a", 3), 2, -1),
+        (("a", 3), 0, 1),
+        (("b", 1), 1, 1),
+        (("a", 1), 2, 1),
+        (("a", 3), 2, -1),
         (("b", 1), 3, -1),
     ]
-    assert sorted(example(lambda xs: R.min(xs), xs=ups)) == sorted([
-        (("a", 1), 0, 1), (("b", 7), 1, 1), (("a", 1), 2, -1), (("a", 3), 2, 1),
-        (("b", 7), 3, -1),
-    ])
+    assert sorted(example(lambda xs: R.min(xs), xs=ups)) == sorted(
+        [
+            (("a", 1), 0, 1),
+            (("b", 7), 1, 1),
+            (("a", 1), 2, -1),
+            (("a", 3), 2, 1),
+            (("b", 7), 3, -1),
+        ]
+    )
 
 
 def test_mixed_value_types_sorted_deterministically() -> None:
@@ -211,8 +224,14 @@ def test_equal_int_and_float_keys_are_one_key() -> None:
     """Keys 1 and 1.0 are the same key (as in a dict), across int and object batches."""
     for total_order in (True, False):
         updates = [((1, 5), 0, 1), ((1.0, 7), 1, 1), ((2, 1), 1, 1)]
-        sent, _, _ = drive(updates, [Antichain([1]), Antichain([2]), Antichain()],
-                           R._count_logic, 0, total_order=total_order, positive_only=False)
+        sent, _, _ = drive(
+            updates,
+            [Antichain([1]), Antichain([2]), Antichain()],
+            R._count_logic,
+            0,
+            total_order=total_order,
+            positive_only=False,
+        )
         assert accumulate(sent, 1) == {(1, 2): 1, (2, 1): 1}
 
 
@@ -232,8 +251,11 @@ class Counting(df.Pipeline):
 
 
 @settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rounds=st.lists(st.lists(st.tuples(VALS, st.sampled_from([1, 1, -1])), max_size=4),
-                       min_size=1, max_size=8))
+@given(
+    rounds=st.lists(
+        st.lists(st.tuples(VALS, st.sampled_from([1, 1, -1])), max_size=4), min_size=1, max_size=8
+    )
+)
 async def test_interactive_count_matches_oracle(rounds: list[list[Any]], workers: int) -> None:
     """Feeding round by round with advance_to: every completed time equals the oracle."""
     fed: list[Any] = []
@@ -357,8 +379,13 @@ def drive(
     """
     source = Spine(Antichain([lower]))
     op = R.ReduceOperator(
-        "reduce(test)", source, Spine(Antichain([lower])), logic,
-        total_order=total_order, positive_only=positive_only, key_only=key_only,
+        "reduce(test)",
+        source,
+        Spine(Antichain([lower])),
+        logic,
+        total_order=total_order,
+        positive_only=positive_only,
+        key_only=key_only,
         by_count=by_count,
     )
     ctx = FakeContext(lower)
@@ -411,8 +438,9 @@ PRODUCTS = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
 
 def product_updates(max_size: int = 10) -> st.SearchStrategy[list[Any]]:
     return st.lists(
-        st.tuples(st.tuples(st.sampled_from(["a", "b"]), VALS), PRODUCTS,
-                  st.integers(-2, 2).filter(bool)),
+        st.tuples(
+            st.tuples(st.sampled_from(["a", "b"]), VALS), PRODUCTS, st.integers(-2, 2).filter(bool)
+        ),
         max_size=max_size,
     )
 
@@ -514,9 +542,7 @@ def test_int_paths_match_oracle(
     """Int times through the fast path and through the general path (with and without its
     chain sweep) give the oracle's output."""
     with line_fast_path(lines):
-        sent, ctx, _ = drive(
-            updates, frontiers, parity_logic, 0, lag=lag, total_order=total_order
-        )
+        sent, ctx, _ = drive(updates, frontiers, parity_logic, 0, lag=lag, total_order=total_order)
     assert_matches_oracle(sent, {"xs": updates}, q_parity)
     assert ctx.held == {}
 
@@ -565,8 +591,9 @@ def test_line_fast_path_matches_general_path(
     times = line_times(outer)
     updates = data.draw(
         st.lists(
-            st.tuples(st.tuples(st.sampled_from(["a", "b"]), VALS), times,
-                      st.integers(-2, 2).filter(bool)),
+            st.tuples(
+                st.tuples(st.sampled_from(["a", "b"]), VALS), times, st.integers(-2, 2).filter(bool)
+            ),
             max_size=10,
         )
     )
@@ -578,8 +605,15 @@ def test_line_fast_path_matches_general_path(
         with line_fast_path(on):
             sent, ctx, op = drive(updates, frontiers, logic, lower, lag=lag)
         assert ctx.held == {} and op.pending == {}
-        runs.append((consolidated(sent), {k: consolidated([(v, t, d) for v, t, d in rows])
-                                          for k, rows in op.outputs.rows.items()}))
+        runs.append(
+            (
+                consolidated(sent),
+                {
+                    k: consolidated([(v, t, d) for v, t, d in rows])
+                    for k, rows in op.outputs.rows.items()
+                },
+            )
+        )
     assert runs[0] == runs[1]
     assert_matches_oracle(
         [(d, t, r) for (d, t), r in runs[0][0].items()], {"xs": updates}, query or q_parity
@@ -606,9 +640,7 @@ def test_row_frontiers_match_oracle(name: str, updates: list[Any], lag: list[boo
     with pytest.MonkeyPatch.context() as m:
         m.setattr(R.ReduceOperator, "_pairs", not_asked)
         m.setattr(R.ReduceOperator, "_general", not_asked)
-        sent, ctx, op = drive(
-            updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag
-        )
+        sent, ctx, op = drive(updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag)
     assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
     assert ctx.held == {} and op.pending == {}
 
@@ -650,8 +682,11 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     query = by_self_query(f)
     updates = data.draw(
         st.lists(
-            st.tuples(st.tuples(st.sampled_from(["a", "b", "c"]), st.just(())), PRODUCTS,
-                      st.integers(-2, 3).filter(bool)),
+            st.tuples(
+                st.tuples(st.sampled_from(["a", "b", "c"]), st.just(())),
+                PRODUCTS,
+                st.integers(-2, 3).filter(bool),
+            ),
             max_size=14,
         )
     )
@@ -667,8 +702,15 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     for counting in (by_count, None):
         with line_fast_path(frontier_kind != "general"):
             sent, ctx, op = drive(
-                updates, frontiers, logic, Product(0, 0), lag=lag, positive_only=positive_only,
-                key_only=True, by_count=counting, early=early,
+                updates,
+                frontiers,
+                logic,
+                Product(0, 0),
+                lag=lag,
+                positive_only=positive_only,
+                key_only=True,
+                by_count=counting,
+                early=early,
             )
         assert ctx.held == {} and op.pending == {}
         runs.append(consolidated(sent))
@@ -706,8 +748,14 @@ def test_row_batches_match_one_by_one_and_oracle(name: str, data: st.DataObject)
         with pytest.MonkeyPatch.context() as m:
             m.setattr(R, "ROW_BATCH_MIN", batch_min)
             sent, ctx, op = drive(
-                updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag,
-                positive_only=positive_only, key_only=True, by_count=by_count,
+                updates,
+                [*ROW_FRONTIERS, Antichain()],
+                logic,
+                Product(0, 0),
+                lag=lag,
+                positive_only=positive_only,
+                key_only=True,
+                by_count=by_count,
             )
         assert ctx.held == {} and op.pending == {}
         runs.append(consolidated(sent))
@@ -720,8 +768,7 @@ def test_threshold_and_logic_may_return_zero_counts(workers: int) -> None:
     it never output, produce no output there (and no error)."""
     ups = [("a", 0, 3), ("b", 0, 1), ("a", 1, -2), ("b", 2, 1)]
     out = example(lambda xs: R.threshold(xs, halve), xs=ups)
-    assert_matches_oracle(out, {"xs": [((d, ()), t, r) for d, t, r in ups]},
-                          by_self_query(halve))
+    assert_matches_oracle(out, {"xs": [((d, ()), t, r) for d, t, r in ups]}, by_self_query(halve))
     assert sorted(out) == [("a", 0, 1), ("a", 1, -1), ("b", 2, 1)]
 
     class P(df.Pipeline):
@@ -806,8 +853,10 @@ def test_pending_time_is_kept_when_nothing_witnesses_it() -> None:
     f1 = Antichain([Product(1, 1)])
     desc = Description(Antichain([lower]), f1)
     source.insert(Batch.from_updates([("k", "x", a, 1), ("k", "y", b, 1)], desc))
-    ctx.mailbox = [(a, Batch.from_updates([("k", "x", a, 1)], desc)),
-                   (b, Batch.from_updates([("k", "y", b, 1)], desc))]
+    ctx.mailbox = [
+        (a, Batch.from_updates([("k", "x", a, 1)], desc)),
+        (b, Batch.from_updates([("k", "y", b, 1)], desc)),
+    ]
     ctx.run(op, f1)
     assert ctx.sent == []
     assert op.pending == {"k": [Product(1, 1)]}
@@ -937,8 +986,9 @@ def test_capabilities_follow_messages_and_pending_work() -> None:
     """A message not yet processable is covered by a capability at its time; once processed
     the capability is dropped, and nothing is held while nothing is owed."""
     source = Spine(Antichain([0]))
-    op = R.ReduceOperator("count", source, Spine(Antichain([0])), R._count_logic,
-                          positive_only=False)
+    op = R.ReduceOperator(
+        "count", source, Spine(Antichain([0])), R._count_logic, positive_only=False
+    )
     ctx = FakeContext(0)
     desc = Description(Antichain([0]), Antichain([3]))
     batch = Batch.from_updates([("k", 1, 2, 1)], desc)
@@ -955,8 +1005,9 @@ def test_history_stays_compacted_over_many_rounds(total_order: bool) -> None:
     """Hundreds of rounds on one key leave a constant-size history in both traces."""
     source = Spine(Antichain([0]))
     output = Spine(Antichain([0]))
-    op = R.ReduceOperator("count", source, output, R._count_logic, positive_only=False,
-                          total_order=total_order)
+    op = R.ReduceOperator(
+        "count", source, output, R._count_logic, positive_only=False, total_order=total_order
+    )
     ctx = FakeContext(0)
     for t in range(400):
         desc = Description(Antichain([t]), Antichain([t + 1]))
@@ -1018,9 +1069,7 @@ def test_count_on_product_times_sees_negative_counts(
     updates: list[Any], frontiers: list[Antichain]
 ) -> None:
     """count's internal logic (every non-zero count) on Product times equals the oracle."""
-    sent, ctx, _ = drive(
-        updates, frontiers, R._count_logic, Product(0, 0), positive_only=False
-    )
+    sent, ctx, _ = drive(updates, frontiers, R._count_logic, Product(0, 0), positive_only=False)
     assert_matches_oracle(sent, {"xs": updates}, q_count)
     assert ctx.held == {}
 
@@ -1064,8 +1113,14 @@ def test_distinct_inside_iterate_reaches_fixed_point(workers: int) -> None:
         return Counter(dict.fromkeys(seen, 1))
 
     roots = [(0, 0, 1), (5, 3, 1)]
-    edges = [((0, 1), 0, 1), ((1, 2), 0, 1), ((2, 0), 1, 1), ((1, 2), 2, -1), ((5, 1), 3, 1),
-             ((1, 2), 4, 1)]
+    edges = [
+        ((0, 1), 0, 1),
+        ((1, 2), 0, 1),
+        ((2, 0), 1, 1),
+        ((1, 2), 2, -1),
+        ((5, 1), 3, 1),
+        ((1, 2), 4, 1),
+    ]
     out = df.run(Reach(), workers=workers, roots=roots, edges=edges)
     assert_matches_oracle(out, {"roots": roots, "edges": edges}, query)
 
@@ -1074,8 +1129,11 @@ def test_distinct_inside_iterate_reaches_fixed_point(workers: int) -> None:
 @settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     lives=st.lists(
-        st.tuples(st.tuples(st.integers(0, 4), st.integers(0, 4)), st.integers(0, 3),
-                  st.one_of(st.none(), st.integers(1, 3))),
+        st.tuples(
+            st.tuples(st.integers(0, 4), st.integers(0, 4)),
+            st.integers(0, 3),
+            st.one_of(st.none(), st.integers(1, 3)),
+        ),
         max_size=10,
     )
 )

@@ -203,8 +203,7 @@ def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
     if not frontier:
         return _identity
     if all(
-        f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int
-        for f in frontier
+        f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int for f in frontier
     ):
         # Each coordinate is totally ordered, so the minimum over the frontier of the maxima
         # with a coordinate is the maximum with the frontier's minimum there: advancing to the

@@ -84,9 +84,7 @@ class _Work:
         # the batch to ``keep``, in order.
         joins = self.joins = bool(others)
         self.batch = batch
-        self.items: list[tuple[Any, list[tuple[Any, Any, int]]]] | None = (
-            None if joins else []
-        )
+        self.items: list[tuple[Any, list[tuple[Any, Any, int]]]] | None = None if joins else []
         self.pos = 0
         self.row = 0
         self.fetched = 0
@@ -186,9 +184,7 @@ class JoinOperator(Operator):
         self.logic = logic
         self.single = single
         self.spines = (left, right)
-        self.histories = tuple(
-            KeyedHistory(JOIN_COMPACT_ABOVE) if o else None for o in own
-        )
+        self.histories = tuple(KeyedHistory(JOIN_COMPACT_ABOVE) if o else None for o in own)
         if all(own):
             # Nothing to acknowledge in a trace: a frontier that moves without a message
             # leaves no work (the histories only grow, and are tidied, when messages come).
