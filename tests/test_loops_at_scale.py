@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.pipelines import Reachability
 from tests.reference import assert_matches_oracle
 from tests.schedule import scheduled
 
@@ -318,22 +319,8 @@ def test_reachability_with_several_times_pending(workers: int) -> None:
     once, at every time (once gave ``(1, 13)`` a count of 2 from time 7 to 8)."""
     for seed in [None, *SEEDS]:
         with contextlib.nullcontext() if seed is None else scheduled(seed):
-            out = run_shape(reach_by_root, workers, REACH_INPUT, "run", [])
+            out = run_shape(Reachability().build, workers, REACH_INPUT, "run", [])
         assert_matches_oracle(out, REACH_INPUT, q_reach_by_root)
-
-
-def reach_by_root(roots: df.Collection, edges: df.Collection) -> df.Collection:
-    """The contract's Reachability: pairs ``(root, node)``."""
-
-    def step(r: df.Collection) -> df.Collection:
-        return (
-            r.map(lambda rn: (rn[1], rn[0]))
-            .join_map(edges, lambda node, root, dst: (root, dst))
-            .concat(roots.map(lambda x: (x, x)))
-            .distinct()
-        )
-
-    return roots.map(lambda x: (x, x)).iterate(step)
 
 
 def q_reach_by_root(c: dict[str, Multiset]) -> Multiset:

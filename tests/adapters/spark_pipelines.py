@@ -5,22 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.pipelines import Reachability as Reachability
+
 import deltaflow as df
-
-
-class Reachability(df.Pipeline):
-    """``(root, node)`` pairs with ``node`` reachable from ``root``: iterate and distinct."""
-
-    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
-        def step(reach: df.Collection) -> df.Collection:
-            return (
-                reach.map(lambda rn: (rn[1], rn[0]))
-                .join_map(edges, lambda node, root, dst: (root, dst))
-                .concat(roots.map(lambda r: (r, r)))
-                .distinct()
-            )
-
-        return roots.map(lambda r: (r, r)).iterate(step)
 
 
 class Degrees(df.Pipeline):
