@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.pipelines import Reachability
 from tests.reference import assert_matches_oracle
-from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of, reach_by_root
+from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of
 
 import deltaflow as df
 from deltaflow.scheduler.peer import open_peer, run_peer
@@ -81,7 +82,7 @@ def test_peers_together_give_run_s_output(
 ) -> None:
     for pipe, feed in [
         (CountValues(), {"xs": xs}),
-        (pipeline_of(reach_by_root), {"roots": [(0, 0, 1), (3, 1, 1)], "edges": es}),
+        (Reachability(), {"roots": [(0, 0, 1), (3, 1, 1)], "edges": es}),
     ]:
         rendezvous = gather(peers)
         parts = in_threads(
