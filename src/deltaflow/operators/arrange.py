@@ -74,9 +74,9 @@ FORWARD_AS_BATCH = 32_768
 or beyond one time) with plain int keys as a :class:`~deltaflow.framework.trace.batch.Batch`,
 consolidated by the vectorised sort, instead of a :class:`RawBatch` consolidated with a dict.
 (Other keys would be encoded into numpy codes and decoded again row by row when read, which
-costs more than the dict.) Measured: the sort pays on W4's static run (activations of
-100,000 updates and more: 1.2-1.5x faster than the dict) and costs on W2's (up to 13,500
-per activation: 1.05x slower than the dict), so the line lies between."""
+costs more than the dict.) The sort's fixed cost pays off only on large activations, such
+as a big graph's initial load; the activations of a loop run over many times at once stay
+below the line, where the dict is cheaper."""
 
 # The upper frontier of a forwarded batch: it is never part of a trace, so it bounds nothing.
 _ALL = Antichain()

@@ -142,8 +142,8 @@ JOIN_COMPACT_ABOVE = 4
 """A join compacts a key's list in its own history of a side once it holds more than this
 many updates (a reduction waits for :data:`.history.COMPACT_WRITTEN`): every update still
 there is joined with each arriving match, and pairs that would have cancelled make output
-that flows on until it is consolidated. In a 20,000-round W2 run this took the join's time in
-the last rounds from about 1.4x that of a fresh job on the same rounds to 1.0x."""
+that flows on until it is consolidated. Without it a long-running join gets slower than a
+fresh one on the same data, as such updates pile up in its lists."""
 
 LOOKUP_CHUNK = 1024
 """Keys of an arriving batch looked up in the other side together (bounds what is held)."""
@@ -297,7 +297,7 @@ class JoinOperator(Operator):
                         if o1 is None:
                             t = time_join(t1, t2)
                         else:
-                            o2 = t2[0]  # (a tuple subclass unpacks at half speed)
+                            o2 = t2[0]  # (a tuple subclass indexes faster than it unpacks)
                             i2 = t2[1]
                             if o2 <= o1:
                                 if i2 <= i1:

@@ -4,8 +4,7 @@ CPython's cyclic collector makes a pass over its youngest generation every 700 n
 allocations, and every so often a full pass over every tracked object. Operators allocate
 many small tuples per update and keep large histories of them, so with the default settings a
 run spends a large share of its time in full passes that find nothing to free: deltaflow's
-state holds no reference cycles. (Measured on the W2 reachability workload: a quarter of a
-static run and a twelfth of an interactive one.)
+state holds no reference cycles.
 
 So while at least one job runs, :func:`collector_tuned` raises the collector's first
 threshold to :data:`GC_THRESHOLD` (never lowering it), and restores the thresholds it found
@@ -36,10 +35,10 @@ GC_THRESHOLD = 250_000
 
 The count it is compared with is container allocations minus deallocations since the last
 pass (never below zero), so a job whose state stays about the same size rarely reaches it,
-and a pass costs time in proportion to it (about 0.1 µs an object). At 50,000 a static W2 run
-(1,000 rounds through one loop) still made five young and two middle passes, 0.22 s of its
-2.2 s; at 250,000 it makes none. The longest pass a growing job can meet (the middle
-generation, ten young passes' survivors) grows in proportion too.
+and a pass costs time in proportion to the objects it walks. The value is high enough that a
+loop run over many times at once, whose state grows steadily, seldom sets off a pass at all;
+the longest pass a growing job can meet (the middle generation, ten young passes' survivors)
+grows in proportion to it, which is why it is not higher.
 """
 
 # Jobs running now (in any thread), and the thresholds found when the first of them started.

@@ -11,13 +11,14 @@ Each worker owns an actor per operator, a queue of activated actors, and its own
    frontiers changed (the actor fetches a new frontier from the tracker only when its operator
    asks for it), waking the actors that asked to hear about frontiers.
 
-Why a loop instead of a trio task per actor: a hop through a trio channel costs 12-20 µs, a
-Python call 0.06 µs; with a task per actor a single-record round through ten operators pays
-~120 µs of switching before any work. The actor/mailbox/capability model is the same; only the
-stepping is cooperative. The worker yields to trio once it has stepped for
-:attr:`Worker.SLICE_S` without yielding (and whenever it runs out of work: it then sleeps on
-an event, no busy waiting), so a round that takes many short steps (an iteration needs a few
-per inner round) does not pay a trio reschedule for each.
+Why a loop instead of a trio task per actor: a hop through a trio channel is a task switch,
+which costs far more than a Python call; with a task per actor a single-record round through
+a chain of operators would pay a switch per operator before any work. The
+actor/mailbox/capability model is the same; only the stepping is cooperative. The worker
+yields to trio once it has stepped for :attr:`Worker.SLICE_S` without yielding (and whenever
+it runs out of work: it then sleeps on an event, no busy waiting), so a round that takes many
+short steps (an iteration needs a few per inner round) does not pay a trio reschedule for
+each.
 
 Progress is exchanged as whole per-step batches, in order: a batch that records a message
 sent also records the drop of the right it was sent with, so no tracker can see a frontier
