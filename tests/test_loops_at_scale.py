@@ -325,3 +325,40 @@ def test_reachability_with_several_times_pending(workers: int) -> None:
 
 def q_reach_by_root(c: dict[str, Multiset]) -> Multiset:
     return Counter({(root, node): n for (node, root), n in q_reach(c).items()})
+
+
+# -- loops nested deep ----------------------------------------------------------------------
+def deep_reach(depth: int) -> Callable[[df.Collection, df.Collection], df.Collection]:
+    """Reachability as loops nested ``depth`` deep: each level iterates the level inside it
+    to a fixed point (times nest ``depth`` products deep; every level computes the same)."""
+
+    def level(d: int, x: df.Collection, edges: df.Collection) -> df.Collection:
+        if d == 1:
+            return x.iterate(lambda y: y.join_map(edges, to_node).concat(y).distinct())
+        return x.iterate(lambda y: level(d - 1, y, edges).concat(y).distinct())
+
+    def build(roots: df.Collection, edges: df.Collection) -> df.Collection:
+        return level(depth, roots.map(lambda r: (r, r)), edges)
+
+    return build
+
+
+DEEP_INPUT: dict[str, list[Update]] = {
+    "roots": [(0, 0, 1), (5, 0, 1), (7, 2, 1), (5, 3, -1)],
+    "edges": [((0, 3), 0, 1), ((3, 8), 0, 1), ((8, 0), 0, 1), ((5, 1), 0, 1), ((1, 9), 0, 1),
+              ((9, 4), 0, 1), ((4, 6), 0, 1), ((2, 2), 0, 1), ((8, 5), 1, 1), ((3, 8), 1, -1),
+              ((7, 2), 2, 1), ((2, 0), 2, 1), ((3, 8), 3, 1), ((9, 4), 3, -1), ((6, 7), 3, 1)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("depth", [3, 4])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_deeply_nested_loops_match_the_recompute(depth: int, workers: int) -> None:
+    """Loops nested 3 and 4 deep over edges and roots that come and go at four times, fed at
+    once and through ``df.open`` with a stop on the way, plain and under a random schedule."""
+    build = deep_reach(depth)
+    for seed in [None, 1]:
+        for how, stops in [("run", []), ("open", [2])]:
+            with contextlib.nullcontext() if seed is None else scheduled(seed):
+                out = run_shape(build, workers, DEEP_INPUT, how, stops)
+            assert_matches_oracle(out, DEEP_INPUT, q_reach)
