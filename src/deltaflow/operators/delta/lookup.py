@@ -48,11 +48,12 @@ import attrs
 from ...framework.antichain import Antichain
 from ...framework.lattice import join as time_join, less_equal
 from ..base import Interest, Operator, UpdateBatch
+from .index import updates_of
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
     from ..base import Capability, OperatorContext
-    from .index import IndexRegistry, IndexStore, KeyRows
+    from .index import History, IndexRegistry, IndexStore, KeyRows
 
 __all__ = [
     "CountPhase",
@@ -90,22 +91,20 @@ class Extender:
     strict: bool
 
 
-def _sum_upto(
-    hist: Sequence[tuple[Time, int]], t: Time, strict: bool, t_out: Time
-) -> list[tuple[Time, int]]:
+def _sum_upto(hist: History, t: Time, strict: bool, t_out: Time) -> list[tuple[Time, int]]:
     """The non-zero sums of ``hist``'s diffs at times before (or not after) ``t``, per
     resulting time ``join(t_out, t2)``."""
     sums: dict[Any, int] = {}
-    for t2, d in hist:
+    for t2, d in updates_of(hist):
         if t2 < t or (not strict and t2 == t):
             at = t_out if t2.__class__ is int else time_join(t_out, t2)
             sums[at] = sums.get(at, 0) + d
     return [(at, s) for at, s in sums.items() if s]
 
 
-def _met(hist: Sequence[tuple[Time, int]], t: Time, strict: bool) -> int:
+def _met(hist: History, t: Time, strict: bool) -> int:
     """The sum of ``hist``'s diffs at int times before (or not after) ``t``."""
-    return sum(d for t2, d in hist if t2 < t or (not strict and t2 == t))
+    return sum(d for t2, d in updates_of(hist) if t2 < t or (not strict and t2 == t))
 
 
 class Phase:
@@ -259,8 +258,8 @@ class ValidatePhase(Phase):
                 if hist is None:
                     continue
                 if total:  # every time met leaves t_out as it is
-                    if len(hist) == 1:
-                        t2, d = hist[0]
+                    if hist.__class__ is tuple:
+                        t2, d = hist
                         if t2 < t or (not strict and t2 == t):
                             out.append(rec)
                             out_diffs.append(r * d)
@@ -336,8 +335,8 @@ class IntersectPhase(Phase):
                             hist = get(v)
                             if hist is None:
                                 continue
-                            if len(hist) == 1:
-                                t2, d = hist[0]
+                            if hist.__class__ is tuple:
+                                t2, d = hist
                                 if not (t2 < t or (not ostrict and t2 == t)):
                                     continue
                             else:
@@ -363,8 +362,8 @@ class IntersectPhase(Phase):
                             if hist is None:
                                 m = 0
                                 break
-                            if len(hist) == 1:
-                                t2, d = hist[0]
+                            if hist.__class__ is tuple:
+                                t2, d = hist
                                 if not (t2 < t or (not ostrict and t2 == t)):
                                     m = 0
                                     break
