@@ -503,3 +503,42 @@ def test_churn_leaves_indexes_bounded() -> None:
     held = trio.run(main)
     # Two indexes of 9,990 updates each, compacted whenever one passes 4,096.
     assert held <= 2 * 4097
+
+
+def test_an_index_of_a_set_leaves_the_collectors_tracking() -> None:
+    """A value with one update holds a bare ``(time, diff)`` pair, which a collection stops
+    tracking: full collections do not walk the index entry by entry. A second update makes
+    it a list, and lookups read both alike."""
+    import gc
+
+    from deltaflow.operators.delta.index import IndexStore, updates_of
+
+    store = IndexStore()
+    store.insert([("a", v) for v in range(100)], [1] * 100, [1] * 100, lambda d: d)
+    rows = store.keys["a"]
+    gc.collect()
+    assert rows.plain
+    assert not any(gc.is_tracked(h) for h in rows.by_val.values())
+    store.insert([("a", 5)], [2], [-1], lambda d: d)
+    assert not rows.plain
+    assert updates_of(rows.by_val[5]) == [(1, 1), (2, -1)]
+    assert updates_of(rows.by_val[6]) == ((1, 1),)
+
+
+def test_compaction_leaves_plain_rows_and_sums_the_others() -> None:
+    """A plain row (diffs of 1, no value twice) has nothing to sum away and is left as it
+    is; a row with a retraction drops the value it cancels."""
+    from deltaflow.operators.delta.index import KeyRows
+
+    plain = KeyRows()
+    for t, v in enumerate("xyz", start=1):
+        plain.add(v, t, 1)
+    assert plain.advance(3) == 0
+    assert (plain.times, plain.vals) == ([1, 2, 3], ["x", "y", "z"])
+    churned = KeyRows()
+    churned.add("x", 1, 1)
+    churned.add("y", 2, 1)
+    churned.add("x", 3, -1)
+    assert churned.advance(3) == 2
+    assert (churned.times, churned.vals, churned.diffs) == ([3], ["y"], [1])
+    assert churned.plain and churned.by_val == {"y": (3, 1)}
