@@ -542,3 +542,58 @@ def test_compaction_leaves_plain_rows_and_sums_the_others() -> None:
     assert churned.advance(3) == 2
     assert (churned.times, churned.vals, churned.diffs) == ([3], ["y"], [1])
     assert churned.plain and churned.by_val == {"y": (3, 1)}
+
+
+rows_updates = st.lists(
+    st.tuples(
+        st.integers(0, 2),
+        st.integers(0, 4),
+        st.integers(0, 6),
+        st.sampled_from([1, 1, 1, 2, -1]),
+    ),
+    max_size=25,
+)
+
+
+@examples(200)
+@given(
+    left=rows_updates,
+    right=rows_updates,
+    t=st.integers(0, 7),
+    strict=st.tuples(st.booleans(), st.booleans()),
+    plain=st.booleans(),
+)
+def test_two_candidates_intersect_as_any_number_do(
+    left: list[tuple[int, int, int, int]],
+    right: list[tuple[int, int, int, int]],
+    t: int,
+    strict: tuple[bool, bool],
+    plain: bool,
+) -> None:
+    """The two-candidate intersection (C-level lookups of a chunk, a plain proposer checked
+    inline) gives what the general one gives: same records, diffs and proposals."""
+    from operator import itemgetter
+
+    from deltaflow.operators.delta.index import IndexStore
+    from deltaflow.operators.delta.lookup import Tally, _intersect_any, _intersect_two
+
+    stores = []
+    for ups in (left, right):
+        if plain:  # a set that only grew: every diff 1, no value twice
+            ups = list({(k, v): (k, v, t2, 1) for k, v, t2, _ in ups}.values())
+        store = IndexStore()
+        for k, v, t2, r in sorted(ups, key=itemgetter(2)):
+            store.insert([(k, v)], [t2], [r], lambda d: d)
+        stores.append(store)
+    parts = [(s.keys, itemgetter(i), st_) for i, (s, st_) in enumerate(zip(stores, strict))]
+    recs = [((a, b), t, 0, 0) for a in range(4) for b in range(4)]
+    diffs = [1 + (a % 2) for a in range(len(recs))]
+    tallies = Tally(), Tally()
+
+    def combine(p: Any, v: Any) -> Any:
+        return (*p, v)
+
+    got = _intersect_two(parts, combine, tallies[0])(recs, diffs, t)
+    want = _intersect_any(parts, combine, tallies[1])(recs, diffs, t)
+    assert Counter(zip(*got)) == Counter(zip(*want))
+    assert tallies[0].proposals == tallies[1].proposals

@@ -66,8 +66,8 @@ walk. :func:`updates_of` reads either as a list."""
 def updates_of(hist: History) -> Sequence[tuple[Time, int]]:
     """``hist``'s ``(time, diff)`` pairs.
 
-        >>> updates_of((3, 1)), updates_of([(3, 1), (4, -1)])
-        (((3, 1),), [(3, 1), (4, -1)])
+    >>> updates_of((3, 1)), updates_of([(3, 1), (4, -1)])
+    (((3, 1),), [(3, 1), (4, -1)])
     """
     return (hist,) if hist.__class__ is tuple else hist  # type: ignore[return-value]
 
