@@ -503,3 +503,97 @@ def test_churn_leaves_indexes_bounded() -> None:
     held = trio.run(main)
     # Two indexes of 9,990 updates each, compacted whenever one passes 4,096.
     assert held <= 2 * 4097
+
+
+def test_an_index_of_a_set_leaves_the_collectors_tracking() -> None:
+    """A value with one update holds a bare ``(time, diff)`` pair, which a collection stops
+    tracking: full collections do not walk the index entry by entry. A second update makes
+    it a list, and lookups read both alike."""
+    import gc
+
+    from deltaflow.operators.delta.index import IndexStore, updates_of
+
+    store = IndexStore()
+    store.insert([("a", v) for v in range(100)], [1] * 100, [1] * 100, lambda d: d)
+    rows = store.keys["a"]
+    gc.collect()
+    assert rows.plain
+    assert not any(gc.is_tracked(h) for h in rows.by_val.values())
+    store.insert([("a", 5)], [2], [-1], lambda d: d)
+    assert not rows.plain
+    assert updates_of(rows.by_val[5]) == [(1, 1), (2, -1)]
+    assert updates_of(rows.by_val[6]) == ((1, 1),)
+
+
+def test_compaction_leaves_plain_rows_and_sums_the_others() -> None:
+    """A plain row (diffs of 1, no value twice) has nothing to sum away and is left as it
+    is; a row with a retraction drops the value it cancels."""
+    from deltaflow.operators.delta.index import KeyRows
+
+    plain = KeyRows()
+    for t, v in enumerate("xyz", start=1):
+        plain.add(v, t, 1)
+    assert plain.advance(3) == 0
+    assert (plain.times, plain.vals) == ([1, 2, 3], ["x", "y", "z"])
+    churned = KeyRows()
+    churned.add("x", 1, 1)
+    churned.add("y", 2, 1)
+    churned.add("x", 3, -1)
+    assert churned.advance(3) == 2
+    assert (churned.times, churned.vals, churned.diffs) == ([3], ["y"], [1])
+    assert churned.plain and churned.by_val == {"y": (3, 1)}
+
+
+rows_updates = st.lists(
+    st.tuples(
+        st.integers(0, 2),
+        st.integers(0, 4),
+        st.integers(0, 6),
+        st.sampled_from([1, 1, 1, 2, -1]),
+    ),
+    max_size=25,
+)
+
+
+@examples(200)
+@given(
+    left=rows_updates,
+    right=rows_updates,
+    t=st.integers(0, 7),
+    strict=st.tuples(st.booleans(), st.booleans()),
+    plain=st.booleans(),
+)
+def test_two_candidates_intersect_as_any_number_do(
+    left: list[tuple[int, int, int, int]],
+    right: list[tuple[int, int, int, int]],
+    t: int,
+    strict: tuple[bool, bool],
+    plain: bool,
+) -> None:
+    """The two-candidate intersection (C-level lookups of a chunk, a plain proposer checked
+    inline) gives what the general one gives: same records, diffs and proposals."""
+    from operator import itemgetter
+
+    from deltaflow.operators.delta.index import IndexStore
+    from deltaflow.operators.delta.lookup import Tally, _intersect_any, _intersect_two
+
+    stores = []
+    for ups in (left, right):
+        if plain:  # a set that only grew: every diff 1, no value twice
+            ups = list({(k, v): (k, v, t2, 1) for k, v, t2, _ in ups}.values())
+        store = IndexStore()
+        for k, v, t2, r in sorted(ups, key=itemgetter(2)):
+            store.insert([(k, v)], [t2], [r], lambda d: d)
+        stores.append(store)
+    parts = [(s.keys, itemgetter(i), st_) for i, (s, st_) in enumerate(zip(stores, strict))]
+    recs = [((a, b), t, 0, 0) for a in range(4) for b in range(4)]
+    diffs = [1 + (a % 2) for a in range(len(recs))]
+    tallies = Tally(), Tally()
+
+    def combine(p: Any, v: Any) -> Any:
+        return (*p, v)
+
+    got = _intersect_two(parts, combine, tallies[0])(recs, diffs, t)
+    want = _intersect_any(parts, combine, tallies[1])(recs, diffs, t)
+    assert Counter(zip(*got)) == Counter(zip(*want))
+    assert tallies[0].proposals == tallies[1].proposals

@@ -61,10 +61,11 @@ def add_rule(
     name: str,
     *,
     whole: bool = False,
+    prepare: Callable[[Any], Any] | None = None,
 ) -> Collection:
     """The operators running ``phases`` on the data of ``start`` (each datum the first
-    binding), whose output is ``emit(binding)`` of the records that get through
-    (``emit(record)`` with ``whole``)."""
+    binding, or ``prepare(datum)``), whose output is ``emit(binding)`` of the records that
+    get through (``emit(record)`` with ``whole``)."""
     tally = Tally()
     groups = [phases] if start.builder.workers == 1 else [[p] for p in phases]
     current = start
@@ -80,7 +81,7 @@ def add_rule(
                 if wait not in waits:
                     waits.append(wait)
         route = group[0].route
-        key = (lambda d, route=route: route((d, None, 0, 0))) if first else route
+        key = _start_key(route, prepare) if first else route
         label = name if len(groups) == 1 else f"{name}[{i}]"
 
         def factory(
@@ -103,12 +104,22 @@ def add_rule(
                 emit=emit if last else None,
                 whole=whole,
                 stores=stores,
+                prepare=prepare if first else None,
             )
 
         inputs = [current, *(r.output for r in indexes)]
         pacts = [Pact(key), *(Pact() for _ in indexes)]
         current = current._add(label, factory, inputs, pacts=pacts, meta={"tally": tally})
     return current
+
+
+def _start_key(
+    route: Callable[[Any], Any], prepare: Callable[[Any], Any] | None
+) -> Callable[[Any], Any]:
+    """The routing key of a datum that starts a rule: its first phase's, of its binding."""
+    if prepare is None:
+        return lambda d: route((d, None, 0, 0))
+    return lambda d: route((prepare(d), None, 0, 0))
 
 
 def statistics(spec: DataflowSpec) -> dict[str, int]:

@@ -42,6 +42,7 @@ from .lookup import (
     ProposePhase,
     ValidatePhase,
     extension_phases,
+    identity,
 )
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ class PrefixExtender:
             raise ValueError(msg)
         name = f"{what}({describe_callable(self.key)})"
         if emit is None:
-            return add_rule(prefixes, phases, _same, name)
+            return add_rule(prefixes, phases, identity, name)
         return add_rule(prefixes, phases, emit, name, whole=True)
 
     def count(self, prefixes: Collection) -> Collection:
@@ -124,10 +125,6 @@ class PrefixExtender:
         """The ``(prefix, val)`` pairs whose value the prefix's key has, counts multiplied."""
         phase = ValidatePhase(self._extender, -1, _keyed(self.key), _second)
         return self._rule(extensions, [phase], "validate")
-
-
-def _same(d: Any) -> Any:
-    return d
 
 
 def _pair(p: Any, v: Any) -> tuple[Any, Any]:
@@ -180,7 +177,7 @@ def half_join(collection: Collection, other: Collection, *, strict: bool = False
     index = index_by_key(other.enter_scope(scope))
     ext = Extender(index.registry, _half_join_key, strict)
     phase = ProposePhase((ext,), _half_joined)
-    return add_rule(collection.enter_scope(scope), [phase], _same, "half_join")
+    return add_rule(collection.enter_scope(scope), [phase], identity, "half_join")
 
 
 def _half_join_key(d: Any) -> Any:

@@ -32,8 +32,8 @@ back they may still look, and updates before that are summed at the time just be
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ..base import Interest, Operator
 
@@ -43,24 +43,46 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPACT_ABOVE",
+    "History",
     "IndexOperator",
     "IndexRegistry",
     "IndexStore",
     "KeyRows",
     "Reader",
     "Split",
+    "updates_of",
 ]
 
 Split = Callable[[Any], tuple[Hashable, Any]]
 """How an index splits a datum into ``(key, val)``."""
 
+History: TypeAlias = "tuple[Time, int] | list[tuple[Time, int]]"
+"""One value's updates under one key: its ``(time, diff)`` pair while it has one (the usual
+case), a list of them once it has several. A tuple of atoms leaves the garbage collector's
+tracking, so an index of sets adds no container per update for every full collection to
+walk. :func:`updates_of` reads either as a list."""
+
+
+def updates_of(hist: History) -> Sequence[tuple[Time, int]]:
+    """``hist``'s ``(time, diff)`` pairs.
+
+    >>> updates_of((3, 1)), updates_of([(3, 1), (4, -1)])
+    (((3, 1),), [(3, 1), (4, -1)])
+    """
+    return (hist,) if hist.__class__ is tuple else hist  # type: ignore[return-value]
+
 
 class KeyRows:
     """One key's updates: ``times``, ``vals`` and ``diffs`` in parallel, sorted by time (the
-    total order), and ``by_val`` mapping each value to its ``(time, diff)`` list.
+    total order), and ``by_val`` mapping each value to its :data:`History`.
 
     ``plain``: every diff is 1 and no value repeats (a set that only grew), so the values up
     to a time are the proposals themselves, with nothing to sum.
+
+        >>> rows = KeyRows()
+        >>> rows.add("x", 1, 1); rows.add("x", 2, -1); rows.add("y", 2, 1)
+        >>> rows.by_val
+        {'x': [(1, 1), (2, -1)], 'y': (2, 1)}
     """
 
     __slots__ = ("by_val", "diffs", "plain", "times", "vals")
@@ -69,7 +91,7 @@ class KeyRows:
         self.times: list[Time] = []
         self.vals: list[Any] = []
         self.diffs: list[int] = []
-        self.by_val: dict[Any, list[tuple[Time, int]]] = {}
+        self.by_val: dict[Any, History] = {}
         self.plain = True
 
     def add(self, val: Any, t: Time, r: int) -> None:
@@ -84,19 +106,25 @@ class KeyRows:
             times.insert(i, t)
             self.vals.insert(i, val)
             self.diffs.insert(i, r)
-        hist = self.by_val.get(val)
+        by_val = self.by_val
+        hist = by_val.get(val)
         if hist is None:
-            self.by_val[val] = [(t, r)]
+            by_val[val] = (t, r)
             if r != 1:
                 self.plain = False
         else:
-            hist.append((t, r))
+            if isinstance(hist, list):
+                hist.append((t, r))
+            else:
+                by_val[val] = [hist, (t, r)]
             self.plain = False
 
     def advance(self, floor: int) -> int:
         """Move the updates at int times up to ``floor`` to ``floor``, summing each value's
         there and dropping zeros (no lookup as of a later time can tell the difference);
-        returns how many updates that removed."""
+        returns how many updates that removed (none from a plain row: nothing cancels)."""
+        if self.plain:
+            return 0
         times = self.times
         i = bisect_right(times, floor)
         if i < 2 and not (i == 1 and self.diffs[0] == 0):
@@ -110,11 +138,14 @@ class KeyRows:
         self.times = [*[floor] * len(kept), *times[i:]]
         self.vals = [v for v, _ in kept] + self.vals[i:]
         self.diffs = [d for _, d in kept] + self.diffs[i:]
-        by_val: dict[Any, list[tuple[Time, int]]] = {}
+        hists: dict[Any, list[tuple[Time, int]]] = {}
         for v, t, d in zip(self.vals, self.times, self.diffs):
-            by_val.setdefault(v, []).append((t, d))
+            hists.setdefault(v, []).append((t, d))
+        by_val: dict[Any, History] = {
+            v: hist[0] if len(hist) == 1 else hist for v, hist in hists.items()
+        }
         self.by_val = by_val
-        self.plain = len(by_val) == len(self.vals) and all(d == 1 for d in self.diffs)
+        self.plain = len(hists) == len(self.vals) and all(d == 1 for d in self.diffs)
         return i - len(kept)
 
     def upto(self, time: Time, strict: bool) -> int:

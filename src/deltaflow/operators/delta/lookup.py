@@ -40,7 +40,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -48,11 +49,12 @@ import attrs
 from ...framework.antichain import Antichain
 from ...framework.lattice import join as time_join, less_equal
 from ..base import Interest, Operator, UpdateBatch
+from .index import updates_of
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
     from ..base import Capability, OperatorContext
-    from .index import IndexRegistry, IndexStore, KeyRows
+    from .index import History, IndexRegistry, IndexStore, KeyRows
 
 __all__ = [
     "CountPhase",
@@ -65,6 +67,7 @@ __all__ = [
     "Tally",
     "ValidatePhase",
     "extension_phases",
+    "identity",
 ]
 
 Record = tuple[Any, Any, int, int]
@@ -90,22 +93,20 @@ class Extender:
     strict: bool
 
 
-def _sum_upto(
-    hist: Sequence[tuple[Time, int]], t: Time, strict: bool, t_out: Time
-) -> list[tuple[Time, int]]:
+def _sum_upto(hist: History, t: Time, strict: bool, t_out: Time) -> list[tuple[Time, int]]:
     """The non-zero sums of ``hist``'s diffs at times before (or not after) ``t``, per
     resulting time ``join(t_out, t2)``."""
     sums: dict[Any, int] = {}
-    for t2, d in hist:
+    for t2, d in updates_of(hist):
         if t2 < t or (not strict and t2 == t):
             at = t_out if t2.__class__ is int else time_join(t_out, t2)
             sums[at] = sums.get(at, 0) + d
     return [(at, s) for at, s in sums.items() if s]
 
 
-def _met(hist: Sequence[tuple[Time, int]], t: Time, strict: bool) -> int:
+def _met(hist: History, t: Time, strict: bool) -> int:
     """The sum of ``hist``'s diffs at int times before (or not after) ``t``."""
-    return sum(d for t2, d in hist if t2 < t or (not strict and t2 == t))
+    return sum(d for t2, d in updates_of(hist) if t2 < t or (not strict and t2 == t))
 
 
 class Phase:
@@ -259,8 +260,8 @@ class ValidatePhase(Phase):
                 if hist is None:
                     continue
                 if total:  # every time met leaves t_out as it is
-                    if len(hist) == 1:
-                        t2, d = hist[0]
+                    if hist.__class__ is tuple:
+                        t2, d = hist
                         if t2 < t or (not strict and t2 == t):
                             out.append(rec)
                             out_diffs.append(r * d)
@@ -292,94 +293,178 @@ class IntersectPhase(Phase):
         return None
 
     def runner(self, worker: int, tally: Tally) -> Runner:
-        """Intersect on ``worker``."""
+        """Intersect on ``worker``: two candidates at int times by :func:`_intersect_two`
+        (the usual case), anything else by :func:`_intersect_any`."""
         parts = [(e.registry.store(worker).keys, e.key, e.strict) for e in self.extenders]
-        combine = self.combine
+        general = _intersect_any(parts, self.combine, tally)
+        if len(parts) != 2:
+            return general
+        two = _intersect_two(parts, self.combine, tally)
 
         def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
-            out: list[Record] = []
-            out_diffs: list[int] = []
-            total = t.__class__ is int
-            seen = 0
-            for rec, r in zip(recs, diffs):
-                b = rec[0]
-                found: list[tuple[KeyRows, bool]] = []
-                best = best_n = -1
-                for keys, key, strict in parts:
-                    rows = keys.get(key(b))
-                    if rows is None:
-                        break
-                    times = rows.times  # rows.upto(t, strict), inline
-                    last = times[-1]
-                    if last < t or (not strict and last == t):
-                        n = len(times)
-                    else:
-                        n = bisect_left(times, t) if strict else bisect_right(times, t)
-                        if not n:
-                            break
-                    if best < 0 or n < best_n:
-                        best, best_n = len(found), n
-                    found.append((rows, strict))
-                else:
-                    seen += best_n
-                    rows, strict = found.pop(best)
-                    if not total:
-                        _intersect_general(
-                            b, rec[1], r, rows, strict, found, t, combine, out, out_diffs
-                        )
-                        continue
-                    vals: Any = rows.vals[:best_n] if best_n < len(rows.vals) else rows.vals
-                    if rows.plain and len(found) == 1:  # the usual case, inline
-                        get = found[0][0].by_val.get
-                        ostrict = found[0][1]
-                        for v in vals:
-                            hist = get(v)
-                            if hist is None:
-                                continue
-                            if len(hist) == 1:
-                                t2, d = hist[0]
-                                if not (t2 < t or (not ostrict and t2 == t)):
-                                    continue
-                            else:
-                                d = _met(hist, t, ostrict)
-                                if not d:
-                                    continue
-                            out.append((combine(b, v), rec[1], 0, 0))
-                            out_diffs.append(r * d)
-                        continue
-                    if rows.plain:
-                        pairs: Any = ((v, 1) for v in vals)
-                    else:
-                        sums: dict[Any, int] = {}
-                        for v, d in zip(rows.vals[:best_n], rows.diffs[:best_n]):
-                            sums[v] = sums.get(v, 0) + d
-                        pairs = sums.items()
-                    for v, m in pairs:
-                        if not m:
-                            continue
-                        m *= r
-                        for other, ostrict in found:
-                            hist = other.by_val.get(v)
-                            if hist is None:
-                                m = 0
-                                break
-                            if len(hist) == 1:
-                                t2, d = hist[0]
-                                if not (t2 < t or (not ostrict and t2 == t)):
-                                    m = 0
-                                    break
-                                m *= d
-                            else:
-                                m *= _met(hist, t, ostrict)
-                                if not m:
-                                    break
-                        if m:
-                            out.append((combine(b, v), rec[1], 0, 0))
-                            out_diffs.append(m)
-            tally.proposals += seen
-            return out, out_diffs
+            return two(recs, diffs, t) if t.__class__ is int else general(recs, diffs, t)
 
         return run
+
+
+Part = tuple[dict[Any, "KeyRows"], Callable[[Any], Any], bool]
+"""An extender on one worker: its store's rows by key, the key of a binding, ``strict``."""
+
+
+def _intersect_any(parts: list[Part], combine: Callable[[Any, Any], Any], tally: Tally) -> Runner:
+    """:class:`IntersectPhase` over any number of candidates, at any times: per prefix, look
+    each candidate's key up, and the one with the fewest updates as of ``t`` proposes."""
+
+    def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
+        out: list[Record] = []
+        out_diffs: list[int] = []
+        total = t.__class__ is int
+        seen = 0
+        for rec, r in zip(recs, diffs):
+            b = rec[0]
+            found: list[tuple[KeyRows, bool]] = []
+            best = best_n = -1
+            for keys, key, strict in parts:
+                rows = keys.get(key(b))
+                if rows is None:
+                    break
+                times = rows.times  # rows.upto(t, strict), inline
+                last = times[-1]
+                if last < t or (not strict and last == t):
+                    n = len(times)
+                else:
+                    n = bisect_left(times, t) if strict else bisect_right(times, t)
+                    if not n:
+                        break
+                if best < 0 or n < best_n:
+                    best, best_n = len(found), n
+                found.append((rows, strict))
+            else:
+                seen += best_n
+                rows, strict = found.pop(best)
+                if total:
+                    _intersect_counted(
+                        b, rec[1], r, rows, best_n, found, t, combine, out, out_diffs
+                    )
+                else:
+                    _intersect_general(
+                        b, rec[1], r, rows, strict, found, t, combine, out, out_diffs
+                    )
+        tally.proposals += seen
+        return out, out_diffs
+
+    return run
+
+
+def _intersect_two(parts: list[Part], combine: Callable[[Any, Any], Any], tally: Tally) -> Runner:
+    """:class:`IntersectPhase` over two candidates at int times, agreeing with
+    :func:`_intersect_any`: the keys and rows of a whole chunk are looked up by C-level maps,
+    and a plain proposer's values are checked against the other's inline."""
+    (keys_a, key_a, strict_a), (keys_b, key_b, strict_b) = parts
+
+    def run(recs: list[Record], diffs: list[int], t: int) -> tuple[list[Record], list[int]]:
+        out: list[Record] = []
+        out_diffs: list[int] = []
+        seen = 0
+        bs = [rec[0] for rec in recs]
+        found_a = map(keys_a.get, map(key_a, bs))
+        found_b = map(keys_b.get, map(key_b, bs))
+        for rec, r, ra, rb in zip(recs, diffs, found_a, found_b):
+            if ra is None or rb is None:
+                continue
+            times = ra.times
+            last = times[-1]
+            if last < t or (not strict_a and last == t):
+                na = len(times)
+            else:
+                na = bisect_left(times, t) if strict_a else bisect_right(times, t)
+                if not na:
+                    continue
+            times = rb.times
+            last = times[-1]
+            if last < t or (not strict_b and last == t):
+                nb = len(times)
+            else:
+                nb = bisect_left(times, t) if strict_b else bisect_right(times, t)
+                if not nb:
+                    continue
+            if na <= nb:
+                rows, n, other, ostrict = ra, na, rb, strict_b
+            else:
+                rows, n, other, ostrict = rb, nb, ra, strict_a
+            seen += n
+            b = rec[0]
+            if not rows.plain:
+                found = [(other, ostrict)]
+                _intersect_counted(b, rec[1], r, rows, n, found, t, combine, out, out_diffs)
+                continue
+            get = other.by_val.get
+            t_out = rec[1]
+            for v in rows.vals if n == len(rows.vals) else rows.vals[:n]:
+                hist = get(v)
+                if hist is None:
+                    continue
+                if hist.__class__ is tuple:
+                    t2, d = hist
+                    if not (t2 < t or (not ostrict and t2 == t)):
+                        continue
+                else:
+                    d = _met(hist, t, ostrict)
+                    if not d:
+                        continue
+                out.append((combine(b, v), t_out, 0, 0))
+                out_diffs.append(r * d)
+        tally.proposals += seen
+        return out, out_diffs
+
+    return run
+
+
+def _intersect_counted(
+    b: Any,
+    t_out: Any,
+    r: int,
+    rows: KeyRows,
+    n: int,
+    found: list[tuple[KeyRows, bool]],
+    t: Any,
+    combine: Callable[[Any, Any], Any],
+    out: list[Record],
+    out_diffs: list[int],
+) -> None:
+    """One prefix at an int time: the proposer ``rows``' first ``n`` updates, summed per
+    value, each multiplied by what every row of ``found`` has of it as of ``t`` (built only
+    if none has nothing)."""
+    pairs: Any
+    if rows.plain:
+        pairs = ((v, 1) for v in (rows.vals if n == len(rows.vals) else rows.vals[:n]))
+    else:
+        sums: dict[Any, int] = {}
+        for v, d in zip(rows.vals[:n], rows.diffs[:n]):
+            sums[v] = sums.get(v, 0) + d
+        pairs = sums.items()
+    for v, m in pairs:
+        if not m:
+            continue
+        m *= r
+        for other, ostrict in found:
+            hist = other.by_val.get(v)
+            if hist is None:
+                m = 0
+                break
+            if hist.__class__ is tuple:
+                t2, d = hist
+                if not (t2 < t or (not ostrict and t2 == t)):
+                    m = 0
+                    break
+                m *= d
+            else:
+                m *= _met(hist, t, ostrict)
+                if not m:
+                    break
+        if m:
+            out.append((combine(b, v), t_out, 0, 0))
+            out_diffs.append(m)
 
 
 def _intersect_general(
@@ -444,6 +529,14 @@ def extension_phases(
     return phases
 
 
+def identity(d: Any) -> Any:
+    """``d`` itself: the emit of a rule whose bindings are its output (summed without a
+    call per record)."""
+    return d
+
+
+_binding = itemgetter(0)
+
 UNKNOWN = object()
 """What :meth:`RuleOperator.lowest` says before it can tell."""
 
@@ -473,8 +566,9 @@ class RuleOperator(Operator):
     """Run phases of a delta rule on the records that arrive, once their indexes allow.
 
     Input 0 carries the records (or, with ``first``, the data that start the rule: each
-    becomes ``(datum, t, 0, 0)``); inputs ``1..`` are the outputs of the indexes the phases
-    read, followed only for their frontiers. ``waits[i] = (port, strict)``: a record at ``t``
+    becomes ``(prepare(datum), t, 0, 0)``, or ``(datum, t, 0, 0)`` without ``prepare``);
+    inputs ``1..`` are the outputs of the indexes the phases read, followed only for their
+    frontiers. ``waits[i] = (port, strict)``: a record at ``t``
     waits until no element of that port's frontier is before ``t`` (``strict``) or not after
     it. The result goes on at ``t`` to the next operator of the rule, or, with ``emit``, as
     ``emit(binding)`` (``emit(record)`` with ``whole``) at its ``t_out``, summed per time and
@@ -493,8 +587,10 @@ class RuleOperator(Operator):
         emit: Callable[[Any], Any] | None,
         whole: bool = False,
         stores: Sequence[IndexStore] = (),
+        prepare: Callable[[Any], Any] | None = None,
     ) -> None:
         self.name = name
+        self.prepare = prepare
         self.runners = runners
         self.waits = waits
         self.first = first
@@ -517,6 +613,13 @@ class RuleOperator(Operator):
         owed = [*self.seen, *self.stash, *(job.time for job in self.jobs)]
         return min(owed) if owed else None
 
+    def _records(self, t: Any, data: list[Any]) -> list[Record]:
+        """The records starting the rule from ``data`` at ``t``."""
+        prepare = self.prepare
+        if prepare is None:
+            return [(d, t, 0, 0) for d in data]
+        return [(prepare(d), t, 0, 0) for d in data]
+
     def _ready(self, ctx: OperatorContext, t: Any) -> bool:
         for port, strict in self.waits:
             for f in ctx.frontier(port).elements:
@@ -532,7 +635,7 @@ class RuleOperator(Operator):
         changed = False
         self.seen = ctx.frontier(0).elements
         for t, batch in ctx.messages(0):
-            recs = [(d, t, 0, 0) for d in batch.data] if self.first else batch.data
+            recs = self._records(t, batch.data) if self.first else batch.data
             if t in stash:
                 slot = stash[t]
                 slot[0].extend(recs)
@@ -596,7 +699,6 @@ class RuleOperator(Operator):
         runners = self.runners
         last = len(runners)
         emit = self.emit
-        whole = self.whole
         results = job.results
         todo = job.todo
         t = job.time
@@ -616,19 +718,44 @@ class RuleOperator(Operator):
             elif emit is None:
                 ctx.send(0, t, UpdateBatch(recs, diffs))
             else:
-                for rec, r in zip(recs, diffs):
-                    at = rec[1]
-                    sums = results.get(at)
-                    if sums is None:
-                        sums = results[at] = {}
-                    d = emit(rec) if whole else emit(rec[0])
-                    sums[d] = sums.get(d, 0) + r
+                self._sum(results, recs, diffs, t)
                 job.held += len(recs)
                 if job.held > BUDGET:
                     self._flush(ctx, job)
         if not todo or budget <= 0:
             self._flush(ctx, job)
         return budget
+
+    def _sum(
+        self, results: dict[Any, dict[Any, int]], recs: list[Record], diffs: list[int], t: Any
+    ) -> None:
+        """Add what ``recs`` emit to ``results``, per time ``t_out`` and datum. At an int time
+        every record's ``t_out`` is ``t`` (the times it met are not after it), so one sum
+        takes the whole chunk, its data emitted by C-level maps."""
+        emit = self.emit
+        assert emit is not None
+        if t.__class__ is int:
+            sums = results.get(t)
+            if sums is None:
+                sums = results[t] = {}
+            get = sums.get
+            data: Iterable[Any]
+            if self.whole:
+                data = map(emit, recs)
+            else:
+                data = map(_binding, recs)
+                if emit is not identity:
+                    data = map(emit, data)
+            for d, r in zip(data, diffs):
+                sums[d] = get(d, 0) + r
+            return
+        for rec, r in zip(recs, diffs):
+            at = rec[1]
+            sums = results.get(at)
+            if sums is None:
+                sums = results[at] = {}
+            d = emit(rec) if self.whole else emit(rec[0])
+            sums[d] = sums.get(d, 0) + r
 
     def _flush(self, ctx: OperatorContext, job: _Job) -> None:
         """Send the results summed so far."""

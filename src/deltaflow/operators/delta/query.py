@@ -37,7 +37,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .build import add_rule, index_of
-from .lookup import Extender, Phase, ValidatePhase, extension_phases
+from .lookup import Extender, Phase, ValidatePhase, extension_phases, identity
 
 if TYPE_CHECKING:
     from ..collection import Collection
@@ -105,8 +105,8 @@ class _Atom:
         n = len(self.dvars)
         label = self.label
         if n == 1:
-            key_of = _unit if not key_cols else _same
-            val_of = _unit if not val_cols else _same
+            key_of = _unit if not key_cols else identity
+            val_of = _unit if not val_cols else identity
             return lambda d: (key_of(d), val_of(d))
         key_get, val_get = _getter(key_cols), _getter(val_cols)
 
@@ -134,10 +134,6 @@ class _Atom:
             f"{self.label} by {key_vars!r}",
         )
         return Extender(registry, _getter([bound.index(v) for v in key_vars]), strict)
-
-
-def _same(d: Any) -> Any:
-    return d
 
 
 def _check(d: Any, arity: int, label: str) -> None:
@@ -211,7 +207,7 @@ def _rule(
         for a in candidates + partial:
             unused.remove(a)
     if len(head) > 1 and list(head) == bound:
-        return phases, _same
+        return phases, identity
     return phases, _getter([bound.index(v) for v in head])
 
 
@@ -295,7 +291,9 @@ def multiway_join(
                 return tuple(d)
             return d
 
-        deltas = res.collection.map(start)
         name = f"multiway_join rule {i} ({label})"
-        outputs.append(add_rule(deltas, phases, emit, name) if phases else deltas.map(emit))
+        if phases:
+            outputs.append(add_rule(res.collection, phases, emit, name, prepare=start))
+        else:
+            outputs.append(res.collection.map(start).map(emit))
     return outputs[0].concat(*outputs[1:]) if len(outputs) > 1 else outputs[0]
