@@ -29,11 +29,11 @@ from tests.reference import (
 
 import deltaflow as df
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.dataflow import DataflowSpec, Edge
 from deltaflow.framework.lattice import Product, Time, depth, sort_key
 from deltaflow.framework.summary import PathSummary
 from deltaflow.operators.base import Interest, Operator, OperatorContext, UpdateBatch
 from deltaflow.operators.collection import DataflowBuilder
+from deltaflow.operators.dataflow import DataflowSpec, Edge
 from deltaflow.operators.iterate import (
     FeedbackOperator,
     LoopScope,

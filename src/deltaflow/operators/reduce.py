@@ -152,6 +152,7 @@ from ..framework.trace.spine import Spine, TraceReader
 from . import history as _history, interesting_times as _it
 from .arrange import TraceRegistry
 from .base import Interest, Operator, UpdateBatch, check_function, describe_callable
+from .dataflow import NodeTraits
 from .history import AdvanceTo, KeyedHistory
 from .interesting_times import (
     accumulate,
@@ -1361,7 +1362,7 @@ def reduce_core(
     stream = Collection(arranged.builder, arranged.node, 0, arranged.scope)
     # A reduction's output holds exact corrections: updates that cancel never leave it (a
     # loop with one on its cycle needs no other consolidation, see .iterate).
-    return stream._add(name, factory, [stream], meta={"consolidates": True}), registry
+    return stream._add(name, factory, [stream], traits=NodeTraits(consolidates=True)), registry
 
 
 def _build(

@@ -32,9 +32,9 @@ from typing import Any
 
 import attrs
 
-from ..framework.dataflow import DataflowSpec, Edge
 from ..framework.progress import GraphBuilder, ProgressGraph
 from ..framework.summary import PathSummary
+from ..operators.dataflow import DataflowSpec, Edge
 from ..operators.inlet import Inlet
 from ..operators.linear import LinearOperator, Step
 
@@ -107,7 +107,7 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True, workers: int | None = No
     # absorbed[i] = the logical node that i's steps were fused into (its single consumer).
     absorbed: dict[int, int] = {}
     steps_of: dict[int, list[Step]] = {
-        i: list(n.meta["steps"]) for i, n in enumerate(nodes) if n.fusable
+        i: list(n.traits.steps) for i, n in enumerate(nodes) if n.fusable
     }
     source_of: dict[int, Edge] = {}
     # The logical edges a dissolved union stands for, by node (see the module docstring).
@@ -119,7 +119,7 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True, workers: int | None = No
     inlet_of: dict[int, int] = {}
     if fuse:
         for i, n in enumerate(nodes):
-            if n.meta.get("union") and len(consumers.get((i, 0), [])) == 1:
+            if n.traits.union and len(consumers.get((i, 0), [])) == 1:
                 # Inputs come from earlier nodes, so their own unions are decided already.
                 edges = [x for e in n.inputs for x in _expand(e, unions)]
                 if len({(e.node, e.port) for e in edges}) == len(edges):
@@ -139,7 +139,7 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True, workers: int | None = No
                 absorbed[up] = i
                 source_of[i] = source_of.get(up, nodes[up].inputs[0])
         for j, n in enumerate(nodes):
-            registry = n.meta.get("arrangement")
+            registry = n.traits.arrangement
             users = consumers.get((j, 0), [])
             if registry is None or registry.readers > 1 or len(users) != 1:
                 continue
