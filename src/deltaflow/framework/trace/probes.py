@@ -118,8 +118,6 @@ class Probes:
         m = kc.arity
         if len(keys) > self.FEW_PROBES:
             return self._encode_vectorised(kc)
-        if m == 2:
-            return self._encode_pairs(kc)
         probes, codes, others = [], [], []
         offsets, highs, widths = kc.offsets, kc.highs, kc.widths
         int_types = INT_TYPES
@@ -141,31 +139,6 @@ class Probes:
                         codes.append(code)
                     else:
                         others.append(key)
-            elif isinstance(key, tuple):
-                others.append(key)
-        return probes, codes, others
-
-    def _encode_pairs(self, kc: Codec) -> tuple[list[Any], list[int], list[Any]]:
-        """:meth:`_encode` for pairs of ints (the common composite key), unrolled."""
-        (o0, o1), (h0, h1), w1 = kc.offsets, kc.highs, kc.widths[1]
-        probes: list[Any] = []
-        codes: list[int] = []
-        others: list[Any] = []
-        for key in self.keys:
-            if key.__class__ is tuple:
-                if len(key) != 2:
-                    continue
-                a, b = key
-                if a.__class__ is int and b.__class__ is int:
-                    if o0 <= a <= h0 and o1 <= b <= h1:
-                        code = ((a - o0) << w1) | (b - o1)
-                        if code < I64_MAX:
-                            probes.append(key)
-                            codes.append(code)
-                        else:
-                            others.append(key)
-                else:
-                    others.append(key)
             elif isinstance(key, tuple):
                 others.append(key)
         return probes, codes, others
