@@ -179,8 +179,17 @@ class Antichain:
         return out
 
     @classmethod
-    def _from_sorted(cls, elements: tuple[Time, ...]) -> Antichain:
-        """Wrap ``elements`` that are already mutually incomparable and sorted (unchecked)."""
+    def from_sorted(cls, elements: tuple[Time, ...]) -> Antichain:
+        """The frontier of ``elements`` that are already mutually incomparable and sorted in
+        the total order, as a frontier's own elements are.
+
+        For code that keeps frontiers itself (the progress tracker, a mutable frontier) and
+        hands out immutable ones: the elements are taken as they are, unchecked, where the
+        constructor would reduce them to their minimal ones and sort them.
+
+            >>> Antichain.from_sorted((Product(0, 1), Product(1, 0))).elements
+            (Product(outer=0, inner=1), Product(outer=1, inner=0))
+        """
         out = cls.__new__(cls)
         out._elements = elements
         return out
@@ -348,7 +357,7 @@ class MutableAntichain:
         """
         out = self._cached
         if out is None:
-            out = self._cached = Antichain._from_sorted(tuple(self._frontier))
+            out = self._cached = Antichain.from_sorted(tuple(self._frontier))
         return out
 
     @property
