@@ -16,7 +16,7 @@ What ``logic`` sees
   is absent: ``logic`` is not called for it and its output is empty.
 * Sorted by value when the values are mutually comparable with ``<``, otherwise by deltaflow's
   deterministic universal order (numbers, then strings, bytes, tuples, ...; see
-  :mod:`deltaflow.framework.trace._order`).
+  :mod:`deltaflow.framework.trace.order`).
 * ``count`` and ``threshold`` use an internal variant that sees every non-zero count,
   negative ones included, because their contract is about the key's total.
 
@@ -145,9 +145,9 @@ import numpy as np
 from ..errors import OperatorTypeError
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, less_equal, new_tuple
-from ..framework.trace._order import ukey
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
+from ..framework.trace.order import ukey
 from ..framework.trace.spine import Spine, TraceReader
 from . import history as _history, interesting_times as _it
 from .arrange import TraceRegistry

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ..lattice import Product, Time
-from . import _order
+from . import order
 from .codec import I64_MAX, I64_MIN, INT_CODEC, INT_TYPES, PRODUCT, Codec
 
 __all__ = [
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: Key classes whose ``==`` and ``hash`` agree with the universal order, so a dict finds
-#: exactly the stored keys a lookup would find (given the footguns of :mod:`._order`).
+#: exactly the stored keys a lookup would find (given the footguns of :mod:`.order`).
 HASHED: frozenset[type] = frozenset({int, float, bool, str, bytes, tuple, type(None), Product})
 
 
@@ -251,10 +251,10 @@ def coded_bound(keys: np.ndarray[Any, Any], kc: Codec, key: Any, lo: int, right:
     if isinstance(key, tuple):
         view = DecodedKeys(keys, kc)
         if right:
-            return _order.bisect_right(view, key, lo, n, True)  # type: ignore[arg-type]
-        return _order.bisect_left(view, key, lo, n, True)  # type: ignore[arg-type]
+            return order.bisect_right(view, key, lo, n, True)  # type: ignore[arg-type]
+        return order.bisect_left(view, key, lo, n, True)  # type: ignore[arg-type]
     # Numbers, strings and bytes sort before every tuple; everything else after.
-    return lo if _order.ukey(key)[0] < 3 else n
+    return lo if order.ukey(key)[0] < 3 else n
 
 
 def make_readers(
