@@ -6,7 +6,7 @@ and an activation of every operator on the cycle, whatever the number of keys th
 it. This script measures that fixed cost on its own, and how much of a W2 round it makes.
 Figures (one JSON line each):
 
-* ``iterate.path``: the W2 pipeline (``bench_workloads.Reachability``) over a path
+* ``iterate.path``: the W2 pipeline (``deltaflow.graphs.Reachability``) over a path
   ``0 -> 1 -> ... -> L`` with root 0; round ``t`` removes the edge ``(0, 1)`` (odd ``t``) or
   puts it back (even ``t``), so every iteration of a round changes exactly one reachable pair
   (at depth ``i``, in iteration ``i``). ``steps_per_round`` and ``activations_per_round``
@@ -37,9 +37,10 @@ from typing import Any
 
 import trio
 from bench_workloads import Reachability, emit
-from workloads import Edge, live_multiset, reach_set, w2_reach
+from workloads import Edge, live_multiset, w2_reach
 
 import deltaflow as df
+from deltaflow.graphs import reachable_pairs
 
 __all__ = ["main", "path_rounds", "w2_rounds"]
 
@@ -92,7 +93,7 @@ def path_rounds(length: int, rounds: int) -> dict[str, Any]:
         "steps_per_round": statistics.mean(steps),
         "per_step_us": p50 / statistics.median(steps) * 1e6,
         "activations_per_round": statistics.mean(acts),
-        "check": "ok" if final == reach_set([0], live) else "mismatch",
+        "check": "ok" if final == reachable_pairs([0], live) else "mismatch",
     }
 
 
@@ -113,7 +114,7 @@ def w2_rounds(rounds: int, per_step_us: float) -> dict[str, Any]:
         "activations_per_round": statistics.mean(acts),
         "per_step_us": per_step_us,
         "iteration_share": per_step_us * 1e-6 * sum(steps) / total,
-        "check": "ok" if final == reach_set(roots, live) else "mismatch",
+        "check": "ok" if final == reachable_pairs(roots, live) else "mismatch",
     }
 
 

@@ -40,9 +40,10 @@ import time
 from typing import Any
 
 import trio
-from workloads import bfs_dists, w1_count, w1_expected, w4_bfs
+from workloads import w1_count, w1_expected, w4_bfs
 
 import deltaflow as df
+from deltaflow.graphs import Bfs, bfs_distances
 from deltaflow.operators import interesting_times as IT, reduce as R
 
 
@@ -140,20 +141,6 @@ def static(
     return figures, {d: r for d, r in final.items() if r}
 
 
-class Bfs(df.Pipeline):
-    """W4: ``(node, distance)`` from the root, by ``min()`` over one more hop in a loop."""
-
-    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
-        def step(dists: df.Collection) -> df.Collection:
-            return (
-                dists.join_map(edges, lambda _src, d, dst: (dst, d + 1))
-                .concat(roots.map(lambda r: (r, 0)))
-                .min()
-            )
-
-        return roots.map(lambda r: (r, 0)).iterate(step)
-
-
 async def bfs_load(edges: list[tuple[int, int]], root: int) -> tuple[float, float, Any]:
     """Load ``edges`` and ``root`` at time 0 and complete it: ``(wall, cpu, output)``."""
     async with df.open(Bfs()) as job:
@@ -170,7 +157,7 @@ def measure_bfs(lines: bool, quick: bool) -> dict[str, Any]:
     root, edges, _ = w4_bfs(nodes=25_000, edges=50_000, rounds=0) if quick else w4_bfs(rounds=0)
     IT.LINE_FAST_PATH = lines
     wall, cpu, out = trio.run(bfs_load, edges, root)
-    dist = bfs_dists(root, edges)
+    dist = bfs_distances([root], edges)
     ok = out == dict.fromkeys(dist.items(), 1)
     return {
         "figure": "reduce.bfs.load",

@@ -110,23 +110,15 @@ def run_open(args: argparse.Namespace, processes: int) -> dict[str, Any]:
 # -- Spark ----------------------------------------------------------------------------------
 def session(cores: int) -> tuple[Any, float]:
     """A local session with ``cores`` slots, and the seconds to start it and run a job."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from deltaflow.adapters import spark as dfspark
 
     start = time.perf_counter()
-    spark = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName("deltaflow-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "3")
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    config = {
+        "spark.ui.enabled": "false",
+        "spark.driver.memory": "4g",
+        "spark.sql.shuffle.partitions": "2",
+    }
+    spark = dfspark.local_session(f"local[{cores}]", "deltaflow-bench", config)
     spark.range(10).count()
     spark.sparkContext.parallelize(range(10), 2).map(lambda x: x).count()
     return spark, time.perf_counter() - start

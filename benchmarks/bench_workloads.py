@@ -73,6 +73,7 @@ from workloads import (
 )
 
 import deltaflow as df
+from deltaflow.graphs import Bfs, Reachability
 
 WORKLOADS = ("w1", "w2", "w3", "w4")
 QUICK_ROUNDS = {"w1": 1_000, "w2": 200, "w4": 20}
@@ -100,35 +101,6 @@ class KeyCount(df.Pipeline):
 
     def build(self, records: df.Collection) -> df.Collection:
         return records.map(lambda k: (k, k)).count()
-
-
-class Reachability(df.Pipeline):
-    """W2: pairs ``(root, node)`` such that ``node`` is reachable from ``root``."""
-
-    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
-        def step(reach: df.Collection) -> df.Collection:
-            return (
-                reach.map(lambda rn: (rn[1], rn[0]))
-                .join_map(edges, lambda node, root, dst: (root, dst))
-                .concat(roots.map(lambda r: (r, r)))
-                .distinct()
-            )
-
-        return roots.map(lambda r: (r, r)).iterate(step)
-
-
-class Bfs(df.Pipeline):
-    """W4: ``(node, distance)`` for every node reached from a root, by breadth-first steps."""
-
-    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
-        def step(dists: df.Collection) -> df.Collection:
-            return (
-                dists.join_map(edges, lambda src, d, dst: (dst, d + 1))
-                .concat(roots.map(lambda r: (r, 0)))
-                .min()
-            )
-
-        return roots.map(lambda r: (r, 0)).iterate(step)
 
 
 NEEDS = {

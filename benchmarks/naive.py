@@ -10,9 +10,10 @@ the workload benchmarks report next to deltaflow's own.
 Measuring every round of a slow query would take minutes, so :func:`measure` stops after a
 time budget: the rate is taken over the rounds it ran (always at least a few).
 
-    >>> from workloads import w2_reach, reach_set
+    >>> from workloads import w2_reach
+    >>> from deltaflow.graphs import reachable_pairs
     >>> roots, init, rounds = w2_reach(nodes=50, edges=80, roots=2, rounds=10)
-    >>> naive = NaiveRecompute(lambda edges: reach_set(roots, edges), init)
+    >>> naive = NaiveRecompute(lambda edges: reachable_pairs(roots, edges), init)
     >>> answer = naive.round([rounds[0]])
     >>> (0, 0) in answer and (1, 1) in answer
     True
@@ -29,7 +30,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
-from workloads import Edge, bfs_dists, reach_set
+from workloads import Edge
+
+from deltaflow.graphs import bfs_distances, reachable_pairs
 
 __all__ = [
     "NaiveRecompute",
@@ -94,12 +97,12 @@ def naive_w1(init: list[int]) -> NaiveRecompute:
 
 def naive_w2(roots: list[int], init: list[Edge]) -> NaiveRecompute:
     """W2: the reachable ``(root, node)`` pairs of the live edges."""
-    return NaiveRecompute(lambda edges: reach_set(roots, edges), init)
+    return NaiveRecompute(lambda edges: reachable_pairs(roots, edges), init)
 
 
 def naive_w4(root: int, init: list[Edge]) -> NaiveRecompute:
     """W4: the BFS distance of every node reached from ``root`` over the live edges."""
-    return NaiveRecompute(lambda edges: bfs_dists(root, edges), init)
+    return NaiveRecompute(lambda edges: bfs_distances([root], edges), init)
 
 
 def measure(

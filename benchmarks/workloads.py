@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from deltaflow.graphs import bfs_distances, reachable_pairs
+
 __all__ = [
     "EXPECTED",
     "SEED",
     "batched",
-    "bfs_dists",
     "live_multiset",
-    "reach_set",
     "w1_count",
     "w1_expected",
     "w2_expected",
@@ -110,31 +110,12 @@ def w2_reach(
     return list(range(roots)), init, out
 
 
-def reach_set(roots: list[int], edges: list[Edge]) -> set[Edge]:
-    """Every ``(root, node)`` with ``node`` reachable from ``root`` (a root reaches itself)."""
-    adj: dict[int, list[int]] = {}
-    for s, d in edges:
-        adj.setdefault(s, []).append(d)
-    pairs: set[Edge] = set()
-    for r in roots:
-        seen = {r}
-        stack = [r]
-        while stack:
-            n = stack.pop()
-            for m in adj.get(n, ()):
-                if m not in seen:
-                    seen.add(m)
-                    stack.append(m)
-        pairs.update((r, n) for n in seen)
-    return pairs
-
-
 def w2_expected(
     roots: list[int], init: list[Edge], rounds: list[tuple[Edge, Edge]]
 ) -> dict[str, int]:
     """The W2 answer recomputed from scratch: how many reachable pairs."""
     e = live_multiset(init, rounds)
-    return {"pairs": len(reach_set(roots, [k for k, v in e.items() if v > 0]))}
+    return {"pairs": len(reachable_pairs(roots, [k for k, v in e.items() if v > 0]))}
 
 
 def w3_triangles(nodes: int = 5_000, edges: int = 50_000, seed: int = SEED) -> list[list[Edge]]:
@@ -190,28 +171,10 @@ def w4_bfs(
     return 0, init, out
 
 
-def bfs_dists(root: int, edges: list[Edge]) -> dict[int, int]:
-    """Hop distance from ``root`` to every node it reaches (breadth-first search)."""
-    adj: dict[int, list[int]] = {}
-    for s, d in edges:
-        adj.setdefault(s, []).append(d)
-    dist = {root: 0}
-    frontier = [root]
-    while frontier:
-        nxt = []
-        for n in frontier:
-            for m in adj.get(n, ()):
-                if m not in dist:
-                    dist[m] = dist[n] + 1
-                    nxt.append(m)
-        frontier = nxt
-    return dist
-
-
 def w4_expected(root: int, init: list[Edge], rounds: list[tuple[Edge, Edge]]) -> dict[str, int]:
     """The W4 answer recomputed from scratch: reached nodes and the sum of their distances."""
     e = live_multiset(init, rounds)
-    d = bfs_dists(root, [k for k, v in e.items() if v > 0])
+    d = bfs_distances([root], [k for k, v in e.items() if v > 0])
     return {"reached": len(d), "dist_sum": sum(d.values())}
 
 

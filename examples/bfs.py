@@ -21,6 +21,7 @@ import numpy as np
 import trio
 
 import deltaflow as df
+from deltaflow.graphs import bfs, bfs_distances
 
 Edge = tuple[int, int]
 
@@ -29,14 +30,7 @@ class Bfs(df.Pipeline):
     """``dists``: ``(node, distance)`` from the root; ``histogram``: ``(distance, nodes)``."""
 
     def build(self, roots: df.Collection, edges: df.Collection) -> dict[str, df.Collection]:
-        def step(dists: df.Collection) -> df.Collection:
-            return (
-                dists.join_map(edges, lambda src, d, dst: (dst, d + 1))
-                .concat(roots.map(lambda r: (r, 0)))
-                .min()
-            )
-
-        dists = roots.map(lambda r: (r, 0)).iterate(step)
+        dists = bfs(roots, edges)
         histogram = dists.map(lambda nd: (nd[1], nd[0])).count()
         return {"dists": dists, "histogram": histogram}
 
@@ -52,24 +46,6 @@ def generate(
     live = init + extra
     changes = [(extra[i], live[i]) for i in range(n)]
     return init, [changes[i : i + batch] for i in range(0, n, batch)]
-
-
-def bfs_dists(root: int, edges: list[Edge]) -> dict[int, int]:
-    """The answer in plain Python: breadth-first search from ``root``."""
-    adj: dict[int, list[int]] = {}
-    for s, d in edges:
-        adj.setdefault(s, []).append(d)
-    dist = {root: 0}
-    frontier = [root]
-    while frontier:
-        nxt = []
-        for n in frontier:
-            for m in adj.get(n, ()):
-                if m not in dist:
-                    dist[m] = dist[n] + 1
-                    nxt.append(m)
-        frontier = nxt
-    return dist
 
 
 async def run(
@@ -121,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict[int, int]:
             for new, old in changes:
                 live[new] += 1
                 live[old] -= 1
-        ok = dists == bfs_dists(args.root, [e for e, n in live.items() if n > 0])
+        ok = dists == bfs_distances([args.root], [e for e, n in live.items() if n > 0])
         print("check:", "ok" if ok else "MISMATCH")
     return dists
 

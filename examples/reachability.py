@@ -27,26 +27,11 @@ import numpy as np
 import trio
 
 import deltaflow as df
+from deltaflow.graphs import Reachability, reachable_pairs
 
 SEED = 20161126 + 2
 
 Edge = tuple[int, int]
-
-
-class Reachability(df.Pipeline):
-    """Pairs ``(root, node)`` such that ``node`` is reachable from ``root``."""
-
-    def build(self, roots: df.Collection, edges: df.Collection) -> df.Collection:
-        def step(reach: df.Collection) -> df.Collection:
-            # (root, node) -> (node, root), then follow every edge out of node.
-            return (
-                reach.map(lambda rn: (rn[1], rn[0]))
-                .join_map(edges, lambda node, root, dst: (root, dst))
-                .concat(roots.map(lambda r: (r, r)))
-                .distinct()
-            )
-
-        return roots.map(lambda r: (r, r)).iterate(step)
 
 
 def generate(
@@ -58,24 +43,6 @@ def generate(
     extra: list[Edge] = [tuple(e) for e in rng.integers(0, nodes, size=(rounds, 2)).tolist()]
     live = init + extra
     return init, [(extra[t], live[t]) for t in range(rounds)]
-
-
-def reachable(roots: list[int], edges: list[Edge]) -> set[Edge]:
-    """The answer in plain Python: a depth-first search from every root."""
-    adj: dict[int, list[int]] = {}
-    for s, d in edges:
-        adj.setdefault(s, []).append(d)
-    pairs: set[Edge] = set()
-    for r in roots:
-        seen = {r}
-        stack = [r]
-        while stack:
-            for m in adj.get(stack.pop(), ()):
-                if m not in seen:
-                    seen.add(m)
-                    stack.append(m)
-        pairs.update((r, n) for n in seen)
-    return pairs
 
 
 def _ms(lat: list[float], q: float) -> float:
@@ -140,7 +107,7 @@ def main(argv: list[str] | None = None) -> set[Edge]:
         for new, old in rounds:
             live[new] += 1
             live[old] -= 1
-        ok = pairs == reachable(roots, [e for e, n in live.items() if n > 0])
+        ok = pairs == reachable_pairs(roots, [e for e, n in live.items() if n > 0])
         print("check:", "ok" if ok else "MISMATCH")
     return pairs
 

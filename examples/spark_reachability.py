@@ -21,13 +21,13 @@ Options: ``[--nodes 1000] [--edges 2000] [--roots 10] [--changes 20] [--partitio
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from collections import Counter
 from typing import Any
 
-import reachability  # the pipeline and the data of examples/reachability.py
+import reachability  # the data of examples/reachability.py
+
+from deltaflow.graphs import Reachability, reachable_pairs
 
 
 def edge_updates(
@@ -39,24 +39,6 @@ def edge_updates(
     for t, (new, old) in enumerate(rounds, start=1):
         rows += [(*new, t, 1), (*old, t, -1)]
     return rows
-
-
-def session(master: str) -> Any:
-    """A local SparkSession for this program (loopback addresses, this interpreter)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("deltaflow-reachability")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "3")
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def main(argv: list[str] | None = None, spark: Any = None) -> set[reachability.Edge]:
@@ -76,11 +58,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> set[reachability.E
     args = parser.parse_args(argv)
     own = spark is None
     if own:
-        spark = session(args.master)
-    from pyspark import cloudpickle
-
-    # The executors may not find examples/ on their path: ship the pipeline's module whole.
-    cloudpickle.register_pickle_by_value(reachability)
+        spark = dfspark.local_session(args.master, "deltaflow-reachability")
     try:
         updates = edge_updates(args.nodes, args.edges, args.changes, args.seed)
         roots = list(range(args.roots))
@@ -88,7 +66,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> set[reachability.E
         roots_df = spark.createDataFrame([(r,) for r in roots], "root long")
         start = time.perf_counter()
         out = dfspark.run(
-            reachability.Reachability(),
+            Reachability(),
             spark,
             roots=roots_df,
             edges=edges_df,
@@ -109,7 +87,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> set[reachability.E
         live: Counter[reachability.Edge] = Counter()
         for s, d, _, diff in updates:
             live[(s, d)] += diff
-        ok = pairs == reachability.reachable(roots, [e for e, n in live.items() if n > 0])
+        ok = pairs == reachable_pairs(roots, [e for e, n in live.items() if n > 0])
         print("check:", "ok" if ok else "MISMATCH")
     return pairs
 

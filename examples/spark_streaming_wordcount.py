@@ -25,9 +25,7 @@ micro-batch needs at least one more, so the master needs ``partitions + 1`` core
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -43,24 +41,6 @@ class WordCount(df.Pipeline):
 
     def build(self, lines: df.Collection) -> df.Collection:
         return lines.flat_map(lambda line: line.split()).map(lambda w: (w, w)).count()
-
-
-def session(master: str) -> Any:
-    """A local SparkSession for this program (loopback addresses, this interpreter)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("deltaflow-streaming-wordcount")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "3")
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, int]:
@@ -80,7 +60,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, int]:
     args = parser.parse_args(argv)
     own = spark is None
     if own:
-        spark = session(args.master)
+        spark = dfspark.local_session(args.master, "deltaflow-streaming-wordcount")
     counts: Counter[str] = Counter()
 
     def show(frame: Any, batch_id: int) -> None:

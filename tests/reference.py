@@ -230,24 +230,3 @@ def assert_matches_oracle(
                         rows.append((t, name or "-", data, w, g))
     if total:
         raise AssertionError(_report(rows, total))
-
-
-def reachable_pairs(roots: Iterable[int], edges: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
-    """``(root, node)`` pairs reachable from ``roots`` along ``edges`` (graph search).
-
-    >>> sorted(reachable_pairs([0], [(0, 1), (1, 2), (3, 0)]))
-    [(0, 0), (0, 1), (0, 2)]
-    """
-    out: dict[int, list[int]] = {}
-    for a, b in edges:
-        out.setdefault(a, []).append(b)
-    pairs: set[tuple[int, int]] = set()
-    for r in roots:
-        seen, todo = {r}, [r]
-        while todo:
-            for b in out.get(todo.pop(), []):
-                if b not in seen:
-                    seen.add(b)
-                    todo.append(b)
-        pairs.update((r, n) for n in seen)
-    return pairs

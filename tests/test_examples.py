@@ -15,9 +15,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.reference import reachable_pairs
 
 import deltaflow as df
+from deltaflow.graphs import reachable_pairs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -80,7 +80,7 @@ def test_reachability_default_data_is_w2() -> None:
     """With default arguments the example generates the W2 benchmark's roadmap data."""
     ex = load("reachability")
     init, rounds = ex.generate(1000, 2000, 1000)
-    assert len(ex.reachable(list(range(10)), live_edges(init, rounds))) == 6_573
+    assert len(reachable_pairs(list(range(10)), live_edges(init, rounds))) == 6_573
 
 
 def test_bfs_example(capsys: pytest.CaptureFixture[str]) -> None:

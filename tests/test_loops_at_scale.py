@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
-from tests.pipelines import Reachability
 from tests.reference import assert_matches_oracle
 from tests.schedule import scheduled
 
 import deltaflow as df
+from deltaflow.graphs import Reachability
 from deltaflow.testing import accumulate
 
 Update = tuple[Any, int, int]

@@ -32,22 +32,16 @@ def spark(
     os.environ["PYSPARK_PYTHON"] = sys.executable
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    from pyspark.sql import SparkSession
+    from deltaflow.adapters import spark as dfspark
 
-    session = (
-        SparkSession.builder.master(f"local[{SLOTS}]")
-        .appName("deltaflow-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "3")
-        .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
-        .config("spark.barrier.sync.timeout", "120")
-        .config("spark.driver.memory", "768m")
-        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    config = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.barrier.sync.timeout": "120",
+        "spark.driver.memory": "768m",
+        "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    }
+    session = dfspark.local_session(f"local[{SLOTS}]", "deltaflow-tests", config)
     yield session
     session.stop()

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.pipelines import Reachability as Reachability
-
 import deltaflow as df
+from deltaflow.graphs import Reachability as Reachability
 
 
 class Degrees(df.Pipeline):

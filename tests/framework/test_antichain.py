@@ -76,6 +76,17 @@ def test_antichain_strategy_gives_antichains(a: Antichain) -> None:
     assert Antichain(a.elements).elements == a.elements
 
 
+@given(time_lists_any_shape(max_size=10))
+def test_from_sorted_equals_the_checked_constructor(times: list[Time]) -> None:
+    """Given a frontier's own elements, from_sorted builds the same antichain, unchecked."""
+    a = Antichain(times)
+    b = Antichain.from_sorted(a.elements)
+    b._check()
+    assert b == a
+    assert b.elements == a.elements
+    assert hash(b) == hash(a)
+
+
 # --- ChangeBatch --------------------------------------------------------------------------
 
 batch_ops = st.lists(

@@ -24,16 +24,16 @@ from tests.reference import (
     assert_matches_oracle,
     expected_at,
     interesting_times_for_check,
-    reachable_pairs,
 )
 
 import deltaflow as df
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.dataflow import DataflowSpec, Edge
 from deltaflow.framework.lattice import Product, Time, depth, sort_key
 from deltaflow.framework.summary import PathSummary
+from deltaflow.graphs import reachable_pairs
 from deltaflow.operators.base import Interest, Operator, OperatorContext, UpdateBatch
 from deltaflow.operators.collection import DataflowBuilder
+from deltaflow.operators.dataflow import DataflowSpec, Edge
 from deltaflow.operators.iterate import (
     FeedbackOperator,
     LoopScope,

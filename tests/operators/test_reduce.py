@@ -20,9 +20,9 @@ from tests.reference import assert_matches_oracle
 import deltaflow as df
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, join, less_equal
-from deltaflow.framework.trace._order import ukey
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
+from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import history as H, interesting_times as it_mod, reduce as R
 from deltaflow.operators.base import UpdateBatch

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
-from tests.pipelines import Reachability
 from tests.reference import assert_matches_oracle
 from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of
 
 import deltaflow as df
+from deltaflow.graphs import Reachability
 from deltaflow.scheduler.peer import open_peer, run_peer
 from deltaflow.scheduler.tcp import Link
 from deltaflow.testing import collect

@@ -28,9 +28,9 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from .lattice import Product, Time, less_equal, less_than
+from .lattice import Product, Time, join, less_equal, less_than
 
-__all__ = ["Antichain", "ChangeBatch", "MutableAntichain"]
+__all__ = ["Antichain", "ChangeBatch", "MutableAntichain", "frontier_join"]
 
 
 def _less_equal(a: Time, b: Time) -> bool:
@@ -179,8 +179,17 @@ class Antichain:
         return out
 
     @classmethod
-    def _from_sorted(cls, elements: tuple[Time, ...]) -> Antichain:
-        """Wrap ``elements`` that are already mutually incomparable and sorted (unchecked)."""
+    def from_sorted(cls, elements: tuple[Time, ...]) -> Antichain:
+        """The frontier of ``elements`` that are already mutually incomparable and sorted in
+        the total order, as a frontier's own elements are.
+
+        For code that keeps frontiers itself (the progress tracker, a mutable frontier) and
+        hands out immutable ones: the elements are taken as they are, unchecked, where the
+        constructor would reduce them to their minimal ones and sort them.
+
+            >>> Antichain.from_sorted((Product(0, 1), Product(1, 0))).elements
+            (Product(outer=0, inner=1), Product(outer=1, inner=0))
+        """
         out = cls.__new__(cls)
         out._elements = elements
         return out
@@ -348,7 +357,7 @@ class MutableAntichain:
         """
         out = self._cached
         if out is None:
-            out = self._cached = Antichain._from_sorted(tuple(self._frontier))
+            out = self._cached = Antichain.from_sorted(tuple(self._frontier))
         return out
 
     @property
@@ -388,3 +397,26 @@ class MutableAntichain:
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={self._frontier!r}, counts={self._counts!r})"
+
+
+def frontier_join(a: Antichain, b: Antichain) -> Antichain:
+    """The least frontier beyond both ``a`` and ``b`` (pairwise joins, minimised).
+
+    When one frontier is beyond the other (the usual case: compaction frontiers only
+    advance) it is the join, found without building a new antichain.
+
+    Runtime complexity: O(|a| * |b|) lattice operations.
+
+        >>> frontier_join(Antichain([Product(0, 2), Product(2, 0)]), Antichain([Product(1, 1)]))
+        Antichain([Product(outer=1, inner=2), Product(outer=2, inner=1)])
+    """
+    if a is b:
+        return a
+    ea, eb = a.elements, b.elements
+    if len(ea) == 1 and len(eb) == 1 and ea[0].__class__ is int and eb[0].__class__ is int:
+        return a if ea[0] >= eb[0] else b
+    if a.dominates(b):
+        return b
+    if b.dominates(a):
+        return a
+    return Antichain(join(x, y) for x in ea for y in eb)

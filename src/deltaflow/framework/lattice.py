@@ -146,19 +146,20 @@ def meet(a: Time, b: Time) -> Time:
 
 def join_all(times: Iterable[Time]) -> Time:
     """Join of a non-empty iterable of times."""
-    it = iter(times)
-    acc = next(it)
-    for t in it:
-        acc = join(acc, t)
-    return acc
+    return _fold(join, times)
 
 
 def meet_all(times: Iterable[Time]) -> Time:
     """Meet of a non-empty iterable of times."""
+    return _fold(meet, times)
+
+
+def _fold(op: Callable[[Time, Time], Time], times: Iterable[Time]) -> Time:
+    """``op`` applied left to right over a non-empty iterable (StopIteration when empty)."""
     it = iter(times)
     acc = next(it)
     for t in it:
-        acc = meet(acc, t)
+        acc = op(acc, t)
     return acc
 
 

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..framework.antichain import Antichain
-from ..framework.dataflow import DataflowSpec, Edge, Pact
 from ..framework.lattice import Product
 from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
 from . import aggregate as _aggregate, reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .base import check_function, describe_callable, is_pair
+from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
 from .join import JoinOperator
 from .linear import Concat, Consolidate, Exchange, LinearOperator, Step, temporal_filter_logic
@@ -143,7 +143,7 @@ class Collection:
         pacts: list[Pact] | None = None,
         outputs: int = 1,
         fusable: bool = False,
-        meta: dict[str, Any] | None = None,
+        traits: NodeTraits = NO_TRAITS,
         summaries: dict[tuple[int, int], PathSummary] | None = None,
         scope: Scope | None = None,
         align: bool = True,
@@ -160,7 +160,7 @@ class Collection:
             depth=target_scope.depth,
             fusable=fusable,
             # The scope, for pictures of the graph (df.graph groups a loop's operators).
-            meta={**(meta or {}), "scope": target_scope},
+            traits=attrs.evolve(traits, scope=target_scope),
         )
         return Collection(self.builder, node, 0, target_scope)
 
@@ -173,7 +173,7 @@ class Collection:
             lambda _w, _n: LinearOperator(steps),
             [self],
             fusable=True,
-            meta={"steps": steps},
+            traits=NodeTraits(steps=tuple(steps)),
         )
 
     def _same_builder(self, other: object) -> None:
@@ -277,7 +277,11 @@ class Collection:
         scope = _innermost([self, *others])
         n = 1 + len(others)
         return self._add(
-            "concat", lambda _w, _n: Concat(n), [self, *others], scope=scope, meta={"union": True}
+            "concat",
+            lambda _w, _n: Concat(n),
+            [self, *others],
+            scope=scope,
+            traits=NodeTraits(union=True),
         )
 
     def consolidate(self) -> Collection:
@@ -287,7 +291,7 @@ class Collection:
             lambda _w, _n: Consolidate(),
             [self],
             pacts=[Pact(_identity)],
-            meta={"consolidates": True},
+            traits=NodeTraits(consolidates=True),
         )
 
     def exchange(self, key: Callable[[Any], Hashable] | None = None) -> Collection:
@@ -328,7 +332,7 @@ class Collection:
             factory,
             [self],
             pacts=[Pact(_identity if by_self else _first)],
-            meta={"arrangement": registry},
+            traits=NodeTraits(arrangement=registry),
         )
         arranged = Arranged(self.builder, node.node, registry, self.scope, by_self)
         self.builder._arranged[key] = arranged

@@ -61,15 +61,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
-from ..framework.dataflow import Edge
 from ..framework.lattice import Product
 from ..framework.summary import PathSummary
 from .base import Interest, Operator, UpdateBatch, check_function
 from .collection import Collection, DataflowBuilder, Scope
+from .dataflow import Edge, NodeTraits
 
 if TYPE_CHECKING:
     from .base import OperatorContext
@@ -286,7 +286,7 @@ class Variable(Collection):
             outputs=1,
             summaries={(0, 0): PathSummary.feedback()},
             depth=scope.depth,
-            meta={"variable": self},
+            traits=NodeTraits(variable=self),
         )
         exposed = Collection(builder, node, 0, scope)
         if source is not None:
@@ -398,7 +398,7 @@ class Variable(Collection):
             n = stack.pop()
             if n == self.feedback_node:
                 return True
-            if not past_consolidation and nodes[n].meta.get("consolidates"):
+            if not past_consolidation and nodes[n].traits.consolidates:
                 continue
             for edge in nodes[n].inputs:
                 if edge.node >= 0 and edge.node not in seen:
@@ -410,7 +410,7 @@ class Variable(Collection):
         """Assert the wiring: feedback node in the scope, connected iff set, source aligned."""
         spec = self.builder.spec
         node = spec.nodes[self.feedback_node]
-        assert node.meta.get("variable") is self
+        assert node.traits.variable is self
         assert node.depth == self.scope.depth
         assert node.summaries == {(0, 0): PathSummary.feedback()}
         assert (len(node.inputs) == 1) == self.is_set
@@ -533,7 +533,7 @@ def check_variables_set(builder: DataflowBuilder) -> None:
     """
     unset: list[Variable] = []
     for node in builder.spec.nodes:
-        variable: Any = node.meta.get("variable")
-        if isinstance(variable, Variable) and not variable.is_set:
+        variable = node.traits.variable
+        if variable is not None and not variable.is_set:
             unset.append(variable)
     _raise_unset(unset)

@@ -16,7 +16,7 @@ What ``logic`` sees
   is absent: ``logic`` is not called for it and its output is empty.
 * Sorted by value when the values are mutually comparable with ``<``, otherwise by deltaflow's
   deterministic universal order (numbers, then strings, bytes, tuples, ...; see
-  :mod:`deltaflow.framework.trace._order`).
+  :mod:`deltaflow.framework.trace.order`).
 * ``count`` and ``threshold`` use an internal variant that sees every non-zero count,
   negative ones included, because their contract is about the key's total.
 
@@ -145,13 +145,14 @@ import numpy as np
 from ..errors import OperatorTypeError
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, less_equal, new_tuple
-from ..framework.trace._order import ukey
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
+from ..framework.trace.order import ukey
 from ..framework.trace.spine import Spine, TraceReader
 from . import history as _history, interesting_times as _it
 from .arrange import TraceRegistry
 from .base import Interest, Operator, UpdateBatch, check_function, describe_callable
+from .dataflow import NodeTraits
 from .history import AdvanceTo, KeyedHistory
 from .interesting_times import (
     accumulate,
@@ -1361,7 +1362,7 @@ def reduce_core(
     stream = Collection(arranged.builder, arranged.node, 0, arranged.scope)
     # A reduction's output holds exact corrections: updates that cancel never leave it (a
     # loop with one on its cycle needs no other consolidation, see .iterate).
-    return stream._add(name, factory, [stream], meta={"consolidates": True}), registry
+    return stream._add(name, factory, [stream], traits=NodeTraits(consolidates=True)), registry
 
 
 def _build(

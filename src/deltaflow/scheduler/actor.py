@@ -185,16 +185,7 @@ class Actor:
         local = worker.peers == 1
         for node, inport, key in self.routes[port]:
             if key is None or local:
-                # ``worker._deliver_fresh``, inlined: announced when the step ends, if still
-                # in the mailbox then.
-                target = worker.actors[node]
-                box = target.mailboxes[inport]
-                fresh = target._fresh
-                if fresh[inport] < 0:
-                    fresh[inport] = len(box)
-                    worker._fresh_ports.append((target, inport))
-                box.append((time, payload))
-                worker.activate(node)
+                worker._deliver_fresh(node, inport, time, payload)
             else:
                 try:
                     parts = _split(payload, key, worker.peers)

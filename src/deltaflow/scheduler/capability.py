@@ -42,23 +42,26 @@ class Capability:
         raise TypeError(msg)
 
     @classmethod
-    def _mint(cls, actor: Actor, port: int, time: Time) -> Capability:
+    def _new(cls, actor: Actor, port: int, time: Time) -> Capability:
+        """A valid capability, not yet counted anywhere (the constructor refuses)."""
         cap = object.__new__(cls)
         cap._actor = actor
         cap._port = port
         cap._time = time
         cap._valid = True
+        return cap
+
+    @classmethod
+    def _mint(cls, actor: Actor, port: int, time: Time) -> Capability:
+        """A new capability, reported to the actor's progress counts."""
+        cap = cls._new(actor, port, time)
         actor._source_change(port, time, 1)
         return cap
 
     @classmethod
     def _initial(cls, actor: Actor, port: int, time: Time) -> Capability:
         """A start-up capability: every tracker already counts it, so report nothing."""
-        cap = object.__new__(cls)
-        cap._actor = actor
-        cap._port = port
-        cap._time = time
-        cap._valid = True
+        cap = cls._new(actor, port, time)
         held = actor._held[port]
         held[time] = held.get(time, 0) + 1
         return cap

@@ -33,7 +33,7 @@ from ..operators.collection import Pipeline
 from .plan import Plan, make_plan
 
 if TYPE_CHECKING:
-    from ..framework.dataflow import DataflowSpec
+    from ..operators.dataflow import DataflowSpec
     from .runtime import Job
 
 __all__ = ["FORMATS", "graph"]
@@ -60,7 +60,7 @@ def _labels(plan: Plan, spec: DataflowSpec, stats: list[dict[str, Any]] | None) 
     for i, node in enumerate(plan.nodes):
         lines = [_short(node.name)]
         for logical in node.logical:
-            registry = spec.nodes[logical].meta.get("arrangement")
+            registry = spec.nodes[logical].traits.arrangement
             if registry is None:
                 name = spec.nodes[logical].name
                 if name not in node.name:  # a linear step absorbed into this actor's inlet
@@ -93,10 +93,10 @@ def _edges(plan: Plan) -> list[tuple[int, int, bool]]:
 def _scope_of(plan: Plan, spec: DataflowSpec, index: int) -> Any:
     """The scope an actor runs in (None: the top), from what its nodes recorded."""
     for logical in plan.nodes[index].logical:
-        meta = spec.nodes[logical].meta
-        scope = meta.get("scope")
-        if scope is None and "variable" in meta:
-            scope = meta["variable"].scope
+        traits = spec.nodes[logical].traits
+        scope = traits.scope
+        if scope is None and traits.variable is not None:
+            scope = traits.variable.scope
         if scope is not None:
             return scope if scope.parent is not None else None
     return None

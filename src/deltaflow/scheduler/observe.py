@@ -103,7 +103,7 @@ def arrangement_sizes(job: Job) -> list[int]:
     for node in job.plan.nodes:
         total = 0
         for logical in node.logical:
-            registry = job.builder.spec.nodes[logical].meta.get("arrangement")
+            registry = job.builder.spec.nodes[logical].traits.arrangement
             if registry is not None:
                 total += sum(s.statistics().updates for s in registry.spines.values())
         sizes.append(total)

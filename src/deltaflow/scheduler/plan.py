@@ -32,9 +32,9 @@ from typing import Any
 
 import attrs
 
-from ..framework.dataflow import DataflowSpec, Edge
 from ..framework.progress import GraphBuilder, ProgressGraph
 from ..framework.summary import PathSummary
+from ..operators.dataflow import DataflowSpec, Edge, NodeSpec
 from ..operators.inlet import Inlet
 from ..operators.linear import LinearOperator, Step
 
@@ -99,126 +99,187 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True, workers: int | None = No
     so a linear chain feeding an inlet's arrangement is absorbed into the inlet too.
     """
     nodes = spec.nodes
-    consumers: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    consumers = _consumers(nodes)
+    merged = _Merged(steps_of={i: list(n.traits.steps) for i, n in enumerate(nodes) if n.fusable})
+    if fuse:
+        _dissolve_unions(nodes, consumers, merged)
+        _fuse_chains(nodes, consumers, merged)
+        _absorb_inlets(nodes, consumers, merged, workers)
+    physical, physical_of = _physical_nodes(nodes, merged)
+    return Plan(physical, physical_of, _progress_graph(physical), _routes(physical))
+
+
+@attrs.define
+class _Merged:
+    """Which logical nodes the passes of :func:`make_plan` merged into which.
+
+    Attributes:
+        steps_of: the linear steps of each fusable node, its fused predecessors' included.
+        absorbed: ``absorbed[i]`` is the node that ``i``'s steps were fused into (its single
+            consumer).
+        source_of: the input edge of a fused chain's first node, by the chain's last node.
+        unions: the logical edges a dissolved union stands for, by node.
+        inlets: ``inlets[i] = {port: j}``: arrangement ``j`` is absorbed into its only reader
+            ``i``, with the linear chain ending at ``chain_of[j]`` if there is one.
+        chain_of: see ``inlets``.
+        inlet_of: ``inlet_of[x] = i`` for an absorbed arrangement and its chain.
+    """
+
+    steps_of: dict[int, list[Step]]
+    absorbed: dict[int, int] = attrs.field(factory=dict)
+    source_of: dict[int, Edge] = attrs.field(factory=dict)
+    unions: dict[int, list[Edge]] = attrs.field(factory=dict)
+    inlets: dict[int, dict[int, int]] = attrs.field(factory=dict)
+    chain_of: dict[int, int] = attrs.field(factory=dict)
+    inlet_of: dict[int, int] = attrs.field(factory=dict)
+
+    def owner(self, node: int) -> int:
+        """The logical node whose actor runs ``node``."""
+        while node in self.absorbed:
+            node = self.absorbed[node]
+        return self.inlet_of.get(node, node)
+
+    def is_kept(self, node: int) -> bool:
+        """True when ``node`` runs as an actor of its own."""
+        return node not in self.absorbed and node not in self.unions and node not in self.inlet_of
+
+
+_Consumers = dict[tuple[int, int], list[tuple[int, int]]]
+
+
+def _consumers(nodes: list[NodeSpec]) -> _Consumers:
+    """The ``(node, input port)`` pairs fed by each ``(node, output port)``: what every pass
+    asks before merging a node into its reader."""
+    consumers: _Consumers = {}
     for i, n in enumerate(nodes):
         for p, e in enumerate(n.inputs):
             consumers.setdefault((e.node, e.port), []).append((i, p))
+    return consumers
 
-    # absorbed[i] = the logical node that i's steps were fused into (its single consumer).
-    absorbed: dict[int, int] = {}
-    steps_of: dict[int, list[Step]] = {
-        i: list(n.meta["steps"]) for i, n in enumerate(nodes) if n.fusable
-    }
-    source_of: dict[int, Edge] = {}
-    # The logical edges a dissolved union stands for, by node (see the module docstring).
-    unions: dict[int, list[Edge]] = {}
-    # inlets[i] = {port: j}: arrangement j is absorbed into its only reader i (an inlet), with
-    # the linear chain ending at chain_of[j] if there is one; inlet_of[x] = i for both.
-    inlets: dict[int, dict[int, int]] = {}
-    chain_of: dict[int, int] = {}
-    inlet_of: dict[int, int] = {}
-    if fuse:
-        for i, n in enumerate(nodes):
-            if n.meta.get("union") and len(consumers.get((i, 0), [])) == 1:
-                # Inputs come from earlier nodes, so their own unions are decided already.
-                edges = [x for e in n.inputs for x in _expand(e, unions)]
-                if len({(e.node, e.port) for e in edges}) == len(edges):
-                    unions[i] = edges
-        for i, n in enumerate(nodes):
-            if not n.fusable or len(n.inputs) != 1:
-                continue
-            edge = n.inputs[0]
-            up = edge.node
-            if (
-                up in steps_of
-                and not edge.pact.is_exchange
-                and len(consumers.get((up, edge.port), [])) == 1
-                and nodes[up].depth == n.depth
-            ):
-                steps_of[i] = steps_of[up] + steps_of[i]
-                absorbed[up] = i
-                source_of[i] = source_of.get(up, nodes[up].inputs[0])
-        for j, n in enumerate(nodes):
-            registry = n.meta.get("arrangement")
-            users = consumers.get((j, 0), [])
-            if registry is None or registry.readers > 1 or len(users) != 1:
-                continue
-            i, port = users[0]
-            if i in absorbed or i in unions or nodes[i].depth != n.depth:
-                continue
-            # No operator reads the trace (a join that is the only reader keeps its own
-            # history), so the arrangement only consolidates what its reader gets.
-            inlets.setdefault(i, {})[port] = j
-            inlet_of[j] = i
-            edge = n.inputs[0]
-            up = edge.node
-            if (
-                workers == 1
-                and up in steps_of
-                and up not in absorbed
-                and len(consumers.get((up, edge.port), [])) == 1
-                and nodes[up].depth == n.depth
-            ):
-                chain_of[j] = up
-                inlet_of[up] = i
 
-    physical_of: dict[int, int] = {}
-    order = [
-        i for i in range(len(nodes)) if i not in absorbed and i not in unions and i not in inlet_of
-    ]
-    for phys, i in enumerate(order):
-        physical_of[i] = phys
+def _dissolve_unions(nodes: list[NodeSpec], consumers: _Consumers, merged: _Merged) -> None:
+    """Wire the inputs of each ``concat`` with a single consumer straight into that consumer.
 
-    def owner(node: int) -> int:
-        """The logical node whose actor runs ``node``."""
-        while node in absorbed:
-            node = absorbed[node]
-        return inlet_of.get(node, node)
+    A union that only forwards costs an actor switch (inside a loop, on every iteration);
+    dissolved, it costs nothing. One whose inputs would reach the consumer twice along the
+    same edge (``a.concat(a)``) stays an actor.
+    """
+    for i, n in enumerate(nodes):
+        if n.traits.union and len(consumers.get((i, 0), [])) == 1:
+            # Inputs come from earlier nodes, so their own unions are decided already.
+            edges = [x for e in n.inputs for x in _expand(e, merged.unions)]
+            if len({(e.node, e.port) for e in edges}) == len(edges):
+                merged.unions[i] = edges
 
-    def resolve(node: int) -> int:
-        return physical_of[owner(node)]
 
-    physical: list[PhysicalNode] = []
-    for i in order:
-        n = nodes[i]
-        logical_inputs = [source_of[i]] if i in source_of else list(n.inputs)
-        ports = inlets.get(i, {})
-        for port, j in ports.items():
-            if j in chain_of:
-                tail = chain_of[j]
-                logical_inputs[port] = source_of.get(tail, nodes[tail].inputs[0])
-            else:
-                logical_inputs[port] = nodes[j].inputs[0]
-        inputs = [
-            [
-                Edge(resolve(x.node), x.port, x.pact) if x.node >= 0 else x
-                for x in _expand(e, unions)
-            ]
-            for e in logical_inputs
+def _fuse_chains(nodes: list[NodeSpec], consumers: _Consumers, merged: _Merged) -> None:
+    """Fuse each linear node into its single linear consumer on the same worker and scope,
+    so a batch crosses the whole chain in one activation."""
+    steps_of = merged.steps_of
+    for i, n in enumerate(nodes):
+        if not n.fusable or len(n.inputs) != 1:
+            continue
+        edge = n.inputs[0]
+        up = edge.node
+        if (
+            up in steps_of
+            and not edge.pact.is_exchange
+            and len(consumers.get((up, edge.port), [])) == 1
+            and nodes[up].depth == n.depth
+        ):
+            steps_of[i] = steps_of[up] + steps_of[i]
+            merged.absorbed[up] = i
+            merged.source_of[i] = merged.source_of.get(up, nodes[up].inputs[0])
+
+
+def _absorb_inlets(
+    nodes: list[NodeSpec], consumers: _Consumers, merged: _Merged, workers: int | None
+) -> None:
+    """Absorb each arrangement that keeps no trace into its only reader as an inlet of that
+    port (one actor and two ports less); with one worker, the linear chain before it too."""
+    for j, n in enumerate(nodes):
+        registry = n.traits.arrangement
+        users = consumers.get((j, 0), [])
+        if registry is None or registry.readers > 1 or len(users) != 1:
+            continue
+        i, port = users[0]
+        if i in merged.absorbed or i in merged.unions or nodes[i].depth != n.depth:
+            continue
+        # No operator reads the trace (a join that is the only reader keeps its own
+        # history), so the arrangement only consolidates what its reader gets.
+        merged.inlets.setdefault(i, {})[port] = j
+        merged.inlet_of[j] = i
+        edge = n.inputs[0]
+        up = edge.node
+        if (
+            workers == 1
+            and up in merged.steps_of
+            and up not in merged.absorbed
+            and len(consumers.get((up, edge.port), [])) == 1
+            and nodes[up].depth == n.depth
+        ):
+            merged.chain_of[j] = up
+            merged.inlet_of[up] = i
+
+
+def _physical_nodes(
+    nodes: list[NodeSpec], merged: _Merged
+) -> tuple[list[PhysicalNode], dict[int, int]]:
+    """Number the nodes that remain actors, in logical order, and wire each one's ports to
+    the actors that now run its inputs: ``(physical nodes, logical-to-physical map)``."""
+    order = [i for i in range(len(nodes)) if merged.is_kept(i)]
+    physical_of = {i: phys for phys, i in enumerate(order)}
+    physical = [_physical_node(nodes, merged, physical_of, i) for i in order]
+    return physical, physical_of
+
+
+def _physical_node(
+    nodes: list[NodeSpec], merged: _Merged, physical_of: dict[int, int], i: int
+) -> PhysicalNode:
+    """The actor of logical node ``i``: its (fused) operator, inputs, inlets and members."""
+    n = nodes[i]
+    source_of, chain_of, steps_of = merged.source_of, merged.chain_of, merged.steps_of
+    logical_inputs = [source_of[i]] if i in source_of else list(n.inputs)
+    ports = merged.inlets.get(i, {})
+    for port, j in ports.items():
+        if j in chain_of:
+            tail = chain_of[j]
+            logical_inputs[port] = source_of.get(tail, nodes[tail].inputs[0])
+        else:
+            logical_inputs[port] = nodes[j].inputs[0]
+    inputs = [
+        [
+            Edge(physical_of[merged.owner(x.node)], x.port, x.pact) if x.node >= 0 else x
+            for x in _expand(e, merged.unions)
         ]
-        factory = n.factory
-        name = n.name
-        logical = [j for j in range(len(nodes)) if j not in unions and owner(j) == i]
-        if i in source_of:
-            steps = steps_of[i]
-            name = " -> ".join(s.label for s in steps)
+        for e in logical_inputs
+    ]
+    factory = n.factory
+    name = n.name
+    logical = [j for j in range(len(nodes)) if j not in merged.unions and merged.owner(j) == i]
+    if i in source_of:
+        steps = steps_of[i]
+        name = " -> ".join(s.label for s in steps)
 
-            def factory(_w: int, _n: int, steps: list[Step] = steps, name: str = name) -> Any:
-                return LinearOperator(steps, name)
+        def factory(_w: int, _n: int, steps: list[Step] = steps, name: str = name) -> Any:
+            return LinearOperator(steps, name)
 
-        node_inlets = {
-            port: InletSpec(nodes[j].factory, steps_of[chain_of[j]] if j in chain_of else [])
-            for port, j in ports.items()
-        }
-        physical.append(
-            PhysicalNode(
-                name, factory, inputs, n.outputs, n.summaries, n.depth, logical, node_inlets
-            )
-        )
+    node_inlets = {
+        port: InletSpec(nodes[j].factory, steps_of[chain_of[j]] if j in chain_of else [])
+        for port, j in ports.items()
+    }
+    return PhysicalNode(
+        name, factory, inputs, n.outputs, n.summaries, n.depth, logical, node_inlets
+    )
 
+
+def _progress_graph(physical: list[PhysicalNode]) -> ProgressGraph:
+    """The progress tracker's graph of the actors' ports, validated: an input never
+    connected, or a cycle whose times do not strictly increase, is rejected before anything
+    runs."""
     builder = GraphBuilder()
     for pn in physical:
-        builder.add_node(pn.name, pn.inputs.__len__(), pn.outputs, pn.summaries)
+        builder.add_node(pn.name, len(pn.inputs), pn.outputs, pn.summaries)
     for idx, pn in enumerate(physical):
         for port, edges in enumerate(pn.inputs):
             for e in edges:
@@ -226,8 +287,12 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True, workers: int | None = No
                     msg = f"operator {pn.name!r}: input {port} was never connected"
                     raise ValueError(msg)
                 builder.add_edge((e.node, e.port), (idx, port))
-    progress = builder.build()
+    return builder.build()
 
+
+def _routes(physical: list[PhysicalNode]) -> list[list[list[tuple[int, int, Any]]]]:
+    """Per actor and output port, the ``(actor, input port, exchange key)`` it sends to: the
+    edges turned around, for the workers' send side."""
     routes: list[list[list[tuple[int, int, Any]]]] = [
         [[] for _ in range(pn.outputs)] for pn in physical
     ]
@@ -235,7 +300,7 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True, workers: int | None = No
         for port, edges in enumerate(pn.inputs):
             for e in edges:
                 routes[e.node][e.port].append((idx, port, e.pact.key))
-    return Plan(physical, physical_of, progress, routes)
+    return routes
 
 
 def _expand(edge: Edge, unions: dict[int, list[Edge]]) -> list[Edge]:

@@ -19,7 +19,7 @@ from deltaflow.framework.trace import (
     Merger,
     merge_batches,
 )
-from deltaflow.framework.trace._order import ukey
+from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.probes import Probes
 
 # ---------------------------------------------------------------------- models and strategies

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.trace import Batch, Cursor, Description
-from deltaflow.framework.trace._order import ukey
+from deltaflow.framework.trace.order import ukey
 
 
 def desc(lo: int, hi: int) -> Description:

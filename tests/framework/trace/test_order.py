@@ -1,4 +1,4 @@
-"""The universal order of keys and values (``framework/trace/_order.py``).
+"""The universal order of keys and values (``framework/trace/order.py``).
 
 Batches sort with the natural ``<`` when it does not raise and fall back to ``ukey``; merges
 and searches mix batches sorted either way, so the two must agree wherever both answer.
@@ -12,7 +12,7 @@ from hypothesis import given, strategies as st
 
 from deltaflow.framework.hashing import stable_hash
 from deltaflow.framework.lattice import Product
-from deltaflow.framework.trace._order import lt, sort_values, ukey
+from deltaflow.framework.trace.order import lt, sort_values, ukey
 
 leaves = st.one_of(
     st.integers(-3, 3),

@@ -28,6 +28,7 @@ Importing this module imports pyspark; ``import deltaflow`` never does.
 from __future__ import annotations
 
 from ._batch import run as run
+from ._session import local_session as local_session
 from ._stream import SparkStream as SparkStream, stream as stream
 
-__all__ = ["SparkStream", "run", "stream"]
+__all__ = ["SparkStream", "local_session", "run", "stream"]

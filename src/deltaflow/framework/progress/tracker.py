@@ -556,9 +556,9 @@ class ProgressTracker:
         if out is None:
             time_of = self._time_of
             if n == 1:
-                out = Antichain._from_sorted((time_of(key),))
+                out = Antichain.from_sorted((time_of(key),))
             else:
-                out = Antichain._from_sorted(tuple([time_of(c) for c in key]))
+                out = Antichain.from_sorted(tuple([time_of(c) for c in key]))
             memo[key] = out
         return out
 

@@ -3,7 +3,7 @@
 A :class:`Batch` is the unit a trace stores, merges and shares between readers. Its invariants:
 
 * updates are sorted by ``(key, val, time)`` in deltaflow's total order (times by their total
-  order; keys and values by the universal order of :mod:`._order`, which agrees with ``<``
+  order; keys and values by the universal order of :mod:`.order`, which agrees with ``<``
   whenever ``<`` works);
 * no two updates have equal ``(key, val, time)`` and no diff is zero (the batch is
   *consolidated*);
@@ -11,58 +11,9 @@ A :class:`Batch` is the unit a trace stores, merges and shares between readers. 
   ``advance_by(time, description.since)`` (it has been compacted to ``since``);
 * it never changes after construction, so many readers may hold it at once.
 
-A batch has one of two layouts, chosen by size first and by data second.
-
-*Lists* (:attr:`Batch.encoded` False): four Python lists (the value list is ``None`` when every
-value is ``()``). This is the layout of
-
-* every batch :meth:`Batch.from_columns` builds from at most :attr:`Batch.TINY` updates, whatever
-  the data: a few rows are sorted as tuples and consolidated by summing equal neighbours in
-  less time than a single numpy call takes (when keys and values are not mutually comparable,
-  they are consolidated with a dict and sorted in the universal order instead);
-* every batch a :class:`~.merger.Merger` makes from at most ``Merger.SMALL_MERGE`` updates, or
-  whose result is that small, or from two list batches of at most :attr:`Batch.LIST_ROWS` updates
-  in all (see :mod:`.merger`);
-* batches whose data cannot be encoded (strings, mixed types, huge ints, nested products,
-  batches mixing int and product times), at any size, and ``force_objects=True``.
-
-A list batch of at most :attr:`Batch.CACHED_ROWS` updates builds, the first time it is read, a dict
-from each key to its rows (when its keys are of classes whose ``==`` agrees with the universal
-order, :data:`HASHED`), so a lookup is one dict probe: the batches a trace seals every round
-and looks up right away never touch numpy. Larger ones are searched by bisection.
-
-*Numpy* (:attr:`Batch.encoded` True): ``int64`` columns sorted and consolidated with vectorised
-numpy (the sort columns are packed into one integer when their ranges fit in 62 bits, one
-stable argsort; otherwise ``np.lexsort``). Batches of more than :attr:`Batch.TINY` updates whose
-data allows it, and merges of those, use it:
-
-* *plain ints*: every key, value and time a plain ``int`` (``bool`` excluded) within 64 bits;
-  the four columns hold the values themselves (32 bytes per update). :attr:`Batch.columnar`
-  is True exactly for these.
-* *encoded*: keys that are plain ints or tuples of plain ints (all of one length), values that
-  are plain ints, tuples of ints or ``Product(int, int)``, and times that are plain ints or
-  ``Product(int, int)`` (the times inside ``iterate``). Each such column holds *codes*: a
-  per-column :class:`Codec` maps a value ``(c_1, ..., c_m)`` to
-  ``sum((c_i - offset_i) << shift_i)``, the components packed most significant first in
-  fixed bit widths. Packing preserves order (the lexicographic order of the components, which
-  is the universal order of int tuples and the total order of products), so sorting, searching
-  and consolidating codes is sorting, searching and consolidating the values. Offsets are 0 for
-  non-negative components and widths are rounded up to a multiple of 4 bits, so that batches of
-  similar data share one codec and merge without re-encoding. A column whose components need
-  more than 63 bits stays on the list layout. Lookups and iteration decode codes back to Python
-  tuples and :class:`~deltaflow.framework.lattice.Product` objects; products are interned per
-  codec (each distinct time is one object, its hash computed once), so handing out times costs
-  a dict lookup, not a constructor call. A lookup decodes only the rows it finds: a few rows
-  element by element (``ndarray.item``), many with one vectorised gather. A numpy batch of
-  at most :attr:`Batch.CACHED_ROWS` updates that is read more than
-  :attr:`Batch.CACHE_AFTER` times decodes all its rows and builds the same dict index as a
-  list batch.
-
-A list batch of encodable data is encoded (O(n), no sorting: encoding preserves the order)
-when it meets a numpy batch in a merge too large for plain Python, so the merge stays
-vectorised. Everything a batch hands out is plain Python: ``int``, not numpy scalars.
-Footgun: ``Batch.from_columns(..., force_objects=True)`` builds the list layout for the same
-updates at any size; it is for tests and comparisons, it is never faster.
+A batch has one of two layouts, chosen by size first and by data second (see :mod:`.layout`):
+Python lists, or ``int64`` columns of codes sorted and consolidated with numpy. Everything a
+batch hands out is plain Python: ``int``, not numpy scalars.
 
     >>> from deltaflow.framework.antichain import Antichain
     >>> d = Description(Antichain([0]), Antichain([3]))
@@ -94,31 +45,23 @@ import numpy as np
 
 from ..antichain import Antichain
 from ..lattice import Time, advance_by
-from . import _order
+from . import order
 from .codec import (
     INT,
     INT_CODEC,
-    INT_TYPES,
     PRODUCT,
     TUPLE,
     Codec,
-    as_int64,
     encode_column,
 )
 from .columns import (
     all_unit,
-    as_array,
-    consolidate_objects,
-    describe_types,
-    encode_columns,
     index_lists,
     pack_int64,
     sample_size,
-    small_int_arrays,
-    small_int_columns,
-    sort_consolidate_int,
 )
 from .description import Description
+from .layout import encoded_columns, list_columns, sorted_columns
 from .probes import HASHED, Probes, coded_bound, int_bound, item_rows, make_readers
 
 __all__ = ["Batch", "Update", "pack_int64"]
@@ -175,7 +118,7 @@ class Batch:
     _times: Any
     _diffs: Any
     _columnar: bool  # numpy int64 code columns (plain ints or encoded); else Python lists
-    _natural: bool  # object storage only: every key's type is one of _order.SAFE_TYPES
+    _natural: bool  # object storage only: every key's type is one of order.SAFE_TYPES
     _kc: Codec = INT_CODEC
     _vc: Codec = INT_CODEC
     _tc: Codec = INT_CODEC
@@ -250,7 +193,7 @@ class Batch:
         """Sort and consolidate updates given as four equally long columns.
 
         ``vals=None`` means every value is ``()``. At most :attr:`Batch.TINY` updates make a list
-        batch (see the module docstring). Beyond that, integer numpy arrays (or lists of plain
+        batch (see :mod:`.layout`). Beyond that, integer numpy arrays (or lists of plain
         ints, int tuples or ``Product(int, int)`` times) take the vectorised path. The inputs
         are copied, never kept. ``force_objects`` stores Python lists whatever the data.
 
@@ -273,48 +216,10 @@ class Batch:
             raise ValueError(msg)
         if n == 0:
             return cls.empty(description)
-        if vals is not None:
-            if isinstance(vals, np.ndarray):
-                if vals.dtype.kind == "O":
-                    vals = vals.tolist()
-            elif all_unit(vals, n):
-                vals = None
-        if not force_objects and n > cls.TINY:
-            small = n <= cls.SMALL and isinstance(keys, (list, tuple))
-            if small and isinstance(keys, (list, tuple)):
-                ints = small_int_columns(keys, vals, times, diffs)
-                if ints is not None:
-                    k, v, t, d = ints
-                    return cls(description, k, v, t, d, True, True)
-            encoded = encode_columns(keys, vals, times, small)
-            if encoded is not None:
-                (kc, k), vcoded, (tc, t) = encoded
-                vc, v = (INT_CODEC, None) if vcoded is None else vcoded
-                if small and isinstance(k, list):
-                    ds = diffs.tolist() if isinstance(diffs, np.ndarray) else list(diffs)
-                    if set(map(type, ds)) != INT_TYPES:
-                        msg = f"diffs must be integers; got {describe_types(ds)}"
-                        raise TypeError(msg)
-                    if isinstance(t, list) and (v is None or isinstance(v, list)):
-                        k, v, t, d = small_int_arrays(k, v, t, ds)
-                        return cls(description, k, v, t, d, True, True, kc, vc, tc)
-                k, v, t = (as_array(c) for c in (k, v, t))
-                d = as_int64(diffs)
-                if d is None:
-                    msg = f"diffs must be integers; got {describe_types(diffs)}"
-                    raise TypeError(msg)
-                assert k is not None and t is not None
-                k, v, t, d = sort_consolidate_int(k, v, t, d, cls.SMALL)
-                return cls(description, k, v, t, d, True, True, kc, vc, tc)
-        # The list layout. Consolidation reads the columns without keeping or changing them.
-        ks = keys.tolist() if isinstance(keys, np.ndarray) else keys
-        vs = vals.tolist() if isinstance(vals, np.ndarray) else vals
-        ts = times.tolist() if isinstance(times, np.ndarray) else times
-        ds = diffs.tolist() if isinstance(diffs, np.ndarray) else diffs
-        if not set(map(type, ds)) <= INT_TYPES:
-            msg = f"diffs must be ints; got {describe_types(ds)}"
-            raise TypeError(msg)
-        return cls.from_sorted_lists(description, *consolidate_objects(ks, vs, ts, ds))
+        columns = sorted_columns(
+            keys, vals, times, diffs, force_objects=force_objects, tiny=cls.TINY, small=cls.SMALL
+        )
+        return cls(description, *columns)
 
     @classmethod
     def from_sorted_lists(
@@ -327,11 +232,7 @@ class Batch:
         natural: bool,
     ) -> Batch:
         """A list batch of already sorted and consolidated columns (``natural``: see _natural)."""
-        if not keys:
-            return cls(description, [], None, [], [], False, True)
-        if vals is not None and all_unit(vals, len(vals)):
-            vals = None
-        return cls(description, keys, vals, times, diffs, False, natural)
+        return cls(description, *list_columns(keys, vals, times, diffs, natural))
 
     # ------------------------------------------------------------------ reading
 
@@ -409,7 +310,7 @@ class Batch:
 
     @property
     def natural_keys(self) -> bool:
-        """True when every key is of one of :data:`._order.SAFE_TYPES` (always, if encoded)."""
+        """True when every key is of one of :data:`.order.SAFE_TYPES` (always, if encoded)."""
         return self._natural
 
     def __len__(self) -> int:
@@ -714,19 +615,8 @@ class Batch:
         """
         if self._columnar:
             return self
-        if not self._keys:
-            return None
-        encoded = encode_columns(self._keys, self._vals, self._times, False)
-        if encoded is None:
-            return None
-        try:
-            d = np.array(self._diffs, dtype=np.int64)
-        except OverflowError:
-            return None
-        (kc, k), vcoded, (tc, t) = encoded
-        vc, v = (INT_CODEC, None) if vcoded is None else vcoded
-        # The universal order of encodable values is the order of their codes: no sorting.
-        return Batch(self.description, k, v, t, d, True, True, kc, vc, tc)
+        columns = encoded_columns(self._keys, self._vals, self._times, self._diffs)
+        return None if columns is None else Batch(self.description, *columns)
 
     def _rows_many(
         self, los: Sequence[int], his: Sequence[int]
@@ -767,7 +657,7 @@ class Batch:
             if self._kc is INT_CODEC:
                 return int_bound(self._keys, key, lo, False)
             return coded_bound(self._keys, self._kc, key, lo, False)
-        return _order.bisect_left(self._keys, key, lo, len(self._keys), self._natural)
+        return order.bisect_left(self._keys, key, lo, len(self._keys), self._natural)
 
     def after(self, key: Any, lo: int) -> int:
         """First index ``>= lo`` whose key sorts after ``key``."""
@@ -775,7 +665,7 @@ class Batch:
             if self._kc is INT_CODEC:
                 return int_bound(self._keys, key, lo, True)
             return coded_bound(self._keys, self._kc, key, lo, True)
-        return _order.bisect_right(self._keys, key, lo, len(self._keys), self._natural)
+        return order.bisect_right(self._keys, key, lo, len(self._keys), self._natural)
 
     def rows(self, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
         """The ``(val, time, diff)`` rows ``lo:hi`` (a fresh list)."""
@@ -876,7 +766,7 @@ class Batch:
                     if check_upper:
                         assert not upper.less_equal(time), (time, upper)
             return
-        assert self._natural == _order.is_safe(self._keys)
+        assert self._natural == order.is_safe(self._keys)
         assert all(d.__class__ is int and d != 0 for d in self._diffs)
         assert self._vals is None or not n or not all_unit(self._vals, n)
         if self._cached is not None:
@@ -888,7 +778,7 @@ class Batch:
                 assert list(index.items()) == [(key, tuple(rs)) for key, rs in self.iter_keys()]
         prev = None
         for key, val, time, _diff in self.updates():
-            current = (_order.ukey(key), _order.ukey(val), _order.ukey(time))
+            current = (order.ukey(key), order.ukey(val), order.ukey(time))
             assert prev is None or prev < current, "updates not strictly sorted"
             prev = current
             assert lower.less_equal(time), (time, lower)

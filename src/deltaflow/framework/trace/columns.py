@@ -5,7 +5,7 @@ A batch's four columns (keys, values, times, diffs) are sorted by ``(key, val, t
 columns are sorted with one stable argsort of a packed column (:func:`pack_int64`) when their
 ranges fit in 62 bits together, with ``np.lexsort`` otherwise, and a few rows in plain Python
 (numpy's fixed cost per call dominates there). Columns of other Python objects are sorted in
-the universal order of :mod:`._order` (:func:`consolidate_objects`).
+the universal order of :mod:`.order` (:func:`consolidate_objects`).
 """
 
 from __future__ import annotations
@@ -17,14 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ..lattice import Time
-from . import _order
+from ..lattice import Product, Time
+from . import order
 from .codec import I64_MAX, I64_MIN, PRODUCT, TUPLE, Codec, encode_column
 
 __all__ = [
     "all_unit",
     "as_array",
     "consolidate_objects",
+    "consolidate_rows",
     "describe_types",
     "encode_columns",
     "index_lists",
@@ -142,20 +143,20 @@ def sort_consolidate_int(k: Any, v: Any, t: Any, d: Any, small: int) -> tuple[An
     if n > 1:
         p = pack_int64(k, v, t)
         if p is None:
-            order = np.lexsort((t, k) if v is None else (t, v, k))
-            k, t, d = k[order], t[order], d[order]
+            perm = np.lexsort((t, k) if v is None else (t, v, k))
+            k, t, d = k[perm], t[perm], d[perm]
             if v is not None:
-                v = v[order]
+                v = v[perm]
             same = (k[1:] == k[:-1]) & (t[1:] == t[:-1])
             if v is not None:
                 same &= v[1:] == v[:-1]
         else:
             if bool((p[1:] < p[:-1]).any()):
-                order = np.argsort(p, kind="stable")
-                p = p[order]
-                k, t, d = k[order], t[order], d[order]
+                perm = np.argsort(p, kind="stable")
+                p = p[perm]
+                k, t, d = k[perm], t[perm], d[perm]
                 if v is not None:
-                    v = v[order]
+                    v = v[perm]
             same = p[1:] == p[:-1]
         if bool(same.any()):
             starts = np.flatnonzero(~same)
@@ -200,7 +201,7 @@ def consolidate_objects(
 ) -> tuple[list[Any], list[Any] | None, list[Any], list[int], bool]:
     """Sort columns in the universal order and sum the diffs of equal ``(key, val, time)``.
 
-    Returns fresh lists and whether every key left is of one of :data:`_order.SAFE_TYPES`
+    Returns fresh lists and whether every key left is of one of :data:`order.SAFE_TYPES`
     (``safe_keys``, when known, says whether every key given is).
     When every key and value is of those types and their natural ``<`` does not raise, the
     rows are sorted as tuples and equal neighbours summed (fast for small inputs and sorted
@@ -209,13 +210,13 @@ def consolidate_objects(
     Runtime complexity: O(n log n); O(n) for a few sorted runs.
     """
     if safe_keys is None:
-        safe_keys = _order.is_safe(keys)
-    if safe_keys and (vals is None or _order.is_safe(vals)):
+        safe_keys = order.is_safe(keys)
+    if safe_keys and (vals is None or order.is_safe(vals)):
         try:
             if vals is None:
                 return _fold_sorted(sorted(zip(keys, times, diffs)))
             return _fold_sorted4(sorted(zip(keys, vals, times, diffs)))
-        except _order.INCOMPARABLE:
+        except order.INCOMPARABLE:
             pass
     acc: dict[tuple[Any, ...], int] = {}
     get = acc.get
@@ -228,7 +229,7 @@ def consolidate_objects(
     items = [item for item in acc.items() if item[1]]
     if not items:
         return [], (None if vals is None else []), [], [], True
-    _order.sort_pairs(items, safe_keys and (vals is None or _order.is_safe(vals)))
+    order.sort_pairs(items, safe_keys and (vals is None or order.is_safe(vals)))
     triples, dsum = zip(*items)
     vs: list[Any] | None = None
     if vals is None:
@@ -237,7 +238,7 @@ def consolidate_objects(
         kcol, vcol, tcol = zip(*triples)
         vs = list(vcol)
     out = list(kcol)
-    return out, vs, list(tcol), list(dsum), safe_keys or _order.is_safe(out)
+    return out, vs, list(tcol), list(dsum), safe_keys or order.is_safe(out)
 
 
 def _fold_sorted(
@@ -293,6 +294,45 @@ def _fold_sorted4(
         ks, vs = list(compress(ks, keep)), list(compress(vs, keep))
         ts, ds = list(compress(ts, keep)), list(compress(ds, keep))
     return ks, vs, ts, ds, True
+
+
+def consolidate_rows(
+    found: list[list[tuple[Any, Time, int]]], sort: bool = True
+) -> list[tuple[Any, Time, int]]:
+    """Sum the diffs of equal ``(val, time)`` across row lists; sort by ``(val, time)``.
+
+    Each list is already consolidated, so most rows are unique: one ``setdefault`` per row
+    keeps the first row of each ``(val, time)`` as is, and only collisions are summed on the
+    side. Product times are keyed by their coordinates: hashing a ``(val, outer, inner)``
+    tuple stays in C, where hashing a ``(val, Product)`` tuple calls the Product's
+    Python-level hash.
+    """
+    first: dict[tuple[Any, ...], tuple[Any, Time, int]] = {}
+    setdefault = first.setdefault
+    sums: dict[tuple[Any, ...], int] = {}
+    product = found[0][0][1].__class__ is Product
+    for rows in found:
+        for row in rows:
+            v, t, d = row
+            k = (v, t.outer, t.inner) if product else (v, t)  # type: ignore[union-attr]
+            kept = setdefault(k, row)
+            if kept is not row:
+                sums[k] = sums.get(k, kept[2]) + d
+    if not sums:
+        out = list(first.values())
+    else:
+        out = []
+        for k, row in first.items():
+            total = sums.get(k)
+            if total is None:
+                out.append(row)
+            elif total:
+                out.append((row[0], row[1], total))
+    if sort:
+        items = [((v, t), d) for v, t, d in out]
+        order.sort_pairs(items, order.is_safe(v for (v, _), _ in items))
+        out = [(v, t, d) for (v, t), d in items]
+    return out
 
 
 def index_lists(keys: list[Any], rows: list[tuple[Any, Time, int]]) -> dict[Any, tuple[Any, ...]]:

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..lattice import Time
-from ._order import lt, sort_values
+from .order import lt, sort_values
 
 if TYPE_CHECKING:
     from .batch import Batch

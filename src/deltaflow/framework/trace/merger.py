@@ -64,7 +64,7 @@ import numpy as np
 
 from ..antichain import Antichain
 from ..lattice import Product, advancer
-from . import _order
+from . import order
 from .batch import Batch
 from .codec import INT, INT_CODEC, INT_TYPES, Codec, common_codec, translate
 from .columns import consolidate_objects, sort_consolidate_int
@@ -427,16 +427,16 @@ class Merger:
             cut = k1[i1 + half]
         if rem2 > half:
             c2 = k2[i2 + half]
-            if cut is None or _order.lt(c2, cut):
+            if cut is None or order.lt(c2, cut):
                 cut = c2
         if cut is None:
             return n1, n2
         nat1, nat2 = self._natural1, self._natural2
-        j1 = _order.bisect_left(k1, cut, i1, n1, nat1)
-        j2 = _order.bisect_left(k2, cut, i2, n2, nat2)
+        j1 = order.bisect_left(k1, cut, i1, n1, nat1)
+        j2 = order.bisect_left(k2, cut, i2, n2, nat2)
         if j1 == i1 and j2 == i2:
-            j1 = _order.bisect_right(k1, cut, i1, n1, nat1)
-            j2 = _order.bisect_right(k2, cut, i2, n2, nat2)
+            j1 = order.bisect_right(k1, cut, i1, n1, nat1)
+            j2 = order.bisect_right(k2, cut, i2, n2, nat2)
         return j1, j2
 
     def _step_columnar(self, budget: int) -> int:
@@ -550,7 +550,7 @@ class Merger:
             self._result = Batch.empty(desc)
             return
         self._result = Batch.from_sorted_lists(
-            desc, ks, None if self._unit else vs, ts, ds, _order.is_safe(ks)
+            desc, ks, None if self._unit else vs, ts, ds, order.is_safe(ks)
         )
 
 

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ..lattice import Product, Time
-from . import _order
+from . import order
 from .codec import I64_MAX, I64_MIN, INT_CODEC, INT_TYPES, PRODUCT, Codec
 
 __all__ = [
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: Key classes whose ``==`` and ``hash`` agree with the universal order, so a dict finds
-#: exactly the stored keys a lookup would find (given the footguns of :mod:`._order`).
+#: exactly the stored keys a lookup would find (given the footguns of :mod:`.order`).
 HASHED: frozenset[type] = frozenset({int, float, bool, str, bytes, tuple, type(None), Product})
 
 
@@ -118,8 +118,6 @@ class Probes:
         m = kc.arity
         if len(keys) > self.FEW_PROBES:
             return self._encode_vectorised(kc)
-        if m == 2:
-            return self._encode_pairs(kc)
         probes, codes, others = [], [], []
         offsets, highs, widths = kc.offsets, kc.highs, kc.widths
         int_types = INT_TYPES
@@ -141,31 +139,6 @@ class Probes:
                         codes.append(code)
                     else:
                         others.append(key)
-            elif isinstance(key, tuple):
-                others.append(key)
-        return probes, codes, others
-
-    def _encode_pairs(self, kc: Codec) -> tuple[list[Any], list[int], list[Any]]:
-        """:meth:`_encode` for pairs of ints (the common composite key), unrolled."""
-        (o0, o1), (h0, h1), w1 = kc.offsets, kc.highs, kc.widths[1]
-        probes: list[Any] = []
-        codes: list[int] = []
-        others: list[Any] = []
-        for key in self.keys:
-            if key.__class__ is tuple:
-                if len(key) != 2:
-                    continue
-                a, b = key
-                if a.__class__ is int and b.__class__ is int:
-                    if o0 <= a <= h0 and o1 <= b <= h1:
-                        code = ((a - o0) << w1) | (b - o1)
-                        if code < I64_MAX:
-                            probes.append(key)
-                            codes.append(code)
-                        else:
-                            others.append(key)
-                else:
-                    others.append(key)
             elif isinstance(key, tuple):
                 others.append(key)
         return probes, codes, others
@@ -278,10 +251,10 @@ def coded_bound(keys: np.ndarray[Any, Any], kc: Codec, key: Any, lo: int, right:
     if isinstance(key, tuple):
         view = DecodedKeys(keys, kc)
         if right:
-            return _order.bisect_right(view, key, lo, n, True)  # type: ignore[arg-type]
-        return _order.bisect_left(view, key, lo, n, True)  # type: ignore[arg-type]
+            return order.bisect_right(view, key, lo, n, True)  # type: ignore[arg-type]
+        return order.bisect_left(view, key, lo, n, True)  # type: ignore[arg-type]
     # Numbers, strings and bytes sort before every tuple; everything else after.
-    return lo if _order.ukey(key)[0] < 3 else n
+    return lo if order.ukey(key)[0] < 3 else n
 
 
 def make_readers(

@@ -91,10 +91,10 @@ from typing import Any, ClassVar, final
 
 import attrs
 
-from ..antichain import Antichain
-from ..lattice import Product, Time, join
-from ._order import is_safe, sort_pairs
+from ..antichain import Antichain, frontier_join
+from ..lattice import Time
 from .batch import Batch
+from .columns import consolidate_rows
 from .cursor import Cursor
 from .description import Description
 from .merger import Merger, unchanged_by
@@ -106,26 +106,6 @@ __all__ = ["Spine", "TraceReader", "TraceStatistics"]
 def _level(n: int) -> int:
     """The level a batch of ``n`` updates is introduced at: ``ceil(log2(n))``."""
     return (n - 1).bit_length() if n > 1 else 0
-
-
-def _frontier_join(a: Antichain, b: Antichain) -> Antichain:
-    """The least frontier beyond both ``a`` and ``b`` (pairwise joins, minimised).
-
-    When one frontier is beyond the other (the usual case: compaction frontiers only
-    advance) it is the join, found without building a new antichain.
-
-    Runtime complexity: O(|a| * |b|) lattice operations.
-    """
-    if a is b:
-        return a
-    ea, eb = a.elements, b.elements
-    if len(ea) == 1 and len(eb) == 1 and ea[0].__class__ is int and eb[0].__class__ is int:
-        return a if ea[0] >= eb[0] else b
-    if a.dominates(b):
-        return b
-    if b.dominates(a):
-        return a
-    return Antichain(join(x, y) for x in ea for y in eb)
 
 
 @attrs.frozen
@@ -160,45 +140,6 @@ class _Merging:
 _Layer = _Single | _Merging | None
 
 
-def _consolidate(
-    found: list[list[tuple[Any, Time, int]]], sort: bool = True
-) -> list[tuple[Any, Time, int]]:
-    """Sum the diffs of equal ``(val, time)`` across row lists; sort by ``(val, time)``.
-
-    Each list is already consolidated, so most rows are unique: one ``setdefault`` per row
-    keeps the first row of each ``(val, time)`` as is, and only collisions are summed on the
-    side. Product times are keyed by their coordinates: hashing a ``(val, outer, inner)``
-    tuple stays in C, where hashing a ``(val, Product)`` tuple calls the Product's
-    Python-level hash.
-    """
-    first: dict[tuple[Any, ...], tuple[Any, Time, int]] = {}
-    setdefault = first.setdefault
-    sums: dict[tuple[Any, ...], int] = {}
-    product = found[0][0][1].__class__ is Product
-    for rows in found:
-        for row in rows:
-            v, t, d = row
-            k = (v, t.outer, t.inner) if product else (v, t)  # type: ignore[union-attr]
-            kept = setdefault(k, row)
-            if kept is not row:
-                sums[k] = sums.get(k, kept[2]) + d
-    if not sums:
-        out = list(first.values())
-    else:
-        out = []
-        for k, row in first.items():
-            total = sums.get(k)
-            if total is None:
-                out.append(row)
-            elif total:
-                out.append((row[0], row[1], total))
-    if sort:
-        items = [((v, t), d) for v, t, d in out]
-        sort_pairs(items, is_safe(v for (v, _), _ in items))
-        out = [(v, t, d) for (v, t), d in items]
-    return out
-
-
 def _as_frontier(frontier: Antichain | Any) -> Antichain:
     return frontier if isinstance(frontier, Antichain) else Antichain(frontier)
 
@@ -213,7 +154,7 @@ def _meet_of_holds(holds: dict[int, Antichain], last: Antichain, upper: Antichai
         elems = [e for f in holds.values() for e in f.elements]
         if elems:
             return Antichain(elems)
-    return _frontier_join(last, upper)
+    return frontier_join(last, upper)
 
 
 @final
@@ -553,7 +494,7 @@ class Spine:
             return []
         if len(found) == 1:
             return found[0]
-        return _consolidate(found)
+        return consolidate_rows(found)
 
     def lookup_many(
         self, keys: Iterable[Any], *, sort: bool = True
@@ -604,7 +545,7 @@ class Spine:
                     lists.append(rows)
             out.update(got)
         for key, lists in more.items():
-            rows = _consolidate(lists, sort)
+            rows = consolidate_rows(lists, sort)
             if rows:
                 out[key] = rows
             else:
@@ -692,8 +633,8 @@ class Spine:
         return False
 
     def _since_for(self, old: Batch, new: Batch) -> Antichain:
-        since = _frontier_join(old.description.since, new.description.since)
-        return _frontier_join(since, self.logical_compaction)
+        since = frontier_join(old.description.since, new.description.since)
+        return frontier_join(since, self.logical_compaction)
 
     def _begin_merge(self, old: Batch, new: Batch) -> _Merging:
         return _Merging(old, new, self.MERGER(old, new, self._since_for(old, new)))

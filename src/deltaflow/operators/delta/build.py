@@ -13,13 +13,13 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from ...framework.dataflow import Pact
+from ..dataflow import NodeTraits, Pact
 from .index import IndexOperator, IndexRegistry, IndexStore
 from .lookup import Phase, RuleOperator, Tally
 
 if TYPE_CHECKING:
-    from ...framework.dataflow import DataflowSpec
     from ..collection import Collection, DataflowBuilder
+    from ..dataflow import DataflowSpec
     from .index import Split
 
 __all__ = ["add_rule", "index_of", "statistics"]
@@ -48,7 +48,7 @@ def index_of(
         return IndexOperator(registry.name, store, split)
 
     registry.output = collection._add(
-        registry.name, factory, [collection], pacts=[Pact(key)], meta={"index": registry}
+        registry.name, factory, [collection], pacts=[Pact(key)], traits=NodeTraits(index=registry)
     )
     cache[ident] = registry
     return registry
@@ -109,7 +109,7 @@ def add_rule(
 
         inputs = [current, *(r.output for r in indexes)]
         pacts = [Pact(key), *(Pact() for _ in indexes)]
-        current = current._add(label, factory, inputs, pacts=pacts, meta={"tally": tally})
+        current = current._add(label, factory, inputs, pacts=pacts, traits=NodeTraits(tally=tally))
     return current
 
 
@@ -126,6 +126,7 @@ def statistics(spec: DataflowSpec) -> dict[str, int]:
     """Counts of a dataflow for ``Job.statistics()``: ``arrangements`` (arrangements and
     indexes, each once however many operators read it) and ``proposals`` (candidates the
     delta rules' proposing phases looked at, over every worker of this process)."""
-    arrangements = sum(1 for n in spec.nodes if "arrangement" in n.meta or "index" in n.meta)
-    proposals = sum(n.meta["tally"].proposals for n in spec.nodes if "tally" in n.meta)
+    traits = [n.traits for n in spec.nodes]
+    arrangements = sum(1 for t in traits if t.arrangement is not None or t.index is not None)
+    proposals = sum(t.tally.proposals for t in traits if t.tally is not None)
     return {"arrangements": arrangements, "proposals": proposals}

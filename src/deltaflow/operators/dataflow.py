@@ -18,13 +18,21 @@ The description is pure data: building it runs no user code and starts nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .summary import PathSummary
+from ..framework.summary import PathSummary
 
-__all__ = ["DataflowSpec", "Edge", "NodeSpec", "Pact"]
+if TYPE_CHECKING:
+    from .arrange import TraceRegistry
+    from .collection import Scope
+    from .delta.index import IndexRegistry
+    from .delta.lookup import Tally
+    from .iterate import Variable
+    from .linear import Step
+
+__all__ = ["DataflowSpec", "Edge", "NodeSpec", "NodeTraits", "Pact"]
 
 
 @attrs.frozen
@@ -55,6 +63,41 @@ class Edge:
     pact: Pact = PIPELINE
 
 
+@attrs.frozen
+class NodeTraits:
+    """What the planner, the loop checks and the statistics know of a node beyond its wiring.
+
+    Every field has a neutral default, so a node states only what applies to it:
+
+        >>> NodeTraits(union=True).consolidates
+        False
+
+    Attributes:
+        scope: the scope the node was built in (pictures of the graph group a loop's
+            operators by it); ``None`` for nodes added outside a collection.
+        steps: the linear steps a fusable node runs, which the planner chains into one actor.
+        union: a ``concat``, which the planner may dissolve into its single consumer.
+        consolidates: the node's output holds exact corrections (updates that cancel never
+            leave it), so a loop through it needs no other consolidation.
+        arrangement: the trace an ``arrange`` node maintains (its readers, its spines).
+        index: the index a delta query's ``index`` node maintains.
+        tally: the counters of a delta rule's node, summed by ``Job.statistics()``.
+        variable: the loop variable whose feedback node this is.
+    """
+
+    scope: Scope | None = None
+    steps: tuple[Step, ...] = ()
+    union: bool = False
+    consolidates: bool = False
+    arrangement: TraceRegistry | None = None
+    index: IndexRegistry | None = None
+    tally: Tally | None = None
+    variable: Variable | None = None
+
+
+NO_TRAITS = NodeTraits()
+
+
 @attrs.define
 class NodeSpec:
     """One operator in the graph.
@@ -70,6 +113,8 @@ class NodeSpec:
         depth: how many iteration scopes the node sits in (its times have this many
             :class:`~deltaflow.framework.lattice.Product` levels).
         fusable: a stateless linear operator that may be fused with its single consumer.
+        traits: what the planner and the statistics know of the node (see
+            :class:`NodeTraits`).
     """
 
     name: str
@@ -79,7 +124,7 @@ class NodeSpec:
     summaries: Mapping[tuple[int, int], PathSummary] | None = None
     depth: int = 0
     fusable: bool = False
-    meta: dict[str, Any] = attrs.field(factory=dict)
+    traits: NodeTraits = NO_TRAITS
 
 
 @attrs.define
@@ -98,7 +143,7 @@ class DataflowSpec:
         summaries: Mapping[tuple[int, int], PathSummary] | None = None,
         depth: int = 0,
         fusable: bool = False,
-        meta: dict[str, Any] | None = None,
+        traits: NodeTraits = NO_TRAITS,
     ) -> int:
         """Append a node and return its index."""
         for edge in inputs:
@@ -106,7 +151,7 @@ class DataflowSpec:
                 msg = f"node {name!r}: input from unknown node {edge.node}"
                 raise ValueError(msg)
         self.nodes.append(
-            NodeSpec(name, factory, list(inputs), outputs, summaries, depth, fusable, meta or {})
+            NodeSpec(name, factory, list(inputs), outputs, summaries, depth, fusable, traits)
         )
         return len(self.nodes) - 1
 
