@@ -43,7 +43,8 @@ import trio
 from workloads import bfs_dists, w1_count, w1_expected, w4_bfs
 
 import deltaflow as df
-from deltaflow.operators import interesting_times as IT, reduce as R
+from deltaflow.operators import reduce as R
+from deltaflow.operators.reduce import interesting_times as IT
 
 
 def _pair(k: int) -> tuple[int, int]:
