@@ -26,7 +26,7 @@ from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import history as H, reduce as R
 from deltaflow.operators.base import UpdateBatch
-from deltaflow.operators.reduce import interesting_times as it_mod, operator as reduce_operator
+from deltaflow.operators.reduce import interesting_times as it_mod, paths as reduce_paths
 from deltaflow.testing import accumulate, example
 
 KEYS = st.sampled_from(["a", "b", "c"])
@@ -639,8 +639,8 @@ def test_row_frontiers_match_oracle(name: str, updates: list[Any], lag: list[boo
         raise AssertionError("a key on a row took another path")
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(reduce_operator, "pairs", not_asked)
-        m.setattr(reduce_operator, "general", not_asked)
+        m.setattr(reduce_paths, "pairs", not_asked)
+        m.setattr(reduce_paths, "general", not_asked)
         sent, ctx, op = drive(updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag)
     assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
     assert ctx.held == {} and op.pending == {}

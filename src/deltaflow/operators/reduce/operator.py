@@ -71,13 +71,11 @@ from .. import history as _history
 from ..base import Interest, Operator, UpdateBatch
 from ..history import AdvanceTo, KeyedHistory
 from ..values import as_count
-from . import interesting_times as _it
 from .accumulation import difference
-from .chains import least, line, pair_line, pair_row
-from .counting import ByCount, RowCounts, on_row
-from .general import general, pair_bounds, pairs
-from .interesting_times import line_bound, row_bound
+from .chains import least, pair_row
+from .counting import ByCount, RowCounts
 from .logics import COLUMNS, FOLDS, Logic
+from .paths import Activation, KeyPath, path_for
 from .total import correct_total
 
 if TYPE_CHECKING:
@@ -88,7 +86,6 @@ if TYPE_CHECKING:
 __all__ = ["ReduceOperator"]
 
 _first = itemgetter(0)
-_UNKNOWN: Any = object()
 
 
 def _universal_first(pair: tuple[Any, int]) -> Any:
@@ -162,6 +159,8 @@ class ReduceOperator(Operator):
         self.upper: Antichain = source.lower
         ints = all(t.__class__ is int for t in source.lower)
         self.total = ints if total_order is None else (total_order and ints)
+        # How a key of a partial order is corrected: one path for the shape of its times.
+        self.path: KeyPath = path_for(source.lower)
         if output is not None and output.upper != source.lower:
             msg = f"{name}: the output spine must start at {source.lower!r}, not {output.upper!r}"
             raise ValueError(msg)
@@ -263,29 +262,21 @@ class ReduceOperator(Operator):
         return {} if desired == current else difference(desired, current)
 
     def _process_partial(self, upper: Antichain) -> dict[Time, list[tuple[Any, Any, int]]]:
-        """Interesting times per key, evaluated in order against the input trace and the
-        operator's own output history.
-
-        Keys whose times lie on one line take :func:`.chains.line`, those on one row
-        :func:`.chains.pair_row` (a counting reduction's, when the activation has many keys,
-        all together: :class:`.counting.RowCounts`); the others the general interesting-times
-        search and accumulation (:mod:`.general`).
+        """Correct every key with new or due pending times up to ``upper``, each by the path
+        chosen for this operator's times (:mod:`.paths`), against its input and output
+        histories.
 
         Runtime complexity: per key, the interesting-times search and the accumulation over
         its compacted input and output histories, one ``logic`` call per ready time (on a
-        line: per ready time where the input or output changed), and for keys off a line
+        chain: per ready time where the input or output changed), and for keys off a chain
         O(r^2) comparisons of the r ready times with this round's earlier corrections.
         """
-        seeds, self.seeds = self.seeds, {}
-        pending = self.pending
-        pending_keys = self.pending_keys
-        if pending_keys:
-            for t in [t for t in pending_keys if not upper.less_equal(t)]:
-                for key in pending_keys.pop(t):
-                    if key not in seeds:
-                        seeds[key] = []
+        seeds = self._due(upper)
         if not seeds:
             return {}
+        by_count = self.by_count
+        many = by_count is not None and len(seeds) >= self.ROW_BATCH_MIN
+        act = Activation(upper, RowCounts() if many else None)
         # Each key's input and output history, compacted to the previous frontier (every
         # time still to be read is beyond it) when long (see KeyedHistory.read).
         inputs = self.inputs
@@ -295,73 +286,52 @@ class ReduceOperator(Operator):
         long = _history.COMPACT_WRITTEN
         advance = AdvanceTo(self.upper.elements)
         no_rows: list[tuple[Any, Time, int]] = []
-        corrections: dict[Time, list[tuple[Any, Any, int]]] = {}
-        # Corrections of keys on a line, by (outer, inner); made into times once at the end.
-        line_fixes: dict[tuple[Any, int], list[tuple[Any, Any, int]]] = {}
-        bounds: dict[Any, int | None] = {}
-        int_bound = None
-        if upper.elements and upper.elements[0].__class__ is int:
-            int_bound = upper.elements[0]
-        row_bounds: dict[int, int | None] = {}
-        by_count = self.by_count
-        row_batch = (
-            RowCounts() if by_count is not None and len(seeds) >= self.ROW_BATCH_MIN else None
-        )
-        lines = _it.LINE_FAST_PATH
-        pairs_small = _it.PAIRS_SMALL
-        bounds_as_pairs: list[tuple[int, int]] | None = None
+        correct = self.path
         for key, times in seeds.items():
-            if pending:
-                owed = pending.pop(key, None)
-                if owed is not None:
-                    for t in owed:
-                        keys = pending_keys.get(t)
-                        if keys is not None:
-                            keys.discard(key)
-                            if not keys:
-                                del pending_keys[t]
-                    times.extend(owed)
             history = input_rows.get(key, no_rows)
             if len(history) > long:
                 history = inputs.compacted(key, history, advance)
             written = output_rows.get(key)
             if written is not None and len(written) > long:
                 written = outputs.compacted(key, written, advance)
-            first = times[0]
-            if lines:
-                if first.__class__ is int:
-                    line(self, key, None, times, history, written, int_bound, corrections)
-                    continue
-                if first.__class__ is Product and first[1].__class__ is int:
-                    x = first[0]
-                    bound = bounds.get(x, _UNKNOWN)
-                    if bound is _UNKNOWN:
-                        bound = bounds[x] = line_bound(upper, x)
-                    on_line = pair_line if x.__class__ is int else line
-                    if on_line(self, key, x, times, history, written, bound, line_fixes):
-                        continue
-                    if x.__class__ is int:
-                        y = first[1]
-                        if on_row(y, times, history):
-                            row = row_bounds.get(y, _UNKNOWN)
-                            if row is _UNKNOWN:
-                                row = row_bounds[y] = row_bound(upper, y)
-                            if row is None and row_batch is not None:
-                                row_batch.add(key, y, times, history, written)
-                            else:
-                                pair_row(self, key, y, times, history, written, row, line_fixes)
-                            continue
-                    if x.__class__ is int and len(times) + len(history) <= pairs_small:
-                        if bounds_as_pairs is None:
-                            bounds_as_pairs = pair_bounds(upper)
-                        if bounds_as_pairs is not None:
-                            pairs(self, key, times, history, written, bounds_as_pairs, corrections)
-                            continue
-            general(self, key, times, history, written or no_rows, upper, corrections)
+            correct(self, key, times, history, written, act)
+        return self._gathered(act)
+
+    def _due(self, upper: Antichain) -> dict[Any, list[Time]]:
+        """The keys to correct at ``upper`` with their seeds: the new times, and every
+        pending time of a key that has new times or a pending time the frontier passed (the
+        key's pending times are handed back whole; the path defers again what is not due)."""
+        seeds, self.seeds = self.seeds, {}
+        pending = self.pending
+        pending_keys = self.pending_keys
+        if not pending_keys:
+            return seeds
+        for t in [t for t in pending_keys if not upper.less_equal(t)]:
+            for key in pending_keys.pop(t):
+                if key not in seeds:
+                    seeds[key] = []
+        for key, times in seeds.items():
+            owed = pending.pop(key, None)
+            if owed is not None:
+                for t in owed:
+                    keys = pending_keys.get(t)
+                    if keys is not None:
+                        keys.discard(key)
+                        if not keys:
+                            del pending_keys[t]
+                times.extend(owed)
+        return seeds
+
+    def _gathered(self, act: Activation) -> dict[Time, list[tuple[Any, Any, int]]]:
+        """The step's corrections by time, once the keys queued on rows are corrected too;
+        recorded in the output history."""
+        corrections = act.corrections
+        line_fixes = act.line_fixes
+        row_batch = act.row_batch
         if row_batch is not None and len(row_batch):
+            by_count = self.by_count
             assert by_count is not None
-            columns = COLUMNS.get(by_count)
-            if not row_batch.correct(by_count, line_fixes, columns):
+            if not row_batch.correct(by_count, line_fixes, COLUMNS.get(by_count)):
                 for key, y, times, history, written in row_batch.queued():
                     pair_row(self, key, y, times, history, written, None, line_fixes)
         for (x, y), rows in line_fixes.items():
@@ -371,9 +341,9 @@ class ReduceOperator(Operator):
                 corrections[t] = rows
             else:
                 fix.extend(rows)
-        record = outputs.extend_at
-        for t, rows in corrections.items():
-            record(t, rows)
+        record = self.outputs.extend_at
+        for at, rows in corrections.items():
+            record(at, rows)
         return corrections
 
     def defer(self, key: Any, deferred: list[Time]) -> None:
