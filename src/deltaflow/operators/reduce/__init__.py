@@ -25,8 +25,9 @@ How it is computed
 
 One module per concept:
 
-* :mod:`.operator` - :class:`ReduceOperator`: receiving batches, choosing the path, emitting
-  corrections, holding capabilities;
+* :mod:`.operator` - :class:`ReduceOperator`: receiving batches, correcting the keys due at
+  each frontier step, emitting corrections, holding capabilities;
+* :mod:`.paths` - the per-key path, chosen once per operator by the shape of its times;
 * :mod:`.interesting_times` - where a key's output may change, and which of those times can
   be evaluated now (with :mod:`.points`, product times as flat int tuples and chains);
 * :mod:`.accumulation` - what a history sums to at a time, and corrections as differences;

@@ -11,7 +11,7 @@ paths need:
   times on one line (one outer coordinate) are one chain, swept directly.
 * :func:`sweep_to` - one step of such a sweep over rows sorted by position (a chain of times
   given as int positions along it).
-* :func:`accumulate_at`, :func:`accumulate_pairs`, :func:`total_at` - at one time, by a scan
+* :func:`accumulate_at`, :func:`total_at` - at one time, by a scan
   (a key's few updates; ``total_at`` sums plain diffs for counting reductions).
 
 It also keeps the arithmetic of corrections: the :func:`difference` between two accumulations
@@ -40,7 +40,6 @@ __all__ = [
     "SMALL_ACCUMULATE",
     "accumulate",
     "accumulate_at",
-    "accumulate_pairs",
     "add_into",
     "add_row",
     "add_rows",
@@ -252,19 +251,6 @@ def accumulate_at(rows: list[tuple[Any, Any, int]], x: Any, y: int) -> dict[Any,
             if t.inner <= y and less_equal(t.outer, x):
                 acc[v] = get(v, 0) + d
     return without_zeros(acc)
-
-
-def accumulate_pairs(rows: list[tuple[Any, Any, int]], x: int, y: int) -> dict[Any, int]:
-    """The accumulation at ``Product(x, y)`` of ``(val, Product(int, int), diff)`` rows."""
-    acc: dict[Any, int] = {}
-    for v, t, d in rows:
-        if t[0] <= x and t[1] <= y:
-            c = acc.get(v, 0) + d
-            if c:
-                acc[v] = c
-            else:
-                del acc[v]
-    return acc
 
 
 def total_at(rows: list[tuple[Any, Any, int]], x: int, y: int) -> int:

@@ -37,7 +37,7 @@ from .accumulation import (
     total_at,
     without_zeros,
 )
-from .counting import count_beyond, count_chain, count_debt
+from .counting import ByCount, count_beyond, count_chain, count_debt
 from .interesting_times import interesting_on_line
 
 if TYPE_CHECKING:
@@ -187,45 +187,20 @@ def pair_line(
     by_count = op.by_count
     acc: dict[Any, int] = {}
     n = 0  # the input count at ``low``, for a counting reduction (every val ``()``)
-    # The updates above ``low`` summed per (position, val), or per position for a
-    # counting reduction: only positions where the input changes on the line are
-    # interesting. Updates that cancel there (once at an earlier round, once at a later
-    # one; compaction has not met them yet) are not.
-    above: dict[Any, int] | None = None
+    changes: list[int] | None = None  # where the input changes above ``low``
     if by_count is not None:
-        for _, r, d in history:
-            if r[0] > x:
-                return False
-            ry = r[1]
-            if ry <= low:
-                n += d
-            elif above is None:
-                above = {ry: d}
-            else:
-                above[ry] = above.get(ry, 0) + d
-        changes = None  # listed only for the sweep
-        next_above = None
-        if above:
-            for ry, d in above.items():
-                if d and (next_above is None or ry < next_above):
-                    next_above = ry
+        counts = _split_counts(history, x, low)
+        if counts is None:
+            return False
+        n, above, next_above = counts
     else:
-        get = acc.get
-        for v, r, d in history:
-            if r[0] > x:
-                return False
-            ry = r[1]
-            if ry <= low:
-                acc[v] = get(v, 0) + d
-            elif above is None:
-                above = {(ry, v): d}
-            else:
-                k = (ry, v)
-                above[k] = above.get(k, 0) + d
-        changes = [ry for (ry, _), d in above.items() if d] if above else []
+        vals = _split_vals(history, x, low)
+        if vals is None:
+            return False
+        acc, above, changes = vals
         next_above = least(changes) if changes else None
     # Where the output changed above ``low`` counts as where the input did (see
-    # :meth:`sweep_line`).
+    # :func:`sweep_line`).
     written_above = _changed_positions(positions(written, x), low) if written else []
     if written_above:
         lowest = least(written_above)
@@ -239,34 +214,11 @@ def pair_line(
         outputs = positions(written, x) if written else []
         sweep_line(op, key, x, ys, changes, inputs, outputs, bound, fixes)
         return True
-    if bound is not None and low >= bound:
-        at: int | None = low
-        if by_count is not None:
-            # Not final yet, so not corrected yet: deferred to the first position where,
-            # as things stand, the output would be wrong (none: the key is done). Input
-            # that comes later at or below such a position makes its own interesting time.
-            at = count_beyond(by_count, key, x, low, n, above, written)
-        if at is not None:
-            op.defer(key, [new_tuple(Product, (x, at))])
-        return True
     if by_count is not None:
-        want = by_count(key, n)
-        if next_above is None:
-            fix = want - (total_at(written, x, low) if written else 0)
-            if fix:
-                add_row(fixes, (x, low), key, (), fix)
-            return True
-        # Deferred only to where, as things stand, the output would still be wrong: until
-        # new input comes for this key (which makes its own interesting times), nothing
-        # changes there. A wrong output below the bound (where no input changes, so not
-        # interesting) is left to the usual deferral.
-        assert bound is not None
-        out, debt = count_debt(by_count, key, x, low, n, want, above or {}, written)
-        if want != out:
-            add_row(fixes, (x, low), key, (), want - out)
-        if debt is not None:
-            at = debt if debt >= bound else next_above
-            op.defer(key, [new_tuple(Product, (x, at))])
+        _count_at(op, by_count, key, x, low, n, above, next_above, bound, written, fixes)
+        return True
+    if bound is not None and low >= bound:
+        op.defer(key, [new_tuple(Product, (x, low))])
         return True
     acc = without_zeros(acc)
     current = accumulate_at(written, x, low) if written else {}
@@ -280,6 +232,102 @@ def pair_line(
         later = {*(changes or ()), *written_above}
         op.defer(key, [new_tuple(Product, (x, y)) for y in sorted(later)])
     return True
+
+
+# The history of a key on line ``x`` split at its one new position ``low``: what accumulates
+# there, and the updates above it summed per (position, val), or per position for a counting
+# reduction. Only positions where the input changes on the line are interesting: updates that
+# cancel there (once at an earlier round, once at a later one; compaction has not met them
+# yet) are not. None when a stored time is off the line (outer coordinate above ``x``).
+
+
+def _split_vals(
+    history: list[tuple[Any, Any, int]], x: int, low: int
+) -> tuple[dict[Any, int], dict[Any, int] | None, list[int]] | None:
+    """``(acc at low, {(position, val): diff} above, positions where the input changes)``."""
+    acc: dict[Any, int] = {}
+    get = acc.get
+    above: dict[Any, int] | None = None
+    for v, r, d in history:
+        if r[0] > x:
+            return None
+        ry = r[1]
+        if ry <= low:
+            acc[v] = get(v, 0) + d
+        elif above is None:
+            above = {(ry, v): d}
+        else:
+            k = (ry, v)
+            above[k] = above.get(k, 0) + d
+    changes = [ry for (ry, _), d in above.items() if d] if above else []
+    return acc, above, changes
+
+
+def _split_counts(
+    history: list[tuple[Any, Any, int]], x: int, low: int
+) -> tuple[int, dict[Any, int] | None, int | None] | None:
+    """``(input count at low, {position: diff} above, lowest position where it changes)``."""
+    n = 0
+    above: dict[Any, int] | None = None
+    for _, r, d in history:
+        if r[0] > x:
+            return None
+        ry = r[1]
+        if ry <= low:
+            n += d
+        elif above is None:
+            above = {ry: d}
+        else:
+            above[ry] = above.get(ry, 0) + d
+    next_above = None
+    if above:
+        for ry, d in above.items():
+            if d and (next_above is None or ry < next_above):
+                next_above = ry
+    return n, above, next_above
+
+
+def _count_at(
+    op: ReduceOperator,
+    by_count: ByCount,
+    key: Any,
+    x: int,
+    low: int,
+    n: int,
+    above: dict[Any, int] | None,
+    next_above: int | None,
+    bound: int | None,
+    written: list[tuple[Any, Any, int]] | None,
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> None:
+    """:func:`pair_line`'s one new position ``low`` for a counting reduction, where every
+    position above it where the input or output changes is beyond the frontier (``n`` is the
+    input count at ``low``, ``above`` the input changes above it, per position).
+
+    Such a key is deferred only to where, as things stand, its output would be wrong: until
+    new input comes for it (which makes its own interesting times), nothing changes there.
+    """
+    if bound is not None and low >= bound:
+        # Not final yet, so not corrected yet: deferred to the first position where the
+        # output would be wrong (none: the key is done).
+        at = count_beyond(by_count, key, x, low, n, above, written)
+        if at is not None:
+            op.defer(key, [new_tuple(Product, (x, at))])
+        return
+    want = by_count(key, n)
+    if next_above is None:
+        fix = want - (total_at(written, x, low) if written else 0)
+        if fix:
+            add_row(fixes, (x, low), key, (), fix)
+        return
+    # A wrong output below the bound (where no input changes, so not interesting) is left
+    # to the usual deferral.
+    assert bound is not None
+    out, debt = count_debt(by_count, key, x, low, n, want, above or {}, written)
+    if want != out:
+        add_row(fixes, (x, low), key, (), want - out)
+    if debt is not None:
+        op.defer(key, [new_tuple(Product, (x, debt if debt >= bound else next_above))])
 
 
 def sweep_line(

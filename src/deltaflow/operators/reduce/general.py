@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, less_equal, new_tuple
 
-from .accumulation import accumulate, accumulate_pairs, add_into, add_rows
+from .accumulation import accumulate, accumulate_at, add_into, add_rows
 from .counting import count_pairs
 from .interesting_times import interesting_pairs_small, interesting_times
 
@@ -89,8 +89,8 @@ def pairs(
     correct = op.correction
     made: list[tuple[int, int, dict[Any, int]]] = []
     for x, y in ready:
-        acc = accumulate_pairs(ins, x, y)
-        current = accumulate_pairs(outs, x, y)
+        acc = accumulate_at(ins, x, y)
+        current = accumulate_at(outs, x, y)
         for mx, my, made_fix in made:
             if mx <= x and my <= y:
                 add_into(current, made_fix)
