@@ -68,10 +68,8 @@ def pairs(
     """:func:`general` for a few ``Product(int, int)`` times, on plain int pairs.
 
     The interesting times come from :func:`interesting_pairs_small` and each accumulation
-    compares int coordinates directly: for a handful of times and updates that is several
-    times cheaper than the general search and chain-based accumulation (the static W2
-    run, where each key has a few times spread over rounds and iterations, spends most
-    of its time here).
+    compares int coordinates directly: for a handful of times and updates that is cheaper
+    than the general search and chain-based accumulation.
     """
     # A Product is a pair: it serves as one where int pairs are asked for.
     ready, deferred = interesting_pairs_small(
