@@ -33,8 +33,9 @@ from typing import Any
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, less_equal
-from deltaflow.operators import interesting_times as it_mod
-from deltaflow.operators.interesting_times import accumulate, interesting_times
+from deltaflow.operators.reduce import interesting_times as it_mod
+from deltaflow.operators.reduce.accumulation import accumulate
+from deltaflow.operators.reduce.interesting_times import interesting_times
 from deltaflow.scheduler.collector import collector_tuned
 
 REPEATS = 5

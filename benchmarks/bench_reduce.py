@@ -44,7 +44,8 @@ from workloads import w1_count, w1_expected, w4_bfs
 
 import deltaflow as df
 from deltaflow.graphs import Bfs, bfs_distances
-from deltaflow.operators import interesting_times as IT, reduce as R
+from deltaflow.operators import reduce as R
+from deltaflow.operators.reduce import interesting_times as IT
 
 
 def _pair(k: int) -> tuple[int, int]:

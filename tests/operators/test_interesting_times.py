@@ -1,4 +1,5 @@
-"""Tests for deltaflow.operators.interesting_times against brute force and a toy reduce."""
+"""Tests for the reduction's interesting times and accumulation against brute force and a toy
+reduce."""
 
 from __future__ import annotations
 
@@ -23,8 +24,13 @@ from deltaflow.framework.lattice import (
     less_equal,
     less_than,
 )
-from deltaflow.operators import interesting_times as it_mod
-from deltaflow.operators.interesting_times import accumulate, interesting_times
+from deltaflow.operators.reduce import (
+    accumulation as acc_mod,
+    interesting_times as it_mod,
+    points as points_mod,
+)
+from deltaflow.operators.reduce.accumulation import accumulate
+from deltaflow.operators.reduce.interesting_times import interesting_times
 
 # --- helpers ----------------------------------------------------------------------------------
 
@@ -242,7 +248,7 @@ def test_all_beyond_upper_are_deferred() -> None:
 @given(points=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=30))
 def test_private_chains_are_minimal_for_pairs(points: list[tuple[int, int]]) -> None:
     """The tuple chain decomposition partitions into ascending chains, as few as the framework's."""
-    chains = it_mod._chains(sorted(set(points)))
+    chains = points_mod.chains(sorted(set(points)))
     assert sorted(p for c in chains for p in c) == sorted(set(points))
     for c in chains:
         assert all(a[0] <= b[0] and a[1] <= b[1] and a != b for a, b in itertools.pairwise(c))
@@ -266,12 +272,12 @@ def test_cross_emits_each_join_exactly_once(
     a: list[tuple[int, ...]], b: list[tuple[int, ...]], dims: int
 ) -> None:
     """Crossing two chains emits every pairwise join once and nothing twice (the skip lemma)."""
-    rows = max(it_mod._chains(sorted({p[:dims] for p in a})), key=len)
-    cols = max(it_mod._chains(sorted({p[:dims] for p in b})), key=len)
+    rows = max(points_mod.chains(sorted({p[:dims] for p in a})), key=len)
+    cols = max(points_mod.chains(sorted({p[:dims] for p in b})), key=len)
     out = Recorder()
     it_mod._cross(rows, cols, out)  # type: ignore[arg-type]
     assert len(out) == len(set(out))
-    assert set(out) == {it_mod._join(r, c) for r in rows for c in cols}
+    assert set(out) == {points_mod.join(r, c) for r in rows for c in cols}
 
 
 # --- times on one line -------------------------------------------------------------------------
@@ -371,12 +377,12 @@ def test_accumulate_matches_brute_force(small: int, times: Any, data: st.DataObj
         st.lists(st.tuples(st.sampled_from("abc"), times, st.integers(-2, 2)), max_size=12)
     )
     queries = data.draw(st.lists(times, max_size=10))
-    old = it_mod.SMALL_ACCUMULATE
-    it_mod.SMALL_ACCUMULATE = small
+    old = acc_mod.SMALL_ACCUMULATE
+    acc_mod.SMALL_ACCUMULATE = small
     try:
         got = accumulate(history, queries)
     finally:
-        it_mod.SMALL_ACCUMULATE = old
+        acc_mod.SMALL_ACCUMULATE = old
     assert got == [brute_accumulate(history, t) for t in queries]
     assert all(0 not in d.values() for d in got)
     assert len({id(d) for d in got}) == len(got)

@@ -24,8 +24,9 @@ from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine
-from deltaflow.operators import history as H, interesting_times as it_mod, reduce as R
+from deltaflow.operators import history as H, reduce as R
 from deltaflow.operators.base import UpdateBatch
+from deltaflow.operators.reduce import interesting_times as it_mod, paths as reduce_paths
 from deltaflow.testing import accumulate, example
 
 KEYS = st.sampled_from(["a", "b", "c"])
@@ -496,6 +497,29 @@ def test_product_times_match_oracle(
         assert accumulate(stored, late) == accumulate(mine, late)
 
 
+@pytest.mark.parametrize("name", sorted(PRODUCT_QUERIES))
+@settings(max_examples=30, deadline=None)
+@given(
+    updates=product_updates(),
+    frontiers=frontier_chains(PRODUCTS),
+    lag=st.lists(st.booleans(), min_size=1, max_size=3),
+)
+def test_small_pairs_path_matches_general_path(
+    name: str, updates: list[Any], frontiers: list[Antichain], lag: list[bool]
+) -> None:
+    """Keys with a few Product(int, int) times off a line or row, corrected on int pairs,
+    send exactly what the general search sends, and keep the same pending work."""
+    logic, _ = PRODUCT_QUERIES[name]
+    runs = []
+    for small in (it_mod.PAIRS_SMALL, 0):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(it_mod, "PAIRS_SMALL", small)
+            sent, ctx, op = drive(updates, frontiers, logic, Product(0, 0), lag=lag)
+        assert ctx.held == {} and op.pending == {}
+        runs.append(consolidated(sent))
+    assert runs[0] == runs[1]
+
+
 # Frontiers as a loop moves them: every round of every outer time in turn, the next outer
 # time's first round held by the input.
 LOOP_FRONTIERS = [
@@ -638,8 +662,8 @@ def test_row_frontiers_match_oracle(name: str, updates: list[Any], lag: list[boo
         raise AssertionError("a key on a row took another path")
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(R.ReduceOperator, "_pairs", not_asked)
-        m.setattr(R.ReduceOperator, "_general", not_asked)
+        m.setattr(reduce_paths, "pairs", not_asked)
+        m.setattr(reduce_paths, "general", not_asked)
         sent, ctx, op = drive(updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag)
     assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
     assert ctx.held == {} and op.pending == {}
@@ -723,7 +747,7 @@ def test_by_count_paths_match_dict_paths_and_oracle(
 @given(data=st.data())
 def test_row_batches_match_one_by_one_and_oracle(name: str, data: st.DataObject) -> None:
     """Keys of a counting reduction on rows, corrected together in numpy columns
-    (:class:`~deltaflow.operators.row_counts.RowCounts`), get exactly the corrections they get
+    (:class:`~deltaflow.operators.reduce.counting.RowCounts`), get exactly the corrections they get
     one by one, and the oracle's output; with outer times too far apart to fold into one sort
     key the batch sorts key by key, and with outer times beyond 64 bits it declines and the keys
     are corrected one by one."""
@@ -746,7 +770,7 @@ def test_row_batches_match_one_by_one_and_oracle(name: str, data: st.DataObject)
     runs = []
     for batch_min in (1, 10**9):
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(R, "ROW_BATCH_MIN", batch_min)
+            m.setattr(R.ReduceOperator, "ROW_BATCH_MIN", batch_min)
             sent, ctx, op = drive(
                 updates,
                 [*ROW_FRONTIERS, Antichain()],
@@ -1185,12 +1209,12 @@ def test_builtin_folds_equal_their_logic(logic: Any, acc: dict[Any, int]) -> Non
                                positive_only=positive_only)  # fmt: skip
     generic.fold = None
     try:
-        expected = generic._evaluate("k", dict(acc))
+        expected = generic.evaluate("k", dict(acc))
     except TypeError as exc:  # min and max of values < cannot compare: the same error
         with pytest.raises(TypeError, match=re.escape(str(exc))):
-            op._evaluate("k", dict(acc))
+            op.evaluate("k", dict(acc))
         return
-    assert op._evaluate("k", dict(acc)) == expected
+    assert op.evaluate("k", dict(acc)) == expected
 
 
 def test_owed_position_whose_input_cancels_under_compaction_is_still_corrected() -> None:

@@ -1,9 +1,24 @@
-"""Counting reductions corrected for many keys at once, on rows, in numpy columns.
+"""Counting reductions: ``distinct`` and ``threshold`` corrected by summing plain ints.
 
-When many rounds go through a loop together (a static run), a reduction's activation gets new
-times for thousands of keys, each on one *row*: every new time of the key is ``Product(x, y)``
-for one iteration ``y``, and its history lies at iterations ``<= y`` (see
-:meth:`.ReduceOperator._pair_row`). A row is a chain ordered by ``x``, so for a counting
+A reduction by self whose every input value is ``()`` and whose output is ``()`` with a count
+that depends on the key's input count alone (``by_count(key, n)``) needs no ``{val: count}``
+accumulation and no ``logic`` call: the input and output counts at a time are sums of diffs.
+The reduction's paths for ``Product(int, int)`` times hand such keys to the functions here:
+
+* :func:`count_pairs` - a few interesting times of any shape (the general path's twin);
+* :func:`count_chain` - a chain of positions, one running sum each for input and output (the
+  chain sweep's twin);
+* :func:`count_debt`, :func:`count_beyond` - where, on a line, the output would be wrong with
+  the input and output known now: a key whose output stays right above its one new
+  position is done, instead of staying pending until the frontier passes each later one;
+* :class:`RowCounts` - many keys on rows at once, in numpy columns (below).
+
+Each is checked against the general path with ``by_count`` off in the tests.
+
+**Rows in numpy columns.** When many rounds go through a loop together (a static run), a
+reduction's activation gets new times for thousands of keys, each on one *row*: every new time
+of the key is ``Product(x, y)`` for one iteration ``y``, and its history lies at iterations
+``<= y`` (see :func:`.chains.pair_row`). A row is a chain ordered by ``x``, so for a counting
 reduction (``distinct``, ``threshold``: values all ``()``, output count a function of the input
 count) everything is a running sum along it:
 
@@ -36,16 +51,153 @@ from typing import Any
 
 import numpy as np
 
-from ..framework.trace.batch import pack_int64
+from deltaflow.framework.lattice import Product, new_tuple
+from deltaflow.framework.trace.batch import pack_int64
 
-__all__ = ["ROW_BATCH_MIN", "RowCounts", "on_row"]
+from .accumulation import add_row, total_at
 
-ROW_BATCH_MIN = 32
-"""A reduction's activation with new times for fewer keys than this corrects them one by one:
-numpy's cost per call would outweigh the per-key Python work it saves."""
+__all__ = [
+    "ByCount",
+    "RowCounts",
+    "count_beyond",
+    "count_chain",
+    "count_debt",
+    "count_pairs",
+    "on_row",
+]
+
+ByCount = Callable[[Any, int], int]
+"""``by_count(key, n) -> count``: a reduction by self's output count from its input count."""
 
 Rows = list[tuple[Any, Any, int]]
 Fixes = dict[Any, list[tuple[Any, Any, int]]]
+
+
+def count_pairs(
+    by_count: ByCount,
+    key: Any,
+    ready: list[Any],
+    ins: list[tuple[Any, Any, int]],
+    outs: list[tuple[Any, Any, int]],
+    corrections: dict[Any, list[tuple[Any, Any, int]]],
+) -> None:
+    """Correct a counting reduction's ``key`` at ``ready`` ``Product(int, int)`` times (or int
+    pairs), given in a linear extension of the partial order: at each, the input count and
+    the output count (stored, plus this round's earlier corrections below it) are plain sums.
+    O(r * (h + r)) for r ready times and h stored updates."""
+    counted: list[tuple[int, int, int]] = []
+    for x, y in ready:
+        n = total_at(outs, x, y)
+        for mx, my, c in counted:
+            if mx <= x and my <= y:
+                n += c
+        c = by_count(key, total_at(ins, x, y)) - n
+        if c:
+            counted.append((x, y, c))
+            add_row(corrections, new_tuple(Product, (x, y)), key, (), c)
+
+
+def count_debt(
+    by_count: ByCount,
+    key: Any,
+    x: int,
+    low: int,
+    n: int,
+    want: int,
+    above: dict[int, int],
+    written: list[tuple[Any, Any, int]] | None,
+) -> tuple[int, int | None]:
+    """A counting reduction's output count at ``low`` on line ``x``, and the lowest position
+    above ``low`` where its output would be wrong with the input and output known now (None
+    if it is right everywhere above), once the output at ``low`` is corrected to ``want``.
+
+    ``n`` is the input count at ``low``; ``above`` sums the stored input updates above
+    ``low`` per position; ``written`` is the output history (read once for both
+    answers). Both counts only change at the positions of those updates, so checking there
+    checks every position of the line above ``low``. O(h log h) for h updates.
+    """
+    out = 0
+    later: dict[int, int] | None = None  # the output updates above ``low``, per position
+    if written:
+        for _, t, d in written:
+            if t[0] <= x:
+                y = t[1]
+                if y <= low:
+                    out += d
+                elif later is None:
+                    later = {y: d}
+                else:
+                    later[y] = later.get(y, 0) + d
+    at_low = out
+    out = want
+    if later is None:  # the usual case: only the input changes above ``low``
+        for y in sorted(above) if len(above) > 1 else above:
+            dn = above[y]
+            if dn:
+                n += dn
+                if by_count(key, n) != out:
+                    return at_low, y
+        return at_low, None
+    for y in sorted(above.keys() | later.keys()):
+        n += above.get(y, 0)
+        out += later.get(y, 0)
+        if by_count(key, n) != out:
+            return at_low, y
+    return at_low, None
+
+
+def count_beyond(
+    by_count: ByCount,
+    key: Any,
+    x: int,
+    low: int,
+    n: int,
+    above: dict[int, int] | None,
+    written: list[tuple[Any, Any, int]] | None,
+) -> int | None:
+    """The lowest position at or above ``low`` on line ``x`` where a counting reduction's
+    output would be wrong with the input and output known now, or None if it is right at
+    every one (``n`` is the input count at ``low``; see :func:`count_debt`).
+
+    For a key whose lowest new time the frontier has not passed yet: it cannot be corrected
+    yet, and needs to be evaluated again only where something is wrong.
+    """
+    want = by_count(key, n)
+    out, debt = count_debt(by_count, key, x, low, n, want, above or {}, written)
+    return debt if out == want else low
+
+
+def count_chain(
+    by_count: ByCount,
+    key: Any,
+    x: Any,
+    row: int | None,
+    ready: list[int],
+    inputs: list[tuple[int, Any, int]],
+    outputs: list[tuple[int, Any, int]],
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> None:
+    """:func:`.chains.sweep_line`'s sweep for a counting reduction: ``inputs`` and
+    ``outputs`` sorted by position, the counts at each ready position are running sums.
+    O(r + h) for r ready positions and h updates."""
+    n = out = 0
+    i = j = 0
+    ni, nj = len(inputs), len(outputs)
+    for y in ready:
+        while i < ni and inputs[i][0] <= y:
+            n += inputs[i][2]
+            i += 1
+        while j < nj and outputs[j][0] <= y:
+            out += outputs[j][2]
+            j += 1
+        fix = by_count(key, n) - out
+        if fix:
+            at = (y, row) if row is not None else y if x is None else (x, y)
+            add_row(fixes, at, key, (), fix)
+            out += fix
+
+
+# --- many keys on rows, in numpy columns -----------------------------------------------------
 
 
 class RowCounts:

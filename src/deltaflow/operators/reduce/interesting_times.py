@@ -1,15 +1,13 @@
-"""Interesting times of a reduction, and accumulation of a history at many times.
+"""Interesting times of a reduction: where one key's output may change.
 
 A reduction keeps ``output[t] = logic(input[t])`` for every time ``t`` of a partial order,
 where ``input[t]`` accumulates every input update at a time ``<= t``. When a key's input
 changes, the reduction must find the times at which its output may need a correction (the
 *interesting times*) and evaluate them in an order compatible with the partial order. This
-module answers the two questions that are about times only:
-
-* :func:`interesting_times` - where can the output of one key change, and which of those
-  times can be evaluated now (``ready``) and which must wait (``deferred``)?
-* :func:`accumulate` - what does a history of ``(val, time, diff)`` updates accumulate to at
-  each of many times?
+module answers the first question, which is about times only: where can the output of one
+key change, and which of those times can be evaluated now (``ready``) and which must wait
+(``deferred``)? (:func:`interesting_times`; what the input accumulates to there is
+:mod:`.accumulation`'s.)
 
 The mathematics
 ===============
@@ -104,10 +102,6 @@ coordinates ``<= x`` and sweeps it by inner coordinate. Both checks cost one pas
 times, and both answers are the general ones (tested against them); ``x`` itself may be any
 time (nested loops), only the inner coordinate must be an int.
 
-:func:`accumulate` decomposes the query times into chains. Along a chain the set of updates
-``<= t`` only grows, so each update is assigned to the first chain position it is ``<=`` (a
-binary search per coordinate column) and one sweep per chain accumulates incrementally.
-
 Footguns
 ========
 
@@ -123,20 +117,19 @@ Footguns
 [Product(outer=0, inner=1), Product(outer=1, inner=0)]
 >>> deferred
 [Product(outer=1, inner=1)]
->>> accumulate([("a", Product(0, 1), 1), ("b", Product(1, 0), 1)], deferred) == [{"a": 1, "b": 1}]
-True
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import repeat
-from operator import attrgetter, itemgetter, le
-from typing import Any, TypeAlias, TypeVar
+from operator import le
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, less_equal, new_tuple
+
+from .points import Point, chains, codec, join, same_outer
 
 __all__ = [
     "LINE_FAST_PATH",
@@ -144,25 +137,12 @@ __all__ = [
     "PAIRWISE_BELOW",
     "PAIR_SWEEP",
     "SHORT_CHAIN",
-    "SMALL_ACCUMULATE",
-    "accumulate",
     "interesting_on_line",
     "interesting_pairs_small",
     "interesting_times",
     "line_bound",
     "row_bound",
-    "sweep_to",
 ]
-
-V = TypeVar("V", bound=Hashable)
-
-_first = itemgetter(0)
-_inner = attrgetter("inner")
-
-Point = tuple[int, ...]
-"""A product time flattened to its int coordinates, outermost first (ordered coordinate-wise)."""
-
-_Shape: TypeAlias = "tuple[_Shape, _Shape] | None"
 
 PAIRWISE_BELOW = 12
 """With fewer distinct times than this (seeds plus advanced stored), join pairwise directly."""
@@ -180,10 +160,6 @@ PAIRS_SMALL = 16
 LINE_FAST_PATH = True
 """Take the one-line shortcut when every time of a call shares its outer coordinate (False:
 always the general algorithms; tests compare the two)."""
-
-SMALL_ACCUMULATE = 24
-""":func:`accumulate` compares every update with every time when there are at most this many
-pairs of them."""
 
 
 def interesting_times(
@@ -243,7 +219,7 @@ def interesting_times(
             )
         if PAIR_SWEEP:
             return _interesting_pairs(seed_set, stored, upper)  # type: ignore[arg-type]
-    encode, decode = _codec(first)
+    encode, decode = codec(first)
     ordered = _closure({encode(s) for s in seed_set}, [encode(r) for r in stored])
     bounds = [encode(u) for u in upper.elements]
     ready: list[Time] = []
@@ -256,51 +232,6 @@ def interesting_times(
         else:
             ready.append(decode(p))
     return ready, deferred
-
-
-def accumulate(history: Sequence[tuple[V, Time, int]], times: Sequence[Time]) -> list[dict[V, int]]:
-    """The accumulated multiset of ``history`` at each of ``times``.
-
-    Args:
-        history: ``(val, time, diff)`` updates, in any order.
-        times: the times to accumulate at (any order, repeats allowed).
-
-    Returns:
-        One ``{val: count}`` dict per entry of ``times``, in the same order: the sum of the
-        diffs of every update whose time is ``<=`` that time, zero counts dropped. Each dict
-        is a fresh object.
-
-    Runtime complexity: O((n + m) log(n + m) + output) for int times and for times on one
-    line (all with the same outer coordinate); for other products,
-    O(chains * n * d log m + output) for n updates, m distinct times in ``chains`` chains, and
-    d coordinates.
-
-    >>> accumulate([("x", 1, 1), ("y", 2, 1), ("x", 3, -1)], [3, 0, 2])
-    [{'y': 1}, {}, {'x': 1, 'y': 1}]
-    """
-    if not times:
-        return []
-    distinct = set(times)
-    first = next(iter(distinct))
-    if first.__class__ is int:
-        at = _accumulate_ints(history, distinct)  # type: ignore[arg-type]
-    elif (
-        LINE_FAST_PATH
-        and first.inner.__class__ is int  # type: ignore[union-attr]
-        and _same_outer(distinct, first.outer)  # type: ignore[arg-type, union-attr]
-    ):
-        at = _accumulate_line(history, distinct, first.outer)  # type: ignore[union-attr]
-    else:
-        at = _accumulate_points(history, distinct, first)
-    out: list[dict[V, int]] = []
-    seen: set[Time] = set()
-    for t in times:
-        if t in seen:
-            out.append(dict(at[t]))
-        else:
-            seen.add(t)
-            out.append(at[t])
-    return out
 
 
 def interesting_pairs_small(
@@ -466,53 +397,9 @@ def _interesting_ints(
     return ready, deferred  # type: ignore[return-value]
 
 
-def sweep_to(rows: Sequence[tuple[Any, V, int]], i: int, position: Any, acc: dict[V, int]) -> int:
-    """Add ``rows[i:]`` up to ``position`` into ``acc``; return the index of the first row left.
-
-    ``rows`` are ``(position, val, diff)`` sorted by position; the rows added are those whose
-    position is ``<= position``. Zero counts are dropped from ``acc``. Sweeping increasing
-    positions over one sorted list accumulates a chain of times in one pass.
-
-    >>> acc = {}
-    >>> sweep_to([(1, "x", 1), (2, "x", -1), (5, "y", 1)], 0, 2, acc), acc
-    (2, {})
-    """
-    n = len(rows)
-    while i < n and rows[i][0] <= position:
-        _, val, diff = rows[i]
-        i += 1
-        count = acc.get(val, 0) + diff
-        if count:
-            acc[val] = count
-        else:
-            acc.pop(val, None)
-    return i
-
-
-def _accumulate_ints(
-    history: Sequence[tuple[V, int, int]], distinct: set[int]
-) -> dict[Time, dict[V, int]]:
-    rows = sorted([(t, val, diff) for val, t, diff in history], key=_first)
-    acc: dict[V, int] = {}
-    at: dict[Time, dict[V, int]] = {}
-    i = 0
-    for t in sorted(distinct):
-        i = sweep_to(rows, i, t, acc)
-        at[t] = dict(acc)
-    return at
-
-
-# --- times on one line ----------------------------------------------------------------------
-
-
-def _same_outer(times: Iterable[Product], outer: Time) -> bool:
-    """True when every one of ``times`` has outer coordinate ``outer``."""
-    return all(t.outer == outer for t in times)
-
-
 def _on_line(seeds: set[Product], stored: Sequence[Product], outer: Time) -> bool:
     """True when every seed lies on line ``outer`` and every stored time is at or below it."""
-    if not _same_outer(seeds, outer):
+    if not same_outer(seeds, outer):
         return False
     if outer.__class__ is int:
         return all(r.outer <= outer for r in stored)
@@ -529,32 +416,6 @@ def _interesting_line(
         [new_tuple(Product, (outer, y)) for y in ready],
         [new_tuple(Product, (outer, y)) for y in deferred],
     )
-
-
-def _accumulate_line(
-    history: Sequence[tuple[V, Time, int]], distinct: set[Time], outer: Time
-) -> dict[Time, dict[V, int]]:
-    """Accumulate at times that all lie on line ``outer``: a sweep by inner coordinate over the
-    updates whose outer coordinate is ``<= outer`` (the others are below none of the times)."""
-    if outer.__class__ is int:
-        rows = [(t.inner, v, d) for v, t, d in history if t.outer <= outer]  # type: ignore[union-attr]
-    else:
-        rows = [
-            (t.inner, v, d)  # type: ignore[union-attr]
-            for v, t, d in history
-            if less_equal(t.outer, outer)  # type: ignore[union-attr]
-        ]
-    rows.sort(key=_first)
-    acc: dict[V, int] = {}
-    at: dict[Time, dict[V, int]] = {}
-    i = 0
-    for t in sorted(distinct, key=_inner):
-        i = sweep_to(rows, i, t.inner, acc)  # type: ignore[union-attr]
-        at[t] = dict(acc)
-    return at
-
-
-# --- pairs of ints: a coordinate sweep ----------------------------------------------------
 
 
 def _interesting_pairs(
@@ -637,107 +498,7 @@ def _interesting_pairs(
     return ready, deferred
 
 
-# --- product times as flat int tuples -------------------------------------------------------
-
-
-def _shape(time: Time) -> _Shape:
-    if time.__class__ is int:
-        return None
-    return (_shape(time.outer), _shape(time.inner))  # type: ignore[union-attr]
-
-
-def _flatten_into(time: Time, out: list[int]) -> None:
-    if time.__class__ is int:
-        out.append(time)
-    else:
-        _flatten_into(time.outer, out)  # type: ignore[union-attr]
-        _flatten_into(time.inner, out)  # type: ignore[union-attr]
-
-
-def _build(shape: _Shape, point: Point, pos: int) -> tuple[Time, int]:
-    if shape is None:
-        return point[pos], pos + 1
-    outer, pos = _build(shape[0], point, pos)
-    inner, pos = _build(shape[1], point, pos)
-    return Product(outer, inner), pos
-
-
-def _codec(example: Time) -> tuple[Callable[[Time], Point], Callable[[Point], Time]]:
-    """Encoder to flat int tuples and decoder back, for times shaped like ``example``."""
-    shape = _shape(example)
-    if shape == (None, None):
-        return (
-            lambda t: (t.outer, t.inner),
-            lambda p: Product(p[0], p[1]),
-        )
-    if shape == ((None, None), None):
-        return (
-            lambda t: (t.outer.outer, t.outer.inner, t.inner),
-            lambda p: Product(Product(p[0], p[1]), p[2]),
-        )
-
-    def encode(t: Time) -> Point:
-        flat: list[int] = []
-        _flatten_into(t, flat)
-        return tuple(flat)
-
-    def decode(p: Point) -> Time:
-        return _build(shape, p, 0)[0]
-
-    return encode, decode
-
-
-def _join(a: Point, b: Point) -> Point:
-    """The coordinate-wise maximum of two points (unrolled for the common two and three
-    coordinates: a quarter of the time of the general form, and the joins are most of what
-    a chain crossing does)."""
-    n = len(a)
-    if n == 2:
-        a0, a1 = a
-        b0, b1 = b
-        return (a0 if a0 >= b0 else b0, a1 if a1 >= b1 else b1)
-    if n == 3:
-        a0, a1, a2 = a
-        b0, b1, b2 = b
-        return (a0 if a0 >= b0 else b0, a1 if a1 >= b1 else b1, a2 if a2 >= b2 else b2)
-    return tuple([x if x >= y else y for x, y in zip(a, b)])
-
-
-def _chains(ordered: Sequence[Point]) -> list[list[Point]]:
-    """Partition distinct points, sorted lexicographically, into ascending chains.
-
-    Points are visited in (lexicographic) order. For two coordinates each point goes onto the
-    chain whose last second coordinate is the largest one not above its own, which gives the
-    fewest chains (the same rule as ``lattice.chain_decomposition``); otherwise onto the first
-    chain whose last point is below it.
-    """
-    if not ordered:
-        return []
-    chains: list[list[Point]] = []
-    if len(ordered[0]) == 2:
-        # ``tails`` holds the chains' last second coordinates, ascending; ``ids`` the chain
-        # index at each position. Replacing a tail by a larger value that is still below the
-        # next tail keeps ``tails`` sorted.
-        tails: list[int] = []
-        ids: list[int] = []
-        for p in ordered:
-            pos = bisect_right(tails, p[1]) - 1
-            if pos < 0:
-                tails.insert(0, p[1])
-                ids.insert(0, len(chains))
-                chains.append([p])
-            else:
-                tails[pos] = p[1]
-                chains[ids[pos]].append(p)
-        return chains
-    for p in ordered:
-        for chain in chains:
-            if all(map(le, chain[-1], p)):
-                chain.append(p)
-                break
-        else:
-            chains.append([p])
-    return chains
+# --- product times: the chain fold --------------------------------------------------------
 
 
 def _cross(rows: list[Point], cols: list[Point], out: set[Point]) -> None:
@@ -771,7 +532,7 @@ def _cross(rows: list[Point], cols: list[Point], out: set[Point]) -> None:
         stop = cols[k] if k < n else None
         j = 0
         while j < k and j < g:
-            v = _join(a, cols[j])
+            v = join(a, cols[j])
             if stop is not None and all(map(le, stop, v)):
                 j = k
                 break
@@ -798,9 +559,9 @@ def _fold(
     if ordered:
         if len(chain) <= SHORT_CHAIN:
             for c in chain:
-                new.update([_join(z, c) for z in ordered])
+                new.update([join(z, c) for z in ordered])
         else:
-            for rows in _chains(ordered):
+            for rows in chains(ordered):
                 _cross(rows, chain, new)
     new -= members
     if not new:
@@ -814,69 +575,20 @@ def _fold(
 def _closure(seeds: set[Point], stored: Iterable[Point]) -> list[Point]:
     """Sorted joins of the subsets of ``seeds + stored`` that contain a seed (seeds non-empty)."""
     low = tuple([min(c) for c in zip(*seeds)])
-    advanced = {_join(r, low) for r in stored}
+    advanced = {join(r, low) for r in stored}
     advanced.discard(low)
     advanced -= seeds
     members: set[Point] = set()
     if len(seeds) + len(advanced) < PAIRWISE_BELOW:
         for s in seeds:
-            members |= {_join(z, s) for z in members}
+            members |= {join(z, s) for z in members}
             members.add(s)
         for r in advanced:
-            members |= {_join(z, r) for z in members}
+            members |= {join(z, r) for z in members}
         return sorted(members)
     ordered: list[Point] = []
-    for chain in _chains(sorted(seeds)):
+    for chain in chains(sorted(seeds)):
         ordered = _fold(members, ordered, chain, with_chain=True)
-    for chain in sorted(_chains(sorted(advanced)), key=len, reverse=True):
+    for chain in sorted(chains(sorted(advanced)), key=len, reverse=True):
         ordered = _fold(members, ordered, chain, with_chain=False)
     return ordered
-
-
-def _accumulate_points(
-    history: Sequence[tuple[V, Time, int]], distinct: set[Time], example: Time
-) -> dict[Time, dict[V, int]]:
-    at: dict[Time, dict[V, int]] = {}
-    if len(history) * len(distinct) <= SMALL_ACCUMULATE:
-        for t in distinct:
-            acc: dict[V, int] = {}
-            for val, time, diff in history:
-                if less_equal(time, t):
-                    acc[val] = acc.get(val, 0) + diff
-            at[t] = {val: count for val, count in acc.items() if count}
-        return at
-    encode = _codec(example)[0]
-    updates = [(val, encode(time), diff) for val, time, diff in history if diff]
-    original = {encode(t): t for t in distinct}
-    for chain in _chains(sorted(original)):
-        length = len(chain)
-        columns = [list(c) for c in zip(*chain)]
-        buckets: list[list[tuple[V, int]]] = [[] for _ in range(length)]
-        if len(columns) == 2:
-            xs, ys = columns
-            for val, (u0, u1), diff in updates:
-                pos = bisect_left(xs, u0)
-                p1 = bisect_left(ys, u1)
-                if p1 > pos:
-                    pos = p1
-                if pos < length:
-                    buckets[pos].append((val, diff))
-        else:
-            for val, u, diff in updates:
-                pos = 0
-                for col, x in zip(columns, u):
-                    p = bisect_left(col, x)
-                    if p > pos:
-                        pos = p
-                if pos < length:
-                    buckets[pos].append((val, diff))
-        acc = {}
-        for point, bucket in zip(chain, buckets):
-            for val, diff in bucket:
-                count = acc.get(val, 0) + diff
-                if count:
-                    acc[val] = count
-                else:
-                    del acc[val]
-            at[original[point]] = dict(acc)
-    return at

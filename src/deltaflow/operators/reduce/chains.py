@@ -1,0 +1,431 @@
+"""Keys whose interesting times form a chain: one sweep in chain order.
+
+The common case inside ``iterate``: every new and pending time of a key is ``Product(x, _)``
+for the round ``x`` being computed, with an int inner coordinate, and every stored input time
+has an outer coordinate ``<= x``: the key's times lie on one *line*. Their interesting times
+then form a chain ordered by the inner coordinate (:func:`.interesting_times.interesting_on_line`),
+so one sweep in inner order accumulates input and output together and calls ``logic`` only where
+either changed (:func:`sweep_line`). The usual single new time with all history below it is one
+accumulation and one ``logic`` call, no sorting, no ``Product`` built except for the times
+that get corrections (:func:`line`, :func:`pair_line`). Int times under ``total_order=False``
+are one line too (``x`` is ``None``).
+
+The transposed shape, a *row*, is that of a static run: every new time of the key is
+``Product(_, y)`` for one iteration ``y`` and its history lies at iterations ``<= y`` (each
+iteration brings new times from many rounds at once). The same sweep runs along the row,
+ordered by the outer coordinate (:func:`pair_row`).
+
+Checking the shape costs one pass over the key's times; a key off a line or row takes the
+general search (:mod:`.general`). The output history's positions count as interesting as well
+as the input's (see :func:`sweep_line`), and every deferred position stays pending until the
+frontier passes it.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+from deltaflow.framework.lattice import Product, less_equal, new_tuple
+
+from .accumulation import (
+    accumulate_at,
+    add_row,
+    positions,
+    record,
+    sweep_to,
+    total_at,
+    without_zeros,
+)
+from .counting import ByCount, count_beyond, count_chain, count_debt
+from .interesting_times import interesting_on_line
+
+if TYPE_CHECKING:
+    from .operator import ReduceOperator
+
+__all__ = ["least", "line", "pair_line", "pair_row", "sweep_line"]
+
+_first = itemgetter(0)
+
+
+def least(times: list[Any]) -> Any:
+    """The smallest of a non-empty list of ints (the builtin is shadowed in the package).
+
+    >>> least([3, 1, 2])
+    1
+    """
+    low = times[0]
+    for t in times:
+        if t < low:
+            low = t
+    return low
+
+
+def _changed_positions(rows: list[tuple[int, Any, int]], above: int | None) -> list[int]:
+    """The positions of ``(position, val, diff)`` rows (above ``above``, if not None) where
+    some value's diffs do not cancel."""
+    sums: dict[tuple[int, Any], int] = {}
+    for y, v, d in rows:
+        if above is None or y > above:
+            k = (y, v)
+            sums[k] = sums.get(k, 0) + d
+    return [y for (y, _), d in sums.items() if d]
+
+
+def line(
+    op: ReduceOperator,
+    key: Any,
+    x: Any,
+    times: list[Any],
+    history: list[tuple[Any, Any, int]],
+    written: list[tuple[Any, Any, int]] | None,
+    bound: int | None,
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> bool:
+    """Correct one key whose times lie on one line; False (nothing done) if they do not.
+
+    ``x`` is the line's outer coordinate, or ``None`` for int times (one line, the
+    positions are the times); an int ``x`` takes :func:`pair_line`. On a line: every one
+    of ``times`` (new and pending) is ``Product(x, _)`` and every stored input time has an
+    outer coordinate ``<= x`` (module docstring); positions are inner coordinates.
+    ``bound`` is the first position beyond the frontier (``None``: none is). Corrections
+    go to ``fixes[position]`` for ints and ``fixes[(x, position)]`` on a line.
+
+    The usual case inside a loop, a single new position with every stored update at or
+    below it, is answered with one accumulation and one ``logic`` call, without sorting.
+    """
+    # The seeds' lowest and highest positions, and whether a stored position is above the
+    # lowest (then it is interesting too).
+    above = False
+    if x is None:
+        low = high = times[0]
+        for y in times:
+            if y < low:
+                low = y
+            elif y > high:
+                high = y
+        for _, r, _ in history:
+            if r > low:
+                above = True
+                break
+    else:
+        low = high = times[0].inner
+        for t in times:
+            if t.outer != x:
+                return False
+            y = t.inner
+            if y < low:
+                low = y
+            elif y > high:
+                high = y
+        for _, r, _ in history:
+            if not less_equal(r.outer, x):
+                return False
+            if r.inner > low:
+                above = True
+    if not above and written:
+        above = any(y > low for y, _, _ in positions(written, x))
+    if above or low != high:
+        if x is None:
+            ys = times
+            inputs = [(t, v, d) for v, t, d in history]
+        else:
+            ys = [t.inner for t in times]
+            inputs = [(t.inner, v, d) for v, t, d in history]
+        stored = [y for y, _, _ in inputs]
+        outputs = positions(written, x) if written else []
+        sweep_line(op, key, x, ys, stored, inputs, outputs, bound, fixes)
+        return True
+    # One ready position, ``low``, and every stored update at or below it.
+    if bound is not None and low >= bound:
+        op.defer(key, [low if x is None else Product(x, low)])
+        return True
+    if len(history) == 1:
+        v, _, d = history[0]
+        acc = {v: d}
+    else:
+        acc = {}
+        for v, _, d in history:
+            acc[v] = acc.get(v, 0) + d
+        acc = without_zeros(acc)
+    current = accumulate_at(written, x, low) if written else {}
+    desired = op.evaluate(key, acc)
+    if desired != current:
+        record(fixes, low if x is None else (x, low), key, desired, current)
+    return True
+
+
+def pair_line(
+    op: ReduceOperator,
+    key: Any,
+    x: int,
+    times: list[Any],
+    history: list[tuple[Any, Any, int]],
+    written: list[tuple[Any, Any, int]] | None,
+    bound: int | None,
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> bool:
+    """:func:`line` for ``Product(int, int)`` times (a loop's rounds and iterations).
+
+    Besides the case of every stored update at or below the single new position ``low``,
+    this one answers with one accumulation and one ``logic`` call when the positions above
+    ``low`` where the input or the output changed are all beyond the frontier: they are
+    deferred, each to be evaluated once the frontier passes it. The input history is
+    scanned once: the accumulation at ``low`` and the positions above it together.
+    Products are pairs and are read by index.
+    """
+    low = high = times[0][1]
+    if len(times) > 1:  # (one time is on line ``x``: it is where ``x`` came from)
+        for t in times:
+            if t[0] != x:
+                return False
+            y = t[1]
+            if y < low:
+                low = y
+            elif y > high:
+                high = y
+    by_count = op.by_count
+    acc: dict[Any, int] = {}
+    n = 0  # the input count at ``low``, for a counting reduction (every val ``()``)
+    changes: list[int] | None = None  # where the input changes above ``low``
+    if by_count is not None:
+        counts = _split_counts(history, x, low)
+        if counts is None:
+            return False
+        n, above, next_above = counts
+    else:
+        vals = _split_vals(history, x, low)
+        if vals is None:
+            return False
+        acc, above, changes = vals
+        next_above = least(changes) if changes else None
+    # Where the output changed above ``low`` counts as where the input did (see
+    # :func:`sweep_line`).
+    written_above = _changed_positions(positions(written, x), low) if written else []
+    if written_above:
+        lowest = least(written_above)
+        if next_above is None or lowest < next_above:
+            next_above = lowest
+    if low != high or (next_above is not None and (bound is None or next_above < bound)):
+        if changes is None:
+            changes = [ry for ry, d in above.items() if d] if above else []
+        ys = [t[1] for t in times]
+        inputs = [(t[1], v, d) for v, t, d in history]
+        outputs = positions(written, x) if written else []
+        sweep_line(op, key, x, ys, changes, inputs, outputs, bound, fixes)
+        return True
+    if by_count is not None:
+        _count_at(op, by_count, key, x, low, n, above, next_above, bound, written, fixes)
+        return True
+    if bound is not None and low >= bound:
+        op.defer(key, [new_tuple(Product, (x, low))])
+        return True
+    acc = without_zeros(acc)
+    current = accumulate_at(written, x, low) if written else {}
+    desired = op.evaluate(key, acc)
+    if desired != current:
+        record(fixes, (x, low), key, desired, current)
+    if next_above is not None:
+        # Every position above ``low`` where the input or the output changed is
+        # interesting (the seed's join with it) and beyond the frontier: each stays
+        # pending until it is evaluated.
+        later = {*(changes or ()), *written_above}
+        op.defer(key, [new_tuple(Product, (x, y)) for y in sorted(later)])
+    return True
+
+
+# The history of a key on line ``x`` split at its one new position ``low``: what accumulates
+# there, and the updates above it summed per (position, val), or per position for a counting
+# reduction. Only positions where the input changes on the line are interesting: updates that
+# cancel there (once at an earlier round, once at a later one; compaction has not met them
+# yet) are not. None when a stored time is off the line (outer coordinate above ``x``).
+
+
+def _split_vals(
+    history: list[tuple[Any, Any, int]], x: int, low: int
+) -> tuple[dict[Any, int], dict[Any, int] | None, list[int]] | None:
+    """``(acc at low, {(position, val): diff} above, positions where the input changes)``."""
+    acc: dict[Any, int] = {}
+    get = acc.get
+    above: dict[Any, int] | None = None
+    for v, r, d in history:
+        if r[0] > x:
+            return None
+        ry = r[1]
+        if ry <= low:
+            acc[v] = get(v, 0) + d
+        elif above is None:
+            above = {(ry, v): d}
+        else:
+            k = (ry, v)
+            above[k] = above.get(k, 0) + d
+    changes = [ry for (ry, _), d in above.items() if d] if above else []
+    return acc, above, changes
+
+
+def _split_counts(
+    history: list[tuple[Any, Any, int]], x: int, low: int
+) -> tuple[int, dict[Any, int] | None, int | None] | None:
+    """``(input count at low, {position: diff} above, lowest position where it changes)``."""
+    n = 0
+    above: dict[Any, int] | None = None
+    for _, r, d in history:
+        if r[0] > x:
+            return None
+        ry = r[1]
+        if ry <= low:
+            n += d
+        elif above is None:
+            above = {ry: d}
+        else:
+            above[ry] = above.get(ry, 0) + d
+    next_above = None
+    if above:
+        for ry, d in above.items():
+            if d and (next_above is None or ry < next_above):
+                next_above = ry
+    return n, above, next_above
+
+
+def _count_at(
+    op: ReduceOperator,
+    by_count: ByCount,
+    key: Any,
+    x: int,
+    low: int,
+    n: int,
+    above: dict[Any, int] | None,
+    next_above: int | None,
+    bound: int | None,
+    written: list[tuple[Any, Any, int]] | None,
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> None:
+    """:func:`pair_line`'s one new position ``low`` for a counting reduction, where every
+    position above it where the input or output changes is beyond the frontier (``n`` is the
+    input count at ``low``, ``above`` the input changes above it, per position).
+
+    Such a key is deferred only to where, as things stand, its output would be wrong: until
+    new input comes for it (which makes its own interesting times), nothing changes there.
+    """
+    if bound is not None and low >= bound:
+        # Not final yet, so not corrected yet: deferred to the first position where the
+        # output would be wrong (none: the key is done).
+        at = count_beyond(by_count, key, x, low, n, above, written)
+        if at is not None:
+            op.defer(key, [new_tuple(Product, (x, at))])
+        return
+    want = by_count(key, n)
+    if next_above is None:
+        fix = want - (total_at(written, x, low) if written else 0)
+        if fix:
+            add_row(fixes, (x, low), key, (), fix)
+        return
+    # A wrong output below the bound (where no input changes, so not interesting) is left
+    # to the usual deferral.
+    assert bound is not None
+    out, debt = count_debt(by_count, key, x, low, n, want, above or {}, written)
+    if want != out:
+        add_row(fixes, (x, low), key, (), want - out)
+    if debt is not None:
+        op.defer(key, [new_tuple(Product, (x, debt if debt >= bound else next_above))])
+
+
+def sweep_line(
+    op: ReduceOperator,
+    key: Any,
+    x: Any,
+    seeds: list[Any],
+    stored: list[int],
+    inputs: list[tuple[int, Any, int]],
+    outputs: list[tuple[int, Any, int]],
+    bound: int | None,
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+    row: int | None = None,
+) -> None:
+    """Correct one key whose times form a chain, given by int positions along it.
+
+    ``x`` is the line's outer coordinate (``None``: the times are ints, positions are the
+    times themselves); with ``row`` the chain is the row ``Product(_, row)`` instead and
+    positions are outer coordinates (see :func:`pair_row`). ``seeds`` are the positions
+    of new and pending times; ``stored`` the positions of the stored input times that may
+    make interesting times; ``inputs`` and ``outputs`` the key's histories as
+    ``(position, val, diff)`` (only updates at or below the chain). Every correction goes
+    to ``fixes[position]`` for ints, ``fixes[(x, position)]`` on a line and
+    ``fixes[(position, row)]`` on a row.
+
+    On a chain every earlier ready time is below the next, so one sweep in position order
+    keeps the accumulated input and the output (stored plus this round's corrections) up
+    to date; ``logic`` runs only where one of them changed since it last ran (a counting
+    reduction sums ints instead of building accumulations).
+    """
+    # The output's positions count as well as the input's: compaction may cancel input
+    # updates that the output has not caught up with, and then only the output history
+    # still shows where the key changed. Every deferred position stays pending.
+    changed = _changed_positions(outputs, None)
+    ready, deferred = interesting_on_line(seeds, [*stored, *changed], bound)
+    if deferred:
+        if row is not None:
+            op.defer(key, [new_tuple(Product, (y, row)) for y in deferred])
+        elif x is None:
+            op.defer(key, deferred)  # type: ignore[arg-type]
+        else:
+            op.defer(key, [new_tuple(Product, (x, y)) for y in deferred])
+    if not ready:
+        return
+    if len(inputs) > 1:
+        inputs.sort(key=_first)
+    if len(outputs) > 1:
+        outputs.sort(key=_first)
+    by_count = op.by_count
+    if by_count is not None:
+        count_chain(by_count, key, x, row, ready, inputs, outputs, fixes)
+        return
+    i = j = 0
+    acc: dict[Any, int] = {}
+    current: dict[Any, int] = {}
+    evaluate = op.evaluate
+    fresh = True
+    for y in ready:
+        i_next = sweep_to(inputs, i, y, acc)
+        j_next = sweep_to(outputs, j, y, current)
+        moved = fresh or i_next != i or j_next != j
+        i, j = i_next, j_next
+        if not moved:
+            # Neither the input nor the output changed since logic last ran: the output
+            # there already equals logic's answer.
+            continue
+        fresh = False
+        desired = evaluate(key, acc)
+        if desired == current:
+            continue
+        at = (y, row) if row is not None else y if x is None else (x, y)
+        record(fixes, at, key, desired, current)
+        current = desired
+
+
+def pair_row(
+    op: ReduceOperator,
+    key: Any,
+    y: int,
+    times: list[Any],
+    history: list[tuple[Any, Any, int]],
+    written: list[tuple[Any, Any, int]] | None,
+    bound: int | None,
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> None:
+    """Correct one key whose ``Product(int, int)`` times lie on row ``y`` (see
+    :func:`.counting.on_row`); ``bound`` is the row's first position beyond the frontier
+    (:func:`.interesting_times.row_bound`, ``None``: none is).
+
+    On a row every one of ``times`` is ``Product(_, y)`` and every stored input time has an
+    inner coordinate ``<= y``: a time's join with the others stays on the row, so the
+    interesting times are a chain ordered by the outer coordinate, and each stored time
+    counts from its outer coordinate on. This is the usual shape when many rounds go
+    through a loop together (a static run): each iteration brings a key new times from
+    several rounds at once, and its history is of earlier iterations.
+    """
+    xs = [t[0] for t in times]
+    inputs = [(r[0], v, d) for v, r, d in history]
+    stored = [p for p, _, _ in inputs]
+    outputs = [(r[0], v, d) for v, r, d in written if r[1] <= y] if written else []
+    sweep_line(op, key, None, xs, stored, inputs, outputs, bound, fixes, row=y)

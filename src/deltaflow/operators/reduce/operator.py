@@ -1,0 +1,459 @@
+"""The reduction operator: per key, ``output[t] = logic(key, input[t])`` at every time.
+
+How it is computed
+==================
+
+The input is an *arrangement by key*: a stream of sealed batches (and a shared
+:class:`~deltaflow.framework.trace.spine.Spine`, which this operator does not read). A
+:class:`ReduceOperator` remembers, per key, the times of the new updates (*seeds*). When the
+input frontier advances to ``upper`` it corrects every key that has seeds or *pending* times:
+
+1. ``ready, deferred = interesting_times(seeds + pending, stored times, upper)``: the
+   times at which the key's output may change (joins of subsets of its times that contain a
+   seed, see :mod:`.interesting_times`), split into those the frontier has passed and those it
+   has not. The stored times are those of the key's input history *and* of its output
+   history: both are compacted, and compaction may cancel input updates (at two rounds that
+   advance to one time) that the output has not caught up with yet, where a correction is
+   still owed. Only the output history then shows where the key changed.
+2. For each ready time ``t``, in a linear extension of the partial order: the input
+   accumulated at ``t`` (from its input history, :mod:`.accumulation`),
+   ``desired = logic(key, vals)``, the output accumulated at ``t`` (from the operator's own
+   output history plus the corrections made earlier in this round at times ``<= t``); the
+   difference is emitted at ``t``.
+3. ``deferred`` becomes the key's pending times (*resumption tokens*), every one of them
+   until the frontier passes it. They must be kept even when nothing else records them:
+   with updates at incomparable times ``a`` and ``b``, ``logic`` may output nothing at ``a``
+   and at ``b`` and something at ``join(a, b)``; no stored output witnesses that debt.
+
+Keys whose times form a chain (on one line or one row of ``Product`` times) take one sweep
+along it (:mod:`.chains`); the others the general search (:mod:`.general`). Counting
+reductions sum ints on those paths (:mod:`.counting`). Totally ordered (``int``) times take a
+sweep of each key's new updates with no search at all (:mod:`.total`).
+
+**Its input and its own output** the operator keeps in memory, in two
+:class:`~deltaflow.operators.history.KeyedHistory` indexes ``{key: [(val, time, diff)]}``:
+every update of every batch it receives, and everything it has sent. Appending there costs a
+list append and reading a key a dict lookup, where reading the input trace would cost a search
+per batch per round. Each key's list is compacted (times advanced to the previous frontier,
+equal updates consolidated) when it grows beyond
+:data:`~deltaflow.operators.history.COMPACT_WRITTEN` updates, and all of them when the total
+has grown enough since the last such pass (keys that cancel disappear), so both stay
+proportional to the live collections. An arrangement made for this operator alone then has no
+trace reader, and keeps no trace at all (see :mod:`deltaflow.operators.arrange`). An output
+trace is kept only when someone else reads it (:func:`.reductions.reduce_core` with
+``arrange_output=True``); the round's corrections are then inserted into it as one batch (a
+round without corrections inserts nothing, so that trace's ``upper`` may lag the frontier).
+
+The corrections are sent downstream as update batches of ``(key, out_val)``, one per time.
+Then the operator moves the logical compaction of the output trace it holds to ``upper``:
+from now on it only needs accumulations at times beyond ``upper``, so older times may be
+advanced (``advance_by``) and history cancel. That keeps each key's history, and so the
+per-key work, bounded in long runs and in loops.
+
+Capabilities: the operator holds one at the time of each message it has not yet processed and
+one at each minimal pending time, and nothing else. When nothing is pending it holds nothing
+(a loop whose reduce held a capability for no work would never finish).
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from deltaflow.framework.antichain import Antichain
+from deltaflow.framework.lattice import Product, less_equal, new_tuple
+from deltaflow.framework.trace.batch import Batch
+from deltaflow.framework.trace.description import Description
+from deltaflow.framework.trace.order import ukey
+from deltaflow.framework.trace.spine import Spine, TraceReader
+
+from .. import history as _history
+from ..base import Interest, Operator, UpdateBatch
+from ..history import AdvanceTo, KeyedHistory
+from ..values import as_count
+from .accumulation import difference
+from .chains import least, pair_row
+from .counting import ByCount, RowCounts
+from .logics import COLUMNS, FOLDS, Logic
+from .paths import Activation, KeyPath, path_for
+from .total import correct_total
+
+if TYPE_CHECKING:
+    from deltaflow.framework.lattice import Time
+
+    from ..base import Capability, OperatorContext
+
+__all__ = ["ReduceOperator"]
+
+_first = itemgetter(0)
+
+
+def _universal_first(pair: tuple[Any, int]) -> Any:
+    return ukey(pair[0])
+
+
+def _sorted_vals(acc: dict[Any, int], positive_only: bool) -> list[tuple[Any, int]]:
+    """The accumulation as ``[(val, count)]`` sorted by val (zero counts are never stored)."""
+    if positive_only:
+        vals = [item for item in acc.items() if item[1] > 0]
+    else:
+        vals = list(acc.items())
+    if len(vals) > 1:
+        try:
+            vals.sort(key=_first)
+        except TypeError:
+            vals.sort(key=_universal_first)
+    return vals
+
+
+class ReduceOperator(Operator):
+    """Maintain ``output = logic(input)`` per key over an arrangement by key (module docstring).
+
+    Args:
+        name: the operator's name, shown in errors (include the user function).
+        source: the input arrangement's spine on this worker.
+        output: this operator's output spine (empty, starting where ``source`` starts), or
+            ``None`` when nobody else reads it: then no output trace is kept at all (the
+            operator reads its own output from its in-memory index, see the module docstring).
+        logic: ``logic(key, vals) -> [(out_val, count), ...]``.
+        positive_only: hand ``logic`` only values with a positive count (the public
+            contract); ``False`` hands it every non-zero count.
+        key_only: send ``key`` instead of ``(key, out_val)`` downstream (arrangements by self:
+            ``distinct``, ``threshold``). The output spine always holds ``(key, out_val)``.
+        total_order: use the fast path for ``int`` times (``None``: whenever times are ints).
+        by_count: for reductions over an arrangement by self (every value is ``()``) whose
+            output is the single value ``()``: its count as a function of the key and the
+            key's input count, ``by_count(key, n)`` (``distinct``, ``threshold``). The paths
+            for ``Product(int, int)`` times then accumulate plain ints instead of
+            ``{val: count}`` dicts; ``logic`` must agree with it (the other paths call it).
+    """
+
+    interest = Interest.ALWAYS
+
+    ROW_BATCH_MIN: ClassVar[int] = 32
+    """A counting reduction's activation with new times for at least this many keys corrects
+    those on rows together (:class:`.counting.RowCounts`); for fewer, numpy's cost per call
+    would outweigh the per-key Python work it saves."""
+
+    def __init__(
+        self,
+        name: str,
+        source: Spine,
+        output: Spine | None,
+        logic: Logic,
+        *,
+        positive_only: bool = True,
+        key_only: bool = False,
+        total_order: bool | None = None,
+        by_count: ByCount | None = None,
+    ) -> None:
+        self.name = name
+        self.logic = logic
+        self.positive_only = positive_only
+        self.key_only = key_only
+        # The built-in reductions' answer straight from the accumulation (see .logics.FOLDS).
+        builtin = FOLDS.get(logic)
+        self.fold = builtin[0] if builtin and builtin[1] == positive_only else None
+        self.by_count = by_count
+        self.source = source
+        self.upper: Antichain = source.lower
+        ints = all(t.__class__ is int for t in source.lower)
+        self.total = ints if total_order is None else (total_order and ints)
+        # How a key of a partial order is corrected: one path for the shape of its times.
+        self.path: KeyPath = path_for(source.lower)
+        if output is not None and output.upper != source.lower:
+            msg = f"{name}: the output spine must start at {source.lower!r}, not {output.upper!r}"
+            raise ValueError(msg)
+        self.output = output
+        # Neither path reads the input trace (``inputs`` and ``accs`` hold what they need), so
+        # the operator holds no reader on it: a trace nobody else reads is not kept at all.
+        self.readers: list[TraceReader] = []
+        if output is not None:
+            self.readers.append(output.reader())
+        # Partial orders: new update times per key, and pending (deferred) times per key and
+        # per time (to find the keys whose pending times the frontier has passed).
+        self.seeds: dict[Any, list[Time]] = {}
+        self.pending: dict[Any, list[Time]] = {}
+        self.pending_keys: dict[Time, set[Any]] = {}
+        # Partial orders: every input update received and every (val, time, diff) this
+        # operator has output, per key (see KeyedHistory).
+        self.inputs = KeyedHistory(unit=by_count is not None)
+        self.outputs = KeyedHistory(unit=by_count is not None)
+        # Totally ordered times: each key's unapplied updates and its accumulations so far.
+        self.buffered: dict[Any, list[tuple[Any, int, int]]] = {}
+        self.accs: dict[Any, dict[Any, int]] = {}
+        self.outs: dict[Any, dict[Any, int]] = {}
+        self.buffered_low: int | None = None
+        # Times of messages received but not yet processed.
+        self.unprocessed: set[Time] = set()
+        self.caps: list[Capability] = []
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Take in new batches; when the frontier moved, correct the output up to it."""
+        messages = ctx.messages(0)
+        if messages:
+            self._receive(messages)
+        frontier = ctx.frontier(0)
+        if frontier != self.upper:
+            if self.total:
+                corrections = correct_total(self, frontier)
+            else:
+                corrections = self._process_partial(frontier)
+            self._emit(ctx, frontier, corrections)
+        self._hold(ctx)
+
+    def _receive(self, messages: list[tuple[Time, Any]]) -> None:
+        unprocessed = self.unprocessed
+        if self.total:
+            buffered = self.buffered
+            for time, batch in messages:
+                unprocessed.add(time)
+                for key, val, t, diff in batch.updates():
+                    rows = buffered.get(key)
+                    if rows is None:
+                        buffered[key] = [(val, t, diff)]
+                    else:
+                        rows.append((val, t, diff))
+        else:
+            seeds = self.seeds
+            store = self.inputs.extend_noting_times
+            for time, batch in messages:
+                unprocessed.add(time)
+                store(batch.updates(), seeds)
+
+    # ------------------------------------------------------------------ evaluation
+
+    def evaluate(self, key: Any, acc: dict[Any, int]) -> dict[Any, int]:
+        """``logic`` at one accumulation, consolidated into ``{out_val: count}``."""
+        fold = self.fold
+        if fold is not None:
+            folded = fold(acc)
+            if folded is not None:
+                return folded
+        vals = _sorted_vals(acc, self.positive_only)
+        if not vals:
+            return {}
+        result = self.logic(key, vals)
+        out: dict[Any, int] = {}
+        try:
+            for out_val, n in result:
+                if n.__class__ is not int:
+                    r = as_count(n)  # numpy integers count, as they do in inputs
+                    if r is None:
+                        raise TypeError
+                    n = r
+                c = out.get(out_val, 0) + n
+                if c:
+                    out[out_val] = c
+                else:
+                    out.pop(out_val, None)
+        except (TypeError, ValueError) as exc:
+            why = f" ({exc})" if str(exc) else ""  # unhashable value, not a pair...
+            msg = (
+                f"{self.name}: logic must return [(value, int count), ...]; for key {key!r} "
+                f"it returned {result!r}{why}"
+            )
+            raise TypeError(msg) from None
+        return out
+
+    def correction(self, key: Any, acc: dict[Any, int], current: dict[Any, int]) -> dict[Any, int]:
+        """``logic``'s output at input ``acc`` minus the output ``current`` there (empty: none)."""
+        desired = self.evaluate(key, acc)
+        return {} if desired == current else difference(desired, current)
+
+    def _process_partial(self, upper: Antichain) -> dict[Time, list[tuple[Any, Any, int]]]:
+        """Correct every key with new or due pending times up to ``upper``, each by the path
+        chosen for this operator's times (:mod:`.paths`), against its input and output
+        histories.
+
+        Runtime complexity: per key, the interesting-times search and the accumulation over
+        its compacted input and output histories, one ``logic`` call per ready time (on a
+        chain: per ready time where the input or output changed), and for keys off a chain
+        O(r^2) comparisons of the r ready times with this round's earlier corrections.
+        """
+        seeds = self._due(upper)
+        if not seeds:
+            return {}
+        by_count = self.by_count
+        many = by_count is not None and len(seeds) >= self.ROW_BATCH_MIN
+        act = Activation(upper, RowCounts() if many else None)
+        # Each key's input and output history, compacted to the previous frontier (every
+        # time still to be read is beyond it) when long (see KeyedHistory.read).
+        inputs = self.inputs
+        outputs = self.outputs
+        input_rows = inputs.rows
+        output_rows = outputs.rows
+        long = _history.COMPACT_WRITTEN
+        advance = AdvanceTo(self.upper.elements)
+        no_rows: list[tuple[Any, Time, int]] = []
+        correct = self.path
+        for key, times in seeds.items():
+            history = input_rows.get(key, no_rows)
+            if len(history) > long:
+                history = inputs.compacted(key, history, advance)
+            written = output_rows.get(key)
+            if written is not None and len(written) > long:
+                written = outputs.compacted(key, written, advance)
+            correct(self, key, times, history, written, act)
+        return self._gathered(act)
+
+    def _due(self, upper: Antichain) -> dict[Any, list[Time]]:
+        """The keys to correct at ``upper`` with their seeds: the new times, and every
+        pending time of a key that has new times or a pending time the frontier passed (the
+        key's pending times are handed back whole; the path defers again what is not due)."""
+        seeds, self.seeds = self.seeds, {}
+        pending = self.pending
+        pending_keys = self.pending_keys
+        if not pending_keys:
+            return seeds
+        for t in [t for t in pending_keys if not upper.less_equal(t)]:
+            for key in pending_keys.pop(t):
+                if key not in seeds:
+                    seeds[key] = []
+        for key, times in seeds.items():
+            owed = pending.pop(key, None)
+            if owed is not None:
+                for t in owed:
+                    keys = pending_keys.get(t)
+                    if keys is not None:
+                        keys.discard(key)
+                        if not keys:
+                            del pending_keys[t]
+                times.extend(owed)
+        return seeds
+
+    def _gathered(self, act: Activation) -> dict[Time, list[tuple[Any, Any, int]]]:
+        """The step's corrections by time, once the keys queued on rows are corrected too;
+        recorded in the output history."""
+        corrections = act.corrections
+        line_fixes = act.line_fixes
+        row_batch = act.row_batch
+        if row_batch is not None and len(row_batch):
+            by_count = self.by_count
+            assert by_count is not None
+            if not row_batch.correct(by_count, line_fixes, COLUMNS.get(by_count)):
+                for key, y, times, history, written in row_batch.queued():
+                    pair_row(self, key, y, times, history, written, None, line_fixes)
+        for (x, y), rows in line_fixes.items():
+            t = new_tuple(Product, (x, y))
+            fix = corrections.get(t)
+            if fix is None:
+                corrections[t] = rows
+            else:
+                fix.extend(rows)
+        record = self.outputs.extend_at
+        for at, rows in corrections.items():
+            record(at, rows)
+        return corrections
+
+    def defer(self, key: Any, deferred: list[Time]) -> None:
+        """Record ``deferred`` as the key's pending times (none were pending for it)."""
+        self.pending[key] = deferred
+        pending_keys = self.pending_keys
+        for t in deferred:
+            keys = pending_keys.get(t)
+            if keys is None:
+                pending_keys[t] = {key}
+            else:
+                keys.add(key)
+
+    def _emit(
+        self,
+        ctx: OperatorContext,
+        upper: Antichain,
+        corrections: dict[Time, list[tuple[Any, Any, int]]],
+    ) -> None:
+        """Insert the round's corrections into the output trace, send them, move compaction.
+
+        A round without corrections inserts nothing (an empty batch still costs a merge); the
+        next batch then covers the skipped rounds too, so the output trace's ``upper`` may lag
+        the operator's frontier by rounds that changed nothing.
+        """
+        output = self.output
+        keep = output is not None
+        keys: list[Any] = []
+        vals: list[Any] = []
+        times: list[Time] = []
+        diffs: list[int] = []
+        send = ctx.send
+        key_only = self.key_only
+        for t in sorted(corrections) if len(corrections) > 1 else corrections:
+            rows = corrections[t]
+            ks = [r[0] for r in rows]
+            ds = [r[2] for r in rows]
+            if key_only and not keep:
+                send(0, t, UpdateBatch(ks, ds))
+                continue
+            vs = [r[1] for r in rows]
+            send(0, t, UpdateBatch(ks if key_only else list(zip(ks, vs)), ds))
+            if keep:
+                keys.extend(ks)
+                vals.extend(vs)
+                times.extend([t] * len(rows))
+                diffs.extend(ds)
+        if output is not None and (keys or not upper):
+            description = Description(output.upper, upper)
+            if keys:
+                output.insert(Batch.from_columns(keys, vals, times, diffs, description))
+            else:
+                output.insert(Batch.empty(description))
+        self.upper = upper
+        self.unprocessed.clear()
+        frontier = upper.elements
+        self.inputs.tidy(frontier)
+        self.outputs.tidy(frontier)
+        for reader in self.readers:
+            reader.set_logical_compaction(upper)
+
+    def _owed(self) -> list[Time]:
+        """The times this operator may still send at: unprocessed messages and pending work."""
+        owed = list(self.unprocessed)
+        if self.total:
+            if self.buffered_low is not None:
+                owed.append(self.buffered_low)
+        else:
+            owed.extend(self.pending_keys)
+        return owed
+
+    def _hold(self, ctx: OperatorContext) -> None:
+        """Hold exactly one capability per minimal owed time (none when nothing is owed)."""
+        caps = self.caps
+        owed = self._owed()
+        want: tuple[Time, ...] | list[Time]
+        if len(owed) <= 1:
+            want = owed
+        elif self.total:
+            want = [least(owed)]
+        else:
+            want = Antichain(owed).elements
+        if len(want) == len(caps) == 1:
+            cap = caps[0]
+            if less_equal(cap.time, want[0]):  # the usual move along a loop, or none
+                cap.downgrade(want[0])
+                return
+        elif len(want) == len(caps) and all(c.time == t for c, t in zip(caps, want)):
+            return
+        held = {c.time: c for c in caps}
+        new = [held.pop(t) if t in held else ctx.capability(t) for t in want]
+        for cap in held.values():
+            cap.drop()
+        self.caps = new
+
+    def _check(self) -> None:
+        """Assert the operator's invariants (capabilities cover owed work, indexes agree)."""
+        owed = self._owed()
+        frontier = Antichain(c.time for c in self.caps)
+        assert all(frontier.less_equal(t) for t in owed), (owed, frontier)
+        assert len(self.caps) == len(frontier), "held capabilities are not an antichain"
+        for key, times in self.pending.items():
+            assert times, key
+            for t in times:
+                assert key in self.pending_keys[t], (key, t)
+                assert self.upper.less_equal(t), (t, self.upper)
+        assert sum(map(len, self.pending_keys.values())) == sum(map(len, self.pending.values()))
+        if self.output is not None:
+            assert self.output.upper.dominates(self.upper), (self.output.upper, self.upper)
+        for acc in (*self.accs.values(), *self.outs.values()):
+            assert acc and all(acc.values())
+        self.inputs.check()
+        self.outputs.check()

@@ -1,0 +1,189 @@
+"""Which path corrects a key: chosen once per operator, by the shape of its times.
+
+Every time of one scope has one shape, so a :class:`~.operator.ReduceOperator` picks its
+per-key path once, from the lower bound of its input (:func:`path_for`):
+
+* ``int`` times (under ``total_order=False``; otherwise :mod:`.total`): one line, the chain
+  sweep (:func:`on_int_line`);
+* ``Product(int, int)`` (one loop): the key's times on one line, else on one row, else a few
+  of them as int pairs, else the general search (:func:`on_pairs`);
+* ``Product(t, int)`` with ``t`` not an int (nested loops): one line, else the general search
+  (:func:`on_lines`);
+* anything else, or with the chain shortcuts off (``interesting_times.LINE_FAST_PATH``): the
+  general search (:func:`on_general`).
+
+Within a path, what decides is where the key's times lie (one pass over them), not their
+type. Each shortcut gives the general search's answer; the tests run every path against the
+general one and the oracle.
+
+An :class:`Activation` carries what the keys of one frontier step share: the frontier, the
+corrections gathered so far and the frontier's bound on each line and row (computed once per
+line or row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from deltaflow.framework.lattice import Product
+
+from . import interesting_times as _it
+from .chains import line, pair_line, pair_row
+from .counting import RowCounts, on_row
+from .general import general, pair_bounds, pairs
+from .interesting_times import line_bound, row_bound
+
+if TYPE_CHECKING:
+    from deltaflow.framework.antichain import Antichain
+    from deltaflow.framework.lattice import Time
+
+    from .operator import ReduceOperator
+
+__all__ = ["Activation", "KeyPath", "on_general", "on_int_line", "on_lines", "on_pairs", "path_for"]
+
+Rows = list[tuple[Any, Any, int]]
+Fixes = dict[Any, list[tuple[Any, Any, int]]]
+
+KeyPath = Callable[["ReduceOperator", Any, list[Any], Rows, "Rows | None", "Activation"], None]
+"""``path(op, key, times, history, written, activation)``: correct one key at this step."""
+
+_UNKNOWN: Any = object()
+
+
+class Activation:
+    """What the keys corrected at one frontier step share.
+
+    ``corrections`` gathers them by time; ``line_fixes`` those of keys on a line or row by
+    ``(outer, inner)`` int pairs (made into times once, at the end); ``row_batch`` queues
+    counting keys on rows to be corrected together (``None``: one by one).
+    """
+
+    __slots__ = (
+        "_bounds",
+        "_pairs",
+        "_rows",
+        "corrections",
+        "int_bound",
+        "line_fixes",
+        "pairs_small",
+        "row_batch",
+        "upper",
+    )
+
+    def __init__(self, upper: Antichain, row_batch: RowCounts | None) -> None:
+        self.upper = upper
+        self.corrections: dict[Time, Rows] = {}
+        self.line_fixes: Fixes = {}
+        self.row_batch = row_batch
+        self.pairs_small = _it.PAIRS_SMALL
+        first = upper.elements[0] if upper.elements else None
+        self.int_bound: int | None = first if first.__class__ is int else None
+        self._bounds: dict[Any, int | None] = {}
+        self._rows: dict[int, int | None] = {}
+        self._pairs: Any = _UNKNOWN
+
+    def line_bound(self, x: Any) -> int | None:
+        """The first inner coordinate beyond the frontier on line ``x`` (``None``: none is)."""
+        bound = self._bounds.get(x, _UNKNOWN)
+        if bound is _UNKNOWN:
+            bound = self._bounds[x] = line_bound(self.upper, x)
+        return bound  # type: ignore[no-any-return]
+
+    def row_bound(self, y: int) -> int | None:
+        """The first outer coordinate beyond the frontier on row ``y`` (``None``: none is)."""
+        bound = self._rows.get(y, _UNKNOWN)
+        if bound is _UNKNOWN:
+            bound = self._rows[y] = row_bound(self.upper, y)
+        return bound  # type: ignore[no-any-return]
+
+    def pair_bounds(self) -> list[tuple[int, int]] | None:
+        """The frontier's elements as int pairs (``None``: not all are ``Product(int, int)``)."""
+        if self._pairs is _UNKNOWN:
+            self._pairs = pair_bounds(self.upper)
+        return self._pairs  # type: ignore[no-any-return]
+
+
+def path_for(lower: Antichain) -> KeyPath:
+    """The per-key path for times shaped like ``lower``'s (module docstring).
+
+    >>> from deltaflow.framework.antichain import Antichain
+    >>> path_for(Antichain([Product(0, 0)])) is on_pairs
+    True
+    """
+    example = lower.elements[0] if lower.elements else None
+    if not _it.LINE_FAST_PATH:
+        return on_general
+    if example.__class__ is int:
+        return on_int_line
+    if example.__class__ is Product and example.inner.__class__ is int:
+        return on_pairs if example.outer.__class__ is int else on_lines
+    return on_general
+
+
+def on_general(
+    op: ReduceOperator,
+    key: Any,
+    times: list[Any],
+    history: Rows,
+    written: Rows | None,
+    act: Activation,
+) -> None:
+    """Any partial order: the general interesting-times search (:func:`.general.general`)."""
+    general(op, key, times, history, written or [], act.upper, act.corrections)
+
+
+def on_int_line(
+    op: ReduceOperator,
+    key: Any,
+    times: list[Any],
+    history: Rows,
+    written: Rows | None,
+    act: Activation,
+) -> None:
+    """Int times: one line whose positions are the times (:func:`.chains.line`)."""
+    line(op, key, None, times, history, written, act.int_bound, act.corrections)
+
+
+def on_lines(
+    op: ReduceOperator,
+    key: Any,
+    times: list[Any],
+    history: Rows,
+    written: Rows | None,
+    act: Activation,
+) -> None:
+    """``Product(t, int)`` times: the chain sweep when the key's times lie on one line."""
+    x = times[0][0]
+    if not line(op, key, x, times, history, written, act.line_bound(x), act.line_fixes):
+        on_general(op, key, times, history, written, act)
+
+
+def on_pairs(
+    op: ReduceOperator,
+    key: Any,
+    times: list[Any],
+    history: Rows,
+    written: Rows | None,
+    act: Activation,
+) -> None:
+    """``Product(int, int)`` times: on one line, else on one row, else a few as int pairs
+    (:func:`.general.pairs`), else the general search."""
+    first = times[0]
+    x = first[0]
+    if pair_line(op, key, x, times, history, written, act.line_bound(x), act.line_fixes):
+        return
+    y = first[1]
+    if on_row(y, times, history):
+        row = act.row_bound(y)
+        if row is None and act.row_batch is not None:
+            act.row_batch.add(key, y, times, history, written)
+        else:
+            pair_row(op, key, y, times, history, written, row, act.line_fixes)
+        return
+    if len(times) + len(history) <= act.pairs_small:
+        bounds = act.pair_bounds()
+        if bounds is not None:
+            pairs(op, key, times, history, written, bounds, act.corrections)
+            return
+    on_general(op, key, times, history, written, act)
