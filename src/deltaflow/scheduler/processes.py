@@ -280,8 +280,8 @@ class _Control:
         if kind == "out":
             _, name, published, frontier, stats = message
             store = job.builder.stores[name]
-            for t, updates in published:
-                store.add(t, UpdateBatch([d for d, _ in updates], [r for _, r in updates]))
+            for t, data, diffs in published:
+                store.add(t, UpdateBatch(data, diffs))
             fronts = self.frontiers[name]
             fronts[p] = Antichain(frontier)
             store.advance(Antichain([t for f in fronts for t in f]))
@@ -322,7 +322,7 @@ class _Control:
         link = self.links[p]
         while True:
             try:
-                messages = await link.receive()
+                messages = await link.receive_many()
             except (EOFError, OSError, trio.BrokenResourceError):
                 self.job.fail(PeerLostError(await self._lost(p)))
                 return
@@ -421,6 +421,13 @@ class ProcessJob(Job):
     def _hosted(self, workers: int) -> range:
         return range(0)
 
+    def _activate_inputs(self, name: str | None = None) -> None:
+        """What was fed is queued for the processes: send it now, not when the sending
+        tasks next get their turn (the application is about to wait for the answer)."""
+        assert self.control is not None
+        for link in self.control.links:
+            link.flush_now()
+
     async def _start(self) -> None:
         """Start (or take from the pool) the processes and connect them; on any failure end
         those already started."""
@@ -509,9 +516,9 @@ class _ChildJob(PeerJob):
             published = self._published[name]
             if store.frontier is not self._sent[name] or published:
                 self._sent[name] = store.frontier
-                self.control.queue(
-                    ("out", name, list(published), list(store.frontier), self._stats())
-                )
+                # As columns: the caller makes a batch of them as they come.
+                columns = [(t, [d for d, _ in u], [r for _, r in u]) for t, u in published]
+                self.control.queue(("out", name, columns, list(store.frontier), self._stats()))
                 published.clear()
                 store.history.clear()
                 store.current.clear()
@@ -590,7 +597,7 @@ async def _run_job(control: Link, index: int, path: list[str], level: int, blob:
             async def take_feeds() -> None:
                 while True:
                     try:
-                        messages = await control.receive()
+                        messages = await control.receive_many()
                     except (EOFError, OSError, trio.BrokenResourceError):
                         os._exit(1)  # the caller is gone: so is this job
                     for m in messages:
