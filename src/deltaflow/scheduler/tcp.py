@@ -271,21 +271,25 @@ class Link:
         whole = bytearray(have + missing)
         whole[:have] = self._buf
         view = memoryview(whole)
-        while have < len(whole):
-            fd = self._sock.fileno()
-            if fd < 0:
-                raise trio.ClosedResourceError
-            try:
-                got = os.readv(fd, [view[have:]])
-            except BlockingIOError:
-                self._waited = True
-                await trio.lowlevel.wait_readable(self._sock)
-                continue
-            if not got:
-                raise EOFError
-            have += got
-        view.release()
-        self._buf = whole
+        try:
+            while have < len(whole):
+                fd = self._sock.fileno()
+                if fd < 0:
+                    raise trio.ClosedResourceError
+                try:
+                    got = os.readv(fd, [view[have:]])
+                except BlockingIOError:
+                    self._waited = True
+                    await trio.lowlevel.wait_readable(self._sock)
+                    continue
+                if not got:
+                    raise EOFError
+                have += got
+        finally:
+            view.release()
+            # Interrupted (cancelled), the bytes read so far stay buffered: the stream
+            # stays in step for whoever reads next.
+            self._buf = whole if have == len(whole) else whole[:have]
 
     async def aclose(self) -> None:
         """Close the stream."""
