@@ -174,6 +174,23 @@ async def test_workers_default_to_processes() -> None:
         assert len(job.statistics()["workers"]) == 2
 
 
+async def test_profiled_operator_counts_are_summed_over_the_processes() -> None:
+    """The counts stay in the worker processes; the caller's statistics add them up, as
+    one process adds up its workers'."""
+    words = ["a", "b", "a", "c", "d", "a", "e"]
+
+    async def counted(processes: int) -> dict[str, dict[str, Any]]:
+        async with df.open(Counts(), workers=2, processes=processes, profile=True) as job:
+            job.inputs["words"].insert_many(words)
+            await job.advance_to(1)
+        return {op["name"]: op for op in job.statistics()["operators"]}
+
+    two, one = await counted(2), await counted(1)
+    assert two["count"]["records"] == one["count"]["records"] == len(words)
+    assert two["count"]["activations"] >= 2 and two["input:words"]["activations"] >= 2
+    assert sum(op["seconds"] for op in two.values()) > 0
+
+
 def test_workers_must_be_a_multiple_of_processes() -> None:
     with pytest.raises(ValueError, match="multiple of processes"):
         df.run(Counts(), workers=3, processes=2)

@@ -59,6 +59,7 @@ class PeerJob(Job):
         local: int = 1,
         fuse: bool = True,
         exchange_outputs: bool = True,
+        profile: bool = False,
     ) -> None:
         if not 0 <= index < peers:
             msg = f"peer index {index!r} is not in range({peers})"
@@ -69,7 +70,7 @@ class PeerJob(Job):
         self._exchange_outputs = exchange_outputs
         self._links: dict[int, Link] = {}
         self.tcp = TcpTransport(index, local, self._links, self.fail)
-        super().__init__(pipeline, peers * local, fuse=fuse)
+        super().__init__(pipeline, peers * local, fuse=fuse, profile=profile)
         first = index * local
         for handle in self.inputs.values():
             handle._feeds = handle._feeds[first : first + local]

@@ -190,6 +190,8 @@ class _Control:
         self.links: list[Link] = []
         self.frontiers: dict[str, list[Antichain]] = {}
         self.stats: list[list[dict[str, int]]] = []
+        #: Per process, its operators' counts as last reported (when the job counts them).
+        self.counts: list[list[tuple[int, int, float]]] = []
         self.done = 0
         self.ended = False
         self.pool: ProcessPool | None = None
@@ -218,6 +220,7 @@ class _Control:
         self.processes = pool.take(job.peers)
         self.frontiers = {name: [Antichain([0])] * job.peers for name in job.outputs}
         self.stats = [[] for _ in range(job.peers)]
+        self.counts = [[] for _ in range(job.peers)]
         for p, proc in enumerate(self.processes):
             sock = trio.socket.from_stdlib_socket(proc.sock.dup())
             self.links.append(Link(trio.SocketStream(sock), p))
@@ -278,14 +281,14 @@ class _Control:
         job = self.job
         kind = message[0]
         if kind == "out":
-            _, name, published, frontier, stats = message
+            _, name, published, frontier, stats, counts = message
             store = job.builder.stores[name]
-            for t, updates in published:
-                store.add(t, UpdateBatch([d for d, _ in updates], [r for _, r in updates]))
+            for t, data, diffs in published:
+                store.add(t, UpdateBatch(data, diffs))
             fronts = self.frontiers[name]
             fronts[p] = Antichain(frontier)
             store.advance(Antichain([t for f in fronts for t in f]))
-            self.stats[p] = stats
+            self._report(p, stats, counts)
         elif kind == "probe":
             _, index, frontier = message
             job.builder.probes[index].advance(Antichain(frontier))
@@ -297,7 +300,7 @@ class _Control:
                 record.processName = f"deltaflow worker process {p}"
                 logger.handle(record)
         elif kind == "done":
-            self.stats[p] = message[1]
+            self._report(p, message[1], message[2])
             self.done += 1
         elif kind == "error":
             error = self._error(message)
@@ -308,6 +311,22 @@ class _Control:
                 self._nursery.start_soon(self._fail_later, error)
             else:
                 job.fail(error)
+
+    def _report(
+        self, p: int, stats: list[dict[str, int]], counts: list[tuple[int, int, float]] | None
+    ) -> None:
+        """Process ``p``'s workers' statistics and (when counting) its operators' counts;
+        the job's operator counts become the sums over the processes."""
+        self.stats[p] = stats
+        totals = self.job._operator_counts
+        if counts is None or totals is None:
+            return
+        self.counts[p] = counts
+        for i, total in enumerate(totals):
+            got = [c[i] for c in self.counts if c]
+            total.activations = sum(a for a, _, _ in got)
+            total.records = sum(r for _, r, _ in got)
+            total.seconds = sum(t for _, _, t in got)
 
     async def _send_loop(self, link: Link) -> None:
         # A process that is gone breaks its stream: its receiving loop reports it.
@@ -322,7 +341,7 @@ class _Control:
         link = self.links[p]
         while True:
             try:
-                messages = await link.receive()
+                messages = await link.receive_many()
             except (EOFError, OSError, trio.BrokenResourceError):
                 self.job.fail(PeerLostError(await self._lost(p)))
                 return
@@ -384,6 +403,7 @@ class ProcessJob(Job):
         fuse: bool,
         gc_threshold: int | None = GC_THRESHOLD,
         history: int | None = None,
+        profile: bool = False,
     ) -> None:
         if processes.__class__ is not int or processes < 1:
             msg = f"processes must be a positive int, not {processes!r}"
@@ -403,9 +423,10 @@ class ProcessJob(Job):
         # to this job) is not for the processes, which build their own.
         self._spec: bytes = cloudpickle.dumps(
             {"pipeline": pipeline, "peers": processes, "local": self.local, "fuse": fuse,
-             "gc_threshold": gc_threshold}
+             "gc_threshold": gc_threshold, "profile": profile}
         )  # fmt: skip
-        super().__init__(pipeline, workers, fuse=fuse, history=history)
+        # With counting on, the counts here are the sums of those the processes report.
+        super().__init__(pipeline, workers, fuse=fuse, history=history, profile=profile)
         control = cast("_Control", self.transport)
         for name, handle in self.inputs.items():
             feeds: list[Any] = [_RemoteFeed(control, name, w) for w in range(workers)]
@@ -420,6 +441,13 @@ class ProcessJob(Job):
 
     def _hosted(self, workers: int) -> range:
         return range(0)
+
+    def _activate_inputs(self, name: str | None = None) -> None:
+        """What was fed is queued for the processes: send it now, not when the sending
+        tasks next get their turn (the application is about to wait for the answer)."""
+        assert self.control is not None
+        for link in self.control.links:
+            link.flush_now()
 
     async def _start(self) -> None:
         """Start (or take from the pool) the processes and connect them; on any failure end
@@ -463,7 +491,8 @@ class ProcessJob(Job):
             await event.wait()
 
     def statistics(self) -> dict[str, Any]:
-        """As :meth:`Job.statistics`; the workers' counts are those last reported."""
+        """As :meth:`Job.statistics`; the workers' counts, and with ``profile=True`` the
+        operators' (summed over the processes), are those the processes last reported."""
         assert self.control is not None
         return {
             **super().statistics(),
@@ -486,6 +515,7 @@ class _ChildJob(PeerJob):
             local=spec["local"],
             fuse=spec["fuse"],
             exchange_outputs=False,
+            profile=spec.get("profile", False),
         )
         self._published: dict[str, list[tuple[Any, list[tuple[Any, int]]]]] = {}
         self._sent: dict[str, Antichain] = {}
@@ -502,6 +532,13 @@ class _ChildJob(PeerJob):
             for w in self.workers
         ]
 
+    def _counts(self) -> list[tuple[int, int, float]] | None:
+        """The operators' counts on this process's workers, if the job counts them."""
+        counts = self._operator_counts
+        if counts is None:
+            return None
+        return [(c.activations, c.records, c.seconds) for c in counts]
+
     def notify(self) -> None:
         """As :meth:`PeerJob.notify`, and report outputs and probes that moved."""
         super().notify()
@@ -509,9 +546,10 @@ class _ChildJob(PeerJob):
             published = self._published[name]
             if store.frontier is not self._sent[name] or published:
                 self._sent[name] = store.frontier
-                self.control.queue(
-                    ("out", name, list(published), list(store.frontier), self._stats())
-                )
+                # As columns: the caller makes a batch of them as they come.
+                columns = [(t, [d for d, _ in u], [r for _, r in u]) for t, u in published]
+                frontier = list(store.frontier)
+                self.control.queue(("out", name, columns, frontier, self._stats(), self._counts()))
                 published.clear()
                 store.history.clear()
                 store.current.clear()
@@ -590,7 +628,7 @@ async def _run_job(control: Link, index: int, path: list[str], level: int, blob:
             async def take_feeds() -> None:
                 while True:
                     try:
-                        messages = await control.receive()
+                        messages = await control.receive_many()
                     except (EOFError, OSError, trio.BrokenResourceError):
                         os._exit(1)  # the caller is gone: so is this job
                     for m in messages:
@@ -607,7 +645,7 @@ async def _run_job(control: Link, index: int, path: list[str], level: int, blob:
                 async with _OpenJob(job, job.gc_threshold):
                     await job._wait_for(job._finished)
             feeds.cancel()
-            control.queue(("done", job._stats()))
+            control.queue(("done", job._stats(), job._counts()))
             control.close_after_queued()
     finally:
         _log.removeHandler(handler)

@@ -851,6 +851,7 @@ def open(
             fuse=fuse,
             gc_threshold=gc_threshold,
             history=history,
+            profile=profile,
         )
     else:
         job = Job(

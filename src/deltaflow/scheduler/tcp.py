@@ -43,6 +43,10 @@ _HEAD = struct.Struct("<QI")
 #: Reads smaller than this go through the link's buffer (many small frames per syscall);
 #: larger ones are received straight into the frame's own memory.
 _CHUNK = 1 << 16
+#: Most byte views one ``writev`` takes (the system's ``IOV_MAX`` is at least this).
+_IOV_MAX = 1024
+#: What ``Link._take`` returns while no whole frame is buffered.
+_PARTIAL = object()
 #: An update batch longer than this crosses in parts of this size, so the receiver unpickles
 #: one part while the sender pickles the next (the receiver joins them before delivery).
 PART = 1 << 17
@@ -69,27 +73,54 @@ class Link:
 
     Sends go through :meth:`queue` and a task of the link's own (:meth:`send_loop`), so a
     worker never waits on a socket: what queues up while a frame is being written leaves as
-    the next frame, in order.
+    the next frame, in order. Writes go straight to the socket as far as it takes them (one
+    ``writev`` per frame), and only what it does not take waits for the socket in trio.
+
+    Receiving reads whatever has arrived in one go: :meth:`receive_many` hands back the
+    messages of every whole frame read, so a burst of small frames costs one wake-up.
     """
 
     def __init__(self, stream: trio.SocketStream, peer: int) -> None:
         self.stream = stream
         self.peer = peer
         self._sock = stream.socket
+        #: Bytes read and not yet taken as frames (``_serve`` hands them to the next job).
         self._buf = bytearray()
         self._out: list[Any] = []
         self._ready = trio.Event()
         self._closing = False
-        self._fd = self._sock.fileno()
         #: What :meth:`flush_now` could not write at once (sent first by :meth:`send_loop`).
         self._unsent: list[memoryview] = []
         self._sending = False
+        #: Whether the last :meth:`receive_many` waited for the socket (a trio checkpoint).
+        self._waited = True
 
     # -- sending ---------------------------------------------------------------------------
     def queue(self, message: Any) -> None:
         """Send ``message`` after everything queued before it."""
         self._out.append(message)
         self._ready.set()
+
+    def _write(self, pieces: list[memoryview]) -> list[memoryview]:
+        """Write ``pieces`` as far as the socket takes them now; what is left.
+
+        Raises:
+            OSError: the stream broke or was closed (``send_loop`` reports it).
+        """
+        fd = self._sock.fileno()  # -1 once closed: never write to a reused descriptor
+        if fd < 0:
+            raise trio.ClosedResourceError
+        try:
+            while pieces:
+                n = os.writev(fd, pieces[:_IOV_MAX])
+                while pieces and n >= len(pieces[0]):
+                    n -= len(pieces[0])
+                    pieces.pop(0)
+                if n:
+                    pieces[0] = pieces[0][n:]
+        except BlockingIOError:
+            pass
+        return pieces
 
     def flush_now(self) -> None:
         """Write what is queued without waiting for :meth:`send_loop`'s turn, as far as the
@@ -102,18 +133,10 @@ class Link:
         if self._sending or self._unsent or not self._out:
             return
         out, self._out = self._out, []
-        unsent = [memoryview(piece).cast("B") for piece in encode(out)]
         try:
-            while unsent:
-                n = os.write(self._fd, unsent[0])
-                if n == len(unsent[0]):
-                    unsent.pop(0)
-                else:
-                    unsent[0] = unsent[0][n:]
-        except BlockingIOError:
-            pass
-        except OSError:
-            pass  # the stream broke: send_loop finds out and reports it
+            unsent = self._write(_pieces(out))
+        except (OSError, trio.ClosedResourceError):
+            return  # the stream broke: send_loop finds out and reports it
         if unsent:
             self._unsent = unsent
             self._ready.set()
@@ -125,14 +148,8 @@ class Link:
 
     async def send_frame(self, messages: Any) -> None:
         """Write one frame of ``messages`` now (nothing else may be sending)."""
-        head, body, *raws = encode(messages)
-        if len(body) < _CHUNK:
-            await self.stream.send_all(head + body)
-        else:
-            await self.stream.send_all(head)
-            await self.stream.send_all(body)
-        for raw in raws:
-            await self.stream.send_all(raw)
+        for piece in _pieces(messages):
+            await self.stream.send_all(piece)
 
     async def send_loop(self) -> None:
         """Write queued messages, a frame per batch that built up, until closed."""
@@ -150,54 +167,151 @@ class Link:
             return
         self._sending = True
         unsent, self._unsent = self._unsent, []
-        for piece in unsent:
-            await self.stream.send_all(piece)
         out, self._out = self._out, []
         if out:
-            await self.send_frame(out)
+            unsent += _pieces(out)
+        for piece in self._write(unsent):
+            await self.stream.send_all(piece)
         self._sending = False
 
     # -- receiving -------------------------------------------------------------------------
-    async def _read(self, n: int) -> Any:
-        """Exactly ``n`` bytes; :class:`EOFError` if the stream ends first."""
+    async def receive(self) -> Any:
+        """The next frame's messages; :class:`EOFError` if the other process went away."""
+        while True:
+            frame = self._take()
+            if frame is not _PARTIAL:
+                return frame
+            await self._fill()
+
+    async def receive_many(self) -> list[Any]:
+        """The messages of every whole frame that has arrived, in order (waiting for one if
+        none has); :class:`EOFError` if the other process went away.
+
+        Frames are lists of messages (what :meth:`queue` sends).
+        """
+        if not self._waited:
+            # Data kept arriving without a wait: let the other tasks run (a checkpoint
+            # before anything is taken, so a cancellation here loses nothing).
+            await trio.lowlevel.checkpoint()
+        self._waited = False
+        messages: list[Any] = []
+        while True:
+            frame = self._take()
+            while frame is not _PARTIAL:
+                messages += frame
+                frame = self._take()
+            if messages:
+                return messages
+            await self._fill()
+
+    def _take(self) -> Any:
+        """The first whole frame in the buffer, decoded and removed; ``_PARTIAL`` if the
+        buffer holds none."""
         buf = self._buf
-        if len(buf) >= n:
-            out = bytes(buf[:n])
-            del buf[:n]
-            return out
-        out_arr = bytearray(n)
-        have = len(buf)
-        out_arr[:have] = buf
-        buf.clear()
-        view = memoryview(out_arr)
-        sock = self._sock
-        while have < n:
-            if n - have < _CHUNK:
-                chunk = await sock.recv(_CHUNK)
-                if not chunk:
-                    raise EOFError
-                take = min(len(chunk), n - have)
-                view[have : have + take] = chunk[:take]
-                buf += chunk[take:]
-                have += take
-            else:
-                got = await sock.recv_into(view[have:], n - have)
+        head = _frame_head(buf)
+        if head is None:
+            return _PARTIAL
+        start, size, lengths = head
+        end = start + size
+        total = end + sum(lengths)
+        if len(buf) < total:
+            return _PARTIAL
+        if total == len(buf):
+            # The buffer is this frame (always so for one read whole): views, no copies.
+            self._buf = bytearray()
+            whole: Any = memoryview(buf)
+        else:
+            whole = buf
+        body = whole[start:end]
+        buffers = []
+        for n in lengths:
+            buffers.append(whole[end : end + n])
+            end += n
+        if whole is buf:
+            del buf[:end]
+        return decode(body, buffers)
+
+    async def _fill(self) -> None:
+        """Read what has arrived (waiting for something if nothing has); a frame too big for
+        the buffer is read straight into memory of its own and left whole in the buffer.
+
+        Raises:
+            EOFError: the stream ended.
+        """
+        want = self._wanted()
+        if want > _CHUNK:
+            await self._read_whole(want)
+            return
+        while True:
+            fd = self._sock.fileno()
+            if fd < 0:
+                raise trio.ClosedResourceError
+            try:
+                chunk = os.read(fd, _CHUNK)
+            except BlockingIOError:
+                self._waited = True
+                await trio.lowlevel.wait_readable(self._sock)
+                continue
+            if not chunk:
+                raise EOFError
+            self._buf += chunk
+            return
+
+    def _wanted(self) -> int:
+        """Bytes still missing from the frame at the head of the buffer (0 if unknown)."""
+        head = _frame_head(self._buf)
+        if head is None:
+            return 0
+        start, size, lengths = head
+        return start + size + sum(lengths) - len(self._buf)
+
+    async def _read_whole(self, missing: int) -> None:
+        """Read the ``missing`` rest of the head frame into one buffer of its size."""
+        have = len(self._buf)
+        whole = bytearray(have + missing)
+        whole[:have] = self._buf
+        view = memoryview(whole)
+        try:
+            while have < len(whole):
+                fd = self._sock.fileno()
+                if fd < 0:
+                    raise trio.ClosedResourceError
+                try:
+                    got = os.readv(fd, [view[have:]])
+                except BlockingIOError:
+                    self._waited = True
+                    await trio.lowlevel.wait_readable(self._sock)
+                    continue
                 if not got:
                     raise EOFError
                 have += got
-        return out_arr
-
-    async def receive(self) -> Any:
-        """The next frame's messages; :class:`EOFError` if the other process went away."""
-        size, count = _HEAD.unpack(await self._read(_HEAD.size))
-        lengths = struct.unpack(f"<{count}Q", await self._read(8 * count)) if count else ()
-        body = await self._read(size)
-        buffers = [await self._read(n) for n in lengths]
-        return decode(body, buffers)
+        finally:
+            view.release()
+            # Interrupted (cancelled), the bytes read so far stay buffered: the stream
+            # stays in step for whoever reads next.
+            self._buf = whole if have == len(whole) else whole[:have]
 
     async def aclose(self) -> None:
         """Close the stream."""
         await self.stream.aclose()
+
+
+def _frame_head(buf: bytearray) -> tuple[int, int, tuple[int, ...]] | None:
+    """Where the pickle of the frame at the start of ``buf`` begins, its length, and the
+    lengths of its raw buffers; ``None`` while ``buf`` holds less than the header."""
+    if len(buf) < _HEAD.size:
+        return None
+    size, count = _HEAD.unpack_from(buf)
+    start = _HEAD.size + 8 * count
+    if len(buf) < start:
+        return None
+    lengths = struct.unpack_from(f"<{count}Q", buf, _HEAD.size) if count else ()
+    return start, size, lengths
+
+
+def _pieces(messages: Any) -> list[memoryview]:
+    """A frame of ``messages`` as byte views, ready for ``writev``."""
+    return [memoryview(piece).cast("B") for piece in encode(messages)]
 
 
 class TcpTransport:
@@ -229,6 +343,8 @@ class TcpTransport:
         self._finished = trio.Event()
         self._reported = False
         self._parts: dict[tuple[int, int], list[UpdateBatch]] = {}
+        #: The links that hold data messages not flushed yet.
+        self._with_data: set[Link] = set()
 
     def attach(self, workers: list[Worker]) -> None:
         """Deliver to this process's ``workers`` (in index order)."""
@@ -251,15 +367,28 @@ class TcpTransport:
             lo = (len(data) - 1) // PART * PART
             payload = UpdateBatch(data[lo:], diffs[lo:])
         link.queue(("d", sender, offset, node, port, time, payload))
+        self._with_data.add(link)
 
     def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
-        """Every local worker now; every other process after the data sent before it."""
+        """Every local worker now; every other process after the data sent before it.
+
+        A link is flushed at once if it holds data (the other process can start on them)
+        or the sender has nothing more to do; a batch of progress alone, from a sender
+        about to step again (it has progress to apply or actors to run), waits for that
+        step's batch to leave in the same frame, so the other processes wake once for both.
+        What is left queued leaves at the sender's next flush, or when it yields to trio.
+        """
+        worker = self.workers[sender - self.first]
+        busy = worker.inbox or worker.active
         for w in self.workers:
             w.receive_progress(changes)
         message = ("p", changes)
+        with_data = self._with_data
         for link in self.links.values():
             link.queue(message)
-            link.flush_now()  # the end of the sender's step: what it sent can leave now
+            if not busy or link in with_data:
+                link.flush_now()
+        with_data.clear()
 
     def report_error(self, exc: BaseException) -> None:
         """Tell every other process that this one failed (once)."""
@@ -310,7 +439,7 @@ class TcpTransport:
     async def _receive_loop(self, link: Link) -> None:
         while True:
             try:
-                messages = await link.receive()
+                messages = await link.receive_many()
             except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 if not self._finished.is_set():
                     msg = f"lost the process of {describe_workers(link.peer, self.local)}"
