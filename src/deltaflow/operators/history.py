@@ -169,6 +169,28 @@ class KeyedHistory:
             n += 1
         self.size += n
 
+    def extend_grouped(self, groups: Iterable[tuple[Any, list[tuple[Any, Time, int]]]]) -> None:
+        """Add updates already grouped by key, ``(key, [(val, time, diff), ...])`` (a batch's
+        ``iter_keys``, which a join has read anyway): a list per key instead of a tuple per
+        update. A key new here gets a copy of its list (the caller may still hold it).
+
+        >>> h = KeyedHistory()
+        >>> h.extend_grouped([("k", [("v", 1, 1)]), ("l", [("w", 2, -1)])])
+        >>> h.extend_grouped([("k", [("u", 3, 1)])])
+        >>> h.rows, h.size
+        ({'k': [('v', 1, 1), ('u', 3, 1)], 'l': [('w', 2, -1)]}, 3)
+        """
+        rows_of = self.rows
+        n = 0
+        for key, rows in groups:
+            have = rows_of.get(key)
+            if have is None:
+                rows_of[key] = rows.copy()
+            else:
+                have.extend(rows)
+            n += len(rows)
+        self.size += n
+
     def extend_noting_times(
         self, updates: Iterable[tuple[Any, Any, Time, int]], times_of: dict[Any, list[Time]]
     ) -> None:
