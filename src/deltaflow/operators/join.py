@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, join as time_join, new_tuple
+from .arrange import RawBatch
 from .base import Interest, Operator, UpdateBatch
 from .history import KeyedHistory
 
@@ -136,8 +137,9 @@ class _Work:
             self.cap.drop()
         if self.keep is not None:
             if self.items:
-                # The batch read by key already (all of it: the item is done).
-                self.keep.extend_grouped(self.items)
+                # The batch read by key already (all of it: the item is done). A batch that
+                # an arrangement forwarded (a ``RawBatch``) groups into new lists each time.
+                self.keep.extend_grouped(self.items, owned=self.batch.__class__ is RawBatch)
             else:
                 self.keep.extend(self.batch.updates())
 
@@ -201,6 +203,9 @@ class JoinOperator(Operator):
             if reader is not None:
                 reader.set_physical_compaction(spine.physical_compaction)
         self.work: deque[_Work] = deque()
+        # Per side with a history: both input frontiers at its last tidy call, if this side's
+        # was beyond the other's then (see :meth:`_worth_tidying`).
+        self.tidied: list[tuple[tuple[Any, ...], tuple[Any, ...]] | None] = [None, None]
 
     def _other_side(self, side: int) -> list[Batch] | KeyedHistory:
         history = self.histories[side]
@@ -245,10 +250,31 @@ class JoinOperator(Operator):
             reader = self.readers[side]
             if reader is None:
                 history = self.histories[side]
-                if not work and history is not None:
+                if not work and history is not None and self._worth_tidying(side, ctx):
                     history.tidy(frontier.elements)
             elif reader.logical_compaction.dominates(frontier) and frontier:
                 reader.set_logical_compaction(frontier)
+
+    def _worth_tidying(self, side: int, ctx: OperatorContext) -> bool:
+        """Whether tidying ``side``'s history (compacting it to the other side's frontier)
+        may do anything.
+
+        Not when both input frontiers are as at the previous call, this side's was beyond
+        the other's then, and that call left no pass under way: every update added since
+        came in a message this side's frontier was still waiting for, so its time is beyond
+        the other side's frontier, where compaction leaves it as it is (it would only sum
+        updates equal in value and time, which a join's batches rarely repeat). A run given
+        many times at once, whose frontiers stand still while they flow through, would
+        otherwise sweep the growing history over and over.
+        """
+        other = ctx.frontier(1 - side)
+        own = ctx.frontier(side)
+        seen = (other.elements, own.elements)
+        history = self.histories[side]
+        if seen == self.tidied[side] and history is not None and not history.sweeping:
+            return False
+        self.tidied[side] = seen if other.dominates(own) else None
+        return True
 
     def _read_frontier(self, ctx: OperatorContext, swap: bool) -> tuple[Any, ...]:
         """What the other side's history may be compacted to while an item of side
