@@ -73,7 +73,7 @@ class _Work:
     def __init__(
         self,
         time: Time,
-        batch: Batch,
+        batch: Batch | RawBatch,
         others: list[Batch] | KeyedHistory,
         swap: bool,
         keep: KeyedHistory | None = None,
