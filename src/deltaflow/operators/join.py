@@ -203,9 +203,10 @@ class JoinOperator(Operator):
             if reader is not None:
                 reader.set_physical_compaction(spine.physical_compaction)
         self.work: deque[_Work] = deque()
-        # Per side with a history: both input frontiers at its last tidy call, if this side's
-        # was beyond the other's then (see :meth:`_worth_tidying`).
-        self.tidied: list[tuple[tuple[Any, ...], tuple[Any, ...]] | None] = [None, None]
+        # Per side with a history: the other side's and its own input frontier at its last
+        # tidy call; at first, where they start (see :meth:`_worth_tidying`).
+        lows = (left.lower.elements, right.lower.elements)
+        self.tidied = [(lows[1], lows[0]), lows]
 
     def _other_side(self, side: int) -> list[Batch] | KeyedHistory:
         history = self.histories[side]
@@ -259,22 +260,22 @@ class JoinOperator(Operator):
         """Whether tidying ``side``'s history (compacting it to the other side's frontier)
         may do anything.
 
-        Not when both input frontiers are as at the previous call, this side's was beyond
-        the other's then, and that call left no pass under way: every update added since
-        came in a message this side's frontier was still waiting for, so its time is beyond
-        the other side's frontier, where compaction leaves it as it is (it would only sum
-        updates equal in value and time, which a join's batches rarely repeat). A run given
-        many times at once, whose frontiers stand still while they flow through, would
-        otherwise sweep the growing history over and over.
+        Not when both input frontiers are as at the previous call (before the first: as they
+        started), this side's is beyond the other's, and no pass is under way: every update
+        added since came in a message this side's frontier was still waiting for, so its
+        time is beyond the other side's frontier, where compaction leaves it as it is (it
+        would only sum updates equal in value and time, which a join's batches rarely
+        repeat). A run given many times at once, whose frontiers stand still while they flow
+        through, would otherwise sweep the growing history over and over.
         """
         other = ctx.frontier(1 - side)
         own = ctx.frontier(side)
         seen = (other.elements, own.elements)
+        if seen != self.tidied[side]:
+            self.tidied[side] = seen
+            return True
         history = self.histories[side]
-        if seen == self.tidied[side] and history is not None and not history.sweeping:
-            return False
-        self.tidied[side] = seen if other.dominates(own) else None
-        return True
+        return history is None or history.sweeping or not other.dominates(own)
 
     def _read_frontier(self, ctx: OperatorContext, swap: bool) -> tuple[Any, ...]:
         """What the other side's history may be compacted to while an item of side
