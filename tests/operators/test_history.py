@@ -150,3 +150,31 @@ def test_a_list_of_distinct_values_is_looked_at_again_once_grown(
     assert len(history.rows["k"]) == 2 * long - 1  # v0's +1 and -1 met at 100 and cancelled
     assert ("v0", 100, 1) not in history.rows["k"]
     history.check()
+
+
+@given(
+    batches=st.lists(
+        update_lists("product", data=st.tuples(KEYS, data_values()), max_size=12),
+        max_size=4,
+    ),
+    owned=st.booleans(),
+)
+def test_extend_grouped_matches_extend(batches: list[list[Any]], owned: bool) -> None:
+    """Batches added grouped by key (as a join adds the batch it has read) leave the same
+    lists, in the same order, as added update by update; unowned lists are not taken."""
+    plain, grouped = KeyedHistory(), KeyedHistory()
+    given_lists = []
+    for batch in batches:
+        plain.extend((k, v, t, d) for (k, v), t, d in batch)
+        groups: dict[Any, list[Any]] = {}
+        for (k, v), t, d in batch:
+            groups.setdefault(k, []).append((v, t, d))
+        items = list(groups.items())
+        given_lists.extend(rows for _, rows in items)
+        grouped.extend_grouped(items, owned=owned)
+    assert grouped.rows == plain.rows
+    assert grouped.size == plain.size
+    grouped.check()
+    if not owned:
+        kept = {id(rows) for rows in grouped.rows.values()}
+        assert not kept & {id(rows) for rows in given_lists}

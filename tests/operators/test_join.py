@@ -553,3 +553,44 @@ def test_join_sends_its_output_consolidated(monkeypatch: pytest.MonkeyPatch) -> 
         assert all(batch.diffs)
     # Key 1 made datum 1 three times over (once with diff 2); key 2 made datum 0 at +1 and -1.
     assert sorted((d, r) for b in sent for d, r in zip(b.data, b.diffs)) == [(1, 3)]
+
+
+def test_a_history_is_swept_again_only_when_it_may_compact() -> None:
+    """A side's history is tidied when either input frontier has moved since the last tidy
+    call (at first: since they started), or a pass is under way, or its own frontier is not
+    beyond the other's (then updates may have come at times compaction advances); not while
+    both stand still with its own beyond the other's (a run given many times at once)."""
+    from deltaflow.framework.antichain import Antichain
+    from deltaflow.framework.trace.spine import Spine
+
+    class Ctx:
+        def __init__(self, left: int, right: int) -> None:
+            self.frontiers = (Antichain([left]), Antichain([right]))
+
+        def frontier(self, side: int) -> Antichain:
+            return self.frontiers[side]
+
+    op = JoinOperator(
+        "join", Spine(Antichain([0])), Spine(Antichain([0])), _pair_logic, own=(True, True)
+    )
+    ctx: Any = Ctx(0, 0)
+    assert not op._worth_tidying(0, ctx)  # as they started
+    assert op._worth_tidying(0, Ctx(2, 0))  # this side's moved
+    assert not op._worth_tidying(0, Ctx(2, 0))
+    assert op._worth_tidying(0, Ctx(2, 1))  # the other side's moved
+    assert not op._worth_tidying(0, Ctx(2, 1))
+    assert op._worth_tidying(1, Ctx(2, 1))  # side 1 (frontier 1) is behind side 0's (2)
+    assert op._worth_tidying(1, Ctx(2, 1))  # its updates may be advanced: every time
+    history = op.histories[0]
+    assert history is not None
+    first = history_module.COMPACT_ALL_WRITTEN - 100
+    history.extend((k, "v", 1, 1) for k in range(first))
+    history.tidy((1,))  # below the limit: no pass
+    history.extend((k, "v", 1, 1) for k in range(first, first + 200))
+    history.tidy((1,))  # a pass starts (its first slice is done)
+    assert history.sweeping
+    assert op._worth_tidying(0, Ctx(2, 1))
+
+
+def _pair_logic(k: Any, a: Any, b: Any) -> Any:
+    return (k, (a, b))

@@ -108,7 +108,8 @@ class RawBatch:
         return zip(self.keys, vals, self.times, self.diffs)
 
     def iter_keys(self) -> Iterator[tuple[Any, list[tuple[Any, Time, int]]]]:
-        """Each distinct key with its ``(val, time, diff)`` updates, in first-seen order."""
+        """Each distinct key with its ``(val, time, diff)`` updates, in first-seen order (in
+        lists made anew by each call: the caller may keep them)."""
         groups: dict[Any, list[tuple[Any, Time, int]]] = {}
         vals = repeat(()) if self.vals is None else self.vals
         for key, val, t, diff in zip(self.keys, vals, self.times, self.diffs):

@@ -126,6 +126,11 @@ class KeyedHistory:
         # shrink it until it grows), with the length it must reach before a read looks again.
         self._retry: dict[Any, int] = {}
 
+    @property
+    def sweeping(self) -> bool:
+        """Whether a full compaction pass is under way (:meth:`tidy` has keys left)."""
+        return self._sweep is not None
+
     def long(self) -> int:
         """How long a key's list may get before :meth:`read` compacts it."""
         return COMPACT_WRITTEN if self.compact_above is None else self.compact_above
@@ -168,6 +173,34 @@ class KeyedHistory:
                 rows.append((val, time, diff))
             n += 1
         self.size += n
+
+    def extend_grouped(
+        self, groups: list[tuple[Any, list[tuple[Any, Time, int]]]], *, owned: bool = False
+    ) -> None:
+        """Add updates already grouped by distinct keys, ``(key, [(val, time, diff), ...])``
+        (a batch's ``iter_keys``, which a join has read anyway): a step per key instead of a
+        tuple per update. A key new here gets a copy of its list, or, with ``owned`` (nobody
+        else holds the lists), the list itself.
+
+        >>> h = KeyedHistory()
+        >>> h.extend_grouped([("k", [("v", 1, 1)]), ("l", [("w", 2, -1)])], owned=True)
+        >>> h.extend_grouped([("k", [("u", 3, 1)])])
+        >>> h.rows, h.size
+        ({'k': [('v', 1, 1), ('u', 3, 1)], 'l': [('w', 2, -1)]}, 3)
+        """
+        rows_of = self.rows
+        self.size += sum(len(rows) for _, rows in groups)
+        if owned and not rows_of:
+            rows_of.update(groups)
+            return
+        for key, rows in groups:
+            have = rows_of.get(key)
+            if have is not None:
+                have.extend(rows)
+            elif owned:
+                rows_of[key] = rows
+            else:
+                rows_of[key] = rows.copy()
 
     def extend_noting_times(
         self, updates: Iterable[tuple[Any, Any, Time, int]], times_of: dict[Any, list[Time]]

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, join as time_join, new_tuple
+from .arrange import RawBatch
 from .base import Interest, Operator, UpdateBatch
 from .history import KeyedHistory
 
@@ -72,7 +73,7 @@ class _Work:
     def __init__(
         self,
         time: Time,
-        batch: Batch,
+        batch: Batch | RawBatch,
         others: list[Batch] | KeyedHistory,
         swap: bool,
         keep: KeyedHistory | None = None,
@@ -135,7 +136,12 @@ class _Work:
         if self.cap is not None:
             self.cap.drop()
         if self.keep is not None:
-            self.keep.extend(self.batch.updates())
+            if self.items:
+                # The batch read by key already (all of it: the item is done). A batch that
+                # an arrangement forwarded (a ``RawBatch``) groups into new lists each time.
+                self.keep.extend_grouped(self.items, owned=self.batch.__class__ is RawBatch)
+            else:
+                self.keep.extend(self.batch.updates())
 
 
 JOIN_COMPACT_ABOVE = 4
@@ -197,6 +203,10 @@ class JoinOperator(Operator):
             if reader is not None:
                 reader.set_physical_compaction(spine.physical_compaction)
         self.work: deque[_Work] = deque()
+        # Per side with a history: the other side's and its own input frontier at its last
+        # tidy call; at first, where they start (see :meth:`_worth_tidying`).
+        lows = (left.lower.elements, right.lower.elements)
+        self.tidied = [(lows[1], lows[0]), lows]
 
     def _other_side(self, side: int) -> list[Batch] | KeyedHistory:
         history = self.histories[side]
@@ -241,10 +251,31 @@ class JoinOperator(Operator):
             reader = self.readers[side]
             if reader is None:
                 history = self.histories[side]
-                if not work and history is not None:
+                if not work and history is not None and self._worth_tidying(side, ctx):
                     history.tidy(frontier.elements)
             elif reader.logical_compaction.dominates(frontier) and frontier:
                 reader.set_logical_compaction(frontier)
+
+    def _worth_tidying(self, side: int, ctx: OperatorContext) -> bool:
+        """Whether tidying ``side``'s history (compacting it to the other side's frontier)
+        may do anything.
+
+        Not when both input frontiers are as at the previous call (before the first: as they
+        started), this side's is beyond the other's, and no pass is under way: every update
+        added since came in a message this side's frontier was still waiting for, so its
+        time is beyond the other side's frontier, where compaction leaves it as it is (it
+        would only sum updates equal in value and time, which a join's batches rarely
+        repeat). A run given many times at once, whose frontiers stand still while they flow
+        through, would otherwise sweep the growing history over and over.
+        """
+        other = ctx.frontier(1 - side)
+        own = ctx.frontier(side)
+        seen = (other.elements, own.elements)
+        if seen != self.tidied[side]:
+            self.tidied[side] = seen
+            return True
+        history = self.histories[side]
+        return history is None or history.sweeping or not other.dominates(own)
 
     def _read_frontier(self, ctx: OperatorContext, swap: bool) -> tuple[Any, ...]:
         """What the other side's history may be compacted to while an item of side
@@ -258,8 +289,6 @@ class JoinOperator(Operator):
 
     def _do_work(self, ctx: OperatorContext) -> None:
         budget = self.BUDGET
-        logic = self.logic
-        single = self.single
         # Per side, what its items may compact the other side's history to. Computed once per
         # activation from the queue as it is now: items finished meanwhile only make it lower
         # than it could be, which compacts less but is still safe.
@@ -267,70 +296,9 @@ class JoinOperator(Operator):
         while self.work and budget > 0:
             item = self.work[0]
             out: dict[Any, dict[Any, int]] = {}
-            items = item.start()
-            n_items = len(items)
-            swap = item.swap
-            while item.pos < n_items and budget > 0:
-                if item.pos >= item.fetched:
-                    if isinstance(item.others, KeyedHistory):
-                        frontier = read_frontiers.get(swap)
-                        if frontier is None:
-                            frontier = read_frontiers[swap] = self._read_frontier(ctx, swap)
-                        item.fetch(frontier)
-                    else:
-                        item.fetch(())
-                key, rows = items[item.pos]
-                matches = item.found.get(key)
-                # A key with many matches is split across activations, row by row.
-                while item.row < len(rows) and matches and budget > 0:
-                    v1, t1, r1 = rows[item.row]
-                    item.row += 1
-                    # A loop's times, Product(int, int) (both sides: one scope), are joined
-                    # here inline: a call per pair is a good share of the pair's cost.
-                    o1 = i1 = None
-                    if t1.__class__ is Product:
-                        o1 = t1[0]
-                        i1 = t1[1]
-                        if o1.__class__ is not int or i1.__class__ is not int:
-                            o1 = None
-                    for v2, t2, r2 in matches:
-                        if o1 is None:
-                            t = time_join(t1, t2)
-                        else:
-                            o2 = t2[0]  # (a tuple subclass indexes faster than it unpacks)
-                            i2 = t2[1]
-                            if o2 <= o1:
-                                if i2 <= i1:
-                                    t = t1
-                                else:
-                                    t = t2 if o2 == o1 else new_tuple(Product, (o1, i2))
-                            else:
-                                t = t2 if i2 >= i1 else new_tuple(Product, (o2, i1))
-                        slot = out.get(t)
-                        if slot is None:
-                            slot = out[t] = {}
-                        r = r1 * r2
-                        if single:
-                            d = logic(key, v2, v1) if swap else logic(key, v1, v2)
-                            slot[d] = slot.get(d, 0) + r
-                            budget -= 1
-                            continue
-                        for d in logic(key, v2, v1) if swap else logic(key, v1, v2):
-                            slot[d] = slot.get(d, 0) + r
-                            budget -= 1
-                if item.row >= len(rows) or not matches:
-                    item.pos += 1
-                    item.row = 0
-            for t in sorted(out) if len(out) > 1 else out:
-                sums = out[t]
-                if 0 in sums.values():  # pairs that cancelled (an edge retracted, say)
-                    data = [d for d, r in sums.items() if r]
-                    if data:
-                        diffs = [r for r in sums.values() if r]
-                        ctx.send(0, t, UpdateBatch(data, diffs, True))
-                else:
-                    ctx.send(0, t, UpdateBatch(list(sums), list(sums.values()), True))
-            if item.pos >= n_items:
+            budget = self._join_item(ctx, item, out, budget, read_frontiers)
+            _send(ctx, out)
+            if item.pos >= len(item.start()):
                 item.finish()
                 self.work.popleft()
         if self.work:
@@ -340,3 +308,103 @@ class JoinOperator(Operator):
                 if item.joins and item.cap is None:
                     item.cap = ctx.capability(item.time)
             ctx.activate()
+
+    def _join_item(
+        self,
+        ctx: OperatorContext,
+        item: _Work,
+        out: dict[Any, dict[Any, int]],
+        budget: int,
+        read_frontiers: dict[bool, tuple[Any, ...]],
+    ) -> int:
+        """Join ``item`` from where it stopped until it is done or ``budget`` output updates
+        are made, summing them into ``out`` (``{time: {datum: diff}}``); the budget left.
+
+        The item's position is kept in locals while it runs (one attribute write per call,
+        not per key): most keys of a large batch meet nothing and cost only their lookup.
+        """
+        logic = self.logic
+        single = self.single
+        items = item.start()
+        n_items = len(items)
+        swap = item.swap
+        pos = item.pos
+        row = item.row
+        found = item.found
+        while pos < n_items and budget > 0:
+            if pos >= item.fetched:
+                item.pos = pos
+                if isinstance(item.others, KeyedHistory):
+                    frontier = read_frontiers.get(swap)
+                    if frontier is None:
+                        frontier = read_frontiers[swap] = self._read_frontier(ctx, swap)
+                    item.fetch(frontier)
+                else:
+                    item.fetch(())
+                found = item.found
+            key, rows = items[pos]
+            matches = found.get(key)
+            if not matches:
+                pos += 1
+                continue
+            n_rows = len(rows)
+            # A key with many matches is split across activations, row by row.
+            while row < n_rows and budget > 0:
+                v1, t1, r1 = rows[row]
+                row += 1
+                # Plain int times and a loop's times, Product(int, int) (both sides: one
+                # scope), are joined here inline: a call per pair is a good share of its cost.
+                whole = t1.__class__ is int
+                o1 = i1 = None
+                if t1.__class__ is Product:
+                    o1 = t1[0]
+                    i1 = t1[1]
+                    if o1.__class__ is not int or i1.__class__ is not int:
+                        o1 = None
+                for v2, t2, r2 in matches:
+                    if o1 is not None:
+                        o2 = t2[0]  # (a tuple subclass indexes faster than it unpacks)
+                        i2 = t2[1]
+                        if o2 <= o1:
+                            if i2 <= i1:
+                                t = t1
+                            else:
+                                t = t2 if o2 == o1 else new_tuple(Product, (o1, i2))
+                        else:
+                            t = t2 if i2 >= i1 else new_tuple(Product, (o2, i1))
+                    elif whole:
+                        t = t1 if t1 >= t2 else t2
+                    else:
+                        t = time_join(t1, t2)
+                    slot = out.get(t)
+                    if slot is None:
+                        slot = out[t] = {}
+                    r = r1 * r2
+                    if single:
+                        d = logic(key, v2, v1) if swap else logic(key, v1, v2)
+                        slot[d] = slot.get(d, 0) + r
+                        budget -= 1
+                        continue
+                    for d in logic(key, v2, v1) if swap else logic(key, v1, v2):
+                        slot[d] = slot.get(d, 0) + r
+                        budget -= 1
+            if row >= n_rows:
+                pos += 1
+                row = 0
+        item.pos = pos
+        item.row = row
+        return budget
+
+
+def _send(ctx: OperatorContext, out: dict[Any, dict[Any, int]]) -> None:
+    """Send a work item's output, ``{time: {datum: diff}}``, one consolidated batch per time
+    in time order (the sums that cancelled left out)."""
+    for t in sorted(out) if len(out) > 1 else out:
+        sums = out[t]
+        if 0 in sums.values():  # pairs that cancelled (an edge retracted, say)
+            data = [d for d, r in sums.items() if r]
+            if data:
+                diffs = [r for r in sums.values() if r]
+                ctx.send(0, t, UpdateBatch(data, diffs, True))
+        else:
+            ctx.send(0, t, UpdateBatch(list(sums), list(sums.values()), True))
