@@ -1,5 +1,6 @@
-"""A running job: :class:`Job`, its workers and the application's handles on them, and
-:class:`_OpenJob`, the ``async with`` that runs the workers as tasks of a nursery.
+"""A running job: :class:`Job`, which owns the workers and the handles the application feeds
+and reads them through, and :class:`_OpenJob`, the ``async with`` that runs the workers as
+tasks of a nursery.
 
     >>> import deltaflow as df, trio
     >>> class Double(df.Pipeline):
