@@ -115,21 +115,21 @@ def test_fresh_and_announced_messages_in_one_mailbox_stay_exact() -> None:
     node = worker.plan.routes[0][0][0][0]  # the first actor after the input
     actor = worker.actors[node]
     batch = UpdateBatch([1], [1])
-    worker._deliver_fresh(node, 0, 1, batch)
-    assert worker.pending == [] and actor._fresh[0] == 0
+    worker.deliver_fresh(node, 0, 1, batch)
+    assert worker.pending == [] and actor.fresh[0] == 0
     # deliver() to ourselves: the caller reports the message; the fresh one is announced first.
     worker.pending.append((False, node, 0, 2, 1))
     worker.deliver(worker.index, node, 0, 2, batch)
     assert worker.pending == [(False, node, 0, 2, 1), (False, node, 0, 1, 1)]
-    assert actor._fresh[0] == -1
-    worker._deliver_fresh(node, 0, 3, batch)
+    assert actor.fresh[0] == -1
+    worker.deliver_fresh(node, 0, 3, batch)
     worker.receive(node, 0, 4, batch)  # as if sent (and reported) by another worker
     worker.pending.append((False, node, 0, 4, 1))
-    worker._deliver_fresh(node, 0, 5, batch)
+    worker.deliver_fresh(node, 0, 5, batch)
     assert [t for t, _ in actor.messages(0)] == [1, 2, 3, 4, 5]
-    worker._deliver_fresh(node, 0, 6, batch)  # drained in this step: never reported
+    worker.deliver_fresh(node, 0, 6, batch)  # drained in this step: never reported
     assert [t for t, _ in actor.messages(0)] == [6]
-    worker._deliver_fresh(node, 0, 7, batch)  # still in the mailbox when the step ends
+    worker.deliver_fresh(node, 0, 7, batch)  # still in the mailbox when the step ends
     net = message_counts([worker.pending])
     assert {k: n for k, n in net.items() if n} == {}
     batches = record_progress(job)
@@ -137,7 +137,7 @@ def test_fresh_and_announced_messages_in_one_mailbox_stay_exact() -> None:
     worker._is_active[node] = False
     worker.step()
     assert [t for t, _ in actor.mailboxes[0]] == [7]
-    assert actor._fresh[0] == -1 and not worker._fresh_ports
+    assert actor.fresh[0] == -1 and not worker._fresh_ports
     # Everything reported before the step ends nets to zero; the step adds only the 7.
     final = message_counts(batches)
     assert {k: n for k, n in final.items() if n} == {(node, 0, 7): 1}

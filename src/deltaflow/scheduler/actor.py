@@ -7,7 +7,7 @@ Every message it sends and every message it drains, and every capability minted,
 or dropped, becomes a pointstamp change the worker reports to the progress trackers.
 
 A message delivered on the same worker is announced lazily: the mailbox remembers where the
-messages delivered in the current step begin (``_fresh``), a drain reports only the messages
+messages delivered in the current step begin (``fresh``), a drain reports only the messages
 before that point, and the worker announces the rest when the step ends
 (:meth:`~deltaflow.scheduler.worker.Worker.step`). A message sent and drained within one step
 (the common case along a chain of actors) so costs the trackers nothing, and the step's
@@ -44,10 +44,10 @@ class Actor:
 
     __slots__ = (
         "_feeds",
-        "_fresh",
         "_held",
         "_rights",
         "_worker",
+        "fresh",
         "frontiers",
         "index",
         "inlets",
@@ -87,8 +87,9 @@ class Actor:
         # absorbed arrangement's ``forward``, see :mod:`.plan`), or ``None``.
         self.inlets = [(inlets or {}).get(port) for port in range(inputs)]
         # Per input port: the index in its mailbox where the messages delivered in this step
-        # (not announced to the trackers yet) begin; -1 when there are none.
-        self._fresh: list[int] = [-1] * inputs
+        # (not announced to the trackers yet) begin; -1 when there are none. The worker sets
+        # it when it delivers (``Worker.deliver_fresh``) and clears it when it announces them.
+        self.fresh: list[int] = [-1] * inputs
         # Per input port: its frontier, or ``None`` when it moved and has not been asked for
         # since (``frontier`` then fetches it from the worker's tracker); always ``None`` for
         # an operator whose frontiers are not watched.
@@ -136,9 +137,9 @@ class Actor:
         node = self.index
         # Only messages before the fresh ones were announced; those delivered in this step
         # were not, so draining them reports nothing (and later ones are fresh too).
-        fresh = self._fresh[port]
+        fresh = self.fresh[port]
         if fresh >= 0:
-            self._fresh[port] = 0
+            self.fresh[port] = 0
         if len(box) == 1:
             time = box[0][0]
             if fresh:
@@ -185,7 +186,7 @@ class Actor:
         local = worker.peers == 1
         for node, inport, key in self.routes[port]:
             if key is None or local:
-                worker._deliver_fresh(node, inport, time, payload)
+                worker.deliver_fresh(node, inport, time, payload)
             else:
                 try:
                     parts = _split(payload, key, worker.peers)
@@ -196,7 +197,7 @@ class Actor:
                 me = worker.index
                 for w, part in parts:
                     if w == me:
-                        worker._deliver_fresh(node, inport, time, part)
+                        worker.deliver_fresh(node, inport, time, part)
                     else:
                         worker.pending.append((False, node, inport, time, 1))
                         worker.deliver(w, node, inport, time, part)

@@ -73,7 +73,7 @@ class Worker:
         self.job = job
         self.pending: list[ProgressChange] = []
         # Input ports holding messages delivered in this step and not yet announced (see
-        # ``Actor._fresh``); announced into ``pending`` when the step's actors have run.
+        # ``Actor.fresh``); announced into ``pending`` when the step's actors have run.
         self._fresh_ports: list[tuple[Actor, int]] = []
         self.inbox: list[list[ProgressChange]] = []
         self.active: deque[int] = deque()
@@ -150,22 +150,22 @@ class Worker:
         """
         if worker == self.index:
             actor = self.actors[node]
-            if actor._fresh[port] >= 0:
+            if actor.fresh[port] >= 0:
                 self._announce(actor, port)  # keep every fresh message after announced ones
             actor.mailboxes[port].append((time, payload))
             self.activate(node)
         else:
             self.transport.send_data(self.index, worker, node, port, time, payload)
 
-    def _deliver_fresh(self, node: int, port: int, time: Any, payload: Any) -> None:
+    def deliver_fresh(self, node: int, port: int, time: Any, payload: Any) -> None:
         """Put a message sent on this worker in a mailbox, announced when the step ends.
 
-        The actor's ``_fresh`` mark lets a drain within the step skip it; the end of the step
+        The actor's ``fresh`` mark lets a drain within the step skip it; the end of the step
         reports (``+1``) the fresh messages still in the mailbox.
         """
         actor = self.actors[node]
         box = actor.mailboxes[port]
-        fresh = actor._fresh
+        fresh = actor.fresh
         if fresh[port] < 0:
             fresh[port] = len(box)
             self._fresh_ports.append((actor, port))
@@ -174,9 +174,9 @@ class Worker:
 
     def _announce(self, actor: Actor, port: int) -> None:
         """Report the fresh messages still in a mailbox as sent; they are ordinary from now."""
-        start = actor._fresh[port]
+        start = actor.fresh[port]
         if start >= 0:
-            actor._fresh[port] = -1
+            actor.fresh[port] = -1
             box = actor.mailboxes[port]
             node = actor.index
             self.pending.extend([(False, node, port, box[i][0], 1) for i in range(start, len(box))])
@@ -184,7 +184,7 @@ class Worker:
     def receive(self, node: int, port: int, time: Any, payload: Any) -> None:
         """A message from another worker arrived (called by the transport)."""
         actor = self.actors[node]
-        if actor._fresh[port] >= 0:
+        if actor.fresh[port] >= 0:
             self._announce(actor, port)
         actor.mailboxes[port].append((time, payload))
         self.activate(node)
@@ -238,7 +238,7 @@ class Worker:
             # ``_announce`` for each port, inlined.
             pending = self.pending
             for actor, port in fresh_ports:
-                fresh = actor._fresh
+                fresh = actor.fresh
                 start = fresh[port]
                 if start >= 0:
                     fresh[port] = -1

@@ -1,0 +1,423 @@
+"""A running job: :class:`Job`, which owns the workers and the handles the application feeds
+and reads them through, and :class:`_OpenJob`, the ``async with`` that runs the workers as
+tasks of a nursery.
+
+    >>> import deltaflow as df, trio
+    >>> class Double(df.Pipeline):
+    ...     def build(self, xs):
+    ...         return xs.map(lambda x: 2 * x)
+    >>> async def main():
+    ...     async with df.open(Double()) as job:   # a Job
+    ...         job.inputs["xs"].insert(3)
+    ...     return job.output.updates()
+    >>> trio.run(main)
+    [(6, 0, 1)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..errors import JobClosedError
+from ..operators.collection import DataflowBuilder, Pipeline
+from ..operators.delta.build import statistics as delta_statistics
+from . import observe
+from .collector import collector_tuned
+from .handles import InputHandle, OutputHandle
+from .plan import make_plan
+from .transport import InProcessTransport, Transport
+from .validation import require_int, require_pipeline
+from .worker import Worker
+
+if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
+    from exceptiongroup import BaseExceptionGroup
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["Job", "check_progress"]
+
+
+class Job:
+    """A pipeline running inside a trio program (see :func:`open`)."""
+
+    @staticmethod
+    def make_transport() -> Transport:
+        """The transport this job's workers talk through: in-process, every worker in the
+        caller's trio loop. (The seam where another transport plugs in; the test suite's
+        randomized delivery schedule replaces it.)"""
+        return InProcessTransport()
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        workers: int = 1,
+        *,
+        fuse: bool = True,
+        history: int | None = None,
+        profile: bool = False,
+    ) -> None:
+        pipeline = require_pipeline(pipeline)
+        if workers.__class__ is not int or workers < 1:
+            msg = f"workers must be a positive int, not {workers!r}"
+            raise ValueError(msg)
+        if history is not None and (history.__class__ is not int or history < 0):
+            msg = f"history must be a non-negative int or None, not {history!r}"
+            raise ValueError(msg)
+        self.pipeline = pipeline
+        self.builder: DataflowBuilder = self._instantiate(pipeline, workers)
+        self.plan = make_plan(self.builder.spec, fuse=fuse, workers=workers)
+        self.time: int = 0
+        self.transport = self.make_transport()
+        self.workers = [
+            Worker(i, workers, self.plan, self.transport, self) for i in self._hosted(workers)
+        ]
+        self.transport.attach(self.workers)
+        self.inputs: dict[str, InputHandle] = _Named(
+            "input",
+            {name: InputHandle(self, name, feeds) for name, feeds in self.builder.feeds.items()},
+        )
+        self.outputs: dict[str, OutputHandle] = _Named(
+            "output",
+            {name: OutputHandle(self, store) for name, store in self.builder.stores.items()},
+        )
+        self._input_actors: dict[str, int] = {
+            name: self.plan.physical_of[i]
+            for i, node in enumerate(self.builder.spec.nodes)
+            for name in [node.name.removeprefix("input:")]
+            if node.name.startswith("input:")
+        }
+        self._waiters: list[tuple[Callable[[], bool], trio.Event]] = []
+        self.error: BaseException | None = None
+        self._error_reported = False
+        self.failed = False
+        self.closed = False
+        for probe in self.builder.probes:
+            probe._wait = self._wait_for
+        #: How many times before the frontier the outputs stay answerable (None: all).
+        self.history = history
+        for store in self.builder.stores.values():
+            store.keep = history
+        # Counting wraps every activation: only when asked for, or when it will be logged.
+        self._operator_counts: list[observe.OperatorCounts] | None = None
+        if profile or observe.logger.isEnabledFor(logging.DEBUG):
+            self._operator_counts = observe.count_operators(self)
+
+    def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
+        """Run the pipeline's ``build`` for ``workers`` workers."""
+        return pipeline.instantiate(workers)
+
+    def _hosted(self, workers: int) -> range:
+        """The workers this process runs: all of them (a job spread over processes runs a
+        block of them in each)."""
+        return range(workers)
+
+    async def _start(self) -> None:
+        """Make the workers ready to run (a job in other processes starts them here)."""
+
+    def _placement(self) -> str:
+        """How many workers in how many processes, for the log: ``"2 workers, 1 process"``."""
+        return f"{len(self.workers)} workers, 1 process"
+
+    def _finished(self) -> bool:
+        """True once every worker has stopped (finished, or stopped by a failure)."""
+        return all(w.finished for w in self.workers)
+
+    def _any_finished(self) -> bool:
+        """True once some worker has stopped (every waiter then looks again)."""
+        return any(w.finished for w in self.workers)
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def output(self) -> OutputHandle:
+        """The single output (a pipeline whose ``build`` returned one collection)."""
+        if list(self.outputs) != ["output"]:
+            msg = f"this pipeline has several outputs {sorted(self.outputs)}: use job.outputs[name]"
+            raise AttributeError(msg)
+        return self.outputs["output"]
+
+    def check_usable(self) -> None:
+        """Raise :class:`~deltaflow.JobClosedError` if the job failed or is closed: what every
+        handle checks before taking updates or subscribers."""
+        if self.error is not None:
+            msg = f"the job failed: {self.error}"
+            raise JobClosedError(msg) from self.error
+        if self.closed:
+            msg = "the job is closed"
+            raise JobClosedError(msg)
+
+    def notify(self) -> None:
+        """Wake the tasks whose awaited condition now holds (all of them once the job failed
+        or a worker finished).
+
+        Workers call this after every step, so the conditions are checked here rather than
+        by waking each waiting task to check its own: a round of ``advance_to`` then costs
+        the application one wake-up instead of one per worker step.
+        """
+        waiters = self._waiters
+        if not waiters:
+            return
+        wake_all = self.failed or self._any_finished()
+        keep = []
+        for condition, event in waiters:
+            if wake_all or condition():
+                event.set()
+            else:
+                keep.append((condition, event))
+        self._waiters = keep
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop every worker and remember ``exc`` for the application."""
+        if self.error is None:
+            self.error = exc
+        self.failed = True
+        for w in self.workers:
+            w.wake()
+        for out in self.outputs.values():
+            out.close_subscriptions()
+        self.notify()
+
+    def _stop(self) -> None:
+        """The job was abandoned (cancelled, or its ``async with`` body raised): nothing more
+        is taken in, subscriptions end."""
+        self.failed = True
+        self.closed = True
+        for out in self.outputs.values():
+            out.close_subscriptions()
+
+    def raise_error(self) -> None:
+        """Raise the error the job failed with, marking it reported (so that leaving the
+        ``async with`` does not raise it again)."""
+        assert self.error is not None
+        self._error_reported = True
+        raise self.error
+
+    async def _wait_for(self, condition: Callable[[], bool]) -> None:
+        while True:
+            if self.error is not None:
+                self.raise_error()
+            if condition():
+                return
+            if self._finished():
+                msg = "the job finished before the awaited condition held"
+                raise JobClosedError(msg)
+            waiter = (condition, trio.Event())
+            self._waiters.append(waiter)
+            try:
+                await waiter[1].wait()
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    def activate_inputs(self, name: str | None = None) -> None:
+        """Wake every worker's input actor for ``name`` (all inputs when ``None``), so that
+        it takes what was fed and the job's time."""
+        for input_name, node in self._input_actors.items():
+            if name is None or input_name == name:
+                for w in self.workers:
+                    w.activate(node)
+
+    # -- the application's side ------------------------------------------------------------
+    async def advance_to(self, time: int) -> None:
+        """Close every time before ``time`` and wait until every output is complete for them.
+
+        Updates fed afterwards are stamped ``time``.
+
+        Raises:
+            ValueError: ``time`` is before the current time.
+            OperatorError: user code in an operator failed (the job is stopped).
+        """
+        self.check_usable()
+        time = require_int(time, "advance_to")
+        if time < self.time:
+            msg = f"advance_to({time!r}): the inputs are already at time {self.time!r}"
+            raise ValueError(msg)
+        self.flush()
+        self.time = time
+        if observe.logger.isEnabledFor(logging.DEBUG):
+            observe.logger.debug("inputs advanced to time %r", time)
+        for handle in self.inputs.values():
+            if not handle.closed:
+                for feed in handle._feeds:
+                    feed.time = time
+        self.activate_inputs()
+        await self._wait_for(lambda: self._complete_before(time))
+
+    def flush(self) -> None:
+        """Hand what was fed to the workers without advancing time."""
+        for handle in self.inputs.values():
+            if not handle.closed:
+                handle.flush()
+        self.activate_inputs()
+
+    def _complete_before(self, time: int) -> bool:
+        for out in self.outputs.values():
+            for f in out.frontier:
+                if f < time:
+                    return False
+        return True
+
+    async def close(self) -> None:
+        """Close every input and wait until the whole dataflow has finished."""
+        if self.error is not None:
+            if not self._error_reported:
+                self.raise_error()
+            return
+        for handle in self.inputs.values():
+            handle.close()
+        self.activate_inputs()
+        with contextlib.suppress(JobClosedError):
+            await self._wait_for(self._finished)
+        self.closed = True
+        for out in self.outputs.values():
+            out.close_subscriptions()
+        if self._unreported_error():
+            self.raise_error()
+
+    def _unreported_error(self) -> bool:
+        return self.error is not None and not self._error_reported
+
+    def statistics(self) -> dict[str, Any]:
+        """Counts for introspection: steps and activations per worker, actors, frontiers, and
+        per operator (in plan order) its name and the updates its arrangements hold, with its
+        activations, records received and seconds when the job counts them
+        (``df.open(..., profile=True)``, or the ``deltaflow`` logger at ``DEBUG``); and
+        ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`)."""
+        counts = self._operator_counts
+        operators = []
+        for i, arranged in enumerate(observe.arrangement_sizes(self)):
+            op: dict[str, Any] = {"name": self.plan.nodes[i].name, "arranged": arranged}
+            if counts is not None:
+                c = counts[i]
+                op.update(activations=c.activations, records=c.records, seconds=c.seconds)
+            operators.append(op)
+        return {
+            **delta_statistics(self.builder.spec),
+            "workers": [
+                {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
+                for w in self.workers
+            ],
+            "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
+            "operators": operators,
+        }
+
+
+class _Named(dict[str, Any]):
+    """A job's inputs or outputs by name; a missing name lists the ones there are."""
+
+    def __init__(self, kind: str, items: dict[str, Any]) -> None:
+        super().__init__(items)
+        self.kind = kind
+
+    def __missing__(self, name: str) -> Any:
+        msg = f"no {self.kind} named {name!r}; this pipeline has {sorted(self)}"
+        raise KeyError(msg)
+
+
+class _OpenJob:
+    def __init__(self, job: Job, gc_threshold: int | None, progress: bool | float = False) -> None:
+        self._job = job
+        self._nursery_cm: Any = None
+        self._collector = collector_tuned(gc_threshold)
+        self._progress: observe.ProgressLine | None = None
+        if progress is not False:
+            after = 0.0 if progress is True else check_progress(progress)
+            self._progress = observe.ProgressLine(self._job, after=after)
+        self._progress_scope = trio.CancelScope()
+        self._started = 0.0
+
+    async def _show_progress(self, line: observe.ProgressLine) -> None:
+        with self._progress_scope:
+            await line.run()
+
+    async def __aenter__(self) -> Job:
+        if self._nursery_cm is not None:
+            msg = "this df.open(...) was already entered: call df.open() again for another job"
+            raise RuntimeError(msg)
+        await self._job._start()
+        self._collector.__enter__()
+        try:
+            self._nursery_cm = trio.open_nursery()
+            nursery = await self._nursery_cm.__aenter__()
+        except BaseException:
+            self._collector.__exit__(None, None, None)
+            raise
+        self._nursery = nursery
+        job = self._job
+        observe.logger.info("job %s started: %s", type(job.pipeline).__name__, job._placement())
+        self._started = trio.current_time()
+        nursery.start_soon(job.transport.run)
+        for w in job.workers:
+            nursery.start_soon(w.run)
+        if self._progress is not None:
+            nursery.start_soon(self._show_progress, self._progress)
+        return job
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        job = self._job
+        pending: BaseException | None = None
+        if exc is None:
+            try:
+                await job.close()
+            except BaseException as e:
+                pending = e
+        self._progress_scope.cancel()
+        if exc is not None or pending is not None:
+            job._stop()
+            self._nursery.cancel_scope.cancel()
+        try:
+            await self._nursery_cm.__aexit__(None, None, None)
+        except BaseExceptionGroup as group:
+            self._log_stop(group)
+            raise _unwrapped(group) from None
+        finally:
+            self._collector.__exit__(None, None, None)
+            if self._progress is not None:
+                self._progress.finish()
+        self._log_stop(pending or exc)
+        if pending is not None:
+            raise pending
+        return False
+
+    def _log_stop(self, exc: BaseException | None) -> None:
+        job = self._job
+        name = type(job.pipeline).__name__
+        elapsed = trio.current_time() - self._started
+        if job._operator_counts is not None and observe.logger.isEnabledFor(logging.DEBUG):
+            observe.log_operator_work(job._operator_counts)
+        if exc is None:
+            observe.logger.info("job %s finished in %.3f s: %s", name, elapsed, job._placement())
+        else:
+            observe.logger.info("job %s stopped after %.3f s: %r", name, elapsed, exc)
+
+
+def _unwrapped(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What the job's nursery raised, as the application should see it: a ``KeyboardInterrupt``
+    (Ctrl-C, or raised by user code in a worker) or a ``trio.Cancelled`` as itself, so that
+    ``except KeyboardInterrupt`` catches it; anything else stays grouped."""
+    for kind in (KeyboardInterrupt, trio.Cancelled):
+        match, _ = group.split(kind)
+        if match is not None:
+            first: BaseException = match
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return first
+    return group
+
+
+def check_progress(progress: object) -> float:
+    if isinstance(progress, bool) or not isinstance(progress, (int, float)) or progress < 0:
+        msg = f"progress must be True, False or a number of seconds >= 0, not {progress!r}"
+        raise ValueError(msg)
+    return float(progress)

@@ -1,0 +1,116 @@
+"""Checking what the application feeds a job: times, data, diffs and whole input batches.
+
+Every check raises a clear error naming the input and the offending value, so a bad update is
+reported where it was fed rather than deep in an operator:
+
+    >>> validate_updates("xs", [(1, 0, 1), (2, 1, -1)])
+    {0: ([1], [1]), 1: ([2], [-1])}
+    >>> check_diff("xs", 1, 2.5)
+    Traceback (most recent call last):
+    ...
+    TypeError: input 'xs': diff 2.5 for 1 must be an int
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..operators.collection import Pipeline
+from ..operators.values import as_count as _integer
+from .frames import is_frame, updates_from_frame
+
+__all__ = ["check_diff", "check_hashable", "require_int", "require_pipeline", "validate_updates"]
+
+
+def require_pipeline(pipeline: object) -> Pipeline:
+    if not isinstance(pipeline, Pipeline):
+        msg = f"expected a deltaflow Pipeline instance, got {pipeline!r}"
+        raise TypeError(msg)
+    return pipeline
+
+
+def require_int(time: object, where: str) -> int:
+    t = _integer(time)
+    if t is None:
+        msg = f"{where}({time!r}): times are ints"
+        raise TypeError(msg)
+    return t
+
+
+def check_hashable(input_name: str, data: Any) -> None:
+    try:
+        hash(data)
+    except TypeError:
+        msg = f"input {input_name!r}: data {data!r} is not hashable (use tuples, not lists)"
+        raise TypeError(msg) from None
+
+
+def check_diff(input_name: str, data: Any, diff: Any) -> int:
+    """``diff`` as an ``int`` (numpy integers accepted), or a TypeError naming the input."""
+    if diff.__class__ is int:
+        return diff
+    r = _integer(diff)
+    if r is None:
+        msg = f"input {input_name!r}: diff {diff!r} for {data!r} must be an int"
+        raise TypeError(msg)
+    return r
+
+
+def validate_updates(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[Any], list[int]]]:
+    """Group ``(data, time, diff)`` triples (or a DataFrame's rows) by time, rejecting the
+    first malformed one."""
+    if is_frame(updates):
+        updates = updates_from_frame(name, updates)
+    if isinstance(updates, (str, bytes, Mapping)):
+        msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
+        raise TypeError(msg)
+    try:
+        it = iter(updates)
+    except TypeError:
+        msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
+        raise TypeError(msg) from None
+    by_time: dict[int, tuple[list[Any], list[int]]] = {}
+    get = by_time.get
+    upd: Any = None
+    try:
+        for upd in it:
+            # The fast check accepts exactly what the precise one below accepts.
+            if upd.__class__ is not tuple or len(upd) != 3:
+                raise _Malformed(upd)
+            data, time, diff = upd
+            if time.__class__ is not int or diff.__class__ is not int or time < 0:
+                time, diff = _explain(name, upd)  # numpy integers pass, as ints
+            hash(data)
+            slot = get(time)
+            if slot is None:
+                slot = by_time[time] = ([], [])
+            slot[0].append(data)
+            slot[1].append(diff)
+    except (_Malformed, TypeError) as exc:
+        bad = exc.args[0] if isinstance(exc, _Malformed) else upd
+        _explain(name, bad)
+        raise  # pragma: no cover - _explain always raises for a rejected update
+    return by_time
+
+
+class _Malformed(Exception):
+    """Internal: the fast validation loop found an update to explain."""
+
+
+def _explain(name: str, upd: Any) -> tuple[int, int]:
+    """Raise the precise error for a rejected update; an update whose time and diff are
+    integers of another type (numpy's) passes, with them as ``int``."""
+    if not isinstance(upd, tuple) or len(upd) != 3:
+        msg = f"input {name!r}: expected a (data, time, diff) triple, got {upd!r}"
+        raise ValueError(msg)
+    data, time, diff = upd
+    check_hashable(name, data)
+    t = _integer(time)
+    if t is None:
+        msg = f"input {name!r}: time {time!r} in {upd!r} must be an int"
+        raise TypeError(msg)
+    if t < 0:
+        msg = f"input {name!r}: time {time!r} in {upd!r} must be >= 0"
+        raise ValueError(msg)
+    return t, check_diff(name, data, diff)
