@@ -222,12 +222,11 @@ def advance_by(time: Time, frontier: Iterable[Time]) -> Time:
 def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
     """``lambda t: advance_by(t, frontier)``, specialised once for the frontier's shape.
 
-    Compaction advances many times to one frontier: a single element is one join (none when
-    the time is already beyond it), and ``Product(int, int)`` times against a frontier of
-    int pairs take coordinate-wise int arithmetic: there the meet of the joins with each
-    element is the join with the frontier's meet (pairs of ints form a distributive
-    lattice), one maximum per coordinate. An empty frontier gives the identity, like
-    :func:`advance_by`.
+    Compaction advances many times to one frontier. Times form a distributive lattice
+    (products of totally ordered ints), where the meet of the joins with each element is the
+    join with the frontier's meet: so every time takes one join with that meet (none when it
+    is already beyond it), ``Product(int, int)`` times as int arithmetic, one maximum per
+    coordinate. An empty frontier gives the identity, like :func:`advance_by`.
 
     >>> advancer([Product(2, 1), Product(1, 4)])(Product(0, 0))
     Product(outer=1, inner=1)
