@@ -111,7 +111,7 @@ def less_equal(a: Time, b: Time) -> bool:
         while ai <= b[1]:  # type: ignore[index]
             b = b[0]  # type: ignore[index]
             if ao.__class__ is int:
-                return ao <= b  # type: ignore[no-any-return]
+                return ao <= b
             ao, ai = ao
             if ai.__class__ is not int:
                 return less_equal(ao, b[0]) and less_equal(ai, b[1])  # type: ignore[index]
