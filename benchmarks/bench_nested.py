@@ -30,9 +30,9 @@ from typing import Any
 
 import trio
 from bench_workloads import emit
-from workloads import reach_set
 
 import deltaflow as df
+from deltaflow.graphs import reachable_pairs
 from deltaflow.scheduler.actor import Actor
 from deltaflow.testing import accumulate
 
@@ -81,7 +81,7 @@ def _check(out: list[Update], inputs: dict[str, list[Update]]) -> str:
     for now in times:
         roots = [r for r, t, _ in inputs["roots"] if t <= now]
         edges = [e for e, t, _ in inputs["edges"] if t <= now]
-        want = {(n, r) for r, n in reach_set(roots, edges)}
+        want = {(n, r) for r, n in reachable_pairs(roots, edges)}
         got = {d for d, n in accumulate(out, now).items() if n > 0}
         if got != want:
             return f"wrong at time {now}"

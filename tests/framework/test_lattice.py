@@ -370,3 +370,50 @@ def test_chain_decomposition_ints_is_one_chain(times: list[Time]) -> None:
     """Ints form one sorted chain (or none when empty)."""
     chains = chain_decomposition(times)
     assert chains == ([sorted(set(times))] if times else [])
+
+
+# --- deep shapes: every lattice operation against the coordinates ---------------------------
+
+
+def _deep_times(levels: int, inner: str) -> st.SearchStrategy[Time]:
+    """Times nested ``levels`` deep in the outer coordinate (nested loops), each inner
+    coordinate an int, or (``inner="pair"``) a ``Product(int, int)`` at the top level."""
+    t: st.SearchStrategy[Time] = st.integers(0, 3)
+    for _ in range(levels):
+        t = st.builds(Product, t, st.integers(0, 3))
+    if inner == "pair":
+        t = st.builds(Product, t, st.builds(Product, st.integers(0, 3), st.integers(0, 3)))
+    return t
+
+
+def _coords(t: Time) -> list[int]:
+    return [t] if t.__class__ is int else _coords(t[0]) + _coords(t[1])  # type: ignore[index]
+
+
+def _rebuild(like: Time, coords: list[int]) -> Time:
+    """A time shaped like ``like`` with ``coords`` (consumed from the front)."""
+    if like.__class__ is int:
+        return coords.pop(0)
+    outer = _rebuild(like[0], coords)  # type: ignore[index]
+    return Product(outer, _rebuild(like[1], coords))  # type: ignore[index]
+
+
+@st.composite
+def _deep_case(draw: st.DrawFn) -> tuple[Time, Time, list[Time]]:
+    times = _deep_times(draw(st.integers(1, 5)), draw(st.sampled_from(["int", "pair"])))
+    return draw(times), draw(times), draw(st.lists(times, min_size=1, max_size=4))
+
+
+@settings(max_examples=200)
+@given(_deep_case())
+def test_deep_shapes_agree_with_coordinates(case: tuple[Time, Time, list[Time]]) -> None:
+    """less_equal, join, meet and the advancer on times nested up to five loops deep (the
+    spine walks) give the coordinate-wise answers, and advance_by's."""
+    a, b, frontier = case
+    ca, cb = _coords(a), _coords(b)
+    assert less_equal(a, b) == all(x <= y for x, y in zip(ca, cb))
+    assert join(a, b) == _rebuild(a, [max(x, y) for x, y in zip(ca, cb)])
+    assert meet(a, b) == _rebuild(a, [min(x, y) for x, y in zip(ca, cb)])
+    meets = [min(c) for c in zip(*map(_coords, frontier))]
+    expected = _rebuild(a, [max(x, m) for x, m in zip(ca, meets)])
+    assert advancer(frontier)(a) == advance_by(a, frontier) == expected

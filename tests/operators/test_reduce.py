@@ -896,6 +896,42 @@ def test_pending_time_is_kept_when_nothing_witnesses_it() -> None:
     assert ctx.held == {}
 
 
+def test_pending_time_beyond_the_frontier_stays_pending_untouched() -> None:
+    """A key with a pending time the frontier has not passed and a new seed it has: only the
+    seed is searched; the pending time stays pending as it was, with the seed's own deferred
+    join beside it, and both are corrected once the frontier passes them."""
+    lower = Product(0, 0)
+    source = Spine(Antichain([lower]))
+    op = R.ReduceOperator("reduce(both)", source, None, both_logic)
+    searched: list[list[Time]] = []
+    path = op.path
+
+    def recording(op_: Any, key: Any, times: list[Time], *rest: Any) -> None:
+        searched.append(sorted(times))
+        path(op_, key, times, *rest)
+
+    op.path = recording
+    ctx = FakeContext(lower)
+    x, y = ("k", "x", Product(0, 1), 1), ("k", "y", Product(1, 0), 1)
+    z = ("k", "z", Product(0, 2), 1)
+    f1 = Antichain([Product(0, 2), Product(1, 1)])
+    desc = Description(Antichain([lower]), f1)
+    ctx.mailbox = [(u[2], Batch.from_updates([u], desc)) for u in (x, y)]
+    ctx.run(op, f1)
+    assert op.pending == {"k": [Product(1, 1)]}
+    f2 = Antichain([Product(0, 3), Product(1, 1)])
+    ctx.mailbox = [(Product(0, 2), Batch.from_updates([z], Description(f1, f2)))]
+    ctx.run(op, f2)
+    assert searched[-1] == [Product(0, 2)]
+    assert op.pending == {"k": [Product(1, 1), Product(1, 2)]}
+    ctx.run(op, Antichain())
+    assert op.pending == {} and ctx.held == {}
+    for t in (Product(i, j) for i in range(4) for j in range(4)):
+        present = sum(less_equal(u[2], t) for u in (x, y, z))
+        got = sum(d for (_, out), at, d in ctx.sent if out == "both" and less_equal(at, t))
+        assert got == (1 if present == 2 else 0), t
+
+
 def test_line_key_with_several_positions_beyond_the_frontier() -> None:
     """A seed on line 2 below the frontier, with stored times at positions 3 and 5 of that
     line beyond it: the key owes corrections at (2, 3) and (2, 5), which must be made when

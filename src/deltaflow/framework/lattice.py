@@ -103,8 +103,19 @@ def less_equal(a: Time, b: Time) -> bool:
         return a <= b
     # Indexing is the cheapest way into a Product (it is a pair: outer, inner).
     ao, ai = a  # type: ignore[misc]
-    if ao.__class__ is int and ai.__class__ is int:  # a loop's Product(round, iteration)
-        return ao <= b[0] and ai <= b[1]  # type: ignore[index,no-any-return]
+    if ai.__class__ is int:
+        if ao.__class__ is int:  # a loop's Product(round, iteration)
+            return ao <= b[0] and ai <= b[1]  # type: ignore[index,no-any-return]
+        # Nested loops nest in the outer coordinate: walk down that spine, one int per level,
+        # in one call instead of one per level.
+        while ai <= b[1]:  # type: ignore[index]
+            b = b[0]  # type: ignore[index]
+            if ao.__class__ is int:
+                return ao <= b
+            ao, ai = ao
+            if ai.__class__ is not int:
+                return less_equal(ao, b[0]) and less_equal(ai, b[1])  # type: ignore[index]
+        return False
     return less_equal(ao, b[0]) and less_equal(ai, b[1])  # type: ignore[index]
 
 
@@ -130,7 +141,27 @@ def join(a: Time, b: Time) -> Time:
                 return a
             return b if ao == bo else new_tuple(Product, (ao, bi))
         return b if bi >= ai else new_tuple(Product, (bo, ai))
+    if ai.__class__ is int:
+        return _spine_join(a, b)  # type: ignore[arg-type]
     return Product(join(ao, b[0]), join(ai, b[1]))  # type: ignore[index]
+
+
+def _spine_join(a: Product, b: Product) -> Time:
+    """:func:`join` of nested-loop times (int inner coordinates down the outer spine), in one
+    call instead of one per level."""
+    inners = []
+    while True:
+        ao, ai = a
+        bo, bi = b
+        inners.append(ai if ai >= bi else bi)
+        if ao.__class__ is not Product or ao[1].__class__ is not int:
+            break
+        a = ao
+        b = bo
+    top = join(ao, bo)
+    for i in reversed(inners):
+        top = new_tuple(Product, (top, i))
+    return top
 
 
 def meet(a: Time, b: Time) -> Time:
@@ -191,12 +222,11 @@ def advance_by(time: Time, frontier: Iterable[Time]) -> Time:
 def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
     """``lambda t: advance_by(t, frontier)``, specialised once for the frontier's shape.
 
-    Compaction advances many times to one frontier: a single element is one join (none when
-    the time is already beyond it), and ``Product(int, int)`` times against a frontier of
-    int pairs take coordinate-wise int arithmetic: there the meet of the joins with each
-    element is the join with the frontier's meet (pairs of ints form a distributive
-    lattice), one maximum per coordinate. An empty frontier gives the identity, like
-    :func:`advance_by`.
+    Compaction advances many times to one frontier. Times form a distributive lattice
+    (products of totally ordered ints), where the meet of the joins with each element is the
+    join with the frontier's meet: so every time takes one join with that meet (none when it
+    is already beyond it), ``Product(int, int)`` times as int arithmetic, one maximum per
+    coordinate. An empty frontier gives the identity, like :func:`advance_by`.
 
     >>> advancer([Product(2, 1), Product(1, 4)])(Product(0, 0))
     Product(outer=1, inner=1)
@@ -214,12 +244,13 @@ def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
         outer = min(f[0] for f in frontier)  # type: ignore[index]
         inner = min(f[1] for f in frontier)  # type: ignore[index]
         return _pair_advancer(new_tuple(Product, (outer, inner)), frontier)
-    if len(frontier) == 1:
-        f = frontier[0]
-        if f.__class__ is int:
-            return lambda t: t if t >= f else f
-        return lambda t: t if less_equal(f, t) else join(t, f)
-    return lambda t: advance_by(t, frontier)
+    # Every time is an int or a product of times: products of totally ordered coordinates, a
+    # distributive lattice, where the meet over ``f`` of ``join(t, f)`` is ``join(t, meet(F))``.
+    # So advancing to a frontier is advancing to its meet: one join per time.
+    f = frontier[0] if len(frontier) == 1 else meet_all(frontier)
+    if f.__class__ is int:
+        return lambda t: t if t >= f else f
+    return lambda t: t if less_equal(f, t) else join(t, f)
 
 
 def _pair_advancer(f: Product, frontier: Sequence[Time]) -> Callable[[Time], Time]:

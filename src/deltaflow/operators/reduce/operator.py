@@ -6,9 +6,10 @@ How it is computed
 The input is an *arrangement by key*: a stream of sealed batches (and a shared
 :class:`~deltaflow.framework.trace.spine.Spine`, which this operator does not read). A
 :class:`ReduceOperator` remembers, per key, the times of the new updates (*seeds*). When the
-input frontier advances to ``upper`` it corrects every key that has seeds or *pending* times:
+input frontier advances to ``upper`` it corrects every key that has seeds or *pending* times
+the frontier has passed:
 
-1. ``ready, deferred = interesting_times(seeds + pending, stored times, upper)``: the
+1. ``ready, deferred = interesting_times(seeds + due pending, stored times, upper)``: the
    times at which the key's output may change (joins of subsets of its times that contain a
    seed, see :mod:`.interesting_times`), split into those the frontier has passed and those it
    has not. The stored times are those of the key's input history *and* of its output
@@ -20,10 +21,12 @@ input frontier advances to ``upper`` it corrects every key that has seeds or *pe
    ``desired = logic(key, vals)``, the output accumulated at ``t`` (from the operator's own
    output history plus the corrections made earlier in this round at times ``<= t``); the
    difference is emitted at ``t``.
-3. ``deferred`` becomes the key's pending times (*resumption tokens*), every one of them
-   until the frontier passes it. They must be kept even when nothing else records them:
-   with updates at incomparable times ``a`` and ``b``, ``logic`` may output nothing at ``a``
-   and at ``b`` and something at ``join(a, b)``; no stored output witnesses that debt.
+3. ``deferred`` joins the key's pending times (*resumption tokens*), every one of them
+   until the frontier passes it. A pending time still beyond ``upper`` is no seed: it stays
+   pending untouched (what it owes lies beyond ``upper``; its joins are found when it is
+   due). They must be kept even when nothing else records them: with updates at
+   incomparable times ``a`` and ``b``, ``logic`` may output nothing at ``a`` and at ``b`` and
+   something at ``join(a, b)``; no stored output witnesses that debt.
 
 Keys whose times form a chain (on one line or one row of ``Product`` times) take one sweep
 along it (:mod:`.chains`); the others the general search (:mod:`.general`). Counting
@@ -298,28 +301,37 @@ class ReduceOperator(Operator):
         return self._gathered(act)
 
     def _due(self, upper: Antichain) -> dict[Any, list[Time]]:
-        """The keys to correct at ``upper`` with their seeds: the new times, and every
-        pending time of a key that has new times or a pending time the frontier passed (the
-        key's pending times are handed back whole; the path defers again what is not due)."""
+        """The keys to correct at ``upper`` with their seeds: the new times, and the pending
+        times the frontier has passed. A pending time still beyond ``upper`` stays pending,
+        untouched: the corrections it stands for are at times ``>=`` it, all beyond ``upper``
+        too, so this round's search needs neither it nor its joins (they are found once it is
+        due, with every time stored by then). A key is corrected when it has new times or a
+        due pending time."""
         seeds, self.seeds = self.seeds, {}
-        pending = self.pending
         pending_keys = self.pending_keys
         if not pending_keys:
             return seeds
-        for t in [t for t in pending_keys if not upper.less_equal(t)]:
-            for key in pending_keys.pop(t):
-                if key not in seeds:
-                    seeds[key] = []
-        for key, times in seeds.items():
-            owed = pending.pop(key, None)
-            if owed is not None:
-                for t in owed:
-                    keys = pending_keys.get(t)
-                    if keys is not None:
-                        keys.discard(key)
-                        if not keys:
-                            del pending_keys[t]
-                times.extend(owed)
+        due = [t for t in pending_keys if not upper.less_equal(t)]
+        if not due:
+            return seeds
+        pending = self.pending
+        touched: set[Any] = set()
+        for t in due:
+            touched.update(pending_keys.pop(t))
+        passed = set(due)
+        for key in touched:
+            owed = pending.pop(key)
+            kept = [t for t in owed if t not in passed]
+            if kept:
+                pending[key] = kept
+                ready = [t for t in owed if t in passed]
+            else:
+                ready = owed
+            times = seeds.get(key)
+            if times is None:
+                seeds[key] = ready
+            else:
+                times.extend(ready)
         return seeds
 
     def _gathered(self, act: Activation) -> dict[Time, list[tuple[Any, Any, int]]]:
@@ -347,9 +359,14 @@ class ReduceOperator(Operator):
         return corrections
 
     def defer(self, key: Any, deferred: list[Time]) -> None:
-        """Record ``deferred`` as the key's pending times (none were pending for it)."""
-        self.pending[key] = deferred
+        """Add ``deferred`` to the key's pending times (those not yet due stay there)."""
         pending_keys = self.pending_keys
+        owed = self.pending.get(key)
+        if owed is None:
+            self.pending[key] = deferred
+        else:
+            deferred = [t for t in deferred if key not in pending_keys.get(t, ())]
+            owed.extend(deferred)
         for t in deferred:
             keys = pending_keys.get(t)
             if keys is None:
