@@ -497,29 +497,6 @@ def test_product_times_match_oracle(
         assert accumulate(stored, late) == accumulate(mine, late)
 
 
-@pytest.mark.parametrize("name", sorted(PRODUCT_QUERIES))
-@settings(max_examples=30, deadline=None)
-@given(
-    updates=product_updates(),
-    frontiers=frontier_chains(PRODUCTS),
-    lag=st.lists(st.booleans(), min_size=1, max_size=3),
-)
-def test_small_pairs_path_matches_general_path(
-    name: str, updates: list[Any], frontiers: list[Antichain], lag: list[bool]
-) -> None:
-    """Keys with a few Product(int, int) times off a line or row, corrected on int pairs,
-    send exactly what the general search sends, and keep the same pending work."""
-    logic, _ = PRODUCT_QUERIES[name]
-    runs = []
-    for small in (it_mod.PAIRS_SMALL, 0):
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(it_mod, "PAIRS_SMALL", small)
-            sent, ctx, op = drive(updates, frontiers, logic, Product(0, 0), lag=lag)
-        assert ctx.held == {} and op.pending == {}
-        runs.append(consolidated(sent))
-    assert runs[0] == runs[1]
-
-
 # Frontiers as a loop moves them: every round of every outer time in turn, the next outer
 # time's first round held by the input.
 LOOP_FRONTIERS = [
@@ -662,7 +639,6 @@ def test_row_frontiers_match_oracle(name: str, updates: list[Any], lag: list[boo
         raise AssertionError("a key on a row took another path")
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(reduce_paths, "pairs", not_asked)
         m.setattr(reduce_paths, "general", not_asked)
         sent, ctx, op = drive(updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag)
     assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
