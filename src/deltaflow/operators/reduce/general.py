@@ -21,7 +21,7 @@ from deltaflow.framework.lattice import Product, less_equal
 
 from .accumulation import accumulate, add_into, add_rows
 from .counting import count_pairs
-from .interesting_times import interesting_times
+from .interesting_times import SEARCH, InterestingTimes
 
 if TYPE_CHECKING:
     from deltaflow.framework.lattice import Time
@@ -51,9 +51,11 @@ def general(
     output_history: list[tuple[Any, Time, int]],
     upper: Antichain,
     corrections: dict[Time, list[tuple[Any, Any, int]]],
+    search: InterestingTimes = SEARCH,
 ) -> None:
-    """Correct one key by the general interesting-times search (any partial order)."""
-    ready, deferred = interesting_times(times, _stored_times(history, output_history), upper)
+    """Correct one key by the general interesting-times search (any partial order);
+    ``search``'s ``line_fast_path`` also picks the accumulation's one-line sweep."""
+    ready, deferred = search.search(times, _stored_times(history, output_history), upper)
     if deferred:
         op.defer(key, deferred)
     if not ready:
@@ -64,8 +66,9 @@ def general(
             # Times of one scope share a shape: all of them are Product(int, int).
             count_pairs(op.by_count, key, ready, history, output_history, corrections)
             return
-    inputs = accumulate(history, ready)
-    outputs = accumulate(output_history, ready)
+    lines = search.line_fast_path
+    inputs = accumulate(history, ready, lines=lines)
+    outputs = accumulate(output_history, ready, lines=lines)
     correct = op.correction
     made: list[tuple[Time, dict[Any, int]]] = []
     for t, acc, current in zip(ready, inputs, outputs):

@@ -9,8 +9,8 @@ per-key path once, from the lower bound of its input (:func:`path_for`):
   general search (:func:`on_pairs`);
 * ``Product(t, int)`` with ``t`` not an int (nested loops): one line, else the general search
   (:func:`on_lines`);
-* anything else, or with the chain shortcuts off (``interesting_times.LINE_FAST_PATH``): the
-  general search (:func:`on_general`).
+* anything else: the general search (:func:`on_general`), which a test may also set as an
+  operator's ``path`` to check a shortcut against it.
 
 Within a path, what decides is where the key's times lie (one pass over them), not their
 type. Each shortcut gives the general search's answer; the tests run every path against the
@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from deltaflow.framework.lattice import Product
 
-from . import interesting_times as _it
 from .chains import line, pair_line, pair_row
 from .counting import RowCounts, on_row
 from .general import general
-from .interesting_times import line_bound, row_bound
+from .interesting_times import InterestingTimes, line_bound, row_bound
 
 if TYPE_CHECKING:
     from deltaflow.framework.antichain import Antichain
@@ -40,7 +39,16 @@ if TYPE_CHECKING:
 
     from .operator import ReduceOperator
 
-__all__ = ["Activation", "KeyPath", "on_general", "on_int_line", "on_lines", "on_pairs", "path_for"]
+__all__ = [
+    "Activation",
+    "KeyPath",
+    "general_only",
+    "on_general",
+    "on_int_line",
+    "on_lines",
+    "on_pairs",
+    "path_for",
+]
 
 Rows = list[tuple[Any, Any, int]]
 Fixes = dict[Any, list[tuple[Any, Any, int]]]
@@ -102,8 +110,6 @@ def path_for(lower: Antichain) -> KeyPath:
     True
     """
     example = lower.elements[0] if lower.elements else None
-    if not _it.LINE_FAST_PATH:
-        return on_general
     if example.__class__ is int:
         return on_int_line
     if example.__class__ is Product and example.inner.__class__ is int:
@@ -121,6 +127,28 @@ def on_general(
 ) -> None:
     """Any partial order: the general interesting-times search (:func:`.general.general`)."""
     general(op, key, times, history, written or [], act.upper, act.corrections)
+
+
+def general_only(search: InterestingTimes) -> KeyPath:
+    """The general search, with ``search``'s tunables, for every key: set as an operator's
+    ``path``, it is what the tests check every shortcut against.
+
+    >>> from .interesting_times import InterestingTimes
+    >>> callable(general_only(InterestingTimes(line_fast_path=False)))
+    True
+    """
+
+    def path(
+        op: ReduceOperator,
+        key: Any,
+        times: list[Any],
+        history: Rows,
+        written: Rows | None,
+        act: Activation,
+    ) -> None:
+        general(op, key, times, history, written or [], act.upper, act.corrections, search)
+
+    return path
 
 
 def on_int_line(
