@@ -23,19 +23,21 @@ Run: ``python benchmarks/bench_interesting_times.py``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, less_equal
-from deltaflow.operators.reduce import interesting_times as it_mod
 from deltaflow.operators.reduce.accumulation import accumulate
-from deltaflow.operators.reduce.interesting_times import interesting_times
+from deltaflow.operators.reduce.interesting_times import (
+    SEARCH,
+    InterestingTimes,
+    interesting_times,
+)
 from deltaflow.scheduler.collector import collector_tuned
 
 REPEATS = 5
@@ -80,21 +82,16 @@ def lines_case(
     return seeds, stored, upper
 
 
-@contextlib.contextmanager
-def chain_fold(pairwise: bool = False) -> Iterator[None]:
-    """Switch off the pair sweep (and, with ``pairwise``, the chain crossing too)."""
-    old = (it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP)
-    it_mod.PAIR_SWEEP = False
-    if pairwise:
-        it_mod.PAIRWISE_BELOW = it_mod.SHORT_CHAIN = 1 << 62
-    try:
-        yield
-    finally:
-        it_mod.PAIRWISE_BELOW, it_mod.SHORT_CHAIN, it_mod.PAIR_SWEEP = old
+FOLD = InterestingTimes(pair_sweep=False)
+"""The search without the pair sweep: the general chain fold."""
+PAIRWISE = InterestingTimes(pair_sweep=False, pairwise_below=1 << 62, short_chain=1 << 62)
+"""The search joining every time pairwise, without chain crossing either."""
 
 
 def _best_times(
-    cases: dict[int, tuple[list[Time], list[Time], Antichain]], repeats: int
+    cases: dict[int, tuple[list[Time], list[Time], Antichain]],
+    repeats: int,
+    search: InterestingTimes = SEARCH,
 ) -> tuple[dict[int, float], dict[int, Any]]:
     """Each case's best time over ``repeats`` rounds, the sizes timed alternately so that a
     burst of load on the machine cannot land on one size only; and each case's answer."""
@@ -102,7 +99,7 @@ def _best_times(
     answers: dict[int, Any] = {}
     for _ in range(repeats):
         for n, case in cases.items():
-            secs, answers[n] = best_of(partial(interesting_times, *case), 1)
+            secs, answers[n] = best_of(partial(search.search, *case), 1)
             best[n] = min(best[n], secs)
     return best, answers
 
@@ -111,10 +108,10 @@ def bench_lines(small: int, variant: str, repeats: int = 25) -> None:
     """``variant``: "sweep" (pairs, default path), "fold" (pairs, chain fold), "nested"."""
     sizes = (small, 10 * small)
     cases = {n: lines_case(n, nested=variant == "nested") for n in sizes}
-    with chain_fold() if variant == "fold" else contextlib.nullcontext():
-        with collector_tuned():
-            best, answers = _best_times(cases, repeats)
-        default_gc, _ = _best_times(cases, repeats)
+    search = FOLD if variant == "fold" else SEARCH
+    with collector_tuned():
+        best, answers = _best_times(cases, repeats, search)
+    default_gc, _ = _best_times(cases, repeats, search)
     for n in sizes:
         ready, deferred = answers[n]
         fields: dict[str, Any] = {
@@ -127,8 +124,7 @@ def bench_lines(small: int, variant: str, repeats: int = 25) -> None:
             "deferred": len(deferred),
         }
         if n == small:
-            with chain_fold(pairwise=True):
-                p_secs, expected = best_of(partial(interesting_times, *cases[n]), 1)
+            p_secs, expected = best_of(partial(PAIRWISE.search, *cases[n]), 1)
             assert expected == (ready, deferred)
             fields["pairwise_seconds"] = round(p_secs, 6)
         emit(**fields)
@@ -160,10 +156,8 @@ def bench_grid(side: int) -> None:
     stored: list[Time] = [Product(0, j) for j in range(side)]
     upper = Antichain([Product(side // 2, side // 2)])
     secs, (ready, deferred) = best_of(partial(interesting_times, seeds, stored, upper), 3)
-    with chain_fold():
-        f_secs, folded = best_of(partial(interesting_times, seeds, stored, upper), 3)
-    with chain_fold(pairwise=True):
-        p_secs, expected = best_of(partial(interesting_times, seeds, stored, upper), 2)
+    f_secs, folded = best_of(partial(FOLD.search, seeds, stored, upper), 3)
+    p_secs, expected = best_of(partial(PAIRWISE.search, seeds, stored, upper), 2)
     assert folded == expected == (ready, deferred)
     emit(
         figure="grid",

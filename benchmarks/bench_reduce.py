@@ -17,8 +17,8 @@ record and retracts the oldest (``workloads.w1_count``). The pipeline is
   search (``workloads.w4_bfs``: 100,000 nodes, 200,000 edges; ``--quick``: 25,000 nodes,
   50,000 edges) loaded at time 0 and run to its fixed point with ``min()`` in ``iterate``,
   every time of a key on the line ``Product(0, _)``. ``load_s`` with the one-line fast path on
-  and off (``interesting_times.LINE_FAST_PATH``), and ``line_path_speedup`` on the "on" line
-  (whole dataflow, CPU time).
+  and off (every key through ``paths.general_only`` with no line shortcut), and
+  ``line_path_speedup`` on the "on" line (whole dataflow, CPU time).
 
 Every line carries ``"check": "ok"`` when the final output equals the from-scratch answer.
 ``--profile`` prints the top cProfile entries of the interactive mode (fast path) to stderr.
@@ -45,7 +45,9 @@ from workloads import w1_count, w1_expected, w4_bfs
 import deltaflow as df
 from deltaflow.graphs import Bfs, bfs_distances
 from deltaflow.operators import reduce as R
-from deltaflow.operators.reduce import interesting_times as IT
+from deltaflow.operators.reduce import operator as reduce_operator
+from deltaflow.operators.reduce.interesting_times import InterestingTimes
+from deltaflow.operators.reduce.paths import general_only
 
 
 def _pair(k: int) -> tuple[int, int]:
@@ -156,7 +158,10 @@ async def bfs_load(edges: list[tuple[int, int]], root: int) -> tuple[float, floa
 def measure_bfs(lines: bool, quick: bool) -> dict[str, Any]:
     """The loop figure, measured in this process."""
     root, edges, _ = w4_bfs(nodes=25_000, edges=50_000, rounds=0) if quick else w4_bfs(rounds=0)
-    IT.LINE_FAST_PATH = lines
+    if not lines:
+        # Every reduction of this process takes the general search with no line shortcut.
+        general = general_only(InterestingTimes(line_fast_path=False))
+        reduce_operator.path_for = lambda lower: general
     wall, cpu, out = trio.run(bfs_load, edges, root)
     dist = bfs_distances([root], edges)
     ok = out == dict.fromkeys(dist.items(), 1)

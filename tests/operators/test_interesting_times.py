@@ -3,10 +3,9 @@ reduce."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -25,51 +24,35 @@ from deltaflow.framework.lattice import (
     less_than,
 )
 from deltaflow.operators.reduce import (
-    accumulation as acc_mod,
     interesting_times as it_mod,
     points as points_mod,
 )
 from deltaflow.operators.reduce.accumulation import accumulate
-from deltaflow.operators.reduce.interesting_times import interesting_times
+from deltaflow.operators.reduce.interesting_times import InterestingTimes, interesting_times
 
 # --- helpers ----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def tunables(
-    pairwise_below: int,
-    short_chain: int,
-    pair_sweep: bool,
-    line_fast_path: bool = True,
-    pairs_small: int = 0,
-) -> Iterator[None]:
-    """Temporarily set the module's tunables ((0, 0, False, False) forces the chain-crossing
-    path; ``pairs_small`` 0 keeps small pairs off the pairwise fold)."""
-    names = ("PAIRWISE_BELOW", "SHORT_CHAIN", "PAIR_SWEEP", "LINE_FAST_PATH", "PAIRS_SMALL")
-    old = tuple(getattr(it_mod, n) for n in names)
-    new = (pairwise_below, short_chain, pair_sweep, line_fast_path, pairs_small)
-    for n, v in zip(names, new):
-        setattr(it_mod, n, v)
-    try:
-        yield
-    finally:
-        for n, v in zip(names, old):
-            setattr(it_mod, n, v)
-
-
-DEFAULTS = (
-    it_mod.PAIRWISE_BELOW,
-    it_mod.SHORT_CHAIN,
-    it_mod.PAIR_SWEEP,
-    it_mod.LINE_FAST_PATH,
-    it_mod.PAIRS_SMALL,
-)
+# The search's paths, each forced on by its tunables: the default, the small-pairs scan, the
+# pair sweep, the chain fold, and the chain crossing alone.
+SEARCH = InterestingTimes()
 MODES = [
-    pytest.param(DEFAULTS, id="default"),
-    pytest.param((DEFAULTS[0], DEFAULTS[1], True, False, 1 << 30), id="small-pairs"),
-    pytest.param((DEFAULTS[0], DEFAULTS[1], True, False), id="sweep"),
-    pytest.param((DEFAULTS[0], DEFAULTS[1], False, False), id="fold"),
-    pytest.param((0, 0, False, False), id="chains"),
+    pytest.param(SEARCH, id="default"),
+    pytest.param(InterestingTimes(line_fast_path=False, pairs_small=1 << 30), id="small-pairs"),
+    pytest.param(InterestingTimes(line_fast_path=False, pairs_small=0), id="sweep"),
+    pytest.param(
+        InterestingTimes(pair_sweep=False, line_fast_path=False, pairs_small=0), id="fold"
+    ),
+    pytest.param(
+        InterestingTimes(
+            pairwise_below=0,
+            short_chain=0,
+            pair_sweep=False,
+            line_fast_path=False,
+            pairs_small=0,
+        ),
+        id="chains",
+    ),
 ]
 
 
@@ -137,22 +120,19 @@ SHAPES = [
 @pytest.mark.parametrize("times", SHAPES)
 @settings(max_examples=120, deadline=None)
 @given(data=st.data())
-def test_matches_brute_force(mode: tuple[int, int, bool], times: Any, data: st.DataObject) -> None:
+def test_matches_brute_force(mode: InterestingTimes, times: Any, data: st.DataObject) -> None:
     """Ready + deferred are exactly the joins of subsets containing a seed, split at upper."""
     seeds = data.draw(st.lists(times, max_size=5))
     stored = data.draw(st.lists(times, max_size=5))
     upper = Antichain(data.draw(st.lists(times, max_size=3)))
-    with tunables(*mode):
-        ready, deferred = interesting_times(seeds, stored, upper)
+    ready, deferred = mode.search(seeds, stored, upper)
     check_split(ready, deferred, brute_interesting(seeds, stored), upper)
 
 
 @pytest.mark.parametrize("mode", MODES)
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32), lines=st.integers(1, 4), depth=st.sampled_from([1, 2]))
-def test_matches_oracle_on_lines(
-    mode: tuple[int, int, bool], seed: int, lines: int, depth: int
-) -> None:
+def test_matches_oracle_on_lines(mode: InterestingTimes, seed: int, lines: int, depth: int) -> None:
     """On larger inputs lying on a few lines with gaps, the answer matches join_closure."""
     rng = random.Random(seed)
 
@@ -166,31 +146,28 @@ def test_matches_oracle_on_lines(
     seeds = [point() for _ in range(rng.randrange(1, 25))]
     stored = [point() for _ in range(rng.randrange(25))]
     upper = Antichain([point() for _ in range(rng.randrange(3))])
-    with tunables(*mode):
-        ready, deferred = interesting_times(seeds, stored, upper)
+    ready, deferred = mode.search(seeds, stored, upper)
     check_split(ready, deferred, oracle_interesting(seeds, stored), upper)
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_grid_is_quadratic(mode: tuple[int, int, bool]) -> None:
+def test_grid_is_quadratic(mode: InterestingTimes) -> None:
     """Seeds on one axis and stored times on the other give every point of the grid."""
     n = 12
     seeds = [Product(i, 0) for i in range(n)]
     stored = [Product(0, j) for j in range(n)]
-    with tunables(*mode):
-        ready, deferred = interesting_times(seeds, stored, Antichain())
+    ready, deferred = mode.search(seeds, stored, Antichain())
     assert deferred == []
     assert ready == sorted(Product(i, j) for i in range(n) for j in range(n))
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_lines_is_linear(mode: tuple[int, int, bool]) -> None:
+def test_lines_is_linear(mode: InterestingTimes) -> None:
     """Stored times on line 0 and seeds on line 1 give just the points of line 1."""
     n = 40
     seeds = [Product(1, j) for j in range(n)]
     stored = [Product(0, j) for j in range(n)]
-    with tunables(*mode):
-        ready, deferred = interesting_times(seeds, stored, Antichain([Product(1, 25)]))
+    ready, deferred = mode.search(seeds, stored, Antichain([Product(1, 25)]))
     assert ready == [Product(1, j) for j in range(25)]
     assert deferred == [Product(1, j) for j in range(25, n)]
 
@@ -304,10 +281,8 @@ def test_line_fast_path_matches_general(data: st.DataObject) -> None:
     """Seeds on one line (int or nested outer coordinate): the shortcut gives exactly the
     general answer and the brute-force one, whether or not the stored times fit the line."""
     _x, seeds, stored, upper = line_case(data)
-    with tunables(*DEFAULTS[:3], True):
-        fast = interesting_times(seeds, stored, upper)
-    with tunables(*DEFAULTS[:3], False):
-        general = interesting_times(seeds, stored, upper)
+    fast = InterestingTimes(pairs_small=0).search(seeds, stored, upper)
+    general = InterestingTimes(line_fast_path=False, pairs_small=0).search(seeds, stored, upper)
     assert fast == general
     check_split(*fast, brute_interesting(seeds, stored), upper)
 
@@ -319,10 +294,8 @@ def test_accumulate_on_one_line_matches_general(data: st.DataObject) -> None:
     _x, seeds, stored, _ = line_case(data)
     diffs = [1, -1, 2, 1, -2, 1, 1, -1]
     history = list(zip("abcabcab", stored + seeds, diffs))
-    with tunables(*DEFAULTS[:3], True):
-        fast = accumulate(history, seeds)
-    with tunables(*DEFAULTS[:3], False):
-        general = accumulate(history, seeds)
+    fast = accumulate(history, seeds)
+    general = accumulate(history, seeds, lines=False)
     assert fast == general == [brute_accumulate(history, t) for t in seeds]
 
 
@@ -377,12 +350,7 @@ def test_accumulate_matches_brute_force(small: int, times: Any, data: st.DataObj
         st.lists(st.tuples(st.sampled_from("abc"), times, st.integers(-2, 2)), max_size=12)
     )
     queries = data.draw(st.lists(times, max_size=10))
-    old = acc_mod.SMALL_ACCUMULATE
-    acc_mod.SMALL_ACCUMULATE = small
-    try:
-        got = accumulate(history, queries)
-    finally:
-        acc_mod.SMALL_ACCUMULATE = old
+    got = accumulate(history, queries, small=small)
     assert got == [brute_accumulate(history, t) for t in queries]
     assert all(0 not in d.values() for d in got)
     assert len({id(d) for d in got}) == len(got)
@@ -428,20 +396,26 @@ def count_logic(inp: dict[Any, int]) -> dict[Any, int]:
 
 
 def toy_reduce(
-    rounds: Sequence[tuple[list[tuple[Any, Time, int]], Antichain]], logic: Logic, carry: bool
+    rounds: Sequence[tuple[list[tuple[Any, Time, int]], Antichain]],
+    logic: Logic,
+    carry: bool,
+    search: InterestingTimes = SEARCH,
 ) -> list[tuple[Any, Time, int]]:
-    """Drive one key through rounds as the reduce operator would, compacting to each upper."""
+    """Drive one key through rounds as the reduce operator would, compacting to each upper;
+    ``search`` finds the interesting times, and its ``line_fast_path`` also picks the
+    accumulation's."""
     stored_in: list[tuple[Any, Time, int]] = []
     stored_out: list[tuple[Any, Time, int]] = []
     produced: list[tuple[Any, Time, int]] = []
     pending: list[Time] = []
     for updates, upper in rounds:
         seeds = [t for _, t, _ in updates] + pending
-        ready, deferred = interesting_times(seeds, [t for _, t, _ in stored_in], upper)
+        ready, deferred = search.search(seeds, [t for _, t, _ in stored_in], upper)
         stored_in = stored_in + updates
+        lines = search.line_fast_path
         for t in ready:
-            (inp,) = accumulate(stored_in, [t])
-            (out,) = accumulate(stored_out, [t])
+            (inp,) = accumulate(stored_in, [t], lines=lines)
+            (out,) = accumulate(stored_out, [t], lines=lines)
             want = logic(inp)
             for v in sorted(set(want) | set(out), key=repr):
                 d = want.get(v, 0) - out.get(v, 0)
@@ -483,15 +457,12 @@ def test_trap_pending_join_is_kept() -> None:
 @pytest.mark.parametrize("logic", [pair_logic, min_logic, count_logic])
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32))
-def test_toy_reduce_is_correct_over_rounds(
-    mode: tuple[int, int, bool], logic: Logic, seed: int
-) -> None:
+def test_toy_reduce_is_correct_over_rounds(mode: InterestingTimes, logic: Logic, seed: int) -> None:
     """Rounds of random updates with advancing frontiers and compaction give correct output."""
-    with tunables(*mode):
-        check_toy_reduce(logic, seed)
+    check_toy_reduce(logic, seed, mode)
 
 
-def check_toy_reduce(logic: Logic, seed: int) -> None:
+def check_toy_reduce(logic: Logic, seed: int, search: InterestingTimes = SEARCH) -> None:
     """Build random rounds from ``seed``, run the toy reduce, and check it at every time."""
     rng = random.Random(seed)
     size = 6
@@ -510,5 +481,5 @@ def check_toy_reduce(logic: Logic, seed: int) -> None:
         frontier = Antichain(nxt)
         rounds.append((updates, frontier))
     rounds.append(([], Antichain()))
-    produced = toy_reduce(rounds, logic, carry=True)
+    produced = toy_reduce(rounds, logic, carry=True, search=search)
     assert_reduce_correct(rounds, produced, logic, size + 2)

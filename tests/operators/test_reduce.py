@@ -7,10 +7,9 @@ context that checks the right to send and tracks capabilities, the way the runti
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,7 +25,8 @@ from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import history as H, reduce as R
 from deltaflow.operators.base import UpdateBatch
-from deltaflow.operators.reduce import interesting_times as it_mod, paths as reduce_paths
+from deltaflow.operators.reduce import paths as reduce_paths
+from deltaflow.operators.reduce.interesting_times import InterestingTimes
 from deltaflow.testing import accumulate, example
 
 KEYS = st.sampled_from(["a", "b", "c"])
@@ -359,6 +359,22 @@ def frontier_join(a: Antichain, b: Antichain) -> Antichain:
     return Antichain(join(x, y) for x in a for y in b)
 
 
+# The general search for every key, with none of its shortcuts: what each shortcut must match.
+GENERAL = reduce_paths.general_only(InterestingTimes(line_fast_path=False))
+
+
+class RowsInBatches(R.ReduceOperator):
+    """Counting keys on rows corrected together in columns whenever two or more are."""
+
+    ROW_BATCH_MIN = 1
+
+
+class RowsOneByOne(R.ReduceOperator):
+    """Counting keys on rows corrected one by one, never in columns."""
+
+    ROW_BATCH_MIN = 10**9
+
+
 def drive(
     updates: list[Any],
     frontiers: list[Antichain],
@@ -371,15 +387,18 @@ def drive(
     key_only: bool = False,
     by_count: R.ByCount | None = None,
     early: int = 0,
+    path: reduce_paths.KeyPath | None = None,
+    operator: type[R.ReduceOperator] = R.ReduceOperator,
 ) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
     """Seal ``updates`` into one batch per frontier of the advancing chain and drive the
     operator: messages one per distinct time; with ``lag[i]`` the frontier moves only in a
     later activation than the one delivering the messages; with ``early`` each batch's
     messages come that many frontiers early (times the frontier has not passed yet, as a
-    loop's next rounds do). The last frontier must be empty.
+    loop's next rounds do); ``path`` replaces the per-key path the operator chose, and
+    ``operator`` may be a subclass with other tunables. The last frontier must be empty.
     """
     source = Spine(Antichain([lower]))
-    op = R.ReduceOperator(
+    op = operator(
         "reduce(test)",
         source,
         Spine(Antichain([lower])),
@@ -389,6 +408,8 @@ def drive(
         key_only=key_only,
         by_count=by_count,
     )
+    if path is not None:
+        op.path = path
     ctx = FakeContext(lower)
     remaining = list(updates)
     previous = Antichain([lower])
@@ -497,29 +518,6 @@ def test_product_times_match_oracle(
         assert accumulate(stored, late) == accumulate(mine, late)
 
 
-@pytest.mark.parametrize("name", sorted(PRODUCT_QUERIES))
-@settings(max_examples=30, deadline=None)
-@given(
-    updates=product_updates(),
-    frontiers=frontier_chains(PRODUCTS),
-    lag=st.lists(st.booleans(), min_size=1, max_size=3),
-)
-def test_small_pairs_path_matches_general_path(
-    name: str, updates: list[Any], frontiers: list[Antichain], lag: list[bool]
-) -> None:
-    """Keys with a few Product(int, int) times off a line or row, corrected on int pairs,
-    send exactly what the general search sends, and keep the same pending work."""
-    logic, _ = PRODUCT_QUERIES[name]
-    runs = []
-    for small in (it_mod.PAIRS_SMALL, 0):
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(it_mod, "PAIRS_SMALL", small)
-            sent, ctx, op = drive(updates, frontiers, logic, Product(0, 0), lag=lag)
-        assert ctx.held == {} and op.pending == {}
-        runs.append(consolidated(sent))
-    assert runs[0] == runs[1]
-
-
 # Frontiers as a loop moves them: every round of every outer time in turn, the next outer
 # time's first round held by the input.
 LOOP_FRONTIERS = [
@@ -565,21 +563,12 @@ def test_int_paths_match_oracle(
 ) -> None:
     """Int times through the fast path and through the general path (with and without its
     chain sweep) give the oracle's output."""
-    with line_fast_path(lines):
-        sent, ctx, _ = drive(updates, frontiers, parity_logic, 0, lag=lag, total_order=total_order)
+    path = None if lines else GENERAL
+    sent, ctx, _ = drive(
+        updates, frontiers, parity_logic, 0, lag=lag, total_order=total_order, path=path
+    )
     assert_matches_oracle(sent, {"xs": updates}, q_parity)
     assert ctx.held == {}
-
-
-@contextlib.contextmanager
-def line_fast_path(on: bool) -> Iterator[None]:
-    """Temporarily switch the one-line shortcut of reductions and interesting times."""
-    old = it_mod.LINE_FAST_PATH
-    it_mod.LINE_FAST_PATH = on
-    try:
-        yield
-    finally:
-        it_mod.LINE_FAST_PATH = old
 
 
 def consolidated(updates: list[Any]) -> Counter[Any]:
@@ -625,9 +614,8 @@ def test_line_fast_path_matches_general_path(
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     lower = Product(Product(0, 0), 0) if outer is NESTED_OUTERS else Product(0, 0)
     runs = []
-    for on in (True, False):
-        with line_fast_path(on):
-            sent, ctx, op = drive(updates, frontiers, logic, lower, lag=lag)
+    for path in (None, GENERAL):
+        sent, ctx, op = drive(updates, frontiers, logic, lower, lag=lag, path=path)
         assert ctx.held == {} and op.pending == {}
         runs.append(
             (
@@ -662,7 +650,6 @@ def test_row_frontiers_match_oracle(name: str, updates: list[Any], lag: list[boo
         raise AssertionError("a key on a row took another path")
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(reduce_paths, "pairs", not_asked)
         m.setattr(reduce_paths, "general", not_asked)
         sent, ctx, op = drive(updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag)
     assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
@@ -724,18 +711,18 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     early = data.draw(st.integers(0, 3), label="early")
     runs = []
     for counting in (by_count, None):
-        with line_fast_path(frontier_kind != "general"):
-            sent, ctx, op = drive(
-                updates,
-                frontiers,
-                logic,
-                Product(0, 0),
-                lag=lag,
-                positive_only=positive_only,
-                key_only=True,
-                by_count=counting,
-                early=early,
-            )
+        sent, ctx, op = drive(
+            updates,
+            frontiers,
+            logic,
+            Product(0, 0),
+            lag=lag,
+            positive_only=positive_only,
+            key_only=True,
+            by_count=counting,
+            early=early,
+            path=GENERAL if frontier_kind == "general" else None,
+        )
         assert ctx.held == {} and op.pending == {}
         runs.append(consolidated(sent))
     assert runs[0] == runs[1]
@@ -768,19 +755,18 @@ def test_row_batches_match_one_by_one_and_oracle(name: str, data: st.DataObject)
     )  # fmt: skip
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     runs = []
-    for batch_min in (1, 10**9):
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(R.ReduceOperator, "ROW_BATCH_MIN", batch_min)
-            sent, ctx, op = drive(
-                updates,
-                [*ROW_FRONTIERS, Antichain()],
-                logic,
-                Product(0, 0),
-                lag=lag,
-                positive_only=positive_only,
-                key_only=True,
-                by_count=by_count,
-            )
+    for operator in (RowsInBatches, RowsOneByOne):
+        sent, ctx, op = drive(
+            updates,
+            [*ROW_FRONTIERS, Antichain()],
+            logic,
+            Product(0, 0),
+            lag=lag,
+            positive_only=positive_only,
+            key_only=True,
+            by_count=by_count,
+            operator=operator,
+        )
         assert ctx.held == {} and op.pending == {}
         runs.append(consolidated(sent))
     assert runs[0] == runs[1]

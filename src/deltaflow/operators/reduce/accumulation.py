@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 
 from deltaflow.framework.lattice import Time, less_equal
 
-from . import interesting_times as _it
 from .points import chains, codec, same_outer
 
 __all__ = [
@@ -61,12 +60,22 @@ SMALL_ACCUMULATE = 24
 pairs of them."""
 
 
-def accumulate(history: Sequence[tuple[V, Time, int]], times: Sequence[Time]) -> list[dict[V, int]]:
+def accumulate(
+    history: Sequence[tuple[V, Time, int]],
+    times: Sequence[Time],
+    *,
+    lines: bool = True,
+    small: int = SMALL_ACCUMULATE,
+) -> list[dict[V, int]]:
     """The accumulated multiset of ``history`` at each of ``times``.
 
     Args:
         history: ``(val, time, diff)`` updates, in any order.
         times: the times to accumulate at (any order, repeats allowed).
+        lines: take the one-line sweep when every time shares its outer coordinate (False:
+            the general accumulation; tests compare the two).
+        small: scan every update against every time when there are at most this many pairs
+            of them (:data:`SMALL_ACCUMULATE`).
 
     Returns:
         One ``{val: count}`` dict per entry of ``times``, in the same order: the sum of the
@@ -88,13 +97,13 @@ def accumulate(history: Sequence[tuple[V, Time, int]], times: Sequence[Time]) ->
     if first.__class__ is int:
         at = _accumulate_ints(history, distinct)  # type: ignore[arg-type]
     elif (
-        _it.LINE_FAST_PATH
+        lines
         and first.inner.__class__ is int  # type: ignore[union-attr]
         and same_outer(distinct, first.outer)  # type: ignore[arg-type, union-attr]
     ):
         at = _accumulate_line(history, distinct, first.outer)  # type: ignore[union-attr]
     else:
-        at = _accumulate_points(history, distinct, first)
+        at = _accumulate_points(history, distinct, first, small)
     out: list[dict[V, int]] = []
     seen: set[Time] = set()
     for t in times:
@@ -172,10 +181,10 @@ def _accumulate_line(
 
 
 def _accumulate_points(
-    history: Sequence[tuple[V, Time, int]], distinct: set[Time], example: Time
+    history: Sequence[tuple[V, Time, int]], distinct: set[Time], example: Time, small: int
 ) -> dict[Time, dict[V, int]]:
     at: dict[Time, dict[V, int]] = {}
-    if len(history) * len(distinct) <= SMALL_ACCUMULATE:
+    if len(history) * len(distinct) <= small:
         for t in distinct:
             acc: dict[V, int] = {}
             for val, time, diff in history:

@@ -8,8 +8,7 @@ where the key changed). Each ready time, in a linear extension of the partial or
 corrected against the output accumulated there plus this round's earlier corrections below
 it; every deferred time stays pending until the frontier passes it.
 
-:func:`pairs` is the same for a handful of ``Product(int, int)`` times, on plain int pairs
-(:func:`.interesting_times.interesting_pairs_small`); counting reductions sum ints instead
+Counting reductions on ``Product(int, int)`` times sum ints instead of accumulating
 (:func:`.counting.count_pairs`).
 """
 
@@ -18,18 +17,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Product, less_equal, new_tuple
+from deltaflow.framework.lattice import Product, less_equal
 
-from .accumulation import accumulate, accumulate_at, add_into, add_rows
+from .accumulation import accumulate, add_into, add_rows
 from .counting import count_pairs
-from .interesting_times import interesting_pairs_small, interesting_times
+from .interesting_times import SEARCH, InterestingTimes
 
 if TYPE_CHECKING:
     from deltaflow.framework.lattice import Time
 
     from .operator import ReduceOperator
 
-__all__ = ["general", "pair_bounds", "pairs"]
+__all__ = ["general"]
 
 
 def _stored_times(
@@ -44,60 +43,6 @@ def _stored_times(
     return times
 
 
-def pair_bounds(upper: Antichain) -> list[tuple[int, int]] | None:
-    """``upper``'s elements as int pairs, or None when they are not all ``Product(int, int)``."""
-    out = []
-    for u in upper.elements:
-        if u.__class__ is not Product:
-            return None
-        if u.outer.__class__ is not int or u.inner.__class__ is not int:
-            return None
-        out.append((u.outer, u.inner))
-    return out
-
-
-def pairs(
-    op: ReduceOperator,
-    key: Any,
-    times: list[Any],
-    history: list[tuple[Any, Any, int]],
-    output_history: list[tuple[Any, Any, int]] | None,
-    bounds: list[tuple[int, int]],
-    corrections: dict[Time, list[tuple[Any, Any, int]]],
-) -> None:
-    """:func:`general` for a few ``Product(int, int)`` times, on plain int pairs.
-
-    The interesting times come from :func:`interesting_pairs_small` and each accumulation
-    compares int coordinates directly: for a handful of times and updates that is cheaper
-    than the general search and chain-based accumulation.
-    """
-    # A Product is a pair: it serves as one where int pairs are asked for.
-    ready, deferred = interesting_pairs_small(
-        set(times), _stored_times(history, output_history), bounds
-    )
-    if deferred:
-        op.defer(key, [new_tuple(Product, p) for p in deferred])
-    if not ready:
-        return
-    ins = history
-    outs = output_history or []
-    if op.by_count is not None:
-        count_pairs(op.by_count, key, ready, ins, outs, corrections)
-        return
-    correct = op.correction
-    made: list[tuple[int, int, dict[Any, int]]] = []
-    for x, y in ready:
-        acc = accumulate_at(ins, x, y)
-        current = accumulate_at(outs, x, y)
-        for mx, my, made_fix in made:
-            if mx <= x and my <= y:
-                add_into(current, made_fix)
-        fix = correct(key, acc, current)
-        if fix:
-            made.append((x, y, fix))
-            add_rows(corrections, new_tuple(Product, (x, y)), key, fix)
-
-
 def general(
     op: ReduceOperator,
     key: Any,
@@ -106,9 +51,11 @@ def general(
     output_history: list[tuple[Any, Time, int]],
     upper: Antichain,
     corrections: dict[Time, list[tuple[Any, Any, int]]],
+    search: InterestingTimes = SEARCH,
 ) -> None:
-    """Correct one key by the general interesting-times search (any partial order)."""
-    ready, deferred = interesting_times(times, _stored_times(history, output_history), upper)
+    """Correct one key by the general interesting-times search (any partial order);
+    ``search``'s ``line_fast_path`` also picks the accumulation's one-line sweep."""
+    ready, deferred = search.search(times, _stored_times(history, output_history), upper)
     if deferred:
         op.defer(key, deferred)
     if not ready:
@@ -119,8 +66,9 @@ def general(
             # Times of one scope share a shape: all of them are Product(int, int).
             count_pairs(op.by_count, key, ready, history, output_history, corrections)
             return
-    inputs = accumulate(history, ready)
-    outputs = accumulate(output_history, ready)
+    lines = search.line_fast_path
+    inputs = accumulate(history, ready, lines=lines)
+    outputs = accumulate(output_history, ready, lines=lines)
     correct = op.correction
     made: list[tuple[Time, dict[Any, int]]] = []
     for t, acc, current in zip(ready, inputs, outputs):

@@ -84,7 +84,7 @@ the lines ``x`` upwards, the heights ``y`` whose leftmost time lies at or left o
 accumulate, so each line's interesting times are a suffix of a sorted list of heights (kept as
 a few sorted runs, merged geometrically). That is ``O(n log^2 n + output)`` with the output
 produced by list slices, already in order. The chain fold remains the general algorithm
-(deeper products) and is tested on pairs too (:data:`PAIR_SWEEP`).
+(deeper products) and is tested on pairs too (:attr:`InterestingTimes.pair_sweep`).
 
 **Int times** are totally ordered: the interesting times are the seeds and the stored times
 above the smallest seed, with no joins to form.
@@ -126,17 +126,16 @@ from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import le
 
+import attrs
+
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, less_equal, new_tuple
 
 from .points import Point, chains, codec, join, same_outer
 
 __all__ = [
-    "LINE_FAST_PATH",
-    "PAIRS_SMALL",
-    "PAIRWISE_BELOW",
-    "PAIR_SWEEP",
-    "SHORT_CHAIN",
+    "SEARCH",
+    "InterestingTimes",
     "interesting_on_line",
     "interesting_pairs_small",
     "interesting_times",
@@ -144,94 +143,154 @@ __all__ = [
     "row_bound",
 ]
 
-PAIRWISE_BELOW = 12
-"""With fewer distinct times than this (seeds plus advanced stored), join pairwise directly."""
 
-SHORT_CHAIN = 6
-"""A chain at most this long is joined pairwise with the closure instead of chain-by-chain."""
+@attrs.frozen
+class InterestingTimes:
+    """The interesting-times search (:meth:`search`) with its thresholds and switches.
 
-PAIR_SWEEP = True
-"""Use the coordinate sweep for ``Product(int, int)`` times (False: the general chain fold)."""
+    The defaults are the search every reduction uses (:func:`interesting_times`); tests and
+    benchmarks build one with other values to check the paths against one another.
 
-PAIRS_SMALL = 16
-"""``Product(int, int)`` times with at most this many seeds plus stored times are closed by
-:func:`interesting_pairs_small` (pairwise joins of int pairs) instead of the sweep."""
-
-LINE_FAST_PATH = True
-"""Take the one-line shortcut when every time of a call shares its outer coordinate (False:
-always the general algorithms; tests compare the two)."""
-
-
-def interesting_times(
-    seeds: Iterable[Time], stored: Iterable[Time], upper: Antichain
-) -> tuple[list[Time], list[Time]]:
-    """The times at which one key's output may change, split at the frontier ``upper``.
-
-    The interesting times are the joins of the subsets of ``stored + seeds`` that contain at
-    least one seed (see the module docstring for why).
-
-    Args:
-        seeds: times of the key's new input updates plus its pending times from earlier
-            rounds.
-        stored: times of the key's stored (already arranged, possibly compacted) input
-            updates.
-        upper: the input frontier; a time beyond it (``upper.less_equal(t)``) cannot be
-            evaluated yet.
-
-    Returns:
-        ``(ready, deferred)``: the interesting times not beyond ``upper``, to evaluate now, and
-        those beyond it, to carry forward as pending seeds. Both are distinct and sorted in the
-        total order, a linear extension of the partial order.
-
-    Runtime complexity: O(n log n) for int times (n = seeds + stored) and for seeds on one line
-    with the stored times at or below it; O(n log^2 n + output) for ``Product(int, int)``;
-    otherwise O((n + output) log n) per pair of chains folded
-    together, and never more than pairwise joining of the times with the closure.
-
-    >>> interesting_times([4, 2], [1, 3, 7], Antichain([5]))
+    >>> InterestingTimes(pair_sweep=False).search([4, 2], [1, 3, 7], Antichain([5]))
     ([2, 3, 4], [7])
-    >>> interesting_times([Product(1, 0)], [Product(0, 2)], Antichain())
-    ([Product(outer=1, inner=0), Product(outer=1, inner=2)], [])
     """
-    seed_set = set(seeds)
-    if not seed_set:
-        return [], []
-    first = next(iter(seed_set))
-    if first.__class__ is int:
-        return _interesting_ints(seed_set, stored, upper)  # type: ignore[arg-type]
-    outer, inner = first.outer, first.inner  # type: ignore[union-attr]
-    if LINE_FAST_PATH and inner.__class__ is int:
-        stored = stored if isinstance(stored, (list, tuple)) else list(stored)
-        if _on_line(seed_set, stored, outer):  # type: ignore[arg-type]
-            return _interesting_line(seed_set, stored, upper, outer)  # type: ignore[arg-type]
-    if outer.__class__ is int and inner.__class__ is int:
-        stored = stored if isinstance(stored, (list, tuple)) else list(stored)
-        if len(seed_set) + len(stored) <= PAIRS_SMALL:
-            # Products are pairs: they serve as the int pairs asked for.
-            pair_ready, pair_deferred = interesting_pairs_small(
-                seed_set,  # type: ignore[arg-type]
-                stored,  # type: ignore[arg-type]
-                upper.elements,  # type: ignore[arg-type]
-            )
-            return (
-                [new_tuple(Product, p) for p in pair_ready],
-                [new_tuple(Product, p) for p in pair_deferred],
-            )
-        if PAIR_SWEEP:
-            return _interesting_pairs(seed_set, stored, upper)  # type: ignore[arg-type]
-    encode, decode = codec(first)
-    ordered = _closure({encode(s) for s in seed_set}, [encode(r) for r in stored])
-    bounds = [encode(u) for u in upper.elements]
-    ready: list[Time] = []
-    deferred: list[Time] = []
-    for p in ordered:
-        for b in bounds:
-            if all(map(le, b, p)):
-                deferred.append(decode(p))
-                break
-        else:
-            ready.append(decode(p))
-    return ready, deferred
+
+    pairwise_below: int = 12
+    """With fewer distinct times than this (seeds plus advanced stored), join pairwise
+    directly."""
+    short_chain: int = 6
+    """A chain at most this long is joined pairwise with the closure instead of
+    chain-by-chain."""
+    pair_sweep: bool = True
+    """Use the coordinate sweep for ``Product(int, int)`` times (False: the general chain
+    fold)."""
+    pairs_small: int = 16
+    """``Product(int, int)`` times with at most this many seeds plus stored times are closed by
+    :func:`interesting_pairs_small` (pairwise joins of int pairs) instead of the sweep."""
+    line_fast_path: bool = True
+    """Take the one-line shortcut when every time of a call shares its outer coordinate
+    (False: always the general algorithms)."""
+
+    def search(
+        self, seeds: Iterable[Time], stored: Iterable[Time], upper: Antichain
+    ) -> tuple[list[Time], list[Time]]:
+        """The times at which one key's output may change, split at the frontier ``upper``.
+
+        The interesting times are the joins of the subsets of ``stored + seeds`` that contain at
+        least one seed (see the module docstring for why).
+
+        Args:
+            seeds: times of the key's new input updates plus its pending times from earlier
+                rounds.
+            stored: times of the key's stored (already arranged, possibly compacted) input
+                updates.
+            upper: the input frontier; a time beyond it (``upper.less_equal(t)``) cannot be
+                evaluated yet.
+
+        Returns:
+            ``(ready, deferred)``: the interesting times not beyond ``upper``, to evaluate now, and
+            those beyond it, to carry forward as pending seeds. Both are distinct and sorted in the
+            total order, a linear extension of the partial order.
+
+        Runtime complexity: O(n log n) for int times (n = seeds + stored) and for seeds on one line
+        with the stored times at or below it; O(n log^2 n + output) for ``Product(int, int)``;
+        otherwise O((n + output) log n) per pair of chains folded
+        together, and never more than pairwise joining of the times with the closure.
+
+        >>> interesting_times([4, 2], [1, 3, 7], Antichain([5]))
+        ([2, 3, 4], [7])
+        >>> interesting_times([Product(1, 0)], [Product(0, 2)], Antichain())
+        ([Product(outer=1, inner=0), Product(outer=1, inner=2)], [])
+        """
+        seed_set = set(seeds)
+        if not seed_set:
+            return [], []
+        first = next(iter(seed_set))
+        if first.__class__ is int:
+            return _interesting_ints(seed_set, stored, upper)  # type: ignore[arg-type]
+        outer, inner = first.outer, first.inner  # type: ignore[union-attr]
+        if self.line_fast_path and inner.__class__ is int:
+            stored = stored if isinstance(stored, (list, tuple)) else list(stored)
+            if _on_line(seed_set, stored, outer):  # type: ignore[arg-type]
+                return _interesting_line(seed_set, stored, upper, outer)  # type: ignore[arg-type]
+        if outer.__class__ is int and inner.__class__ is int:
+            stored = stored if isinstance(stored, (list, tuple)) else list(stored)
+            if len(seed_set) + len(stored) <= self.pairs_small:
+                # Products are pairs: they serve as the int pairs asked for.
+                pair_ready, pair_deferred = interesting_pairs_small(
+                    seed_set,  # type: ignore[arg-type]
+                    stored,  # type: ignore[arg-type]
+                    upper.elements,  # type: ignore[arg-type]
+                )
+                return (
+                    [new_tuple(Product, p) for p in pair_ready],
+                    [new_tuple(Product, p) for p in pair_deferred],
+                )
+            if self.pair_sweep:
+                return _interesting_pairs(seed_set, stored, upper)  # type: ignore[arg-type]
+        encode, decode = codec(first)
+        ordered = self._closure({encode(s) for s in seed_set}, [encode(r) for r in stored])
+        bounds = [encode(u) for u in upper.elements]
+        ready: list[Time] = []
+        deferred: list[Time] = []
+        for p in ordered:
+            for b in bounds:
+                if all(map(le, b, p)):
+                    deferred.append(decode(p))
+                    break
+            else:
+                ready.append(decode(p))
+        return ready, deferred
+
+    def _fold(
+        self, members: set[Point], ordered: list[Point], chain: list[Point], *, with_chain: bool
+    ) -> list[Point]:
+        """Fold a chain into the closure: ``Z <- Z + (Z v chain)`` (plus ``chain`` if
+        ``with_chain``).
+
+        ``members`` (updated in place) and ``ordered`` (returned anew) hold the same points, the
+        latter sorted. Because the chain is totally ordered, ``z v c1 v c2 = z v c2`` for
+        ``c1 <= c2``: joining the chain with the *old* closure is enough.
+        """
+        new: set[Point] = set()
+        if with_chain:
+            new.update(chain)
+        if ordered:
+            if len(chain) <= self.short_chain:
+                for c in chain:
+                    new.update([join(z, c) for z in ordered])
+            else:
+                for rows in chains(ordered):
+                    _cross(rows, chain, new)
+        new -= members
+        if not new:
+            return ordered
+        members |= new
+        merged = ordered + sorted(new)
+        merged.sort()  # two sorted runs: a linear-time merge
+        return merged
+
+    def _closure(self, seeds: set[Point], stored: Iterable[Point]) -> list[Point]:
+        """Sorted joins of the subsets of ``seeds + stored`` that contain a seed (seeds
+        non-empty)."""
+        low = tuple([min(c) for c in zip(*seeds)])
+        advanced = {join(r, low) for r in stored}
+        advanced.discard(low)
+        advanced -= seeds
+        members: set[Point] = set()
+        if len(seeds) + len(advanced) < self.pairwise_below:
+            for s in seeds:
+                members |= {join(z, s) for z in members}
+                members.add(s)
+            for r in advanced:
+                members |= {join(z, r) for z in members}
+            return sorted(members)
+        ordered: list[Point] = []
+        for chain in chains(sorted(seeds)):
+            ordered = self._fold(members, ordered, chain, with_chain=True)
+        for chain in sorted(chains(sorted(advanced)), key=len, reverse=True):
+            ordered = self._fold(members, ordered, chain, with_chain=False)
+        return ordered
 
 
 def interesting_pairs_small(
@@ -241,10 +300,10 @@ def interesting_pairs_small(
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """:func:`interesting_times` of ``Product(int, int)`` times given as int pairs, by a scan.
 
-    Meant for a handful of times (:data:`PAIRS_SMALL`), where the sweep's set-up costs more
-    than the answer. With ``T`` the seeds and the stored times advanced by the seeds' meet,
-    ``(x, y)`` is a join of a subset of ``T`` containing a seed iff some time of ``T`` on
-    column ``x`` and some on row ``y`` lie below it, and so does some seed (the module
+    Meant for a handful of times (:attr:`InterestingTimes.pairs_small`), where the sweep's
+    set-up costs more than the answer. With ``T`` the seeds and the stored times advanced by the
+    seeds' meet, ``(x, y)`` is a join of a subset of ``T`` containing a seed iff some time of
+    ``T`` on column ``x`` and some on row ``y`` lie below it, and so does some seed (the module
     docstring); the scan checks every column of ``T`` against every row, in order.
 
     Args:
@@ -544,51 +603,9 @@ def _cross(rows: list[Point], cols: list[Point], out: set[Point]) -> None:
             out.update(cols[j:k])
 
 
-def _fold(
-    members: set[Point], ordered: list[Point], chain: list[Point], *, with_chain: bool
-) -> list[Point]:
-    """Fold a chain into the closure: ``Z <- Z + (Z v chain)`` (plus ``chain`` if ``with_chain``).
+SEARCH = InterestingTimes()
+"""The interesting-times search every reduction uses."""
 
-    ``members`` (updated in place) and ``ordered`` (returned anew) hold the same points, the
-    latter sorted. Because the chain is totally ordered, ``z v c1 v c2 = z v c2`` for
-    ``c1 <= c2``: joining the chain with the *old* closure is enough.
-    """
-    new: set[Point] = set()
-    if with_chain:
-        new.update(chain)
-    if ordered:
-        if len(chain) <= SHORT_CHAIN:
-            for c in chain:
-                new.update([join(z, c) for z in ordered])
-        else:
-            for rows in chains(ordered):
-                _cross(rows, chain, new)
-    new -= members
-    if not new:
-        return ordered
-    members |= new
-    merged = ordered + sorted(new)
-    merged.sort()  # two sorted runs: a linear-time merge
-    return merged
-
-
-def _closure(seeds: set[Point], stored: Iterable[Point]) -> list[Point]:
-    """Sorted joins of the subsets of ``seeds + stored`` that contain a seed (seeds non-empty)."""
-    low = tuple([min(c) for c in zip(*seeds)])
-    advanced = {join(r, low) for r in stored}
-    advanced.discard(low)
-    advanced -= seeds
-    members: set[Point] = set()
-    if len(seeds) + len(advanced) < PAIRWISE_BELOW:
-        for s in seeds:
-            members |= {join(z, s) for z in members}
-            members.add(s)
-        for r in advanced:
-            members |= {join(z, r) for z in members}
-        return sorted(members)
-    ordered: list[Point] = []
-    for chain in chains(sorted(seeds)):
-        ordered = _fold(members, ordered, chain, with_chain=True)
-    for chain in sorted(chains(sorted(advanced)), key=len, reverse=True):
-        ordered = _fold(members, ordered, chain, with_chain=False)
-    return ordered
+interesting_times = SEARCH.search
+"""The times at which one key's output may change (:meth:`InterestingTimes.search` with the
+default tunables)."""

@@ -5,12 +5,12 @@ per-key path once, from the lower bound of its input (:func:`path_for`):
 
 * ``int`` times (under ``total_order=False``; otherwise :mod:`.total`): one line, the chain
   sweep (:func:`on_int_line`);
-* ``Product(int, int)`` (one loop): the key's times on one line, else on one row, else a few
-  of them as int pairs, else the general search (:func:`on_pairs`);
+* ``Product(int, int)`` (one loop): the key's times on one line, else on one row, else the
+  general search (:func:`on_pairs`);
 * ``Product(t, int)`` with ``t`` not an int (nested loops): one line, else the general search
   (:func:`on_lines`);
-* anything else, or with the chain shortcuts off (``interesting_times.LINE_FAST_PATH``): the
-  general search (:func:`on_general`).
+* anything else: the general search (:func:`on_general`), which a test may also set as an
+  operator's ``path`` to check a shortcut against it.
 
 Within a path, what decides is where the key's times lie (one pass over them), not their
 type. Each shortcut gives the general search's answer; the tests run every path against the
@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from deltaflow.framework.lattice import Product
 
-from . import interesting_times as _it
 from .chains import line, pair_line, pair_row
 from .counting import RowCounts, on_row
-from .general import general, pair_bounds, pairs
-from .interesting_times import line_bound, row_bound
+from .general import general
+from .interesting_times import InterestingTimes, line_bound, row_bound
 
 if TYPE_CHECKING:
     from deltaflow.framework.antichain import Antichain
@@ -40,7 +39,16 @@ if TYPE_CHECKING:
 
     from .operator import ReduceOperator
 
-__all__ = ["Activation", "KeyPath", "on_general", "on_int_line", "on_lines", "on_pairs", "path_for"]
+__all__ = [
+    "Activation",
+    "KeyPath",
+    "general_only",
+    "on_general",
+    "on_int_line",
+    "on_lines",
+    "on_pairs",
+    "path_for",
+]
 
 Rows = list[tuple[Any, Any, int]]
 Fixes = dict[Any, list[tuple[Any, Any, int]]]
@@ -61,12 +69,10 @@ class Activation:
 
     __slots__ = (
         "_bounds",
-        "_pairs",
         "_rows",
         "corrections",
         "int_bound",
         "line_fixes",
-        "pairs_small",
         "row_batch",
         "upper",
     )
@@ -76,12 +82,10 @@ class Activation:
         self.corrections: dict[Time, Rows] = {}
         self.line_fixes: Fixes = {}
         self.row_batch = row_batch
-        self.pairs_small = _it.PAIRS_SMALL
         first = upper.elements[0] if upper.elements else None
         self.int_bound: int | None = first if first.__class__ is int else None
         self._bounds: dict[Any, int | None] = {}
         self._rows: dict[int, int | None] = {}
-        self._pairs: Any = _UNKNOWN
 
     def line_bound(self, x: Any) -> int | None:
         """The first inner coordinate beyond the frontier on line ``x`` (``None``: none is)."""
@@ -97,12 +101,6 @@ class Activation:
             bound = self._rows[y] = row_bound(self.upper, y)
         return bound  # type: ignore[no-any-return]
 
-    def pair_bounds(self) -> list[tuple[int, int]] | None:
-        """The frontier's elements as int pairs (``None``: not all are ``Product(int, int)``)."""
-        if self._pairs is _UNKNOWN:
-            self._pairs = pair_bounds(self.upper)
-        return self._pairs  # type: ignore[no-any-return]
-
 
 def path_for(lower: Antichain) -> KeyPath:
     """The per-key path for times shaped like ``lower``'s (module docstring).
@@ -112,8 +110,6 @@ def path_for(lower: Antichain) -> KeyPath:
     True
     """
     example = lower.elements[0] if lower.elements else None
-    if not _it.LINE_FAST_PATH:
-        return on_general
     if example.__class__ is int:
         return on_int_line
     if example.__class__ is Product and example.inner.__class__ is int:
@@ -131,6 +127,28 @@ def on_general(
 ) -> None:
     """Any partial order: the general interesting-times search (:func:`.general.general`)."""
     general(op, key, times, history, written or [], act.upper, act.corrections)
+
+
+def general_only(search: InterestingTimes) -> KeyPath:
+    """The general search, with ``search``'s tunables, for every key: set as an operator's
+    ``path``, it is what the tests check every shortcut against.
+
+    >>> from .interesting_times import InterestingTimes
+    >>> callable(general_only(InterestingTimes(line_fast_path=False)))
+    True
+    """
+
+    def path(
+        op: ReduceOperator,
+        key: Any,
+        times: list[Any],
+        history: Rows,
+        written: Rows | None,
+        act: Activation,
+    ) -> None:
+        general(op, key, times, history, written or [], act.upper, act.corrections, search)
+
+    return path
 
 
 def on_int_line(
@@ -167,8 +185,7 @@ def on_pairs(
     written: Rows | None,
     act: Activation,
 ) -> None:
-    """``Product(int, int)`` times: on one line, else on one row, else a few as int pairs
-    (:func:`.general.pairs`), else the general search."""
+    """``Product(int, int)`` times: on one line, else on one row, else the general search."""
     first = times[0]
     x = first[0]
     if pair_line(op, key, x, times, history, written, act.line_bound(x), act.line_fixes):
@@ -181,9 +198,4 @@ def on_pairs(
         else:
             pair_row(op, key, y, times, history, written, row, act.line_fixes)
         return
-    if len(times) + len(history) <= act.pairs_small:
-        bounds = act.pair_bounds()
-        if bounds is not None:
-            pairs(op, key, times, history, written, bounds, act.corrections)
-            return
     on_general(op, key, times, history, written, act)

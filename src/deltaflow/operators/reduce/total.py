@@ -12,7 +12,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from .accumulation import record
+from .accumulation import record, sweep_to
 
 if TYPE_CHECKING:
     from deltaflow.framework.antichain import Antichain
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["correct_total"]
 
-_time_of = itemgetter(1)
+_first = itemgetter(0)
 
 
 def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple[Any, Any, int]]]:
@@ -39,32 +39,25 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
     corrections: dict[Time, list[tuple[Any, Any, int]]] = {}
     low: int | None = None
     for key, rows in buffered.items():
-        if len(rows) > 1:
-            rows.sort(key=_time_of)
+        # (time, val, diff) in time order: the layout sweep_to adds up to a time.
+        swept = [(t, v, d) for v, t, d in rows]
+        if len(swept) > 1:
+            swept.sort(key=_first)
         acc = accs.get(key)
         if acc is None:
             acc = {}
-        n = len(rows)
+        n = len(swept)
         i = 0
         changed = False
         out = outs.get(key)
         while i < n:
-            t = rows[i][1]
+            t = swept[i][0]
             if bound is not None and t >= bound:
-                op.buffered[key] = rows[i:]
+                op.buffered[key] = [(v, u, d) for u, v, d in swept[i:]]
                 if low is None or t < low:
                     low = t
                 break
-            while i < n:
-                val, ut, diff = rows[i]
-                if ut != t:
-                    break
-                c = acc.get(val, 0) + diff
-                if c:
-                    acc[val] = c
-                else:
-                    del acc[val]
-                i += 1
+            i = sweep_to(swept, i, t, acc)
             desired = evaluate(key, acc)
             current = out if out is not None else {}
             if desired != current:
