@@ -457,8 +457,8 @@ def test_records_go_through_in_small_chunks(
     give the same answer."""
     from deltaflow.operators.delta import lookup
 
-    monkeypatch.setattr(lookup, "CHUNK", 2)
-    monkeypatch.setattr(lookup, "BUDGET", 3)
+    monkeypatch.setattr(lookup.RuleOperator, "CHUNK", 2)
+    monkeypatch.setattr(lookup.RuleOperator, "BUDGET", 3)
     check_query(("a", "b", "c"), TRIANGLE, workers, e=edges)
 
 
@@ -471,7 +471,7 @@ def test_compacted_indexes_give_the_same_answers(
     """Indexes that compact their history all the time still answer every lookup right."""
     from deltaflow.operators.delta import index
 
-    monkeypatch.setattr(index, "COMPACT_ABOVE", 1)
+    monkeypatch.setattr(index.IndexStore, "COMPACT_ABOVE", 1)
     check_query(("a", "b", "c"), TRIANGLE, workers, e=edges)
     check_query(("a", "c"), [("e", ("a", "b")), ("e", ("b", "c"))], workers, e=edges)
 

@@ -100,8 +100,8 @@ def test_a_full_pass_goes_a_slice_per_call(monkeypatch: pytest.MonkeyPatch) -> N
     """Keys touched once (+1, then -1 a round later) and never again: full passes drop them,
     a slice of keys per call (so no call stalls for the whole history), the history stays
     bounded, and nothing that will still be read changes."""
-    monkeypatch.setattr(history_module, "COMPACT_ALL_WRITTEN", 16)
-    monkeypatch.setattr(history_module, "TIDY_SLICE", 6)
+    monkeypatch.setattr(history_module.KeyedHistory, "COMPACT_ALL_WRITTEN", 16)
+    monkeypatch.setattr(history_module.KeyedHistory, "TIDY_SLICE", 6)
     history = _CountingHistory()
     sizes, per_call = [], []
     for t in range(300):

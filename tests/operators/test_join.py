@@ -441,7 +441,7 @@ def test_join_lets_busy_side_compact(
     """Insert-then-retract rounds on one side: what the join holds of that side (its trace
     when shared, its in-memory history when private, compacted whenever it has doubled)
     stays small."""
-    monkeypatch.setattr(history_module, "COMPACT_ALL_WRITTEN", 32)
+    monkeypatch.setattr(history_module.KeyedHistory, "COMPACT_ALL_WRITTEN", 32)
     sizes: list[int] = []
     build: Any = shared_xs_join if shared else (lambda xs, ys: xs.join(ys))
 
@@ -471,7 +471,7 @@ def test_join_compacts_a_key_it_reads_early(monkeypatch: pytest.MonkeyPatch) -> 
     round) is compacted as soon as the other side reads it with more than
     JOIN_COMPACT_ABOVE updates, long before a full pass: the join does not pair matches
     with updates that cancel."""
-    monkeypatch.setattr(history_module, "COMPACT_ALL_WRITTEN", 10**6)
+    monkeypatch.setattr(history_module.KeyedHistory, "COMPACT_ALL_WRITTEN", 10**6)
     lengths: list[int] = []
 
     async def main() -> None:
@@ -583,7 +583,7 @@ def test_a_history_is_swept_again_only_when_it_may_compact() -> None:
     assert op._worth_tidying(1, Ctx(2, 1))  # its updates may be advanced: every time
     history = op.histories[0]
     assert history is not None
-    first = history_module.COMPACT_ALL_WRITTEN - 100
+    first = history_module.KeyedHistory.COMPACT_ALL_WRITTEN - 100
     history.extend((k, "v", 1, 1) for k in range(first))
     history.tidy((1,))  # below the limit: no pass
     history.extend((k, "v", 1, 1) for k in range(first, first + 200))

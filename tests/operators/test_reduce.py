@@ -1078,7 +1078,7 @@ def test_output_history_of_keys_never_touched_again_is_compacted(
     """Keys that appear once and are retracted a round later leave no input or output history
     behind: the in-memory indexes are compacted as a whole when they have doubled, and dropped
     when the input is done."""
-    monkeypatch.setattr(H, "COMPACT_ALL_WRITTEN", 16)
+    monkeypatch.setattr(H.KeyedHistory, "COMPACT_ALL_WRITTEN", 16)
     source = Spine(Antichain([0]))
     op = R.ReduceOperator(
         "count", source, None, R._count_logic, positive_only=False, total_order=False

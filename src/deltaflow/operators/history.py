@@ -15,27 +15,18 @@ dropped.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..framework.lattice import advancer
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
 
-__all__ = ["COMPACT_ALL_WRITTEN", "COMPACT_WRITTEN", "TIDY_SLICE", "AdvanceTo", "KeyedHistory"]
+__all__ = ["COMPACT_WRITTEN", "AdvanceTo", "KeyedHistory"]
 
 COMPACT_WRITTEN = 8
 """Compact a key's in-memory history (input or output) once it holds more than this many
 updates."""
-
-COMPACT_ALL_WRITTEN = 4096
-"""Compact all of an in-memory history once it holds more than this many updates (and
-twice as many as after the last such compaction)."""
-
-TIDY_SLICE = 2048
-"""Updates a full compaction pass goes through per :meth:`KeyedHistory.tidy` call at least
-(more when the history grew faster than that since the previous call): a pass is spread over
-activations instead of stalling one round for all of the history."""
 
 
 class AdvanceTo:
@@ -91,7 +82,7 @@ class KeyedHistory:
     of keys that are never touched again is bounded too, at amortised constant cost per
     update (the next full pass waits for the total to grow by a factor of twice the
     frontier's width, since advancing each time costs a join per frontier element). A full
-    pass goes a slice of keys per call (:data:`TIDY_SLICE` updates, or twice what was added
+    pass goes a slice of keys per call (:attr:`TIDY_SLICE` updates, or twice what was added
     since the previous call), each compacted to the frontier of that call. A history whose
     values are all ``()`` (``unit=True``: a counting reduction's input and output) sums per
     time alone.
@@ -102,6 +93,14 @@ class KeyedHistory:
     ({}, 0)
     """
 
+    #: Compact all of the history once it holds more than this many updates (and twice as
+    #: many as after the last such compaction).
+    COMPACT_ALL_WRITTEN: ClassVar[int] = 4096
+    #: Updates a full compaction pass goes through per :meth:`tidy` call at least (more
+    #: when the history grew faster than that since the previous call): a pass is spread
+    #: over activations instead of stalling one round for all of the history.
+    TIDY_SLICE: ClassVar[int] = 2048
+
     __slots__ = (
         "_kept", "_retry", "_seen", "_sweep", "compact_above", "limit", "rows", "size", "unit",
     )  # fmt: skip
@@ -109,7 +108,7 @@ class KeyedHistory:
     def __init__(self, compact_above: int | None = None, *, unit: bool = False) -> None:
         self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
         self.size = 0
-        self.limit = COMPACT_ALL_WRITTEN
+        self.limit = self.COMPACT_ALL_WRITTEN
         # How long a key's list may get before :meth:`read` compacts it (None: the default,
         # COMPACT_WRITTEN, read when called so that it can be changed).
         self.compact_above = compact_above
@@ -268,7 +267,7 @@ class KeyedHistory:
         With an empty frontier nothing can be evaluated any more and everything is dropped.
 
         Runtime complexity: O(1) when no pass is under way; else O(s) for the slice's s
-        updates (at least :data:`TIDY_SLICE`, at least twice the growth since the last
+        updates (at least :attr:`TIDY_SLICE`, at least twice the growth since the last
         call), plus O(k) for the k keys when a pass starts.
         """
         if not frontier:
@@ -277,7 +276,7 @@ class KeyedHistory:
                 self._retry.clear()
                 self.size = self._seen = 0
                 self._sweep = None
-                self.limit = COMPACT_ALL_WRITTEN
+                self.limit = self.COMPACT_ALL_WRITTEN
             return
         sweep = self._sweep
         if sweep is None:
@@ -286,7 +285,7 @@ class KeyedHistory:
                 return
             sweep = self._sweep = list(self.rows)
             self._kept = 0
-        budget = 1 << 62 if force else max(TIDY_SLICE, 2 * (self.size - self._seen))
+        budget = 1 << 62 if force else max(self.TIDY_SLICE, 2 * (self.size - self._seen))
         advance = AdvanceTo(frontier)
         rows_of = self.rows
         while sweep and budget > 0:
@@ -304,7 +303,7 @@ class KeyedHistory:
             # in while it went on is not counted). Advancing a time costs a join per frontier
             # element: with many rounds in flight (a wide frontier) wait proportionally
             # longer, keeping the cost per update constant.
-            self.limit = COMPACT_ALL_WRITTEN + 2 * self._kept * len(frontier)
+            self.limit = self.COMPACT_ALL_WRITTEN + 2 * self._kept * len(frontier)
         self._seen = self.size
 
     def _compact(

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
 from ..base import Interest, Operator
 
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from ..base import OperatorContext
 
 __all__ = [
-    "COMPACT_ABOVE",
     "History",
     "IndexOperator",
     "IndexRegistry",
@@ -168,6 +167,9 @@ class Reader(Protocol):
 class IndexStore:
     """One worker's part of an index: :class:`KeyRows` by key (see the module docstring)."""
 
+    #: Compact once the store holds more updates than this, and then whenever it has doubled.
+    COMPACT_ABOVE: ClassVar[int] = 4096
+
     __slots__ = ("keys", "limit", "readers", "size")
 
     def __init__(self) -> None:
@@ -176,7 +178,7 @@ class IndexStore:
         #: The operators reading this store (each says how far back it may still look).
         self.readers: list[Reader] = []
         #: Compact once the store holds more updates than this (see :meth:`compact`).
-        self.limit = COMPACT_ABOVE
+        self.limit = self.COMPACT_ABOVE
 
     def insert(self, data: list[Any], times: list[Time], diffs: list[int], split: Split) -> None:
         """Add updates ``(data[i], times[i], diffs[i])``, each split into ``(key, val)``."""
@@ -198,7 +200,7 @@ class IndexStore:
         holds = [h for h in said if isinstance(h, int)]
         if not said or len(holds) + said.count(None) < len(said):
             self.limit = max(
-                COMPACT_ABOVE, 2 * self.size
+                self.COMPACT_ABOVE, 2 * self.size
             )  # a reader cannot tell yet, or times are products
             return
         floor = min(holds) - 1 if holds else None
@@ -212,7 +214,7 @@ class IndexStore:
                 self.size -= rows.advance(floor)
                 if not rows.times:
                     del keys[key]
-        self.limit = max(COMPACT_ABOVE, 2 * self.size)
+        self.limit = max(self.COMPACT_ABOVE, 2 * self.size)
 
     def count(self, key: Any, time: Time, strict: bool) -> int:
         """How many updates ``key`` has at times before ``time`` (``strict``) or not after it,
@@ -222,11 +224,6 @@ class IndexStore:
         """
         rows = self.keys.get(key)
         return 0 if rows is None else rows.upto(time, strict)
-
-
-COMPACT_ABOVE = 4096
-"""An index store compacts its history once it holds more updates than this, and then
-whenever it has doubled."""
 
 
 class IndexRegistry:

@@ -42,7 +42,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -540,14 +540,6 @@ _binding = itemgetter(0)
 UNKNOWN = object()
 """What :meth:`RuleOperator.lowest` says before it can tell."""
 
-BUDGET = 100_000
-"""Records a rule operator makes per activation before it lets the others run (and sends
-what it has summed): a hub's round is spread over activations instead of held at once."""
-
-CHUNK = 64
-"""Records a phase takes at once (see :meth:`RuleOperator._run`): small enough that a hub
-key's proposals for a chunk stay a few megabytes, large enough that per-chunk costs vanish."""
-
 
 class _Job:
     """Records at ``time`` under way: ``todo`` is a stack of ``(phase, records, diffs)``,
@@ -574,6 +566,13 @@ class RuleOperator(Operator):
     ``emit(binding)`` (``emit(record)`` with ``whole``) at its ``t_out``, summed per time and
     datum.
     """
+
+    #: Records made per activation before the others may run (and what was summed is
+    #: sent): a hub's round is spread over activations instead of held at once.
+    BUDGET: ClassVar[int] = 100_000
+    #: Records a phase takes at once (see :meth:`_run`): small enough that a hub key's
+    #: proposals for a chunk stay a few megabytes, large enough that per-chunk costs vanish.
+    CHUNK: ClassVar[int] = 64
 
     interest = Interest.ALWAYS
 
@@ -629,7 +628,7 @@ class RuleOperator(Operator):
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue what may run now, stash the rest; work through the queue within
-        :data:`BUDGET`, holding capabilities at the least times still owed."""
+        :attr:`BUDGET`, holding capabilities at the least times still owed."""
         stash = self.stash
         jobs = self.jobs
         changed = False
@@ -653,7 +652,7 @@ class RuleOperator(Operator):
                     changed = True
                 elif t.__class__ is int:
                     break  # later int times wait for the same frontiers
-        budget = BUDGET
+        budget = self.BUDGET
         while jobs and budget > 0:
             job = jobs[0]
             budget = self._work(ctx, job, budget)
@@ -692,7 +691,7 @@ class RuleOperator(Operator):
         self.caps = new
 
     def _work(self, ctx: OperatorContext, job: _Job, budget: int) -> int:
-        """Run the phases on ``job``'s records, depth first in chunks of :data:`CHUNK` (what
+        """Run the phases on ``job``'s records, depth first in chunks of :attr:`CHUNK` (what
         one phase makes goes through the rest before the next chunk, so a hub's proposals
         are never all held at once) until ``budget`` records were made; returns what is left
         of it. Results are summed, and sent when many or when the job is done."""
@@ -704,10 +703,11 @@ class RuleOperator(Operator):
         t = job.time
         while todo and budget > 0:
             phase, recs, diffs = todo.pop()
-            if len(recs) > CHUNK:
-                chunks = range(0, len(recs), CHUNK)
+            if len(recs) > self.CHUNK:
+                chunks = range(0, len(recs), self.CHUNK)
                 todo.extend(
-                    (phase, recs[i : i + CHUNK], diffs[i : i + CHUNK]) for i in reversed(chunks)
+                    (phase, recs[i : i + self.CHUNK], diffs[i : i + self.CHUNK])
+                    for i in reversed(chunks)
                 )
                 continue
             if phase < last:
@@ -720,7 +720,7 @@ class RuleOperator(Operator):
             else:
                 self._sum(results, recs, diffs, t)
                 job.held += len(recs)
-                if job.held > BUDGET:
+                if job.held > self.BUDGET:
                     self._flush(ctx, job)
         if not todo or budget <= 0:
             self._flush(ctx, job)
