@@ -35,10 +35,10 @@ seed (``x = join(X) = join(X + {s})``), and conversely. So the interesting times
 one seed. Joins of stored times alone were dealt with in the rounds that stored them.
 
 **Deferred times must be kept.** A time beyond the frontier ``upper`` cannot be evaluated yet
-(input may still arrive at or below it), so it is *deferred* and must be handed back to the
-next round as a seed - a resumption token. Nothing else would rediscover it: next round the
-updates of this round are *stored* times, and joins of stored times alone are never
-interesting. Nor can it be recovered from the output: with two updates at incomparable times
+(input may still arrive at or below it), so it is *deferred*: it stays pending, untouched,
+and is handed back as a seed in the round whose frontier has passed it - a resumption token.
+Nothing else would rediscover it: by then the updates of this round are *stored* times, and
+joins of stored times alone are never interesting. Nor can it be recovered from the output: with two updates at incomparable times
 ``a`` and ``b``, ``logic`` may give nothing at ``a`` and at ``b`` (no output update there) and
 something at ``join(a, b)``. Dropping that pending time loses a correction for ever.
 
