@@ -343,8 +343,6 @@ class TcpTransport:
         self._finished = trio.Event()
         self._reported = False
         self._parts: dict[tuple[int, int], list[UpdateBatch]] = {}
-        #: The links that hold data messages not flushed yet.
-        self._with_data: set[Link] = set()
 
     def attach(self, workers: list[Worker]) -> None:
         """Deliver to this process's ``workers`` (in index order)."""
@@ -367,28 +365,21 @@ class TcpTransport:
             lo = (len(data) - 1) // PART * PART
             payload = UpdateBatch(data[lo:], diffs[lo:])
         link.queue(("d", sender, offset, node, port, time, payload))
-        self._with_data.add(link)
 
     def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
         """Every local worker now; every other process after the data sent before it.
 
-        A link is flushed at once if it holds data (the other process can start on them)
-        or the sender has nothing more to do; a batch of progress alone, from a sender
-        about to step again (it has progress to apply or actors to run), waits for that
-        step's batch to leave in the same frame, so the other processes wake once for both.
-        What is left queued leaves at the sender's next flush, or when it yields to trio.
+        Every link is flushed at once: a process waiting on this progress (its frontier, and
+        so its next loop turn, depends on it) starts as soon as it arrives. Holding a batch of
+        progress back to share a frame with the sender's next step saves writes and wake-ups
+        but idles the other process for that step.
         """
-        worker = self.workers[sender - self.first]
-        busy = worker.inbox or worker.active
         for w in self.workers:
             w.receive_progress(changes)
         message = ("p", changes)
-        with_data = self._with_data
         for link in self.links.values():
             link.queue(message)
-            if not busy or link in with_data:
-                link.flush_now()
-        with_data.clear()
+            link.flush_now()
 
     def report_error(self, exc: BaseException) -> None:
         """Tell every other process that this one failed (once)."""

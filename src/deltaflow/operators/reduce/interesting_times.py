@@ -38,9 +38,10 @@ one seed. Joins of stored times alone were dealt with in the rounds that stored 
 (input may still arrive at or below it), so it is *deferred*: it stays pending, untouched,
 and is handed back as a seed in the round whose frontier has passed it - a resumption token.
 Nothing else would rediscover it: by then the updates of this round are *stored* times, and
-joins of stored times alone are never interesting. Nor can it be recovered from the output: with two updates at incomparable times
-``a`` and ``b``, ``logic`` may give nothing at ``a`` and at ``b`` (no output update there) and
-something at ``join(a, b)``. Dropping that pending time loses a correction for ever.
+joins of stored times alone are never interesting. Nor can it be recovered from the output:
+with two updates at incomparable times ``a`` and ``b``, ``logic`` may give nothing at ``a`` and
+at ``b`` (no output update there) and something at ``join(a, b)``. Dropping that pending time
+loses a correction for ever.
 
 **Collapsing stored history by the meet.** Every interesting time is ``>=`` some seed, hence
 ``>=`` the meet ``m`` of all seeds. A stored time ``r`` and ``join(r, m)`` are below exactly the
