@@ -372,22 +372,12 @@ def _intersect_two(parts: list[Part], combine: Callable[[Any, Any], Any], tally:
         for rec, r, ra, rb in zip(recs, diffs, found_a, found_b):
             if ra is None or rb is None:
                 continue
-            times = ra.times
-            last = times[-1]
-            if last < t or (not strict_a and last == t):
-                na = len(times)
-            else:
-                na = bisect_left(times, t) if strict_a else bisect_right(times, t)
-                if not na:
-                    continue
-            times = rb.times
-            last = times[-1]
-            if last < t or (not strict_b and last == t):
-                nb = len(times)
-            else:
-                nb = bisect_left(times, t) if strict_b else bisect_right(times, t)
-                if not nb:
-                    continue
+            na = ra.upto(t, strict_a)
+            if not na:
+                continue
+            nb = rb.upto(t, strict_b)
+            if not nb:
+                continue
             if na <= nb:
                 rows, n, other, ostrict = ra, na, rb, strict_b
             else:
