@@ -22,11 +22,8 @@ from deltaflow.graphs import reachable_pairs
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def load(name: str, *needs: str) -> ModuleType:
-    """Import ``examples/<name>.py``, or skip if ``Collection`` lacks an operator it needs."""
-    missing = [m for m in needs if not hasattr(df.Collection, m)]
-    if missing:
-        pytest.skip(f"examples/{name}.py needs Collection.{', '.join(missing)} (not built yet)")
+def import_example(name: str) -> ModuleType:
+    """Import ``examples/<name>.py`` as the module ``deltaflow_example_<name>``."""
     spec = importlib.util.spec_from_file_location(
         f"deltaflow_example_{name}", EXAMPLES / f"{name}.py"
     )
@@ -35,6 +32,14 @@ def load(name: str, *needs: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load(name: str, *needs: str) -> ModuleType:
+    """Import ``examples/<name>.py``, or skip if ``Collection`` lacks an operator it needs."""
+    missing = [m for m in needs if not hasattr(df.Collection, m)]
+    if missing:
+        pytest.skip(f"examples/{name}.py needs Collection.{', '.join(missing)} (not built yet)")
+    return import_example(name)
 
 
 def live_edges(

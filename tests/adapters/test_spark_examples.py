@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from tests.test_examples import EXAMPLES, import_example
 
 pytestmark = pytest.mark.spark
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def load(name: str) -> ModuleType:
@@ -22,13 +19,7 @@ def load(name: str) -> ModuleType:
 
     if str(EXAMPLES) not in sys.path:
         sys.path.append(str(EXAMPLES))
-    spec = importlib.util.spec_from_file_location(
-        f"deltaflow_example_{name}", EXAMPLES / f"{name}.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = import_example(name)
     cloudpickle.register_pickle_by_value(module)
     return module
 
