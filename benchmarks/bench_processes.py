@@ -129,9 +129,6 @@ class _Sink:
     def __init__(self) -> None:
         self.got: list[Any] = []
         self.event = trio.Event()
-        # What the transport looks at to tell whether a worker steps again at once: never.
-        self.inbox: list[Any] = []
-        self.active: list[int] = []
 
     def receive(self, node: int, port: int, time: Any, payload: Any) -> None:
         self.got.append(payload)
