@@ -34,10 +34,9 @@ from .accumulation import (
     positions,
     record,
     sweep_to,
-    total_at,
     without_zeros,
 )
-from .counting import ByCount, count_beyond, count_chain, count_debt
+from .counting import ByCount, count_chain, count_debt
 from .interesting_times import interesting_on_line
 
 if TYPE_CHECKING:
@@ -171,8 +170,9 @@ def pair_line(
     this one answers with one accumulation and one ``logic`` call when the positions above
     ``low`` where the input or the output changed are all beyond the frontier: they are
     deferred, each to be evaluated once the frontier passes it. The input history is
-    scanned once: the accumulation at ``low`` and the positions above it together.
-    Products are pairs and are read by index.
+    scanned once: the accumulation at ``low`` and the positions above it together; a
+    counting reduction's key sums plain counts instead (:func:`_count_line`). Products are
+    pairs and are read by index.
     """
     low = high = times[0][1]
     if len(times) > 1:  # (one time is on line ``x``: it is where ``x`` came from)
@@ -185,20 +185,13 @@ def pair_line(
             elif y > high:
                 high = y
     by_count = op.by_count
-    acc: dict[Any, int] = {}
-    n = 0  # the input count at ``low``, for a counting reduction (every val ``()``)
-    changes: list[int] | None = None  # where the input changes above ``low``
     if by_count is not None:
-        counts = _split_counts(history, x, low)
-        if counts is None:
-            return False
-        n, above, next_above = counts
-    else:
-        vals = _split_vals(history, x, low)
-        if vals is None:
-            return False
-        acc, above, changes = vals
-        next_above = least(changes) if changes else None
+        return _count_line(op, by_count, key, x, low, high, times, history, written, bound, fixes)
+    vals = _split_vals(history, x, low)
+    if vals is None:
+        return False
+    acc, changes = vals
+    next_above = least(changes) if changes else None
     # Where the output changed above ``low`` counts as where the input did (see
     # :func:`sweep_line`).
     written_above = _changed_positions(positions(written, x), low) if written else []
@@ -207,15 +200,7 @@ def pair_line(
         if next_above is None or lowest < next_above:
             next_above = lowest
     if low != high or (next_above is not None and (bound is None or next_above < bound)):
-        if changes is None:
-            changes = [ry for ry, d in above.items() if d] if above else []
-        ys = [t[1] for t in times]
-        inputs = [(t[1], v, d) for v, t, d in history]
-        outputs = positions(written, x) if written else []
-        sweep_line(op, key, x, ys, changes, inputs, outputs, bound, fixes)
-        return True
-    if by_count is not None:
-        _count_at(op, by_count, key, x, low, n, above, next_above, bound, written, fixes)
+        _sweep_pairs(op, key, x, times, changes, history, written, bound, fixes)
         return True
     if bound is not None and low >= bound:
         op.defer(key, [new_tuple(Product, (x, low))])
@@ -229,22 +214,41 @@ def pair_line(
         # Every position above ``low`` where the input or the output changed is
         # interesting (the seed's join with it) and beyond the frontier: each stays
         # pending until it is evaluated.
-        later = {*(changes or ()), *written_above}
+        later = {*changes, *written_above}
         op.defer(key, [new_tuple(Product, (x, y)) for y in sorted(later)])
     return True
 
 
+def _sweep_pairs(
+    op: ReduceOperator,
+    key: Any,
+    x: int,
+    times: list[Any],
+    changes: list[int],
+    history: list[tuple[Any, Any, int]],
+    written: list[tuple[Any, Any, int]] | None,
+    bound: int | None,
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> None:
+    """:func:`sweep_line` along line ``x`` for :func:`pair_line`'s keys that need more than
+    one evaluation now (``changes``: where the input changes above the lowest seed)."""
+    ys = [t[1] for t in times]
+    inputs = [(t[1], v, d) for v, t, d in history]
+    outputs = positions(written, x) if written else []
+    sweep_line(op, key, x, ys, changes, inputs, outputs, bound, fixes)
+
+
 # The history of a key on line ``x`` split at its one new position ``low``: what accumulates
-# there, and the updates above it summed per (position, val), or per position for a counting
-# reduction. Only positions where the input changes on the line are interesting: updates that
-# cancel there (once at an earlier round, once at a later one; compaction has not met them
-# yet) are not. None when a stored time is off the line (outer coordinate above ``x``).
+# there, and the updates above it summed per (position, val). Only positions where the input
+# changes on the line are interesting: updates that cancel there (once at an earlier round,
+# once at a later one; compaction has not met them yet) are not. None when a stored time is
+# off the line (outer coordinate above ``x``).
 
 
 def _split_vals(
     history: list[tuple[Any, Any, int]], x: int, low: int
-) -> tuple[dict[Any, int], dict[Any, int] | None, list[int]] | None:
-    """``(acc at low, {(position, val): diff} above, positions where the input changes)``."""
+) -> tuple[dict[Any, int], list[int]] | None:
+    """``(acc at low, positions above it where the input changes)``."""
     acc: dict[Any, int] = {}
     get = acc.get
     above: dict[Any, int] | None = None
@@ -260,18 +264,36 @@ def _split_vals(
             k = (ry, v)
             above[k] = above.get(k, 0) + d
     changes = [ry for (ry, _), d in above.items() if d] if above else []
-    return acc, above, changes
+    return acc, changes
 
 
-def _split_counts(
-    history: list[tuple[Any, Any, int]], x: int, low: int
-) -> tuple[int, dict[Any, int] | None, int | None] | None:
-    """``(input count at low, {position: diff} above, lowest position where it changes)``."""
-    n = 0
-    above: dict[Any, int] | None = None
+def _count_line(
+    op: ReduceOperator,
+    by_count: ByCount,
+    key: Any,
+    x: int,
+    low: int,
+    high: int,
+    times: list[Any],
+    history: list[tuple[Any, Any, int]],
+    written: list[tuple[Any, Any, int]] | None,
+    bound: int | None,
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> bool:
+    """:func:`pair_line` for a counting reduction (every val ``()``): the counts at ``low``
+    and their changes above it, per position, from one pass over each history; False if a
+    stored input time is off line ``x``.
+
+    With one new position and every change above it beyond the frontier, the key is
+    deferred only to where, as things stand, its output would be wrong
+    (:func:`.counting.count_debt`): until new input comes for it (which makes its own
+    interesting times), nothing changes there.
+    """
+    n = 0  # the input count at ``low``
+    above: dict[int, int] | None = None  # the input updates above ``low``, per position
     for _, r, d in history:
         if r[0] > x:
-            return None
+            return False
         ry = r[1]
         if ry <= low:
             n += d
@@ -279,55 +301,51 @@ def _split_counts(
             above = {ry: d}
         else:
             above[ry] = above.get(ry, 0) + d
+    out = 0  # the output count at ``low``
+    later: dict[int, int] | None = None  # the output updates above ``low``, per position
+    if written:
+        for _, r, d in written:
+            if r[0] <= x:
+                ry = r[1]
+                if ry <= low:
+                    out += d
+                elif later is None:
+                    later = {ry: d}
+                else:
+                    later[ry] = later.get(ry, 0) + d
+    # The lowest position above ``low`` where the input or the output changes (the output's
+    # count as well, see :func:`sweep_line`).
     next_above = None
-    if above:
+    if above is not None:
         for ry, d in above.items():
             if d and (next_above is None or ry < next_above):
                 next_above = ry
-    return n, above, next_above
-
-
-def _count_at(
-    op: ReduceOperator,
-    by_count: ByCount,
-    key: Any,
-    x: int,
-    low: int,
-    n: int,
-    above: dict[Any, int] | None,
-    next_above: int | None,
-    bound: int | None,
-    written: list[tuple[Any, Any, int]] | None,
-    fixes: dict[Any, list[tuple[Any, Any, int]]],
-) -> None:
-    """:func:`pair_line`'s one new position ``low`` for a counting reduction, where every
-    position above it where the input or output changes is beyond the frontier (``n`` is the
-    input count at ``low``, ``above`` the input changes above it, per position).
-
-    Such a key is deferred only to where, as things stand, its output would be wrong: until
-    new input comes for it (which makes its own interesting times), nothing changes there.
-    """
+    if later is not None:
+        for ry, d in later.items():
+            if d and (next_above is None or ry < next_above):
+                next_above = ry
+    if low != high or (next_above is not None and (bound is None or next_above < bound)):
+        changes = [ry for ry, d in above.items() if d] if above else []
+        _sweep_pairs(op, key, x, times, changes, history, written, bound, fixes)
+        return True
+    want = by_count(key, n)
     if bound is not None and low >= bound:
         # Not final yet, so not corrected yet: deferred to the first position where the
         # output would be wrong (none: the key is done).
-        at = count_beyond(by_count, key, x, low, n, above, written)
+        at = low if want != out else count_debt(by_count, key, n, out, above, later)
         if at is not None:
             op.defer(key, [new_tuple(Product, (x, at))])
-        return
-    want = by_count(key, n)
-    if next_above is None:
-        fix = want - (total_at(written, x, low) if written else 0)
-        if fix:
-            add_row(fixes, (x, low), key, (), fix)
-        return
-    # A wrong output below the bound (where no input changes, so not interesting) is left
-    # to the usual deferral.
-    assert bound is not None
-    out, debt = count_debt(by_count, key, x, low, n, want, above or {}, written)
+        return True
     if want != out:
         add_row(fixes, (x, low), key, (), want - out)
-    if debt is not None:
-        op.defer(key, [new_tuple(Product, (x, debt if debt >= bound else next_above))])
+    if next_above is not None:
+        # Every change above ``low`` is beyond the frontier: the key is owed an evaluation
+        # at the first of them where its output would be wrong once ``low`` is corrected
+        # (the counts only change there, so that position is interesting).
+        debt = count_debt(by_count, key, n, want, above, later)
+        if debt is not None:
+            op.defer(key, [new_tuple(Product, (x, debt))])
+    return True
 
 
 def sweep_line(

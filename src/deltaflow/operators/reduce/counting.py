@@ -8,9 +8,9 @@ The reduction's paths for ``Product(int, int)`` times hand such keys to the func
 * :func:`count_pairs` - a few interesting times of any shape (the general path's twin);
 * :func:`count_chain` - a chain of positions, one running sum each for input and output (the
   chain sweep's twin);
-* :func:`count_debt`, :func:`count_beyond` - where, on a line, the output would be wrong with
-  the input and output known now: a key whose output stays right above its one new
-  position is done, instead of staying pending until the frontier passes each later one;
+* :func:`count_debt` - where, on a line, the output would be wrong with the input and output
+  known now: a key whose output stays right above its one new position is done, instead of
+  staying pending until the frontier passes each later one;
 * :class:`RowCounts` - many keys on rows at once, in numpy columns (below).
 
 Each is checked against the general path with ``by_count`` off in the tests.
@@ -59,7 +59,6 @@ from .accumulation import add_row, total_at
 __all__ = [
     "ByCount",
     "RowCounts",
-    "count_beyond",
     "count_chain",
     "count_debt",
     "count_pairs",
@@ -100,71 +99,48 @@ def count_pairs(
 def count_debt(
     by_count: ByCount,
     key: Any,
-    x: int,
-    low: int,
     n: int,
-    want: int,
-    above: dict[int, int],
-    written: list[tuple[Any, Any, int]] | None,
-) -> tuple[int, int | None]:
-    """A counting reduction's output count at ``low`` on line ``x``, and the lowest position
-    above ``low`` where its output would be wrong with the input and output known now (None
-    if it is right everywhere above), once the output at ``low`` is corrected to ``want``.
+    out: int,
+    above: dict[int, int] | None,
+    later: dict[int, int] | None,
+) -> int | None:
+    """The lowest position above a line's position ``low`` where a counting reduction's
+    output would be wrong with the input and output known now, or None if it is right at
+    every one.
 
-    ``n`` is the input count at ``low``; ``above`` sums the stored input updates above
-    ``low`` per position; ``written`` is the output history (read once for both
-    answers). Both counts only change at the positions of those updates, so checking there
-    checks every position of the line above ``low``. O(h log h) for h updates.
+    ``n`` and ``out`` are the input and output counts at ``low`` (``out`` as corrected
+    there); ``above`` and ``later`` sum the stored input and output updates above ``low``
+    per position (None: there are none). Both counts only change at those positions, so
+    checking there checks every position of the line above ``low``. A key whose output is
+    right everywhere above its one new position is done, instead of staying pending until
+    the frontier passes each later one. O(h log h) for h updates.
+
+    >>> distinct = lambda _key, n: int(n > 0)
+    >>> count_debt(distinct, "k", 1, 1, {3: -1, 5: 1}, {5: -1})  # wrong at 3 (no output change)
+    3
+    >>> count_debt(distinct, "k", 1, 1, {3: -1, 5: 1}, {3: -1, 5: 1}) is None
+    True
     """
-    out = 0
-    later: dict[int, int] | None = None  # the output updates above ``low``, per position
-    if written:
-        for _, t, d in written:
-            if t[0] <= x:
-                y = t[1]
-                if y <= low:
-                    out += d
-                elif later is None:
-                    later = {y: d}
-                else:
-                    later[y] = later.get(y, 0) + d
-    at_low = out
-    out = want
     if later is None:  # the usual case: only the input changes above ``low``
+        if above is None:
+            return None
         for y in sorted(above) if len(above) > 1 else above:
             dn = above[y]
             if dn:
                 n += dn
                 if by_count(key, n) != out:
-                    return at_low, y
-        return at_low, None
+                    return y
+        return None
+    if above is None:
+        above = {}
+    get_in = above.get
+    get_out = later.get
     for y in sorted(above.keys() | later.keys()):
-        n += above.get(y, 0)
-        out += later.get(y, 0)
+        n += get_in(y, 0)
+        out += get_out(y, 0)
         if by_count(key, n) != out:
-            return at_low, y
-    return at_low, None
-
-
-def count_beyond(
-    by_count: ByCount,
-    key: Any,
-    x: int,
-    low: int,
-    n: int,
-    above: dict[int, int] | None,
-    written: list[tuple[Any, Any, int]] | None,
-) -> int | None:
-    """The lowest position at or above ``low`` on line ``x`` where a counting reduction's
-    output would be wrong with the input and output known now, or None if it is right at
-    every one (``n`` is the input count at ``low``; see :func:`count_debt`).
-
-    For a key whose lowest new time the frontier has not passed yet: it cannot be corrected
-    yet, and needs to be evaluated again only where something is wrong.
-    """
-    want = by_count(key, n)
-    out, debt = count_debt(by_count, key, x, low, n, want, above or {}, written)
-    return debt if out == want else low
+            return y
+    return None
 
 
 def count_chain(
