@@ -7,8 +7,8 @@ then form a chain ordered by the inner coordinate (:func:`.interesting_times.int
 so one sweep in inner order accumulates input and output together and calls ``logic`` only where
 either changed (:func:`sweep_line`). The usual single new time with all history below it is one
 accumulation and one ``logic`` call, no sorting, no ``Product`` built except for the times
-that get corrections (:func:`line`, :func:`pair_line`). Int times under ``total_order=False``
-are one line too (``x`` is ``None``).
+that get corrections (:func:`line`, :func:`pair_line`; :func:`count_line` sums counts). Int
+times under ``total_order=False`` are one line too (``x`` is ``None``).
 
 The transposed shape, a *row*, is that of a static run: every new time of the key is
 ``Product(_, y)`` for one iteration ``y`` and its history lies at iterations ``<= y`` (each
@@ -42,7 +42,7 @@ from .interesting_times import interesting_on_line
 if TYPE_CHECKING:
     from .operator import ReduceOperator
 
-__all__ = ["least", "line", "pair_line", "pair_row", "sweep_line"]
+__all__ = ["count_line", "least", "line", "pair_line", "pair_row", "sweep_line"]
 
 _first = itemgetter(0)
 
@@ -170,23 +170,17 @@ def pair_line(
     this one answers with one accumulation and one ``logic`` call when the positions above
     ``low`` where the input or the output changed are all beyond the frontier: they are
     deferred, each to be evaluated once the frontier passes it. The input history is
-    scanned once: the accumulation at ``low`` and the positions above it together; a
-    counting reduction's key sums plain counts instead (:func:`_count_line`). Products are
+    scanned once: the accumulation at ``low`` and the positions above it together (a
+    counting reduction's twin, :func:`count_line`, sums plain counts instead). Products are
     pairs and are read by index.
     """
-    low = high = times[0][1]
-    if len(times) > 1:  # (one time is on line ``x``: it is where ``x`` came from)
-        for t in times:
-            if t[0] != x:
-                return False
-            y = t[1]
-            if y < low:
-                low = y
-            elif y > high:
-                high = y
-    by_count = op.by_count
-    if by_count is not None:
-        return _count_line(op, by_count, key, x, low, high, times, history, written, bound, fixes)
+    if len(times) == 1:  # (one time is on line ``x``: it is where ``x`` came from)
+        low = high = times[0][1]
+    else:
+        span = _span(times, x)
+        if span is None:
+            return False
+        low, high = span
     vals = _split_vals(history, x, low)
     if vals is None:
         return False
@@ -217,6 +211,21 @@ def pair_line(
         later = {*changes, *written_above}
         op.defer(key, [new_tuple(Product, (x, y)) for y in sorted(later)])
     return True
+
+
+def _span(times: list[Any], x: int) -> tuple[int, int] | None:
+    """The lowest and highest inner coordinates of ``times`` (pairs), or None if one is off
+    line ``x``."""
+    low = high = times[0][1]
+    for t in times:
+        if t[0] != x:
+            return None
+        y = t[1]
+        if y < low:
+            low = y
+        elif y > high:
+            high = y
+    return low, high
 
 
 def _sweep_pairs(
@@ -267,28 +276,33 @@ def _split_vals(
     return acc, changes
 
 
-def _count_line(
+def count_line(
     op: ReduceOperator,
     by_count: ByCount,
     key: Any,
     x: int,
-    low: int,
-    high: int,
     times: list[Any],
     history: list[tuple[Any, Any, int]],
     written: list[tuple[Any, Any, int]] | None,
     bound: int | None,
     fixes: dict[Any, list[tuple[Any, Any, int]]],
 ) -> bool:
-    """:func:`pair_line` for a counting reduction (every val ``()``): the counts at ``low``
-    and their changes above it, per position, from one pass over each history; False if a
-    stored input time is off line ``x``.
+    """:func:`pair_line` for a counting reduction (every val ``()``): the counts at the
+    lowest new position ``low`` and their changes above it, per position, from one pass over
+    each history; False (nothing done) if a time is off line ``x``.
 
     With one new position and every change above it beyond the frontier, the key is
     deferred only to where, as things stand, its output would be wrong
     (:func:`.counting.count_debt`): until new input comes for it (which makes its own
     interesting times), nothing changes there.
     """
+    if len(times) == 1:
+        low = high = times[0][1]
+    else:
+        span = _span(times, x)
+        if span is None:
+            return False
+        low, high = span
     n = 0  # the input count at ``low``
     above: dict[int, int] | None = None  # the input updates above ``low``, per position
     for _, r, d in history:

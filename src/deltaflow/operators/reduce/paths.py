@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltaflow.framework.lattice import Product
 
-from .chains import line, pair_line, pair_row
+from .chains import count_line, line, pair_line, pair_row
 from .counting import RowCounts, on_row
 from .general import general
 from .interesting_times import InterestingTimes, line_bound, row_bound
@@ -72,6 +72,8 @@ class Activation:
         "_rows",
         "corrections",
         "int_bound",
+        "last_bound",
+        "last_line",
         "line_fixes",
         "row_batch",
         "upper",
@@ -86,12 +88,18 @@ class Activation:
         self.int_bound: int | None = first if first.__class__ is int else None
         self._bounds: dict[Any, int | None] = {}
         self._rows: dict[int, int | None] = {}
+        # The line asked for last and its bound: a step's keys mostly share one line (the
+        # round being computed), which a path reads here without a call.
+        self.last_line: Any = _UNKNOWN
+        self.last_bound: int | None = None
 
     def line_bound(self, x: Any) -> int | None:
         """The first inner coordinate beyond the frontier on line ``x`` (``None``: none is)."""
         bound = self._bounds.get(x, _UNKNOWN)
         if bound is _UNKNOWN:
             bound = self._bounds[x] = line_bound(self.upper, x)
+        self.last_line = x
+        self.last_bound = bound
         return bound  # type: ignore[no-any-return]
 
     def row_bound(self, y: int) -> int | None:
@@ -185,10 +193,19 @@ def on_pairs(
     written: Rows | None,
     act: Activation,
 ) -> None:
-    """``Product(int, int)`` times: on one line, else on one row, else the general search."""
+    """``Product(int, int)`` times: on one line, else on one row, else the general search.
+
+    On a line, a counting reduction's key takes :func:`.chains.count_line` and any other
+    :func:`.chains.pair_line`.
+    """
     first = times[0]
     x = first[0]
-    if pair_line(op, key, x, times, history, written, act.line_bound(x), act.line_fixes):
+    bound = act.last_bound if x == act.last_line else act.line_bound(x)
+    by_count = op.by_count
+    if by_count is not None:
+        if count_line(op, by_count, key, x, times, history, written, bound, act.line_fixes):
+            return
+    elif pair_line(op, key, x, times, history, written, bound, act.line_fixes):
         return
     y = first[1]
     if on_row(y, times, history):
