@@ -11,8 +11,8 @@ paths need:
   times on one line (one outer coordinate) are one chain, swept directly.
 * :func:`sweep_to` - one step of such a sweep over rows sorted by position (a chain of times
   given as int positions along it).
-* :func:`accumulate_at`, :func:`total_at` - at one time, by a scan
-  (a key's few updates; ``total_at`` sums plain diffs for counting reductions).
+* :func:`total_at` - a counting reduction's count at one time, by a scan of a key's few
+  updates.
 
 It also keeps the arithmetic of corrections: the :func:`difference` between two accumulations
 and the ``{time: [(key, val, diff)]}`` lists a reduction's corrections are gathered in.
@@ -20,8 +20,6 @@ and the ``{time: [(key, val, diff)]}`` lists a reduction's corrections are gathe
 >>> from deltaflow.framework.lattice import Product
 >>> accumulate([("a", Product(0, 1), 1), ("b", Product(1, 0), 1)], [Product(1, 1)])[0]["b"]
 1
->>> accumulate_at([("a", 1, 1), ("a", 3, -1), ("b", 2, 1)], None, 3)
-{'b': 1}
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ from .points import chains, codec, same_outer
 __all__ = [
     "SMALL_ACCUMULATE",
     "accumulate",
-    "accumulate_at",
     "add_into",
     "add_row",
     "add_rows",
@@ -240,26 +237,6 @@ def positions(rows: list[tuple[Any, Any, int]], x: Any) -> list[tuple[int, Any, 
     if x.__class__ is int:  # Products are pairs: indexing is the cheapest way in
         return [(t[1], v, d) for v, t, d in rows if t[0] <= x]
     return [(t.inner, v, d) for v, t, d in rows if less_equal(t.outer, x)]
-
-
-def accumulate_at(rows: list[tuple[Any, Any, int]], x: Any, y: int) -> dict[Any, int]:
-    """The accumulation of ``rows`` at position ``y`` of line ``x`` (``None``: at int time
-    ``y``), zero counts dropped."""
-    acc: dict[Any, int] = {}
-    get = acc.get
-    if x is None:
-        for v, t, d in rows:
-            if t <= y:
-                acc[v] = get(v, 0) + d
-    elif x.__class__ is int:
-        for v, t, d in rows:
-            if t[1] <= y and t[0] <= x:
-                acc[v] = get(v, 0) + d
-    else:
-        for v, t, d in rows:
-            if t.inner <= y and less_equal(t.outer, x):
-                acc[v] = get(v, 0) + d
-    return without_zeros(acc)
 
 
 def total_at(rows: list[tuple[Any, Any, int]], x: int, y: int) -> int:

@@ -7,7 +7,7 @@ then form a chain ordered by the inner coordinate (:func:`.interesting_times.int
 so one sweep in inner order accumulates input and output together and calls ``logic`` only where
 either changed (:func:`sweep_line`). The usual single new time with all history below it is one
 accumulation and one ``logic`` call, no sorting, no ``Product`` built except for the times
-that get corrections (:func:`line`, :func:`pair_line`; :func:`count_line` sums counts). Int
+that get corrections (:func:`line`; :func:`count_line` sums counts). Int
 times under ``total_order=False`` are one line too (``x`` is ``None``).
 
 The transposed shape, a *row*, is that of a static run: every new time of the key is
@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from deltaflow.framework.lattice import Product, less_equal, new_tuple
 
 from .accumulation import (
-    accumulate_at,
     add_row,
     positions,
     record,
@@ -42,7 +41,7 @@ from .interesting_times import interesting_on_line
 if TYPE_CHECKING:
     from .operator import ReduceOperator
 
-__all__ = ["count_line", "least", "line", "pair_line", "pair_row", "sweep_line"]
+__all__ = ["count_line", "least", "line", "pair_row", "sweep_line"]
 
 _first = itemgetter(0)
 
@@ -60,14 +59,13 @@ def least(times: list[Any]) -> Any:
     return low
 
 
-def _changed_positions(rows: list[tuple[int, Any, int]], above: int | None) -> list[int]:
-    """The positions of ``(position, val, diff)`` rows (above ``above``, if not None) where
-    some value's diffs do not cancel."""
+def _changed_positions(rows: list[tuple[int, Any, int]]) -> list[int]:
+    """The positions of ``(position, val, diff)`` rows where some value's diffs do not
+    cancel."""
     sums: dict[tuple[int, Any], int] = {}
     for y, v, d in rows:
-        if above is None or y > above:
-            k = (y, v)
-            sums[k] = sums.get(k, 0) + d
+        k = (y, v)
+        sums[k] = sums.get(k, 0) + d
     return [y for (y, _), d in sums.items() if d]
 
 
@@ -84,18 +82,61 @@ def line(
     """Correct one key whose times lie on one line; False (nothing done) if they do not.
 
     ``x`` is the line's outer coordinate, or ``None`` for int times (one line, the
-    positions are the times); an int ``x`` takes :func:`pair_line`. On a line: every one
-    of ``times`` (new and pending) is ``Product(x, _)`` and every stored input time has an
-    outer coordinate ``<= x`` (module docstring); positions are inner coordinates.
-    ``bound`` is the first position beyond the frontier (``None``: none is). Corrections
-    go to ``fixes[position]`` for ints and ``fixes[(x, position)]`` on a line.
+    positions are the times). On a line: every one of ``times`` (new and pending) is
+    ``Product(x, _)`` and every stored input time has an outer coordinate ``<= x``
+    (module docstring); positions are inner coordinates. ``bound`` is the first position
+    beyond the frontier (``None``: none is). Corrections go to ``fixes[position]`` for ints
+    and ``fixes[(x, position)]`` on a line.
 
-    The usual case inside a loop, a single new position with every stored update at or
-    below it, is answered with one accumulation and one ``logic`` call, without sorting.
+    Each history is read once, split at the lowest new position ``low``: what accumulates
+    there, and the positions above it where it changes. With the one new position ``low``
+    and every such position beyond the frontier (or none), the key is answered with one
+    accumulation and one ``logic`` call, without sorting: the positions above are deferred,
+    each to be evaluated once the frontier passes it. Otherwise one sweep evaluates the
+    ready positions in order (:func:`sweep_line`).
     """
-    # The seeds' lowest and highest positions, and whether a stored position is above the
-    # lowest (then it is interesting too).
-    above = False
+    if len(times) == 1:  # (one time is on line ``x``: it is where ``x`` came from)
+        low = high = times[0] if x is None else times[0][1]
+    else:
+        span = _span(times, x)
+        if span is None:
+            return False
+        low, high = span
+    split = _split_vals(history, x, low)
+    if split is None:
+        return False
+    acc, changes = split
+    next_above = least(changes) if changes else None
+    # Where the output changed above ``low`` counts as where the input did (see
+    # :func:`sweep_line`).
+    current, written_above = _split_written(written, x, low) if written else ({}, [])
+    if written_above:
+        lowest = least(written_above)
+        if next_above is None or lowest < next_above:
+            next_above = lowest
+    if low != high or (next_above is not None and (bound is None or next_above < bound)):
+        _sweep(op, key, x, times, changes, history, written, bound, fixes)
+        return True
+    if bound is not None and low >= bound:
+        op.defer(key, [low if x is None else new_tuple(Product, (x, low))])
+        return True
+    desired = op.evaluate(key, without_zeros(acc))
+    if desired != current:
+        record(fixes, low if x is None else (x, low), key, desired, current)
+    if next_above is not None:
+        # Every position above ``low`` where the input or the output changed is
+        # interesting (the seed's join with it) and beyond the frontier: each stays
+        # pending until it is evaluated.
+        later: list[Any] = sorted({*changes, *written_above})
+        if x is not None:
+            later = [new_tuple(Product, (x, y)) for y in later]
+        op.defer(key, later)
+    return True
+
+
+def _span(times: list[Any], x: Any) -> tuple[int, int] | None:
+    """The lowest and highest positions of ``times`` on line ``x`` (``None``: int times,
+    the positions are the times), or None if one is off the line."""
     if x is None:
         low = high = times[0]
         for y in times:
@@ -103,119 +144,7 @@ def line(
                 low = y
             elif y > high:
                 high = y
-        for _, r, _ in history:
-            if r > low:
-                above = True
-                break
-    else:
-        low = high = times[0].inner
-        for t in times:
-            if t.outer != x:
-                return False
-            y = t.inner
-            if y < low:
-                low = y
-            elif y > high:
-                high = y
-        for _, r, _ in history:
-            if not less_equal(r.outer, x):
-                return False
-            if r.inner > low:
-                above = True
-    if not above and written:
-        above = any(y > low for y, _, _ in positions(written, x))
-    if above or low != high:
-        if x is None:
-            ys = times
-            inputs = [(t, v, d) for v, t, d in history]
-        else:
-            ys = [t.inner for t in times]
-            inputs = [(t.inner, v, d) for v, t, d in history]
-        stored = [y for y, _, _ in inputs]
-        outputs = positions(written, x) if written else []
-        sweep_line(op, key, x, ys, stored, inputs, outputs, bound, fixes)
-        return True
-    # One ready position, ``low``, and every stored update at or below it.
-    if bound is not None and low >= bound:
-        op.defer(key, [low if x is None else Product(x, low)])
-        return True
-    if len(history) == 1:
-        v, _, d = history[0]
-        acc = {v: d}
-    else:
-        acc = {}
-        for v, _, d in history:
-            acc[v] = acc.get(v, 0) + d
-        acc = without_zeros(acc)
-    current = accumulate_at(written, x, low) if written else {}
-    desired = op.evaluate(key, acc)
-    if desired != current:
-        record(fixes, low if x is None else (x, low), key, desired, current)
-    return True
-
-
-def pair_line(
-    op: ReduceOperator,
-    key: Any,
-    x: int,
-    times: list[Any],
-    history: list[tuple[Any, Any, int]],
-    written: list[tuple[Any, Any, int]] | None,
-    bound: int | None,
-    fixes: dict[Any, list[tuple[Any, Any, int]]],
-) -> bool:
-    """:func:`line` for ``Product(int, int)`` times (a loop's rounds and iterations).
-
-    Besides the case of every stored update at or below the single new position ``low``,
-    this one answers with one accumulation and one ``logic`` call when the positions above
-    ``low`` where the input or the output changed are all beyond the frontier: they are
-    deferred, each to be evaluated once the frontier passes it. The input history is
-    scanned once: the accumulation at ``low`` and the positions above it together (a
-    counting reduction's twin, :func:`count_line`, sums plain counts instead). Products are
-    pairs and are read by index.
-    """
-    if len(times) == 1:  # (one time is on line ``x``: it is where ``x`` came from)
-        low = high = times[0][1]
-    else:
-        span = _span(times, x)
-        if span is None:
-            return False
-        low, high = span
-    vals = _split_vals(history, x, low)
-    if vals is None:
-        return False
-    acc, changes = vals
-    next_above = least(changes) if changes else None
-    # Where the output changed above ``low`` counts as where the input did (see
-    # :func:`sweep_line`).
-    written_above = _changed_positions(positions(written, x), low) if written else []
-    if written_above:
-        lowest = least(written_above)
-        if next_above is None or lowest < next_above:
-            next_above = lowest
-    if low != high or (next_above is not None and (bound is None or next_above < bound)):
-        _sweep_pairs(op, key, x, times, changes, history, written, bound, fixes)
-        return True
-    if bound is not None and low >= bound:
-        op.defer(key, [new_tuple(Product, (x, low))])
-        return True
-    acc = without_zeros(acc)
-    current = accumulate_at(written, x, low) if written else {}
-    desired = op.evaluate(key, acc)
-    if desired != current:
-        record(fixes, (x, low), key, desired, current)
-    if next_above is not None:
-        # Every position above ``low`` where the input or the output changed is
-        # interesting (the seed's join with it) and beyond the frontier: each stays
-        # pending until it is evaluated.
-        later = {*changes, *written_above}
-        op.defer(key, [new_tuple(Product, (x, y)) for y in sorted(later)])
-    return True
-
-
-def _span(times: list[Any], x: int) -> tuple[int, int] | None:
-    """The lowest and highest inner coordinates of ``times`` (pairs), or None if one is off
-    line ``x``."""
+        return low, high
     low = high = times[0][1]
     for t in times:
         if t[0] != x:
@@ -228,10 +157,10 @@ def _span(times: list[Any], x: int) -> tuple[int, int] | None:
     return low, high
 
 
-def _sweep_pairs(
+def _sweep(
     op: ReduceOperator,
     key: Any,
-    x: int,
+    x: Any,
     times: list[Any],
     changes: list[int],
     history: list[tuple[Any, Any, int]],
@@ -239,41 +168,84 @@ def _sweep_pairs(
     bound: int | None,
     fixes: dict[Any, list[tuple[Any, Any, int]]],
 ) -> None:
-    """:func:`sweep_line` along line ``x`` for :func:`pair_line`'s keys that need more than
-    one evaluation now (``changes``: where the input changes above the lowest seed)."""
-    ys = [t[1] for t in times]
-    inputs = [(t[1], v, d) for v, t, d in history]
+    """:func:`sweep_line` along line ``x`` for a key that needs more than one evaluation now
+    (``changes``: where the input changes above the lowest seed)."""
+    if x is None:
+        ys = times
+        inputs = [(t, v, d) for v, t, d in history]
+    else:
+        ys = [t[1] for t in times]
+        inputs = [(t[1], v, d) for v, t, d in history]
     outputs = positions(written, x) if written else []
     sweep_line(op, key, x, ys, changes, inputs, outputs, bound, fixes)
 
 
-# The history of a key on line ``x`` split at its one new position ``low``: what accumulates
-# there, and the updates above it summed per (position, val). Only positions where the input
+# A key's histories on line ``x`` split at its lowest new position ``low``: what accumulates
+# there, and the updates above it summed per (position, val). Only positions where a history
 # changes on the line are interesting: updates that cancel there (once at an earlier round,
-# once at a later one; compaction has not met them yet) are not. None when a stored time is
-# off the line (outer coordinate above ``x``).
+# once at a later one; compaction has not met them yet) are not. A stored input time off the
+# line (outer coordinate not ``<= x``) takes the key off it; an output time there is below
+# none of the line's times and is skipped. Products are pairs and are read by index.
 
 
 def _split_vals(
-    history: list[tuple[Any, Any, int]], x: int, low: int
+    history: list[tuple[Any, Any, int]], x: Any, low: int
 ) -> tuple[dict[Any, int], list[int]] | None:
-    """``(acc at low, positions above it where the input changes)``."""
+    """``(acc at low, positions above it where the input changes)``, or None if a stored
+    time is off line ``x``."""
     acc: dict[Any, int] = {}
     get = acc.get
     above: dict[Any, int] | None = None
-    for v, r, d in history:
-        if r[0] > x:
-            return None
-        ry = r[1]
+    if x is None:
+        for v, r, d in history:
+            if r <= low:
+                acc[v] = get(v, 0) + d
+            elif above is None:
+                above = {(r, v): d}
+            else:
+                k = (r, v)
+                above[k] = above.get(k, 0) + d
+    else:
+        pairs = x.__class__ is int
+        for v, r, d in history:
+            if (r[0] > x) if pairs else not less_equal(r[0], x):
+                return None
+            ry = r[1]
+            if ry <= low:
+                acc[v] = get(v, 0) + d
+            elif above is None:
+                above = {(ry, v): d}
+            else:
+                k = (ry, v)
+                above[k] = above.get(k, 0) + d
+    return acc, [ry for (ry, _), d in above.items() if d] if above else []
+
+
+def _split_written(
+    written: list[tuple[Any, Any, int]], x: Any, low: int
+) -> tuple[dict[Any, int], list[int]]:
+    """``(output at low, positions above it where the output changes)`` (zero counts
+    dropped)."""
+    current: dict[Any, int] = {}
+    get = current.get
+    above: dict[Any, int] | None = None
+    pairs = x.__class__ is int
+    for v, r, d in written:
+        if x is None:
+            ry = r
+        elif (r[0] <= x) if pairs else less_equal(r[0], x):
+            ry = r[1]
+        else:
+            continue
         if ry <= low:
-            acc[v] = get(v, 0) + d
+            current[v] = get(v, 0) + d
         elif above is None:
             above = {(ry, v): d}
         else:
             k = (ry, v)
             above[k] = above.get(k, 0) + d
-    changes = [ry for (ry, _), d in above.items() if d] if above else []
-    return acc, changes
+    changed = [ry for (ry, _), d in above.items() if d] if above else []
+    return without_zeros(current), changed
 
 
 def count_line(
@@ -287,7 +259,7 @@ def count_line(
     bound: int | None,
     fixes: dict[Any, list[tuple[Any, Any, int]]],
 ) -> bool:
-    """:func:`pair_line` for a counting reduction (every val ``()``): the counts at the
+    """:func:`line` for a counting reduction (every val ``()``): the counts at the
     lowest new position ``low`` and their changes above it, per position, from one pass over
     each history; False (nothing done) if a time is off line ``x``.
 
@@ -340,7 +312,7 @@ def count_line(
                 next_above = ry
     if low != high or (next_above is not None and (bound is None or next_above < bound)):
         changes = [ry for ry, d in above.items() if d] if above else []
-        _sweep_pairs(op, key, x, times, changes, history, written, bound, fixes)
+        _sweep(op, key, x, times, changes, history, written, bound, fixes)
         return True
     want = by_count(key, n)
     if bound is not None and low >= bound:
@@ -393,7 +365,7 @@ def sweep_line(
     # The output's positions count as well as the input's: compaction may cancel input
     # updates that the output has not caught up with, and then only the output history
     # still shows where the key changed. Every deferred position stays pending.
-    changed = _changed_positions(outputs, None)
+    changed = _changed_positions(outputs)
     ready, deferred = interesting_on_line(seeds, [*stored, *changed], bound)
     if deferred:
         if row is not None:

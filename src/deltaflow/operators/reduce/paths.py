@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltaflow.framework.lattice import Product
 
-from .chains import count_line, line, pair_line, pair_row
+from .chains import count_line, line, pair_row
 from .counting import RowCounts, on_row
 from .general import general
 from .interesting_times import InterestingTimes, line_bound, row_bound
@@ -196,7 +196,7 @@ def on_pairs(
     """``Product(int, int)`` times: on one line, else on one row, else the general search.
 
     On a line, a counting reduction's key takes :func:`.chains.count_line` and any other
-    :func:`.chains.pair_line`.
+    :func:`.chains.line`.
     """
     first = times[0]
     x = first[0]
@@ -205,7 +205,7 @@ def on_pairs(
     if by_count is not None:
         if count_line(op, by_count, key, x, times, history, written, bound, act.line_fixes):
             return
-    elif pair_line(op, key, x, times, history, written, bound, act.line_fixes):
+    elif line(op, key, x, times, history, written, bound, act.line_fixes):
         return
     y = first[1]
     if on_row(y, times, history):
