@@ -68,8 +68,8 @@ class Activation:
     """
 
     __slots__ = (
-        "_bounds",
         "_rows",
+        "bounds",
         "corrections",
         "int_bound",
         "line_fixes",
@@ -84,14 +84,16 @@ class Activation:
         self.row_batch = row_batch
         first = upper.elements[0] if upper.elements else None
         self.int_bound: int | None = first if first.__class__ is int else None
-        self._bounds: dict[Any, int | None] = {}
+        # :meth:`line_bound`'s answers so far (read directly on the hottest path,
+        # :func:`on_pairs`), and :meth:`row_bound`'s.
+        self.bounds: dict[Any, int | None] = {}
         self._rows: dict[int, int | None] = {}
 
     def line_bound(self, x: Any) -> int | None:
         """The first inner coordinate beyond the frontier on line ``x`` (``None``: none is)."""
-        bound = self._bounds.get(x, _UNKNOWN)
+        bound = self.bounds.get(x, _UNKNOWN)
         if bound is _UNKNOWN:
-            bound = self._bounds[x] = line_bound(self.upper, x)
+            bound = self.bounds[x] = line_bound(self.upper, x)
         return bound  # type: ignore[no-any-return]
 
     def row_bound(self, y: int) -> int | None:
@@ -188,8 +190,14 @@ def on_pairs(
     """``Product(int, int)`` times: on one line, else on one row, else the general search."""
     first = times[0]
     x = first[0]
-    if pair_line(op, key, x, times, history, written, act.line_bound(x), act.line_fixes):
-        return
+    # Times on two lines are on none: a key of a static run, with new times from several
+    # rounds, goes straight to the row check.
+    if len(times) == 1 or times[1][0] == x:
+        bound = act.bounds.get(x, _UNKNOWN)
+        if bound is _UNKNOWN:
+            bound = act.line_bound(x)
+        if pair_line(op, key, x, times, history, written, bound, act.line_fixes):
+            return
     y = first[1]
     if on_row(y, times, history):
         row = act.row_bound(y)
