@@ -29,9 +29,9 @@ count) everything is a running sum along it:
 * with ``c = f(n) - out`` there, the correction at each position is ``c`` minus the ``c`` of
   the key's previous position (each correction is seen by every later position of the row).
 
-:class:`RowCounts` gathers such keys during an activation as flat columns, then does those
-sorts and sums for all of them together, so the per-key Python work is one pass building the
-columns. Only ``f`` may run per position (``distinct``'s is vectorised).
+:class:`RowCounts` queues such keys during an activation, then gathers them into flat columns
+(C-level passes over all of them, no Python step per update) and does those sorts and sums
+for all of them together. Only ``f`` may run per position (``distinct``'s is vectorised).
 
     >>> from deltaflow.framework.lattice import Product
     >>> batch = RowCounts()
@@ -46,7 +46,9 @@ columns. Only ``f`` may run per position (``distinct``'s is vectorised).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -70,6 +72,8 @@ ByCount = Callable[[Any, int], int]
 
 Rows = list[tuple[Any, Any, int]]
 Fixes = dict[Any, list[tuple[Any, Any, int]]]
+
+_first, _second, _third, _fourth = (itemgetter(i) for i in range(4))
 
 
 def count_pairs(
@@ -179,29 +183,18 @@ def count_chain(
 class RowCounts:
     """Keys of a counting reduction on rows, gathered as columns, corrected together.
 
-    ``add`` queues a key; ``correct`` appends every key's
+    ``add`` queues a key; ``correct`` gathers the queued keys' columns and appends every key's
     corrections to ``fixes[(x, y)]`` as ``(key, (), diff)``. Keys must be distinct.
 
-    Runtime complexity: O(m log m) numpy work for m queued times and updates in all, plus one
-    Python pass over them and one call of the counting function per interesting position
-    (none for ``distinct``).
+    Runtime complexity: O(m log m) numpy work for m queued times and updates in all, plus a
+    C-level pass over them, a Python step per correction and one call of the counting
+    function per interesting position (none for ``distinct``).
     """
 
-    __slots__ = ("_in_d", "_in_n", "_in_p", "_items", "_out_d", "_out_n", "_out_p", "_seed_n",
-                 "_seed_p")  # fmt: skip
+    __slots__ = ("_items",)
 
     def __init__(self) -> None:
         self._items: list[tuple[Any, int, list[Any], Rows, Rows | None]] = []
-        # Per column group: how many entries each queued key has (its index repeated that
-        # many times is the key column), and the entries.
-        self._seed_n: list[int] = []
-        self._seed_p: list[int] = []
-        self._in_n: list[int] = []
-        self._in_p: list[int] = []
-        self._in_d: list[int] = []
-        self._out_n: list[int] = []
-        self._out_p: list[int] = []
-        self._out_d: list[int] = []
 
     def __len__(self) -> int:
         return len(self._items)
@@ -213,21 +206,6 @@ class RowCounts:
         count on it.
         """
         self._items.append((key, y, times, history, written))
-        self._seed_n.append(len(times))
-        self._seed_p.extend([t[0] for t in times])
-        self._in_n.append(len(history))
-        self._in_p.extend([r[0] for _, r, _ in history])
-        self._in_d.extend([d for _, _, d in history])
-        n = 0
-        if written:
-            out_p = self._out_p
-            out_d = self._out_d
-            for _, r, d in written:
-                if r[1] <= y:
-                    out_p.append(r[0])
-                    out_d.append(d)
-                    n += 1
-        self._out_n.append(n)
 
     def correct(
         self,
@@ -241,19 +219,35 @@ class RowCounts:
         ``columns``, if given, is ``by_count`` on a column of counts (for a ``by_count``
         that does not look at the key).
         """
+        items = self._items
+        # The columns of all queued keys, each gathered in one pass over all of them with
+        # C-level iteration (no Python step per update): positions of the new times, the
+        # input history's positions and diffs, and the output's; how many entries each key
+        # has (its index repeated that many times is the key column).
+        seeds = list(map(_third, items))
+        inputs = list(map(_fourth, items))
+        outputs = [written or () for _, _, _, _, written in items]
+        new = list(chain.from_iterable(seeds))
+        ins = list(chain.from_iterable(inputs))
+        outs = list(chain.from_iterable(outputs))
         try:
-            seed_p = np.array(self._seed_p, dtype=np.int64)
-            in_p = np.array(self._in_p, dtype=np.int64)
-            in_d = np.array(self._in_d, dtype=np.int64)
-            out_p = np.array(self._out_p, dtype=np.int64)
-            out_d = np.array(self._out_d, dtype=np.int64)
+            seed_p = _ints(map(_first, new), len(new))
+            in_p = _ints(map(_first, map(_second, ins)), len(ins))
+            in_d = _ints(map(_third, ins), len(ins))
+            out_p = _ints(map(_first, map(_second, outs)), len(outs))
+            out_y = _ints(map(_second, map(_second, outs)), len(outs))
+            out_d = _ints(map(_third, outs), len(outs))
+            ys = _ints(map(_second, items), len(items))
         except OverflowError:
             return False
-        items = self._items
         ks = np.arange(len(items), dtype=np.int64)
-        seed_k = np.repeat(ks, self._seed_n)
-        in_k = np.repeat(ks, self._in_n)
-        out_k = np.repeat(ks, self._out_n)
+        seed_k = np.repeat(ks, list(map(len, seeds)))
+        in_k = np.repeat(ks, list(map(len, inputs)))
+        out_k = np.repeat(ks, list(map(len, outputs)))
+        # Output updates above the key's row do not count on it.
+        below = out_y <= ys[out_k]
+        if not below.all():
+            out_k, out_p, out_d = out_k[below], out_p[below], out_d[below]
         # Interesting positions: the new ones, and stored ones above the key's lowest new one.
         low = np.full(len(items), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(low, seed_k, seed_p)
@@ -307,6 +301,11 @@ def on_row(y: int, times: list[Any], history: Rows) -> bool:
         if r[1] > y:
             return False
     return True
+
+
+def _ints(values: Iterable[int], n: int) -> np.ndarray:
+    """The ``n`` ``values`` as an int64 column (OverflowError if one does not fit)."""
+    return np.fromiter(values, dtype=np.int64, count=n)
 
 
 def _prefix_sums(

@@ -200,13 +200,16 @@ def on_pairs(
     """
     first = times[0]
     x = first[0]
-    bound = act.last_bound if x == act.last_line else act.line_bound(x)
-    by_count = op.by_count
-    if by_count is not None:
-        if count_line(op, by_count, key, x, times, history, written, bound, act.line_fixes):
+    # Times on two lines are on none: a key of a static run, with new times from several
+    # rounds, goes straight to the row check.
+    if len(times) == 1 or times[1][0] == x:
+        bound = act.last_bound if x == act.last_line else act.line_bound(x)
+        by_count = op.by_count
+        if by_count is not None:
+            if count_line(op, by_count, key, x, times, history, written, bound, act.line_fixes):
+                return
+        elif line(op, key, x, times, history, written, bound, act.line_fixes):
             return
-    elif line(op, key, x, times, history, written, bound, act.line_fixes):
-        return
     y = first[1]
     if on_row(y, times, history):
         row = act.row_bound(y)
