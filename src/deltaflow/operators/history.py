@@ -188,11 +188,13 @@ class KeyedHistory:
         ({'k': [('v', 1, 1), ('u', 3, 1)], 'l': [('w', 2, -1)]}, 3)
         """
         rows_of = self.rows
-        self.size += sum(len(rows) for _, rows in groups)
         if owned and not rows_of:
             rows_of.update(groups)
+            self.size += sum(len(rows) for _, rows in groups)
             return
+        n = 0
         for key, rows in groups:
+            n += len(rows)
             have = rows_of.get(key)
             if have is not None:
                 have.extend(rows)
@@ -200,6 +202,7 @@ class KeyedHistory:
                 rows_of[key] = rows
             else:
                 rows_of[key] = rows.copy()
+        self.size += n
 
     def extend_noting_times(
         self, updates: Iterable[tuple[Any, Any, Time, int]], times_of: dict[Any, list[Time]]

@@ -348,6 +348,11 @@ class JoinOperator(Operator):
         row = item.row
         found = item.found
         others = item.others
+        slot_time: Any = None
+        row_time: Any = None
+        whole = False
+        o1 = i1 = None
+        slot: dict[Any, int] = {}
         # Lists of the history longer than this are compacted as they are met (a trace's
         # batches are compacted by their spine).
         long = others.long() if isinstance(others, KeyedHistory) else 1 << 62
@@ -374,13 +379,16 @@ class JoinOperator(Operator):
                 row += 1
                 # Plain int times and a loop's times, Product(int, int) (both sides: one
                 # scope), are joined here inline: a call per pair is a good share of its cost.
-                whole = t1.__class__ is int
-                o1 = i1 = None
-                if t1.__class__ is Product:
-                    o1 = t1[0]
-                    i1 = t1[1]
-                    if o1.__class__ is not int or i1.__class__ is not int:
-                        o1 = None
+                # (A batch's rows mostly share their time: it is taken apart once for them.)
+                if t1 is not row_time:
+                    row_time = t1
+                    whole = t1.__class__ is int
+                    o1 = i1 = None
+                    if t1.__class__ is Product:
+                        o1 = t1[0]
+                        i1 = t1[1]
+                        if o1.__class__ is not int or i1.__class__ is not int:
+                            o1 = None
                 for v2, t2, r2 in matches:
                     if o1 is not None:
                         o2 = t2[0]  # (a tuple subclass indexes faster than it unpacks)
@@ -396,9 +404,12 @@ class JoinOperator(Operator):
                         t = t1 if t1 >= t2 else t2
                     else:
                         t = time_join(t1, t2)
-                    slot = out.get(t)
-                    if slot is None:
-                        slot = out[t] = {}
+                    if t is not slot_time:  # (pairs in a row mostly share their time)
+                        got = out.get(t)
+                        if got is None:
+                            got = out[t] = {}
+                        slot = got
+                        slot_time = t
                     r = r1 * r2
                     if single:
                         d = logic(key, v2, v1) if swap else logic(key, v1, v2)
