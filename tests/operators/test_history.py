@@ -16,7 +16,7 @@ from tests.strategies import SHAPES, antichains, data_values, time_lists, update
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, join
 from deltaflow.operators import history as history_module
-from deltaflow.operators.history import KeyedHistory
+from deltaflow.operators.history import AdvanceTo, KeyedHistory
 from deltaflow.testing import accumulate
 
 KEYS = st.sampled_from(["k", "l"])
@@ -138,14 +138,14 @@ def test_a_list_of_distinct_values_is_looked_at_again_once_grown(
     long = history.long()
     for t in range(long + 1):
         history.append("k", f"v{t}", t, 1)
-    history.read(["k"], (0,))
+    history.compacted("k", history.rows["k"], AdvanceTo((0,)))
     assert looked == [long + 1]
     history.append("k", "v0", long + 1, -1)  # it could shrink now, at a later frontier
-    history.read(["k"], (100,))
+    history.compacted("k", history.rows["k"], AdvanceTo((100,)))
     assert looked == [long + 1]  # not grown enough to look again
     for t in range(long + 2, 2 * long + 1):
         history.append("k", f"w{t}", t, 1)
-    history.read(["k"], (100,))
+    history.compacted("k", history.rows["k"], AdvanceTo((100,)))
     assert looked == [long + 1, 2 * long + 1]
     assert len(history.rows["k"]) == 2 * long - 1  # v0's +1 and -1 met at 100 and cancelled
     assert ("v0", 100, 1) not in history.rows["k"]

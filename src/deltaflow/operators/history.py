@@ -74,8 +74,8 @@ class KeyedHistory:
     A reduction reads its own input and output histories one key at a time, a join the other
     side's updates of a key; here that is a dict lookup, where a trace costs a search per
     batch. A key's list only grows between compactions, and only lists holding some value
-    twice are compacted (no other can shrink). :meth:`read` compacts the lists longer than
-    :data:`COMPACT_WRITTEN` of the keys asked for (to a frontier every time still to be read
+    twice are compacted (no other can shrink). :meth:`compacted` compacts a list longer than
+    :data:`COMPACT_WRITTEN` as its reader meets it (to a frontier every time still to be read
     is beyond, so no accumulation that will be read changes; a list of distinct values, which
     cannot shrink, is looked at again once it has grown by that much), and :meth:`tidy`
     compacts all of them when the total has doubled since the last full pass, so the history
@@ -109,7 +109,7 @@ class KeyedHistory:
         self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
         self.size = 0
         self.limit = self.COMPACT_ALL_WRITTEN
-        # How long a key's list may get before :meth:`read` compacts it (None: the default,
+        # How long a key's list may get before :meth:`compacted` compacts it (None: the default,
         # COMPACT_WRITTEN, read when called so that it can be changed).
         self.compact_above = compact_above
         # Every value is ``()`` (the arrangement of a reduction by self, and its output):
@@ -131,7 +131,7 @@ class KeyedHistory:
         return self._sweep is not None
 
     def long(self) -> int:
-        """How long a key's list may get before :meth:`read` compacts it."""
+        """How long a key's list may get before :meth:`compacted` compacts it."""
         return COMPACT_WRITTEN if self.compact_above is None else self.compact_above
 
     def append(self, key: Any, val: Any, time: Time, diff: int) -> None:
@@ -188,11 +188,13 @@ class KeyedHistory:
         ({'k': [('v', 1, 1), ('u', 3, 1)], 'l': [('w', 2, -1)]}, 3)
         """
         rows_of = self.rows
-        self.size += sum(len(rows) for _, rows in groups)
         if owned and not rows_of:
             rows_of.update(groups)
+            self.size += sum(len(rows) for _, rows in groups)
             return
+        n = 0
         for key, rows in groups:
+            n += len(rows)
             have = rows_of.get(key)
             if have is not None:
                 have.extend(rows)
@@ -200,6 +202,7 @@ class KeyedHistory:
                 rows_of[key] = rows
             else:
                 rows_of[key] = rows.copy()
+        self.size += n
 
     def extend_noting_times(
         self, updates: Iterable[tuple[Any, Any, Time, int]], times_of: dict[Any, list[Time]]
@@ -228,26 +231,17 @@ class KeyedHistory:
             n += 1
         self.size += n
 
-    def read(
-        self, keys: Iterable[Any], frontier: tuple[Time, ...]
-    ) -> dict[Any, list[tuple[Any, Time, int]]]:
-        """All rows by key, after compacting the long lists of ``keys`` to ``frontier`` (longer
-        than ``compact_above``)."""
-        rows_of = self.rows
-        advance = AdvanceTo(frontier)
-        long = self.long()
-        for key in keys:
-            rows = rows_of.get(key)
-            if rows is not None and len(rows) > long:
-                self.compacted(key, rows, advance)
-        return rows_of
-
     def compacted(
         self, key: Any, rows: list[tuple[Any, Time, int]], advance: AdvanceTo
     ) -> list[tuple[Any, Time, int]]:
-        """``key``'s ``rows`` (a long list), compacted with ``advance`` if they may cancel: what
-        :meth:`read` does for each long key, for callers that look keys up themselves (one
-        ``advance`` serves many calls)."""
+        """``key``'s ``rows`` (a list longer than :meth:`long`, just looked up by the caller),
+        compacted with ``advance`` if they may cancel (one ``advance`` serves many calls).
+
+        >>> h = KeyedHistory(1)
+        >>> h.append("k", "v", 1, 1); h.append("k", "v", 2, -1)
+        >>> h.compacted("k", h.rows["k"], AdvanceTo((3,))), h.size
+        ([], 0)
+        """
         n = len(rows)
         retry = self._retry
         if retry and n < retry.get(key, 0):

@@ -42,7 +42,7 @@ from ..framework.antichain import Antichain
 from ..framework.lattice import Product, join as time_join, new_tuple
 from .arrange import RawBatch
 from .base import Interest, Operator, UpdateBatch
-from .history import KeyedHistory
+from .history import AdvanceTo, KeyedHistory
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -59,10 +59,11 @@ class _Work:
     The other side is a snapshot of its acknowledged trace batches, or the operator's own
     :class:`~.history.KeyedHistory` of it (which nothing changes from the time this item
     reaches the head of the queue until it is done: see :class:`JoinOperator`). ``found``
-    holds the other side's rows for the keys ``items[pos:fetched]``, looked up a chunk of keys
-    at a time (:data:`LOOKUP_CHUNK`): the history's own dict (its long lists of those keys
-    compacted), or what the trace batches hold of them. ``keep`` is the operator's own history
-    of the batch's side, if it keeps one: the batch goes in there once it is joined.
+    holds the other side's rows for the keys ``items[pos:fetched]``: what the trace batches
+    hold of them, looked up a chunk of keys at a time (:data:`LOOKUP_CHUNK`), or the history's
+    own dict, which holds every key (its long lists are compacted as the join meets them).
+    ``keep`` is the operator's own history of the batch's side, if it keeps one: the batch
+    goes in there once it is joined.
     """
 
     __slots__ = (
@@ -100,28 +101,25 @@ class _Work:
         items = self.items
         if items is None:
             others = self.others
-            if isinstance(others, KeyedHistory) and not others.rows:
-                items = []
+            if isinstance(others, KeyedHistory):
+                items = list(self.batch.iter_keys()) if others.rows else []
+                # The history itself: nothing changes it until this item is done (see the
+                # class), and a dict lookup per key needs no chunks.
+                self.found = others.rows
+                self.fetched = len(items)
             else:
                 items = list(self.batch.iter_keys())
             self.items = items
         return items
 
-    def fetch(self, frontier: tuple[Any, ...]) -> None:
-        """Look up the next chunk of keys in the other side.
-
-        ``frontier``: every time this side may still join with is beyond it, so an in-memory
-        history's long keys are compacted to it as they are read.
-        """
+    def fetch(self) -> None:
+        """Look up the next chunk of keys in the other side's trace batches."""
         start = self.pos
         self.fetched = start + LOOKUP_CHUNK
         keys = [key for key, _ in self.start()[start : self.fetched]]
-        others = self.others
-        if isinstance(others, KeyedHistory):
-            # The history itself: nothing changes it until this item is done (see the class).
-            self.found = others.read(keys, frontier)
-            return
         found: dict[Any, list[tuple[Any, Any, int]]] = {}
+        others = self.others
+        assert not isinstance(others, KeyedHistory)  # a history is found whole by start()
         for batch in others:
             for key, rows in batch.lookup_many(keys).items():
                 have = found.get(key)
@@ -290,13 +288,14 @@ class JoinOperator(Operator):
     def _do_work(self, ctx: OperatorContext) -> None:
         budget = self.BUDGET
         # Per side, what its items may compact the other side's history to. Computed once per
-        # activation from the queue as it is now: items finished meanwhile only make it lower
-        # than it could be, which compacts less but is still safe.
-        read_frontiers: dict[bool, tuple[Any, ...]] = {}
+        # activation (when a long list is first met) from the queue as it is then: items
+        # finished meanwhile only make it lower than it could be, which compacts less but is
+        # still safe.
+        advances: dict[bool, AdvanceTo] = {}
         while self.work and budget > 0:
             item = self.work[0]
             out: dict[Any, dict[Any, int]] = {}
-            budget = self._join_item(ctx, item, out, budget, read_frontiers)
+            budget = self._join_item(ctx, item, out, budget, advances)
             _send(ctx, out)
             if item.pos >= len(item.start()):
                 item.finish()
@@ -309,13 +308,30 @@ class JoinOperator(Operator):
                     item.cap = ctx.capability(item.time)
             ctx.activate()
 
+    def _compacted(
+        self,
+        ctx: OperatorContext,
+        history: KeyedHistory,
+        key: Any,
+        rows: list[tuple[Any, Any, int]],
+        swap: bool,
+        advances: dict[bool, AdvanceTo],
+    ) -> list[tuple[Any, Any, int]]:
+        """``key``'s long ``rows`` in the other side's ``history``, compacted as far as the
+        items of side ``int(swap)`` allow (:meth:`_read_frontier`; ``advances`` holds it per
+        side for the activation)."""
+        advance = advances.get(swap)
+        if advance is None:
+            advance = advances[swap] = AdvanceTo(self._read_frontier(ctx, swap))
+        return history.compacted(key, rows, advance)
+
     def _join_item(
         self,
         ctx: OperatorContext,
         item: _Work,
         out: dict[Any, dict[Any, int]],
         budget: int,
-        read_frontiers: dict[bool, tuple[Any, ...]],
+        advances: dict[bool, AdvanceTo],
     ) -> int:
         """Join ``item`` from where it stopped until it is done or ``budget`` output updates
         are made, summing them into ``out`` (``{time: {datum: diff}}``); the budget left.
@@ -331,22 +347,31 @@ class JoinOperator(Operator):
         pos = item.pos
         row = item.row
         found = item.found
+        others = item.others
+        slot_time: Any = None
+        row_time: Any = None
+        whole = False
+        o1 = i1 = None
+        slot: dict[Any, int] = {}
+        # Lists of the history longer than this are compacted as they are met (a trace's
+        # batches are compacted by their spine).
+        long = others.long() if isinstance(others, KeyedHistory) else 1 << 62
         while pos < n_items and budget > 0:
             if pos >= item.fetched:
                 item.pos = pos
-                if isinstance(item.others, KeyedHistory):
-                    frontier = read_frontiers.get(swap)
-                    if frontier is None:
-                        frontier = read_frontiers[swap] = self._read_frontier(ctx, swap)
-                    item.fetch(frontier)
-                else:
-                    item.fetch(())
+                item.fetch()
                 found = item.found
             key, rows = items[pos]
             matches = found.get(key)
             if not matches:
                 pos += 1
                 continue
+            if len(matches) > long and row == 0:
+                assert isinstance(others, KeyedHistory)
+                matches = self._compacted(ctx, others, key, matches, swap, advances)
+                if not matches:
+                    pos += 1
+                    continue
             n_rows = len(rows)
             # A key with many matches is split across activations, row by row.
             while row < n_rows and budget > 0:
@@ -354,13 +379,16 @@ class JoinOperator(Operator):
                 row += 1
                 # Plain int times and a loop's times, Product(int, int) (both sides: one
                 # scope), are joined here inline: a call per pair is a good share of its cost.
-                whole = t1.__class__ is int
-                o1 = i1 = None
-                if t1.__class__ is Product:
-                    o1 = t1[0]
-                    i1 = t1[1]
-                    if o1.__class__ is not int or i1.__class__ is not int:
-                        o1 = None
+                # (A batch's rows mostly share their time: it is taken apart once for them.)
+                if t1 is not row_time:
+                    row_time = t1
+                    whole = t1.__class__ is int
+                    o1 = i1 = None
+                    if t1.__class__ is Product:
+                        o1 = t1[0]
+                        i1 = t1[1]
+                        if o1.__class__ is not int or i1.__class__ is not int:
+                            o1 = None
                 for v2, t2, r2 in matches:
                     if o1 is not None:
                         o2 = t2[0]  # (a tuple subclass indexes faster than it unpacks)
@@ -376,9 +404,12 @@ class JoinOperator(Operator):
                         t = t1 if t1 >= t2 else t2
                     else:
                         t = time_join(t1, t2)
-                    slot = out.get(t)
-                    if slot is None:
-                        slot = out[t] = {}
+                    if t is not slot_time:  # (pairs in a row mostly share their time)
+                        got = out.get(t)
+                        if got is None:
+                            got = out[t] = {}
+                        slot = got
+                        slot_time = t
                     r = r1 * r2
                     if single:
                         d = logic(key, v2, v1) if swap else logic(key, v1, v2)

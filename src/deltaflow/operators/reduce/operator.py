@@ -281,7 +281,7 @@ class ReduceOperator(Operator):
         many = by_count is not None and len(seeds) >= self.ROW_BATCH_MIN
         act = Activation(upper, RowCounts() if many else None)
         # Each key's input and output history, compacted to the previous frontier (every
-        # time still to be read is beyond it) when long (see KeyedHistory.read).
+        # time still to be read is beyond it) when long (see KeyedHistory.compacted).
         inputs = self.inputs
         outputs = self.outputs
         input_rows = inputs.rows
