@@ -102,14 +102,19 @@ def line(
         if span is None:
             return False
         low, high = span
-    split = _split_vals(history, x, low)
+    split = _split(history, x, low, off_line_ends=True)
     if split is None:
         return False
     acc, changes = split
     next_above = least(changes) if changes else None
     # Where the output changed above ``low`` counts as where the input did (see
     # :func:`sweep_line`).
-    current, written_above = _split_written(written, x, low) if written else ({}, [])
+    current: dict[Any, int] = {}
+    written_above: list[int] = []
+    if written:
+        out = _split(written, x, low, off_line_ends=False)
+        assert out is not None  # output times off the line are skipped, never the key
+        current, written_above = without_zeros(out[0]), out[1]
     if written_above:
         lowest = least(written_above)
         if next_above is None or lowest < next_above:
@@ -180,72 +185,45 @@ def _sweep(
     sweep_line(op, key, x, ys, changes, inputs, outputs, bound, fixes)
 
 
-# A key's histories on line ``x`` split at its lowest new position ``low``: what accumulates
-# there, and the updates above it summed per (position, val). Only positions where a history
-# changes on the line are interesting: updates that cancel there (once at an earlier round,
-# once at a later one; compaction has not met them yet) are not. A stored input time off the
-# line (outer coordinate not ``<= x``) takes the key off it; an output time there is below
-# none of the line's times and is skipped. Products are pairs and are read by index.
-
-
-def _split_vals(
-    history: list[tuple[Any, Any, int]], x: Any, low: int
+def _split(
+    rows: list[tuple[Any, Any, int]], x: Any, low: int, *, off_line_ends: bool
 ) -> tuple[dict[Any, int], list[int]] | None:
-    """``(acc at low, positions above it where the input changes)``, or None if a stored
-    time is off line ``x``."""
+    """A key's history on line ``x`` split at its lowest new position ``low``: ``(what
+    accumulates at low, the positions above it where the history changes)``.
+
+    Only positions where the history changes on the line are interesting: updates that cancel
+    there (once at an earlier round, once at a later one; compaction has not met them yet) are
+    not. A time off the line (outer coordinate not ``<= x``) takes the key off the line when
+    ``off_line_ends`` (an input time: the result is None); an output time there is below none
+    of the line's times and is skipped. Products are pairs and are read by index.
+
+    >>> rows = [("a", (0, 1), 1), ("a", (1, 3), -1), ("a", (0, 3), 1), ("b", (1, 4), 1)]
+    >>> _split(rows, 1, 2, off_line_ends=True)  # at 3 the updates cancel
+    ({'a': 1}, [4])
+    >>> _split(rows, 0, 2, off_line_ends=True) is None, _split(rows, 0, 2, off_line_ends=False)
+    (True, ({'a': 1}, [3]))
+    """
     acc: dict[Any, int] = {}
     get = acc.get
     above: dict[Any, int] | None = None
-    if x is None:
-        for v, r, d in history:
-            if r <= low:
-                acc[v] = get(v, 0) + d
-            elif above is None:
-                above = {(r, v): d}
-            else:
-                k = (r, v)
-                above[k] = above.get(k, 0) + d
-    else:
-        pairs = x.__class__ is int
-        for v, r, d in history:
-            if (r[0] > x) if pairs else not less_equal(r[0], x):
-                return None
-            ry = r[1]
-            if ry <= low:
-                acc[v] = get(v, 0) + d
-            elif above is None:
-                above = {(ry, v): d}
-            else:
-                k = (ry, v)
-                above[k] = above.get(k, 0) + d
-    return acc, [ry for (ry, _), d in above.items() if d] if above else []
-
-
-def _split_written(
-    written: list[tuple[Any, Any, int]], x: Any, low: int
-) -> tuple[dict[Any, int], list[int]]:
-    """``(output at low, positions above it where the output changes)`` (zero counts
-    dropped)."""
-    current: dict[Any, int] = {}
-    get = current.get
-    above: dict[Any, int] | None = None
     pairs = x.__class__ is int
-    for v, r, d in written:
+    for v, r, d in rows:
         if x is None:
             ry = r
         elif (r[0] <= x) if pairs else less_equal(r[0], x):
             ry = r[1]
+        elif off_line_ends:
+            return None
         else:
             continue
         if ry <= low:
-            current[v] = get(v, 0) + d
+            acc[v] = get(v, 0) + d
         elif above is None:
             above = {(ry, v): d}
         else:
             k = (ry, v)
             above[k] = above.get(k, 0) + d
-    changed = [ry for (ry, _), d in above.items() if d] if above else []
-    return without_zeros(current), changed
+    return acc, [ry for (ry, _), d in above.items() if d] if above else []
 
 
 def count_line(
