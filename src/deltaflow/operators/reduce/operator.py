@@ -70,7 +70,6 @@ from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
 
-from .. import history as _history
 from ..base import Interest, Operator, UpdateBatch
 from ..history import AdvanceTo, KeyedHistory
 from ..values import as_count
@@ -286,16 +285,17 @@ class ReduceOperator(Operator):
         outputs = self.outputs
         input_rows = inputs.rows
         output_rows = outputs.rows
-        long = _history.COMPACT_WRITTEN
+        long_in = inputs.long()
+        long_out = outputs.long()
         advance = AdvanceTo(self.upper.elements)
         no_rows: list[tuple[Any, Time, int]] = []
         correct = self.path
         for key, times in seeds.items():
             history = input_rows.get(key, no_rows)
-            if len(history) > long:
+            if len(history) > long_in:
                 history = inputs.compacted(key, history, advance)
             written = output_rows.get(key)
-            if written is not None and len(written) > long:
+            if written is not None and len(written) > long_out:
                 written = outputs.compacted(key, written, advance)
             correct(self, key, times, history, written, act)
         return self._gathered(act)
