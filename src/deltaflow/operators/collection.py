@@ -30,7 +30,7 @@ from ..framework.trace.spine import Spine
 from . import aggregate as _aggregate, reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .base import check_function, describe_callable, is_pair
-from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact
+from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact, identity_key
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
 from .join import JoinOperator
 from .linear import Concat, Consolidate, Exchange, LinearOperator, Step, temporal_filter_logic
@@ -290,7 +290,7 @@ class Collection:
             "consolidate",
             lambda _w, _n: Consolidate(),
             [self],
-            pacts=[Pact(_identity)],
+            pacts=[Pact(identity_key)],
             traits=NodeTraits(consolidates=True),
         )
 
@@ -302,7 +302,7 @@ class Collection:
             check_function("exchange", "key", key, 1)
             name = f"exchange({describe_callable(key)})"
         return self._add(
-            name, lambda _w, _n: Exchange(key, name), [self], pacts=[Pact(key or _identity)]
+            name, lambda _w, _n: Exchange(key, name), [self], pacts=[Pact(key or identity_key)]
         )
 
     def probe(self) -> ProbeHandle:
@@ -331,7 +331,7 @@ class Collection:
             kind,
             factory,
             [self],
-            pacts=[Pact(_identity if by_self else _first)],
+            pacts=[Pact(identity_key if by_self else _first)],
             traits=NodeTraits(arrangement=registry),
         )
         arranged = Arranged(self.builder, node.node, registry, self.scope, by_self)
@@ -542,10 +542,6 @@ def _label(scope: Scope) -> str:
     make two scopes of the same name)."""
     site = getattr(scope, "created_at", None)
     return f"{scope.name!r}" if site is None else f"{scope.name!r} (made at {site})"
-
-
-def _identity(x: Any) -> Any:
-    return x
 
 
 def _first(pair: Any) -> Any:

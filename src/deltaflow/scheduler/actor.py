@@ -21,13 +21,15 @@ summary) is ``<=`` it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OperatorError
 from ..framework.antichain import Antichain
-from ..framework.hashing import SELF_HASHED_BELOW, stable_hash
+from ..framework.hashing import COLUMNS_FROM, SELF_HASHED_BELOW, owners, stable_hash
 from ..framework.lattice import less_equal
 from ..operators.base import Interest, UpdateBatch
+from ..operators.dataflow import identity_key
 from .capability import Capability
 
 if TYPE_CHECKING:
@@ -60,6 +62,10 @@ class Actor:
         "summaries",
         "watches_frontiers",
     )
+
+    #: An output's send rights (the drained messages' times) are reduced to their minimal
+    #: times once they are more than this many.
+    RIGHTS_KEPT = 8
 
     def __init__(
         self,
@@ -171,7 +177,12 @@ class Actor:
 
     def send(self, port: int, time: Time, payload: Any) -> None:
         """Send ``payload`` at ``time`` on output ``port`` to every consumer."""
-        for t in self._rights[port]:  # ``_may_send``, with its common case inlined
+        rights = self._rights[port]
+        if len(rights) > self.RIGHTS_KEPT:
+            # Many messages drained (many times known at once): only their minimal times
+            # matter for what may be sent, and every send checks them.
+            rights[:] = Antichain(rights).elements
+        for t in rights:  # ``_may_send``, with its common case inlined
             if t is time or less_equal(t, time):
                 break
         else:
@@ -268,14 +279,27 @@ class Actor:
 
 
 def _split(payload: Any, key: Any, peers: int) -> list[tuple[int, Any]]:
+    """``payload``'s updates by the worker that owns ``key(datum)``, in order; each part with
+    its worker."""
     if not isinstance(payload, UpdateBatch):
         msg = f"only update batches can be exchanged between workers, not {type(payload)!r}"
         raise TypeError(msg)
+    data, diffs = payload.data, payload.diffs
+    if len(data) >= COLUMNS_FROM:
+        keys = data if key is identity_key else list(map(key, data))
+        owner = owners(keys, peers)
+        parts = []
+        for w in range(peers):
+            mask = [o == w for o in owner]
+            part = list(compress(data, mask))
+            if part:
+                parts.append((w, UpdateBatch(part, list(compress(diffs, mask)))))
+        return parts
     parts_d: list[list[Any]] = [[] for _ in range(peers)]
     parts_r: list[list[int]] = [[] for _ in range(peers)]
     h = stable_hash
     below = SELF_HASHED_BELOW
-    for d, r in zip(payload.data, payload.diffs):
+    for d, r in zip(data, diffs):
         k = key(d)
         # ``worker_of``, inlined: small non-negative ints are their own hash.
         w = (k if k.__class__ is int and 0 <= k < below else h(k)) % peers

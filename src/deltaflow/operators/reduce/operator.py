@@ -172,8 +172,10 @@ class ReduceOperator(Operator):
         self.readers: list[TraceReader] = []
         if output is not None:
             self.readers.append(output.reader())
-        # Partial orders: new update times per key, and pending (deferred) times per key and
-        # per time (to find the keys whose pending times the frontier has passed).
+        # Partial orders: the batches of messages the frontier has not passed yet, by their
+        # time (see ``_due``), new update times per key, and pending (deferred) times per key
+        # and per time (to find the keys whose pending times the frontier has passed).
+        self.waiting: dict[Time, list[Any]] = {}
         self.seeds: dict[Any, list[Time]] = {}
         self.pending: dict[Any, list[Time]] = {}
         self.pending_keys: dict[Time, set[Any]] = {}
@@ -217,11 +219,14 @@ class ReduceOperator(Operator):
                     else:
                         rows.append((val, t, diff))
         else:
-            seeds = self.seeds
-            store = self.inputs.extend_noting_times
+            waiting = self.waiting
             for time, batch in messages:
                 unprocessed.add(time)
-                store(batch.updates(), seeds)
+                batches = waiting.get(time)
+                if batches is None:
+                    waiting[time] = [batch]
+                else:
+                    batches.append(batch)
 
     # ------------------------------------------------------------------ evaluation
 
@@ -301,12 +306,25 @@ class ReduceOperator(Operator):
         return self._gathered(act)
 
     def _due(self, upper: Antichain) -> dict[Any, list[Time]]:
-        """The keys to correct at ``upper`` with their seeds: the new times, and the pending
-        times the frontier has passed. A pending time still beyond ``upper`` stays pending,
-        untouched: the corrections it stands for are at times ``>=`` it, all beyond ``upper``
-        too, so this round's search needs neither it nor its joins (they are found once it is
-        due, with every time stored by then). A key is corrected when it has new times or a
-        due pending time."""
+        """The keys to correct at ``upper`` with their seeds: the times of the updates of the
+        messages the frontier has passed (stored now), and the pending times it has passed.
+
+        What is still beyond ``upper`` waits, untouched: the corrections a time beyond
+        ``upper`` stands for are at times ``>=`` it, all beyond ``upper`` too, so this round's
+        search needs neither it nor its joins (they are found once it is due, with every time
+        stored by then). A message still beyond ``upper`` (another worker's data for the next
+        loop turn, arrived before this worker's frontier passed the current one) is not even
+        stored: its updates are beyond every time read this round, and its times, stored,
+        would only be joined with this round's seeds into times to defer. So each is searched
+        once, when the frontier passes it. A key is corrected when it has new times or a due
+        pending time."""
+        waiting = self.waiting
+        if waiting:
+            store = self.inputs.extend_noting_times
+            seeds = self.seeds
+            for time in [t for t in waiting if not upper.less_equal(t)]:
+                for batch in waiting.pop(time):
+                    store(batch.updates(), seeds)
         seeds, self.seeds = self.seeds, {}
         pending_keys = self.pending_keys
         if not pending_keys:
@@ -429,6 +447,7 @@ class ReduceOperator(Operator):
             if self.buffered_low is not None:
                 owed.append(self.buffered_low)
         else:
+            owed.extend(self.waiting)
             owed.extend(self.pending_keys)
         return owed
 
