@@ -79,20 +79,23 @@ class Job:
             Worker(i, workers, self.plan, self.transport, self) for i in self._hosted(workers)
         ]
         self.transport.attach(self.workers)
-        self.inputs: dict[str, InputHandle] = _Named(
-            "input",
-            {name: InputHandle(self, name, feeds) for name, feeds in self.builder.feeds.items()},
-        )
-        self.outputs: dict[str, OutputHandle] = _Named(
-            "output",
-            {name: OutputHandle(self, store) for name, store in self.builder.stores.items()},
-        )
         self._input_actors: dict[str, int] = {
             name: self.plan.physical_of[i]
             for i, node in enumerate(self.builder.spec.nodes)
             for name in [node.name.removeprefix("input:")]
             if node.name.startswith("input:")
         }
+        self.inputs: dict[str, InputHandle] = _Named(
+            "input",
+            {
+                name: InputHandle(self, name, feeds, self._owner_key(name))
+                for name, feeds in self.builder.feeds.items()
+            },
+        )
+        self.outputs: dict[str, OutputHandle] = _Named(
+            "output",
+            {name: OutputHandle(self, store) for name, store in self.builder.stores.items()},
+        )
         self._waiters: list[tuple[Callable[[], bool], trio.Event]] = []
         self.error: BaseException | None = None
         self._error_reported = False
@@ -108,6 +111,23 @@ class Job:
         self._operator_counts: list[observe.OperatorCounts] | None = None
         if profile or observe.logger.isEnabledFor(logging.DEBUG):
             self._operator_counts = observe.count_operators(self)
+
+    def _owner_key(self, name: str) -> Callable[[Any], Any] | None:
+        """The key by which input ``name``'s data are exchanged right after it, if every
+        reader of it exchanges them by one key and nothing transforms them first: fed data
+        can then go straight to the worker that owns them (see :meth:`InputHandle.flush`)."""
+        node = self._input_actors.get(name)
+        if node is None or any(self.plan.outlets[node]):
+            return None  # it runs the operators after it: they change the data first
+        routes = [r for port in self.plan.routes[node] for r in port]
+        keys = {id(key) for _, _, key in routes}
+        if not routes or len(keys) != 1 or routes[0][2] is None:
+            return None
+        for target, port, _ in routes:
+            inlet = self.plan.nodes[target].inlets.get(port)
+            if inlet is not None and inlet.steps:
+                return None  # the steps before the arrangement run before its exchange
+        return routes[0][2]  # type: ignore[no-any-return]
 
     def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
         """Run the pipeline's ``build`` for ``workers`` workers."""

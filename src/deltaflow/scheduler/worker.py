@@ -36,6 +36,7 @@ import trio
 from ..errors import OperatorError
 from ..framework.lattice import Product
 from ..framework.progress import ProgressTracker
+from ..operators.linear import LinearOperator
 from .actor import Actor
 from .capability import Capability
 
@@ -102,6 +103,10 @@ class Worker:
                     plan.routes[idx],
                     _min_time(node.depth),
                     inlets,
+                    [
+                        [(LinearOperator(steps), routes) for steps, routes in chains]
+                        for chains in plan.outlets[idx]
+                    ],
                 )
             )
             self._is_active.append(False)
