@@ -38,6 +38,7 @@ from .scope import ScopeOperator
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
+    from .windows import Session, Sliding
     from .delta.extenders import Index, PrefixExtender
 
 __all__ = ["Arranged", "Collection", "DataflowBuilder", "Pipeline", "Scope"]
@@ -312,6 +313,75 @@ class Collection:
         self._add("probe", lambda _w, _n: ProbeOperator(handle), [self])
         return handle
 
+    # -- event-time windows ----------------------------------------------------------------
+    def window(
+        self,
+        spec: Sliding | Session,
+        at: Callable[[Any], Any],
+        key: Callable[[Any], Hashable] | None = None,
+        *,
+        retention: float | None = None,
+        clock: Callable[[Any], int] | None = None,
+    ) -> Collection:
+        """``((start, end), datum)`` for every window of ``spec`` holding ``at(datum)``
+        (``start <= at < end``), with the datum's count.
+
+        ``spec`` is :func:`~deltaflow.tumbling`, :func:`~deltaflow.sliding` or
+        :func:`~deltaflow.session` (sessions chain the events of each ``key(datum)``; without
+        ``key`` all data are one key). Event times are finite ints or floats. ``retention``
+        closes windows at the logical time ``clock(end + retention)``: they leave the output
+        and every operator's state, and later updates to them are late, reported and not
+        applied (see :mod:`deltaflow.operators.windows`).
+
+        >>> import deltaflow as df
+        >>> from deltaflow.testing import example
+        >>> example(lambda xs: xs.window(df.tumbling(10), at=lambda e: e[1]).count(),
+        ...         xs=[(("a", 3), 0, 1), (("b", 7), 0, 1), (("c", 12), 1, 1)])
+        [(((0, 10), 2), 0, 1), (((10, 20), 1), 1, 1)]
+        """
+        from .sessions import SessionOperator, session_logic
+        from .windows import Closing, FixedWindows, Session, Sliding, event_time
+
+        check_function("window", "at", at, 1)
+        if not isinstance(spec, (Sliding, Session)):
+            msg = f"window: spec must be df.tumbling, df.sliding or df.session, not {spec!r}"
+            raise TypeError(msg)
+        label = f"window({spec.label}, at={describe_callable(at)})"
+        closing = Closing.of(label, retention, clock)
+        if isinstance(spec, Sliding):
+            if key is not None:
+                msg = f"{label}: key= groups sessions; tumbling and sliding windows take none"
+                raise ValueError(msg)
+            step = Step("groups", FixedWindows(spec, at, closing, label), label)
+            return self._add(
+                label,
+                lambda _w, _n: LinearOperator([step]),
+                [self],
+                fusable=True,
+                traits=NodeTraits(steps=(step,)),
+            )
+        if key is not None:
+            check_function("window", "key", key, 1)
+        by = key if key is not None else _no_key
+        gap = spec.gap
+        if self.scope.depth == 0:
+            keyed = self._linear(
+                Step("map", lambda d: (by(d), event_time(label, at, d), d), f"{label}: keys")
+            )
+            return keyed._add(
+                label,
+                lambda _w, _n: SessionOperator(label, gap, closing),
+                [keyed],
+                pacts=[Pact(_session_key)],
+            )
+        if closing is not None:
+            msg = f"{label}: a retention closes sessions in int (top-scope) time, not in a loop"
+            raise ValueError(msg)
+        pairs = self._linear(
+            Step("map", lambda d: (by(d), (event_time(label, at, d), d)), f"{label}: keys")
+        )
+        return pairs.reduce(session_logic(gap), label).map(_value)
+
     # -- arrangements and joins ----------------------------------------------------------
     def _arrange(self, by_self: bool) -> Arranged:
         key = (self.node, self.port, by_self)
@@ -553,6 +623,18 @@ def _first(pair: Any) -> Any:
         return pair[0]
     msg = f"arrange_by_key: expected (key, value) pairs, got {pair!r}"
     raise TypeError(msg)
+
+
+def _no_key(_d: Any) -> Any:
+    return ()
+
+
+def _session_key(keyed: Any) -> Any:
+    return keyed[0]
+
+
+def _value(pair: Any) -> Any:
+    return pair[1]
 
 
 def _pair(_k: Any, a: Any, b: Any) -> Any:
