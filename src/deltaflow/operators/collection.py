@@ -18,13 +18,14 @@ loop body is entered into the loop automatically.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Hashable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product
+from ..framework.schema import Schema
 from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
 from . import aggregate as _aggregate, reduce as _reduce
@@ -741,7 +742,39 @@ class Pipeline:
     ``build``'s parameter names are the pipeline's input names; it receives one
     :class:`Collection` per input and returns the output collection, or a ``dict`` of named
     outputs.
+
+    ``schemas`` declares inputs' columns and types as Spark DDL strings, by input name
+    (``{"clicks": "user string, page string, ts long"}``): tables fed to those inputs (files
+    on the command line, pandas and Spark DataFrames) are read by them, each datum the
+    declared columns in order, each value parsed or checked by its type
+    (:mod:`deltaflow.framework.schema`).
     """
+
+    schemas: ClassVar[Mapping[str, str]] = {}
+
+    def input_schema(self, name: str) -> Schema | None:
+        """Input ``name``'s declared :class:`~deltaflow.framework.schema.Schema`, if any.
+
+        Raises:
+            ValueError: ``schemas`` names an input ``build`` does not take, or a DDL string
+                does not parse.
+        """
+        declared = type(self).schemas if "schemas" not in vars(self) else self.schemas
+        if not declared:
+            return None
+        names = self.input_names()
+        unknown = sorted(set(declared) - set(names))
+        if unknown:
+            msg = f"{type(self).__name__}.schemas declares {unknown}, but the inputs are {names}"
+            raise ValueError(msg)
+        ddl = declared.get(name)
+        if ddl is None:
+            return None
+        try:
+            return Schema.parse(ddl)
+        except (TypeError, ValueError) as exc:
+            msg = f"{type(self).__name__}.schemas[{name!r}]: {exc}"
+            raise type(exc)(msg) from None
 
     def build(self, *args: Any, **kwargs: Any) -> Collection | dict[str, Collection]:
         """Describe the computation. Override this."""
