@@ -129,7 +129,10 @@ def test_declared_types_parse_and_name_misfits(project: Path) -> None:
         ("bob", "Infinity"),
     ]
     for body, where in [
-        ("amount,zip,who\n1.0,1,ann\nmany,2,bob\n", "line 3: column 'amount': 'many' is not a double"),
+        (
+            "amount,zip,who\n1.0,1,ann\nmany,2,bob\n",
+            "line 3: column 'amount': 'many' is not a double",
+        ),
         ("amount,zip,who\nnan,1,ann\n", "line 2: column 'amount': 'nan' is a NaN"),
         ("amount,who\n1.0,ann\n", "no column 'zip' of the declared"),
         ("amount,zip,who,extra\n1,2,ann,3\n", "column 'extra' is not declared"),

@@ -4,9 +4,9 @@
 updates (``.csv`` or ``.jsonl``, see :mod:`deltaflow.adapters.files`) and writes its output
 updates as JSON lines, to stdout without ``--output``. ``--time-column`` / ``--diff-column``
 name the files' time and diff columns (default ``time`` and ``diff``); an input the pipeline
-declares in ``Pipeline.schemas`` is read by its declared columns and types. A progress line (time reached,
-updates/s, elapsed) appears on stderr once the job has run a second, at once with
-``--progress``.
+declares in ``Pipeline.schemas`` is read by its declared columns and types. A progress line
+(time reached, updates/s, elapsed) appears on stderr once the job has run a second, at once
+with ``--progress``.
 
 ``graph module:Pipeline [--format mermaid|dot]`` writes the planned graph
 (:mod:`deltaflow.scheduler.graph`); with ``--input`` files it runs the pipeline first and

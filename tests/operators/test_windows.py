@@ -211,9 +211,7 @@ def test_fixed_windows_with_retention(
     close = lambda w: w[1] + retention  # noqa: E731
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="deltaflow"):
-        out = df.run(
-            Windowed(df.sliding(size, hop), retention=retention), workers=workers, xs=ups
-        )
+        out = df.run(Windowed(df.sliding(size, hop), retention=retention), workers=workers, xs=ups)
 
     def expected_at(t: int) -> dict[Any, int]:
         now = accumulate(ups, t)

@@ -71,7 +71,9 @@ def read_csv(
     if header and header[0].startswith(_BOM):
         header[0] = header[0][1:]
     at = f"{source}, " if source else ""
-    layout = TableLayout.of(name, header, schema, time=time, diff=diff, where=f", {source}" if source else "")
+    layout = TableLayout.of(
+        name, header, schema, time=time, diff=diff, where=f", {source}" if source else ""
+    )
     out = []
     for row in reader:
         if row:

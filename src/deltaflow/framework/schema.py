@@ -128,13 +128,13 @@ class ColumnType:
             if isinstance(value, str):
                 return str(value)
         elif name in _BITS:
-            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            if not isinstance(value, bool) and isinstance(value, numbers.Integral):
                 return self._in_range(int(value), value)
             if isinstance(value, float) and value.is_integer() and math.isfinite(value):
                 # pandas stores an int column with nulls as floats
                 return self._in_range(int(value), value)
         elif name in ("double", "float"):
-            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            if not isinstance(value, bool) and isinstance(value, numbers.Real):
                 f = float(value)
                 if f != f:
                     msg = f"{value!r} is a NaN, which equals nothing"

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import reduce as _reduce
 from ..errors import OperatorValueError
+from . import reduce as _reduce
 from .values import check_numbers, is_nan
 
 if TYPE_CHECKING:

@@ -39,8 +39,8 @@ from .scope import ScopeOperator
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
-    from .windows import Session, Sliding
     from .delta.extenders import Index, PrefixExtender
+    from .windows import Session, Sliding
 
 __all__ = ["Arranged", "Collection", "DataflowBuilder", "Pipeline", "Scope"]
 
@@ -344,7 +344,8 @@ class Collection:
         from .windows import Closing, FixedWindows, Session, Sliding, event_time
 
         check_function("window", "at", at, 1)
-        if not isinstance(spec, (Sliding, Session)):
+        raw: object = spec
+        if not isinstance(raw, (Sliding, Session)):
             msg = f"window: spec must be df.tumbling, df.sliding or df.session, not {spec!r}"
             raise TypeError(msg)
         label = f"window({spec.label}, at={describe_callable(at)})"

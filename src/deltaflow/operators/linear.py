@@ -48,8 +48,9 @@ Groups = list[tuple[Any, list[Any], list[int]]]
 @attrs.frozen
 class Step:
     """One linear transformation: ``kind`` is map, filter, flat_map, explode, negate, inspect,
-    join_function or groups (``fn`` maps whole ``(time, data, diffs)`` groups); ``fn`` the user's function (None for negate); ``name`` what errors call
-    the step when ``fn`` is not the user's own (``temporal_filter``'s logic)."""
+    join_function or groups (``fn`` maps whole ``(time, data, diffs)`` groups); ``fn`` the
+    user's function (None for negate); ``name`` what errors call the step when ``fn`` is not
+    the user's own (``temporal_filter``'s logic, a window's placement)."""
 
     kind: str
     fn: Callable[..., Any] | None = None

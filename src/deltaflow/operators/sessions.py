@@ -28,7 +28,7 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sortedcontainers import SortedList
+from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
 from .base import Interest, Operator, UpdateBatch
 from .windows import Closing, report_late
@@ -137,7 +137,7 @@ class SessionOperator(Operator):
         self.gap = gap
         self.closing = closing
         self.keys: dict[Any, _Key] = {}
-        self.pending: dict[int, tuple[Capability, list[Any], list[int]]] = {}
+        self.pending: dict[Any, tuple[Capability, list[Any], list[int]]] = {}
         # (close time, sequence, key, first event time) per session made; stale entries
         # (the session changed since) are skipped when their time comes.
         self.closes: list[tuple[int, int, Any, Any]] = []

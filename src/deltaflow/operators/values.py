@@ -86,7 +86,7 @@ def has_nan(datum: Any) -> bool:
     if c is int or c is str:
         return False
     if isinstance(datum, (float, complex)):
-        return datum != datum  # type: ignore[no-any-return]
+        return datum != datum
     if isinstance(datum, tuple):
         return any(has_nan(x) for x in datum)
     return False

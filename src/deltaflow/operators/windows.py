@@ -157,8 +157,8 @@ def event_time(label: str, at: Callable[[Any], Any], datum: Any) -> int | float:
     t = at(datum)
     if t.__class__ is int or t.__class__ is float:
         if t.__class__ is int or math.isfinite(t):
-            return t  # type: ignore[no-any-return]
-    elif isinstance(t, numbers.Real) and not isinstance(t, bool):
+            return t
+    elif not isinstance(t, bool) and isinstance(t, numbers.Real):
         t = int(t) if isinstance(t, numbers.Integral) else float(t)
         if not is_nan(t) and not math.isinf(t):
             return t
@@ -167,7 +167,7 @@ def event_time(label: str, at: Callable[[Any], Any], datum: Any) -> int | float:
 
 
 def _default_clock(t: int | float) -> int:
-    return t if t.__class__ is int else math.ceil(t)  # type: ignore[return-value]
+    return t if t.__class__ is int else math.ceil(t)
 
 
 @attrs.frozen
@@ -207,7 +207,7 @@ class Closing:
                 msg = f"{label}: clock({end + self.retention!r}) gave {c!r}; logical times are ints"
                 raise TypeError(msg)
             c = int(c)
-        return c  # type: ignore[no-any-return]
+        return c
 
 
 def report_late(label: str, time: Any, late: int, first: Any) -> None:

@@ -109,12 +109,18 @@ class TableLayout:
         if schema is None:
             data_at = tuple(i for i, c in enumerate(columns) if c not in (time, diff))
             if not data_at:
-                msg = f"{here}: no data columns, only {list(columns)} ({time} and {diff} are not data)"
+                msg = (
+                    f"{here}: no data columns, only {list(columns)} "
+                    f"({time} and {diff} are not data)"
+                )
                 raise ValueError(msg)
             return cls(name, columns, data_at, (None,) * len(data_at), time_at, diff_at)
         missing = [c for c in schema.names if c not in columns]
         if missing:
-            msg = f"{here}: no column {missing[0]!r} of the declared {schema.ddl!r} (columns: {list(columns)})"
+            msg = (
+                f"{here}: no column {missing[0]!r} of the declared {schema.ddl!r} "
+                f"(columns: {list(columns)})"
+            )
             raise ValueError(msg)
         extra = [c for c in columns if c not in schema.names and c not in (time, diff)]
         if extra:
@@ -153,8 +159,16 @@ class TableLayout:
                 msg = f"input {self.name!r}, {where}: column {self.columns[i]!r}: {exc}"
                 raise ValueError(msg) from None
         data = values[0] if len(values) == 1 else tuple(values)
-        time = 0 if self.time_at is None else self._integer(row[self.time_at], self.time_at, where, text)
-        diff = 1 if self.diff_at is None else self._integer(row[self.diff_at], self.diff_at, where, text)
+        time = (
+            0
+            if self.time_at is None
+            else self._integer(row[self.time_at], self.time_at, where, text)
+        )
+        diff = (
+            1
+            if self.diff_at is None
+            else self._integer(row[self.diff_at], self.diff_at, where, text)
+        )
         return data, time, diff
 
     def _integer(self, cell: Any, at: int, where: str, text: bool) -> Any:
@@ -185,7 +199,9 @@ def updates_from_rows(
     return [layout.update(row, text=False, where=f"row {i}") for i, row in enumerate(rows)]
 
 
-def updates_from_frame(name: str, frame: Any, schema: Schema | None = None) -> list[tuple[Any, Any, int]]:
+def updates_from_frame(
+    name: str, frame: Any, schema: Schema | None = None
+) -> list[tuple[Any, Any, int]]:
     """The updates of a DataFrame (see the module), rows in order."""
     columns = [str(c) for c in frame.columns]
     return updates_from_rows(name, columns, frame.itertuples(index=False, name=None), schema)

@@ -159,9 +159,7 @@ def check_inputs(
             raise TypeError(msg)
         declared = pipeline.input_schema(name)
         layouts.append(
-            InputLayout.of(
-                name, len(layouts), frame.schema, streaming=streaming, declared=declared
-            )
+            InputLayout.of(name, len(layouts), frame.schema, streaming=streaming, declared=declared)
         )
         frames.append(frame)
     return pipeline, layouts, frames, builder

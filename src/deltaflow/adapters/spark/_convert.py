@@ -241,7 +241,8 @@ def _declared(
     if extra:
         msg = f"input {name!r}: column {extra[0]!r} is not declared in {declared.ddl!r}"
         raise ValueError(msg)
-    out, casts = [], []
+    out: list[StructField] = []
+    casts: list[str | None] = []
     for column in declared.columns:
         field = fields[column.name]
         have, want = field.dataType.simpleString(), column.type.ddl
