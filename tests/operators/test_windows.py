@@ -289,8 +289,9 @@ def test_float_clock_and_user_clock() -> None:
 
 
 @pytest.mark.slow
-def test_windows_at_two_processes() -> None:
-    """The same answers with the workers in two processes (sessions, sliding, retention)."""
+def test_windows_at_two_processes(caplog: pytest.LogCaptureFixture) -> None:
+    """The same answers with the workers in two processes (sessions, sliding, retention);
+    late updates are reported from the worker processes too."""
     ups = [(("a", t % 11), t % 5, 1 if t % 3 else -1) for t in range(40)]
     for pipe, query in [
         (Windowed(df.session(2), key=key_of), session_query(2)),
@@ -300,6 +301,10 @@ def test_windows_at_two_processes() -> None:
         assert_matches_oracle(out, {"xs": ups}, query)
     pipe = Windowed(df.session(2), key=key_of, retention=1)
     assert df.run(pipe, workers=2, processes=2, xs=ups) == df.run(pipe, workers=1, xs=ups)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="deltaflow"):
+        df.run(Windowed(df.tumbling(5), retention=0), workers=2, processes=2, xs=ups)
+    assert late_total(caplog.records) == sum(1 for e, t, _ in ups if e[1] - e[1] % 5 + 5 <= t)
 
 
 def test_bad_specs_and_event_times() -> None:
