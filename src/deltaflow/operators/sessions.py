@@ -252,17 +252,15 @@ class SessionOperator(Operator):
             if i == len(times) or times[i] != first or (i and first - times[i - 1] < gap):
                 continue  # no longer a session's first event: a later entry stands for it
             lo, hi = state.region(first, first, gap)
-            sessions = state.sessions(lo, hi, gap)
-            _, end, members = sessions[0]
+            _, end, members = state.sessions(lo, hi, gap)[0]
             assert closing is not None
             if closing.close_time(self.name, end) > time:
                 continue
-            for first_, end_, members_ in sessions[:1]:
-                window = (first_, end_)
-                for a in members_:
-                    for d, c in state.live(a):
-                        item = (window, d)
-                        out[item] = out.get(item, 0) - c
+            window = (first, end)
+            for a in members:
+                for d, c in state.live(a):
+                    item = (window, d)
+                    out[item] = out.get(item, 0) - c
             for a in members:
                 # The session's events leave the state; counts that are not positive go too
                 # (an event retracted below zero belongs to no window).
