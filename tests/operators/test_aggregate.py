@@ -94,10 +94,6 @@ def test_sum_of_a_known_history() -> None:
 def test_nan_is_a_value_error_naming_operator_and_key(method: str, workers: int) -> None:
     """A ValueError that is also the OperatorError of the operator (the job stops)."""
 
-    class P(df.Pipeline):
-        def build(self, xs: df.Collection) -> df.Collection:
-            return xs.top_k(2) if method == "top_k" else getattr(xs, method)()
-
     class Made(df.Pipeline):
         """The NaN is made inside the pipeline (inputs refuse one): 0 * inf."""
 
