@@ -42,6 +42,7 @@ from window_events import HOP, RETENTION, ROUND, SIZE, clock, rounds
 
 import deltaflow as df
 
+
 def ts_of(event: tuple[int, int]) -> int:
     return event[1]
 
