@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 import trio
@@ -217,6 +218,7 @@ def test_nan_data_are_refused_at_input(processes: int) -> None:
         (Mins(), [((nan, 1), 0, 1), ((nan, 2), 0, 1)]),
         (Keys(), [(nan, 0, 1), (nan, 1, -1)]),
         (Keys(), [(("a", (1, nan)), 0, 1)]),
+        (Keys(), [(("a", np.float32("nan")), 0, 1)]),
     ]:
         with pytest.raises(ValueError, match=r"input 'xs': datum .*nan.* holds a NaN"):
             df.run(pipe, workers=workers, processes=processes, xs=ups)

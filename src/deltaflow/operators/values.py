@@ -62,7 +62,8 @@ def is_nan(v: Any) -> bool:
 
 
 def has_nan(datum: Any) -> bool:
-    """Whether ``datum`` is a float (or complex) NaN, or a tuple holding one at any depth.
+    """Whether ``datum`` is a NaN (a float, numpy or ``Decimal`` one), or a tuple holding one
+    at any depth.
 
     NaN equals nothing, itself included, so a datum holding one could be neither counted nor
     retracted: equal-looking data would be distinct keys, and whether two of them meet would
@@ -85,8 +86,8 @@ def has_nan(datum: Any) -> bool:
         return False
     if c is int or c is str:
         return False
-    if isinstance(datum, (float, complex)):
-        return datum != datum
+    if isinstance(datum, numbers.Number):  # numpy floats, Decimal('NaN'), complex
+        return bool(datum != datum)
     if isinstance(datum, tuple):
         return any(has_nan(x) for x in datum)
     return False
