@@ -760,7 +760,7 @@ class Pipeline:
             ValueError: ``schemas`` names an input ``build`` does not take, or a DDL string
                 does not parse.
         """
-        declared = type(self).schemas if "schemas" not in vars(self) else self.schemas
+        declared = self.schemas
         if not declared:
             return None
         names = self.input_names()
