@@ -24,11 +24,13 @@ meet on one peer and the peers' results, put together, are ``df.run``'s output.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .checkpoint import Capture, counters
 from .collector import GC_THRESHOLD, check_gc_threshold
 from .mesh import Rendezvous, connect_mesh, plan_digest
 from .runtime import Job, _OpenJob, _run_to_end, _validate
@@ -60,6 +62,7 @@ class PeerJob(Job):
         fuse: bool = True,
         exchange_outputs: bool = True,
         profile: bool = False,
+        checkpoint: Any = None,
     ) -> None:
         if not 0 <= index < peers:
             msg = f"peer index {index!r} is not in range({peers})"
@@ -70,15 +73,100 @@ class PeerJob(Job):
         self._exchange_outputs = exchange_outputs
         self._links: dict[int, Link] = {}
         self.tcp = TcpTransport(index, local, self._links, self.fail)
-        super().__init__(pipeline, peers * local, fuse=fuse, profile=profile)
+        super().__init__(pipeline, peers * local, fuse=fuse, profile=profile, checkpoint=checkpoint)
         first = index * local
         for handle in self.inputs.values():
             handle._feeds = handle._feeds[first : first + local]
         self.digest = plan_digest(self.plan, peers * local)
+        # This peer's share of the checkpoint last written, until the coordinator says
+        # whether it was committed (see save_share).
+        self._share: tuple[Capture, dict[str, Any], int] | None = None
 
     def make_transport(self) -> Transport:  # type: ignore[override]
         """The TCP transport (links are added by :meth:`connect`)."""
         return self.tcp
+
+    def _writer(self) -> str:
+        return f"p{self.index}"
+
+    async def _resume(self, manifest: dict[str, Any]) -> None:
+        """Take this peer's share of the checkpoint: its workers' state, and (the peer of
+        worker 0) the outputs' updates at later times."""
+        self._check_manifest(manifest)
+        checkpointer = self.checkpointer
+        assert checkpointer is not None
+        restore = functools.partial(
+            checkpointer.restore,
+            manifest,
+            self.layout,
+            self.workers,
+            self.total_workers,
+            self.builder.stores,
+            current=False,
+            pending=self.index == 0,
+        )
+        await trio.to_thread.run_sync(restore)
+        self._stand_at(manifest)
+
+    # -- this peer's share of a checkpoint (a coordinator commits the whole) ----------------
+    async def settle(self) -> tuple[int, int]:
+        """Wait until this peer's workers are idle; the messages and progress batches they
+        have sent and received in all then.
+
+        A coordinator asks every peer in turn; once two rounds return the same counts and
+        the sums of sent and received agree, nothing is in flight anywhere and the dataflow
+        is quiescent (no worker wakes again before more input): the moment to call
+        :meth:`save_share` on every peer.
+        """
+        await self._wait_for(lambda: counters(self.workers)[0])
+        _, sent, received = counters(self.workers)
+        return sent, received
+
+    async def save_share(self, sequence: int, committed: int) -> dict[str, Any]:
+        """Write this peer's share of checkpoint ``sequence`` (quiescent: see
+        :meth:`settle`); the manifest fragment for the coordinator's commit (with
+        :meth:`header`). ``committed``: the last checkpoint the coordinator committed
+        (what this peer wrote for an earlier one that was not committed is written again).
+
+        Raises:
+            CheckpointError: the share could not be written.
+        """
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            msg = "save_share(): this peer was started without checkpoint=LOCATION"
+            raise ValueError(msg)
+        self._promote(committed)
+        capture = checkpointer.capture(
+            self.layout,
+            self.workers,
+            self.builder.stores,
+            current=False,
+            pending=True,
+            first=self.index * self.local,
+        )
+        try:
+            fragment = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
+        except BaseException:
+            checkpointer.failed()
+            raise
+        self._share = (capture, fragment, sequence)
+        return fragment
+
+    def _promote(self, committed: int) -> None:
+        """What the share written last became: part of checkpoint ``committed``, or not."""
+        share, self._share = self._share, None
+        checkpointer = self.checkpointer
+        if share is None or checkpointer is None:
+            return
+        capture, fragment, sequence = share
+        if sequence == committed:
+            checkpointer.committed(capture, fragment, sequence)
+        else:
+            checkpointer.failed()
+
+    def header(self, time: int, sequence: int) -> dict[str, Any]:
+        """What the manifest of checkpoint ``sequence`` at ``time`` says of the job."""
+        return self._header(time, sequence)
 
     def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
         return pipeline.instantiate(workers, exchange_outputs=self._exchange_outputs)

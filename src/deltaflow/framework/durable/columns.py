@@ -1,0 +1,221 @@
+"""Python values as Arrow columns and back: how durable state is written.
+
+A checkpoint holds the keys, values, times and diffs an operator keeps, as columns. Each list
+of Python values is written with the narrowest codec its values allow, chosen by looking at
+every value's exact class:
+
+* ``int`` (within 64 bits), ``float``, ``bool``: numpy-backed Arrow columns;
+* ``str`` and ``bytes``: Arrow string and binary columns;
+* ``None`` only, or ``()`` only: a null column (no bytes at all);
+* tuples of one length, and :class:`~deltaflow.framework.lattice.Product` times: a struct of
+  one column per position, each with its own codec (so ``(int, str)`` pairs are two typed
+  columns);
+* anything else (mixed classes, big ints, user records): one pickle per value.
+
+A column with few distinct values (times, after compaction) can be written as a dictionary:
+its distinct values once, and an ``int32`` code per row; read back, the rows share one Python
+object per distinct value.
+
+The codec travels in the field's metadata (``deltaflow``: a small JSON tree), so a column
+reads back with no schema on the side, and a codec this version does not know is an error,
+not a guess.
+
+    >>> col = encode_column([(1, "a"), (2, "b")])
+    >>> col.type
+    StructType(struct<0: int64 not null, 1: large_string not null>)
+    >>> decode_column(col.array, col.spec)
+    [(1, 'a'), (2, 'b')]
+    >>> from deltaflow.framework.lattice import Product
+    >>> times = encode_column([Product(3, 0), Product(3, 1), Product(3, 0)], dictionary=True)
+    >>> decode_column(times.array, times.spec)
+    [Product(outer=3, inner=0), Product(outer=3, inner=1), Product(outer=3, inner=0)]
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+
+from ..lattice import Product, new_tuple
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["Column", "decode_column", "encode_column", "field_of", "spec_of"]
+
+#: A column has a dictionary worth writing when it has at most one distinct value per this
+#: many rows.
+DICTIONARY_RATIO = 4
+
+
+def _arrow() -> Any:
+    """pyarrow, imported when state is first written or read (``import deltaflow`` stays
+    free of it)."""
+    import pyarrow
+
+    return pyarrow
+
+
+@attrs.frozen
+class Column:
+    """An encoded column: the Arrow array and the codec (``spec``) that reads it back."""
+
+    array: Any
+    spec: dict[str, Any]
+
+    @property
+    def type(self) -> Any:
+        """The Arrow type of the column."""
+        return self.array.type
+
+
+def encode_column(values: Sequence[Any], *, dictionary: bool = False) -> Column:
+    """``values`` as an Arrow array with the narrowest codec they allow (module docstring).
+
+    ``dictionary``: write the distinct values once and a code per row when there are few
+    (at most one per :data:`DICTIONARY_RATIO` rows).
+
+    >>> encode_column([1, 2, 3]).spec, encode_column([1, "a"]).spec
+    ({'k': 'int'}, {'k': 'pickle'})
+    """
+    pa = _arrow()
+    n = len(values)
+    if dictionary and n >= DICTIONARY_RATIO:
+        codes: dict[Any, int] = {}
+        try:
+            index = [codes.setdefault(v, len(codes)) for v in values]
+        except TypeError:  # an unhashable value: no dictionary
+            index = None
+        if index is not None and len(codes) * DICTIONARY_RATIO <= n:
+            distinct = encode_column(list(codes))
+            array = pa.DictionaryArray.from_arrays(
+                pa.array(np.asarray(index, dtype=np.int32)), distinct.array
+            )
+            return Column(array, {"k": "dict", "v": distinct.spec})
+    classes = set(map(type, values))
+    if len(classes) == 1:
+        cls = next(iter(classes))
+        encoded = _encode_uniform(pa, cls, values)
+        if encoded is not None:
+            return encoded
+    elif not classes:
+        return Column(pa.nulls(0), {"k": "none"})
+    return _pickled(pa, values)
+
+
+def _encode_uniform(pa: Any, cls: type, values: Sequence[Any]) -> Column | None:
+    """``values``, all of class ``cls``, in that class's codec (``None``: it has none)."""
+    if cls is int:
+        try:
+            return Column(pa.array(np.asarray(values, dtype=np.int64)), {"k": "int"})
+        except OverflowError:
+            return None
+    if cls is float:
+        return Column(pa.array(np.asarray(values, dtype=np.float64)), {"k": "float"})
+    if cls is bool:
+        return Column(pa.array(np.asarray(values, dtype=np.bool_)), {"k": "bool"})
+    if cls is str:
+        return Column(pa.array(values, pa.large_string()), {"k": "str"})
+    if cls is bytes:
+        return Column(pa.array(values, pa.large_binary()), {"k": "bytes"})
+    if cls is type(None):
+        return Column(pa.nulls(len(values)), {"k": "none"})
+    if cls is Product:
+        parts = [
+            encode_column([t[0] for t in values]),
+            encode_column([t[1] for t in values]),
+        ]
+        return Column(_struct(pa, parts, ("outer", "inner")), {"k": "product", "c": _specs(parts)})
+    if cls is tuple:
+        lengths = set(map(len, values))
+        if len(lengths) != 1:
+            return None
+        arity = lengths.pop()
+        if arity == 0:
+            return Column(pa.nulls(len(values)), {"k": "unit"})
+        parts = [encode_column([t[i] for t in values]) for i in range(arity)]
+        names = tuple(str(i) for i in range(arity))
+        return Column(_struct(pa, parts, names), {"k": "tuple", "c": _specs(parts)})
+    return None
+
+
+def _specs(parts: list[Column]) -> list[dict[str, Any]]:
+    return [p.spec for p in parts]
+
+
+def _struct(pa: Any, parts: list[Column], names: tuple[str, ...]) -> Any:
+    fields = [pa.field(name, p.array.type, nullable=False) for name, p in zip(names, parts)]
+    return pa.StructArray.from_arrays([p.array for p in parts], fields=fields)
+
+
+def _pickled(pa: Any, values: Sequence[Any]) -> Column:
+    dumps = pickle.dumps
+    return Column(pa.array([dumps(v, 5) for v in values], pa.large_binary()), {"k": "pickle"})
+
+
+def decode_column(array: Any, spec: dict[str, Any]) -> list[Any]:
+    """The Python values of a column written by :func:`encode_column` with codec ``spec``.
+
+    Raises:
+        ValueError: ``spec`` names a codec this version does not know.
+
+    >>> c = encode_column([(), ()])
+    >>> decode_column(c.array, c.spec)
+    [(), ()]
+    """
+    pa = _arrow()
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    kind = spec.get("k")
+    n = len(array)
+    if kind in ("int", "float", "bool"):
+        values: list[Any] = array.to_numpy(zero_copy_only=False).tolist()
+        return values
+    if kind in ("str", "bytes"):
+        return array.to_pylist()  # type: ignore[no-any-return]
+    if kind == "none":
+        return [None] * n
+    if kind == "unit":
+        return [()] * n
+    if kind == "pickle":
+        loads = pickle.loads
+        return [loads(b) for b in array.to_pylist()]
+    if kind == "dict":
+        distinct = decode_column(array.dictionary, spec["v"])
+        return [distinct[i] for i in array.indices.to_numpy(zero_copy_only=False).tolist()]
+    if kind == "product":
+        outer, inner = (decode_column(array.field(i), s) for i, s in enumerate(spec["c"]))
+        return [new_tuple(Product, pair) for pair in zip(outer, inner)]
+    if kind == "tuple":
+        parts = [decode_column(array.field(i), s) for i, s in enumerate(spec["c"])]
+        if len(parts) == 1:
+            return [(v,) for v in parts[0]]
+        return list(zip(*parts)) if n else []
+    msg = f"unknown column codec {json.dumps(spec)} (written by a newer deltaflow?)"
+    raise ValueError(msg)
+
+
+def field_of(name: str, column: Column) -> pa.Field:
+    """The Arrow field for ``column`` named ``name``, its codec in the field's metadata."""
+    pa = _arrow()
+    return pa.field(name, column.array.type, metadata={"deltaflow": json.dumps(column.spec)})
+
+
+def spec_of(field: pa.Field) -> dict[str, Any]:
+    """The codec :func:`field_of` put in ``field``'s metadata.
+
+    Raises:
+        ValueError: the field carries none (not written by deltaflow).
+    """
+    meta = field.metadata or {}
+    raw = meta.get(b"deltaflow")
+    if raw is None:
+        msg = f"column {field.name!r} carries no deltaflow codec"
+        raise ValueError(msg)
+    spec: dict[str, Any] = json.loads(raw)
+    return spec
