@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging as _logging
 
 from .errors import (
+    CheckpointError as CheckpointError,
     DeltaflowError as DeltaflowError,
     JobClosedError as JobClosedError,
     OperatorError as OperatorError,
@@ -57,6 +58,7 @@ from .scheduler.runtime import Job as Job, open as open, run as run
 __all__ = [
     "Antichain",
     "Arranged",
+    "CheckpointError",
     "Collection",
     "DeltaflowError",
     "Index",

@@ -376,7 +376,8 @@ class KeyedHistory:
         sink.index(name, self.rows, self.COLUMNS, self.changes.take())
 
     def load(self, groups: Groups | None) -> None:
-        """Take the rows of ``groups`` (a checkpoint's share of this worker) as the history.
+        """Take the rows of ``groups`` (a checkpoint's share of this worker) as the history,
+        and track its changes from now on (the next checkpoint may write only those).
 
         >>> from deltaflow.framework.durable.tables import Groups
         >>> h = KeyedHistory()
@@ -384,7 +385,10 @@ class KeyedHistory:
         >>> h.rows, h.size
         ({'k': [('v', 1, 1), ('v', 2, -1)]}, 2)
         """
-        if groups is None or not groups.keys:
+        if groups is None:
+            return
+        self.changes.keys = set()  # changes from here on make the next checkpoint
+        if not groups.keys:
             return
         self.rows = groups.to_index()
         self.size = len(groups)

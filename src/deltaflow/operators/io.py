@@ -266,6 +266,7 @@ class OutputStore:
         if current is not None:
             self.base = {d: rows[0][0] for d, rows in current.items()}
             self.current = dict(self.base)
+            self.changes.keys = set()
         self.since = time - 1
         self.latest = time - 1
         if pending is not None:

@@ -293,7 +293,7 @@ class _Restorer:
         where = (ref["file"], ref["parts"][0][0])
         reader = self._groups.get(where)
         if reader is None:
-            reader = self._groups[where] = GroupsReader.of(*self.reader.batches(ref))
+            reader = self._groups[where] = GroupsReader(self.reader.batches(ref)[0])
         return reader
 
     def _keep(self, worker: int) -> Callable[[GroupsReader], Any]:
@@ -426,7 +426,7 @@ class Checkpointer:
         for unit in capture.units:
             payload = unit.payload
             if isinstance(payload, Groups):
-                ref = out.add(list(payload.to_batches()))
+                ref = out.add([payload.to_batch()])
                 ref["keys"] = len(payload.keys) + len(payload.deleted)
                 ref["partial"] = payload.partial
             else:
@@ -481,6 +481,17 @@ class Checkpointer:
         self.batch_refs = batches
         self.sequence = sequence + 1
 
+    def _continue(self, manifest: dict[str, Any], workers: set[str]) -> None:
+        """Go on from ``manifest`` (whose workers are this job's): the segments of these
+        workers' indexes are where the next checkpoint's partial segments continue."""
+        for node, entry in manifest["nodes"].items():
+            for table, meta in entry.get("tables", {}).items():
+                if meta["kind"] == "index":
+                    for worker, refs in meta["workers"].items():
+                        if worker in workers:
+                            self.chains[(node, table, worker)] = refs
+        self.files = dict(manifest["files"])
+
     def failed(self) -> None:
         """The checkpoint under way failed: write everything again next time."""
         self.chains = {}
@@ -513,6 +524,10 @@ class Checkpointer:
         ``pending``). Blocking: run it before the workers do."""
         restorer = _Restorer(self.store.reader(manifest), int(manifest["workers"]), total)
         saved = manifest["nodes"]
+        if restorer.same:
+            self._continue(
+                manifest, {str(w.index) for w in workers} | ({"0"} if current else set())
+            )
         time = int(manifest["time"])
         closed = {name for name, info in manifest["inputs"].items() if info.get("closed")}
         initial: dict[int, list[list[Any]]] = {}

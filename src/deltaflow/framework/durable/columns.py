@@ -22,7 +22,7 @@ not a guess.
 
     >>> col = encode_column([(1, "a"), (2, "b")])
     >>> col.type
-    StructType(struct<0: int64 not null, 1: large_string not null>)
+    StructType(struct<0: int64, 1: large_string>)
     >>> decode_column(col.array, col.spec)
     [(1, 'a'), (2, 'b')]
     >>> from deltaflow.framework.lattice import Product
@@ -46,7 +46,15 @@ from ..lattice import Product, new_tuple
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Column", "decode_column", "encode_column", "field_of", "spec_of"]
+__all__ = [
+    "Column",
+    "arrow_of",
+    "decode_column",
+    "encode_column",
+    "field_of",
+    "numpy_of",
+    "spec_of",
+]
 
 #: A column has a dictionary worth writing when it has at most one distinct value per this
 #: many rows.
@@ -59,6 +67,57 @@ def _arrow() -> Any:
     import pyarrow
 
     return pyarrow
+
+
+# Arrays are made from (and read into) numpy through their buffers: ``pyarrow.array`` and
+# ``Array.to_numpy`` would import pandas when it is installed, a third of a second.
+_ARROW_TYPES = {"int64": "int64", "int32": "int32", "float64": "float64"}
+
+
+def arrow_of(values: np.ndarray[Any, Any]) -> Any:
+    """An Arrow array of a one-dimensional numpy array of ``int64``, ``int32``, ``float64``
+    or ``bool`` (no copy but for booleans, which Arrow packs into bits).
+
+    >>> arrow_of(np.array([True, False])).to_pylist(), arrow_of(np.arange(2)).type
+    ([True, False], DataType(int64))
+    """
+    pa = _arrow()
+    n = len(values)
+    if values.dtype == np.bool_:
+        bits = np.packbits(values, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+    kind = getattr(pa, _ARROW_TYPES[values.dtype.name])()
+    data = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(data)])
+
+
+def numpy_of(array: Any) -> np.ndarray[Any, Any]:
+    """The values of an Arrow array of ints, floats or booleans (with no nulls) as numpy.
+
+    >>> numpy_of(arrow_of(np.array([3, 4, 5])).slice(1)).tolist()
+    [4, 5]
+    """
+    n = len(array)
+    buffer = array.buffers()[1]
+    if str(array.type) == "bool":
+        if buffer is None:
+            return np.zeros(0, dtype=np.bool_)
+        bits = np.unpackbits(np.frombuffer(buffer, dtype=np.uint8), bitorder="little")
+        return bits[array.offset : array.offset + n].astype(np.bool_)
+    dtype = np.dtype(str(array.type).replace("double", "float64"))
+    if buffer is None:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(buffer, dtype=dtype, count=n, offset=array.offset * dtype.itemsize)
+
+
+def _text(values: Sequence[Any], kind: Any, encode: bool) -> Any:
+    """A large string (``encode``: of ``str``) or binary Arrow array of ``values``."""
+    pa = _arrow()
+    raw = [v.encode("utf-8", "surrogatepass") for v in values] if encode else list(values)
+    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=offsets[1:])
+    data = pa.py_buffer(b"".join(raw))
+    return pa.Array.from_buffers(kind, len(raw), [None, pa.py_buffer(offsets), data])
 
 
 @attrs.frozen
@@ -94,7 +153,7 @@ def encode_column(values: Sequence[Any], *, dictionary: bool = False) -> Column:
         if index is not None and len(codes) * DICTIONARY_RATIO <= n:
             distinct = encode_column(list(codes))
             array = pa.DictionaryArray.from_arrays(
-                pa.array(np.asarray(index, dtype=np.int32)), distinct.array
+                arrow_of(np.asarray(index, dtype=np.int32)), distinct.array
             )
             return Column(array, {"k": "dict", "v": distinct.spec})
     classes = set(map(type, values))
@@ -112,17 +171,17 @@ def _encode_uniform(pa: Any, cls: type, values: Sequence[Any]) -> Column | None:
     """``values``, all of class ``cls``, in that class's codec (``None``: it has none)."""
     if cls is int:
         try:
-            return Column(pa.array(np.asarray(values, dtype=np.int64)), {"k": "int"})
+            return Column(arrow_of(np.asarray(values, dtype=np.int64)), {"k": "int"})
         except OverflowError:
             return None
     if cls is float:
-        return Column(pa.array(np.asarray(values, dtype=np.float64)), {"k": "float"})
+        return Column(arrow_of(np.asarray(values, dtype=np.float64)), {"k": "float"})
     if cls is bool:
-        return Column(pa.array(np.asarray(values, dtype=np.bool_)), {"k": "bool"})
+        return Column(arrow_of(np.asarray(values, dtype=np.bool_)), {"k": "bool"})
     if cls is str:
-        return Column(pa.array(values, pa.large_string()), {"k": "str"})
+        return Column(_text(values, pa.large_string(), True), {"k": "str"})
     if cls is bytes:
-        return Column(pa.array(values, pa.large_binary()), {"k": "bytes"})
+        return Column(_text(values, pa.large_binary(), False), {"k": "bytes"})
     if cls is type(None):
         return Column(pa.nulls(len(values)), {"k": "none"})
     if cls is Product:
@@ -149,13 +208,13 @@ def _specs(parts: list[Column]) -> list[dict[str, Any]]:
 
 
 def _struct(pa: Any, parts: list[Column], names: tuple[str, ...]) -> Any:
-    fields = [pa.field(name, p.array.type, nullable=False) for name, p in zip(names, parts)]
+    fields = [pa.field(name, p.array.type) for name, p in zip(names, parts)]
     return pa.StructArray.from_arrays([p.array for p in parts], fields=fields)
 
 
 def _pickled(pa: Any, values: Sequence[Any]) -> Column:
     dumps = pickle.dumps
-    return Column(pa.array([dumps(v, 5) for v in values], pa.large_binary()), {"k": "pickle"})
+    return Column(_text([dumps(v, 5) for v in values], pa.large_binary(), False), {"k": "pickle"})
 
 
 def decode_column(array: Any, spec: dict[str, Any]) -> list[Any]:
@@ -174,7 +233,7 @@ def decode_column(array: Any, spec: dict[str, Any]) -> list[Any]:
     kind = spec.get("k")
     n = len(array)
     if kind in ("int", "float", "bool"):
-        values: list[Any] = array.to_numpy(zero_copy_only=False).tolist()
+        values: list[Any] = numpy_of(array).tolist()
         return values
     if kind in ("str", "bytes"):
         return array.to_pylist()  # type: ignore[no-any-return]
@@ -187,7 +246,7 @@ def decode_column(array: Any, spec: dict[str, Any]) -> list[Any]:
         return [loads(b) for b in array.to_pylist()]
     if kind == "dict":
         distinct = decode_column(array.dictionary, spec["v"])
-        return [distinct[i] for i in array.indices.to_numpy(zero_copy_only=False).tolist()]
+        return [distinct[i] for i in numpy_of(array.indices).tolist()]
     if kind == "product":
         outer, inner = (decode_column(array.field(i), s) for i, s in enumerate(spec["c"]))
         return [new_tuple(Product, pair) for pair in zip(outer, inner)]

@@ -21,21 +21,23 @@ A column named ``time`` is written as a dictionary (few distinct times after com
     >>> g = Groups(["a", "b"], [2, 1], {"val": [1, 2, 3]})
     >>> dict(g.items())
     {'a': [(1,), (2,)], 'b': [(3,)]}
-    >>> back = Groups.from_batches(*g.to_batches())
+    >>> back = Groups.from_batch(g.to_batch())
     >>> back.keys, back.counts, back.columns
     (['a', 'b'], [2, 1], {'val': [1, 2, 3]})
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import compress
 from typing import Any
 
 import attrs
 import numpy as np
 
 from ..hashing import SELF_HASHED_BELOW, stable_hash
-from .columns import decode_column, encode_column, field_of, spec_of
+from .columns import arrow_of, decode_column, encode_column, field_of, numpy_of, spec_of
 
 __all__ = ["Groups", "Rows", "owners"]
 
@@ -62,7 +64,7 @@ def _columns_of(batch: Any, take: Any = None) -> dict[str, list[Any]]:
     """The Python columns of a record batch written by :func:`_record_batch` (only the rows
     at positions ``take``, when given)."""
     if take is not None:
-        batch = batch.take(take)
+        batch = batch.take(arrow_of(np.asarray(take, dtype=np.int64)))
     return {
         field.name: decode_column(batch.column(i), spec_of(field))
         for i, field in enumerate(batch.schema)
@@ -187,19 +189,38 @@ class Groups:
         """``{key: [row tuple, ...]}`` (each list new)."""
         return dict(self.items())
 
-    def to_batches(self) -> tuple[Any, Any, Any]:
-        """Arrow record batches: the keys with their counts, the rows, the deleted keys."""
-        keys = _record_batch({"key": self.keys, "count": self.counts}, len(self.keys))
-        rows = _record_batch(self.columns, len(self))
-        deleted = _record_batch({"key": self.deleted}, len(self.deleted))
-        return keys, rows, deleted
+    def to_batch(self) -> Any:
+        """One Arrow record batch: per key (deleted ones too, with no rows) the key and the
+        list of its rows (a struct of the row columns)."""
+        import pyarrow as pa
+
+        keys = encode_column([*self.keys, *self.deleted])
+        counts = np.asarray([*self.counts, *([0] * len(self.deleted))], dtype=np.int64)
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        n = int(offsets[-1])
+        children = {
+            name: encode_column(values, dictionary=name in DICTIONARY_COLUMNS)
+            for name, values in self.columns.items()
+        }
+        if children:
+            fields = [pa.field(name, c.array.type) for name, c in children.items()]
+            struct = pa.StructArray.from_arrays([c.array for c in children.values()], fields=fields)
+        else:
+            struct = pa.nulls(n)
+        rows = pa.LargeListArray.from_arrays(arrow_of(offsets), struct)
+        specs = json.dumps({name: c.spec for name, c in children.items()})
+        schema = pa.schema([
+            field_of("key", keys),
+            pa.field("rows", rows.type, metadata={"deltaflow": json.dumps({"k": "rows"}),
+                                                  "columns": specs}),
+        ])  # fmt: skip
+        return pa.RecordBatch.from_arrays([keys.array, rows], schema=schema)
 
     @classmethod
-    def from_batches(cls, keys: Any, rows: Any, deleted: Any, *, partial: bool = False) -> Groups:
-        """The groups :meth:`to_batches` wrote (all of them)."""
-        head = _columns_of(keys)
-        gone = _columns_of(deleted)
-        return cls(head["key"], head["count"], _columns_of(rows), gone["key"], partial)
+    def from_batch(cls, batch: Any, *, partial: bool = False) -> Groups:
+        """The groups :meth:`to_batch` wrote (all of them)."""
+        return GroupsReader(batch).take(None, partial=partial)
 
 
 @attrs.define
@@ -208,44 +229,35 @@ class GroupsReader:
     first (to find their owners and whether a newer segment replaces them), then the rows
     of the keys kept."""
 
-    keys_batch: Any
-    rows_batch: Any
-    deleted: list[Any]
+    batch: Any
     keys: list[Any] = attrs.field(init=False)
     counts: Any = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        head = self.keys_batch
-        self.keys = decode_column(head.column(0), spec_of(head.schema.field(0)))
-        self.counts = head.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
-
-    @classmethod
-    def of(cls, keys: Any, rows: Any, deleted: Any) -> GroupsReader:
-        """A reader of the three batches :meth:`Groups.to_batches` wrote."""
-        gone = decode_column(deleted.column(0), spec_of(deleted.schema.field(0)))
-        return cls(keys, rows, gone)
+        batch = self.batch
+        self.keys = decode_column(batch.column(0), spec_of(batch.schema.field(0)))
+        self.counts = np.diff(numpy_of(batch.column(1).offsets))
 
     def key_is_int(self) -> bool:
         """Whether the keys were written as plain ints."""
-        return spec_of(self.keys_batch.schema.field(0)).get("k") == "int"
+        return spec_of(self.batch.schema.field(0)).get("k") == "int"
 
-    def take(self, mask: Any) -> Groups:
-        """The groups whose entry in the boolean array ``mask`` is set, rows decoded."""
+    def take(self, mask: Any, *, partial: bool = False) -> Groups:
+        """The groups (keys with rows) whose entry in the boolean array ``mask`` is set
+        (``None``: all), rows decoded; a deleted key (one with no rows) is left out."""
         counts = self.counts
-        if mask is None or bool(mask.all()):
-            columns = _columns_of(self.rows_batch)
-            return Groups(list(self.keys), counts.tolist(), columns)
-        picked = np.flatnonzero(mask)
-        lengths = counts[picked]
-        # Row j of picked group g is at starts[g] + j: per row, its group's start minus the
-        # rows taken before that group, plus the row's position among all rows taken.
-        starts = np.cumsum(counts) - counts
-        before = np.cumsum(lengths) - lengths
-        rows = np.repeat(starts[picked] - before, lengths) + np.arange(int(lengths.sum()))
-        keys = self.keys
-        return Groups(
-            [keys[i] for i in picked.tolist()], lengths.tolist(), _columns_of(self.rows_batch, rows)
-        )
+        live = counts > 0
+        keep = live if mask is None else (mask & live)
+        batch = self.batch if bool(keep.all()) else self.batch.filter(arrow_of(keep))
+        keys = self.keys if batch is self.batch else list(compress(self.keys, keep.tolist()))
+        rows = batch.column(1)
+        field = batch.schema.field(1)
+        specs: dict[str, Any] = json.loads((field.metadata or {})[b"columns"])
+        flat = rows.flatten()
+        columns = {
+            name: decode_column(flat.field(i), spec) for i, (name, spec) in enumerate(specs.items())
+        }
+        return Groups(keys, counts[keep].tolist(), columns, partial=partial)
 
 
 def owners(keys: list[Any], workers: int, *, ints: bool = False) -> Any:
@@ -278,7 +290,7 @@ def resolve_groups(
     ``keep(reader)`` (a boolean array per key of the reader) is set.
 
     >>> def reader(g):
-    ...     return GroupsReader.of(*g.to_batches())
+    ...     return GroupsReader(g.to_batch())
     >>> base = reader(Groups(["a", "b"], [1, 1], {"v": [1, 2]}))
     >>> change = reader(Groups(["b"], [1], {"v": [3]}, deleted=["a"], partial=True))
     >>> resolve_groups([base, change]).to_index()
@@ -294,8 +306,7 @@ def resolve_groups(
         if mask is None or bool(mask.any()):
             parts.append(segment.take(mask))
         if len(chain) > 1:
-            seen.update(segment.keys)
-            seen.update(segment.deleted)
+            seen.update(segment.keys)  # (a deleted key is one with no rows)
     return concat_groups(parts)
 
 

@@ -282,6 +282,7 @@ class IndexOperator(Operator):
         if groups is None:
             return
         store = self.store
+        store.changes.keys = set()
         keys = store.keys
         for key, rows in groups.items():
             kr = keys[key] = KeyRows()

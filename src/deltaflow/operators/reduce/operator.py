@@ -532,6 +532,7 @@ class ReduceOperator(Operator):
                 groups = source.index(name)
                 if groups is not None:
                     into.update((k, dict(rows)) for k, rows in groups.items())
+                    self.changed.keys = set()
             self.buffered = _unkeyed(source.rows("buffered"), ("val", "time", "diff"))
             low = [t for rows in self.buffered.values() for _, t, _ in rows]
             self.buffered_low = min(low) if low else None
