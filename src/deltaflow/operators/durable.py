@@ -93,10 +93,13 @@ class StateSink(Protocol):
         columns: tuple[str, ...],
         changed: set[Any] | None,
         rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
+        *,
+        single: bool = False,
     ) -> None:
         """A keyed index ``{key: value}``; ``rows(value)`` (default: the value itself) is
-        the key's list of row tuples holding ``columns``. ``changed``: the keys changed since
-        the previous checkpoint (``None``: unknown; the index is then written whole)."""
+        the key's list of row tuples holding ``columns`` (``single``: the value is the one
+        column of the key's one row). ``changed``: the keys changed since the previous
+        checkpoint (``None``: unknown; the index is then written whole)."""
 
     def rows(self, name: str, rows: Rows, key: str | None) -> None:
         """A table written whole; ``key`` names the column that routes each row (``None``:

@@ -242,7 +242,7 @@ class OutputStore:
     def save_current(self, sink: StateSink) -> None:
         """Hand the collection at the last complete time to a checkpoint (the data whose
         count changed since the previous one), and the frontier."""
-        sink.index("current", self.current, ("count",), self.changes.take(), rows=_one_row)
+        sink.index("current", self.current, ("count",), self.changes.take(), single=True)
 
     def save_open(self, sink: StateSink) -> None:
         """Hand the updates at times not complete yet to a checkpoint."""
@@ -264,7 +264,7 @@ class OutputStore:
         self.resumed_at = time
         self.frontier = frontier
         if current is not None:
-            self.base = {d: rows[0][0] for d, rows in current.items()}
+            self.base = current.values("count")
             self.current = dict(self.base)
             self.changes.keys = set()
         self.since = time - 1
@@ -285,10 +285,6 @@ class OutputStore:
         self._compact()
         since = self.since
         return [(d, since, r) for d, r in self.base.items()] + self.history
-
-
-def _one_row(count: int) -> list[tuple[int]]:
-    return [(count,)]
 
 
 class OutputOperator(Operator):

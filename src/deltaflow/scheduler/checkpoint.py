@@ -57,6 +57,7 @@ from ..framework.durable.tables import (
     resolve_groups,
 )
 from ..operators.durable import trace_rows
+from .collector import collector_paused
 
 if TYPE_CHECKING:
     from ..framework.trace.batch import Batch
@@ -213,6 +214,8 @@ class _Sink:
         columns: tuple[str, ...],
         changed: set[Any] | None,
         rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
+        *,
+        single: bool = False,
     ) -> None:
         self._table(name, "index", "key")
         where = (self.node, name, self.worker)
@@ -229,7 +232,8 @@ class _Sink:
             self.capture.reused[where] = list(chain)
             if not changed:
                 return  # nothing changed: the chain as it is
-        groups = Groups.from_index(index, columns, None if whole else changed, rows)
+        changes = None if whole else changed
+        groups = Groups.from_index(index, columns, changes, rows, single=single)
         self.capture.units.append(_Unit(self.node, name, self.worker, groups))
 
     def rows(self, name: str, rows: Rows, key: str | None) -> None:
@@ -522,6 +526,19 @@ class Checkpointer:
         worker starts from the capabilities saved, the outputs from their collections at the
         checkpoint's time (with ``current``) and their updates at later times (with
         ``pending``). Blocking: run it before the workers do."""
+        with collector_paused():
+            self._restore(manifest, layout, workers, total, stores, current, pending)
+
+    def _restore(
+        self,
+        manifest: dict[str, Any],
+        layout: StateLayout,
+        workers: Sequence[Worker],
+        total: int,
+        stores: Mapping[str, OutputStore],
+        current: bool,
+        pending: bool,
+    ) -> None:
         restorer = _Restorer(self.store.reader(manifest), int(manifest["workers"]), total)
         saved = manifest["nodes"]
         if restorer.same:

@@ -4,7 +4,8 @@ A checkpoint holds the keys, values, times and diffs an operator keeps, as colum
 of Python values is written with the narrowest codec its values allow, chosen by looking at
 every value's exact class:
 
-* ``int`` (within 64 bits), ``float``, ``bool``: numpy-backed Arrow columns;
+* ``int`` (within 64 bits: in the narrowest integer type holding the column), ``float``,
+  ``bool``: numpy-backed Arrow columns;
 * ``str`` and ``bytes``: Arrow string and binary columns;
 * ``None`` only, or ``()`` only: a null column (no bytes at all);
 * tuples of one length, and :class:`~deltaflow.framework.lattice.Product` times: a struct of
@@ -22,7 +23,7 @@ not a guess.
 
     >>> col = encode_column([(1, "a"), (2, "b")])
     >>> col.type
-    StructType(struct<0: int64, 1: large_string>)
+    StructType(struct<0: int8, 1: large_string>)
     >>> decode_column(col.array, col.spec)
     [(1, 'a'), (2, 'b')]
     >>> from deltaflow.framework.lattice import Product
@@ -36,6 +37,7 @@ from __future__ import annotations
 import json
 import pickle
 from collections.abc import Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -49,10 +51,12 @@ if TYPE_CHECKING:
 __all__ = [
     "Column",
     "arrow_of",
+    "columns_of",
     "decode_column",
     "encode_column",
     "field_of",
     "numpy_of",
+    "prepared",
     "spec_of",
 ]
 
@@ -71,11 +75,17 @@ def _arrow() -> Any:
 
 # Arrays are made from (and read into) numpy through their buffers: ``pyarrow.array`` and
 # ``Array.to_numpy`` would import pandas when it is installed, a third of a second.
-_ARROW_TYPES = {"int64": "int64", "int32": "int32", "float64": "float64"}
+_ARROW_TYPES = {
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "float64": "float64",
+}
 
 
 def arrow_of(values: np.ndarray[Any, Any]) -> Any:
-    """An Arrow array of a one-dimensional numpy array of ``int64``, ``int32``, ``float64``
+    """An Arrow array of a one-dimensional numpy array of ints (8 to 64 bits), ``float64``
     or ``bool`` (no copy but for booleans, which Arrow packs into bits).
 
     >>> arrow_of(np.array([True, False])).to_pylist(), arrow_of(np.arange(2)).type
@@ -110,6 +120,19 @@ def numpy_of(array: Any) -> np.ndarray[Any, Any]:
     return np.frombuffer(buffer, dtype=dtype, count=n, offset=array.offset * dtype.itemsize)
 
 
+def _narrowest(ints: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``ints`` in the narrowest integer type holding them all (fewer bytes to compress,
+    write and read; read back, they are Python ints all the same)."""
+    if not len(ints):
+        return ints
+    lo, hi = int(ints.min()), int(ints.max())
+    for dtype in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return ints.astype(dtype)
+    return ints
+
+
 def _text(values: Sequence[Any], kind: Any, encode: bool) -> Any:
     """A large string (``encode``: of ``str``) or binary Arrow array of ``values``."""
     pa = _arrow()
@@ -133,8 +156,60 @@ class Column:
         return self.array.type
 
 
-def encode_column(values: Sequence[Any], *, dictionary: bool = False) -> Column:
+#: Rows transposed at once by :func:`columns_of` (the argument tuple ``zip(*rows)`` builds is
+#: this long at most).
+TRANSPOSE_CHUNK = 65_536
+
+
+def columns_of(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """The ``width`` columns of row tuples, each a list: one pass over the rows (in a large
+    heap, each pass over them costs a cache miss per row whatever it does).
+
+    >>> columns_of([(1, "a"), (2, "b")], 2)
+    [[1, 2], ['a', 'b']]
+    """
+    columns: list[list[Any]] = [[] for _ in range(width)]
+    for lo in range(0, len(rows), TRANSPOSE_CHUNK):
+        chunk = rows[lo : lo + TRANSPOSE_CHUNK]
+        for column, part in zip(columns, zip(*chunk)):
+            column.extend(part)
+    return columns
+
+
+def prepared(column: list[Any], kind: str | None) -> Any:
+    """A column whose values the caller knows the shape of (``kind``) straight into numpy:
+    ``"int"`` (diffs and counts, ints by the operators' invariants) an ``int64`` array,
+    ``"time"`` an ``int64`` array of int times or an ``(n, 2)`` one of ``Product(int, int)``
+    times; a column that turns out otherwise (big ints, nested products), or of no known
+    kind, stays the list it is.
+
+    >>> from deltaflow.framework.lattice import Product
+    >>> prepared([Product(2, 3), Product(5, 6)], "time").tolist()
+    [[2, 3], [5, 6]]
+    >>> prepared(["a"], None)
+    ['a']
+    """
+    n = len(column)
+    if kind is not None and n:
+        first = column[0]
+        try:
+            if first.__class__ is int:
+                return np.asarray(column, dtype=np.int64)
+            if kind == "time" and first.__class__ is Product:
+                pairs = np.fromiter(chain.from_iterable(column), dtype=np.int64, count=2 * n)
+                return pairs.reshape(n, 2)
+        except (TypeError, ValueError, OverflowError):
+            pass  # (not all of them: the list)
+    return column
+
+
+def encode_column(
+    values: Sequence[Any] | np.ndarray[Any, Any], *, dictionary: bool = False
+) -> Column:
     """``values`` as an Arrow array with the narrowest codec they allow (module docstring).
+
+    ``values`` may be a numpy array from :func:`prepared`: ``int64`` (ints), or ``(n, 2)``
+    (``Product(int, int)`` times).
 
     ``dictionary``: write the distinct values once and a code per row when there are few
     (at most one per :data:`DICTIONARY_RATIO` rows).
@@ -143,20 +218,26 @@ def encode_column(values: Sequence[Any], *, dictionary: bool = False) -> Column:
     ({'k': 'int'}, {'k': 'pickle'})
     """
     pa = _arrow()
+    if isinstance(values, np.ndarray):
+        return _encode_array(pa, values)
     n = len(values)
-    if dictionary and n >= DICTIONARY_RATIO:
-        codes: dict[Any, int] = {}
-        try:
-            index = [codes.setdefault(v, len(codes)) for v in values]
-        except TypeError:  # an unhashable value: no dictionary
-            index = None
-        if index is not None and len(codes) * DICTIONARY_RATIO <= n:
-            distinct = encode_column(list(codes))
-            array = pa.DictionaryArray.from_arrays(
-                arrow_of(np.asarray(index, dtype=np.int32)), distinct.array
-            )
-            return Column(array, {"k": "dict", "v": distinct.spec})
+    first = values[0] if n else None
+    listed = values if isinstance(values, list) else list(values)
+    if first.__class__ is tuple and not first and listed.count(()) == n:
+        return Column(pa.nulls(n), {"k": "unit"})
     classes = set(map(type, values))
+    if dictionary and n >= DICTIONARY_RATIO and len(classes) == 1:
+        # (Values of one class only: a set would merge ``1`` and ``True``.)
+        try:
+            distinct = list(set(values))
+        except TypeError:  # an unhashable value: no dictionary
+            distinct = list(values)
+        if len(distinct) * DICTIONARY_RATIO <= n:
+            codes = {v: i for i, v in enumerate(distinct)}
+            index = np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n)
+            words = encode_column(distinct)
+            array = pa.DictionaryArray.from_arrays(arrow_of(index), words.array)
+            return Column(array, {"k": "dict", "v": words.spec})
     if len(classes) == 1:
         cls = next(iter(classes))
         encoded = _encode_uniform(pa, cls, values)
@@ -167,13 +248,22 @@ def encode_column(values: Sequence[Any], *, dictionary: bool = False) -> Column:
     return _pickled(pa, values)
 
 
+def _encode_array(pa: Any, values: np.ndarray[Any, Any]) -> Column:
+    """A column :func:`prepared` made into numpy: ints, or product times as pairs of ints."""
+    if values.ndim == 1:
+        return Column(arrow_of(_narrowest(values)), {"k": "int"})
+    parts = [Column(arrow_of(_narrowest(values[:, j])), {"k": "int"}) for j in range(2)]
+    return Column(_struct(pa, parts, ("outer", "inner")), {"k": "product", "c": _specs(parts)})
+
+
 def _encode_uniform(pa: Any, cls: type, values: Sequence[Any]) -> Column | None:
     """``values``, all of class ``cls``, in that class's codec (``None``: it has none)."""
     if cls is int:
         try:
-            return Column(arrow_of(np.asarray(values, dtype=np.int64)), {"k": "int"})
+            ints = np.asarray(values, dtype=np.int64)
         except OverflowError:
             return None
+        return Column(arrow_of(_narrowest(ints)), {"k": "int"})
     if cls is float:
         return Column(arrow_of(np.asarray(values, dtype=np.float64)), {"k": "float"})
     if cls is bool:
@@ -248,7 +338,10 @@ def decode_column(array: Any, spec: dict[str, Any]) -> list[Any]:
         distinct = decode_column(array.dictionary, spec["v"])
         return [distinct[i] for i in numpy_of(array.indices).tolist()]
     if kind == "product":
-        outer, inner = (decode_column(array.field(i), s) for i, s in enumerate(spec["c"]))
+        specs = spec["c"]
+        if specs == [_INT, _INT]:
+            return _products(numpy_of(array.field(0)), numpy_of(array.field(1)))
+        outer, inner = (decode_column(array.field(i), s) for i, s in enumerate(specs))
         return [new_tuple(Product, pair) for pair in zip(outer, inner)]
     if kind == "tuple":
         parts = [decode_column(array.field(i), s) for i, s in enumerate(spec["c"])]
@@ -257,6 +350,36 @@ def decode_column(array: Any, spec: dict[str, Any]) -> list[Any]:
         return list(zip(*parts)) if n else []
     msg = f"unknown column codec {json.dumps(spec)} (written by a newer deltaflow?)"
     raise ValueError(msg)
+
+
+_INT = {"k": "int"}
+
+
+def _products(outer: np.ndarray[Any, Any], inner: np.ndarray[Any, Any]) -> list[Any]:
+    """``Product(outer[i], inner[i])`` for each row, one object per distinct pair (the times
+    of a compacted state are few: the rows share them, as they did when saved).
+
+    >>> ps = _products(np.array([1, 1, 2]), np.array([0, 0, 5]))
+    >>> ps, ps[0] is ps[1]
+    ([Product(outer=1, inner=0), Product(outer=1, inner=0), Product(outer=2, inner=5)], True)
+    """
+    n = len(outer)
+    if not n:
+        return []
+    o = outer.astype(np.int64)
+    i = inner.astype(np.int64)
+    if (
+        int(o.min()) >= 0
+        and int(o.max()) < 1 << 31
+        and int(i.min()) >= 0
+        and int(i.max()) < 1 << 32
+    ):
+        keys = (o << 32) | i
+        distinct, where = np.unique(keys, return_inverse=True)
+        made = [new_tuple(Product, (k >> 32, k & 0xFFFFFFFF)) for k in distinct.tolist()]
+        return list(map(made.__getitem__, where.tolist()))
+    cache: dict[tuple[int, int], Any] = {}
+    return [cache.setdefault(p, new_tuple(Product, p)) for p in zip(o.tolist(), i.tolist())]
 
 
 def field_of(name: str, column: Column) -> pa.Field:

@@ -29,20 +29,32 @@ A column named ``time`` is written as a dictionary (few distinct times after com
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import compress
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import accumulate, chain, compress
 from typing import Any
 
 import attrs
 import numpy as np
 
 from ..hashing import SELF_HASHED_BELOW, stable_hash
-from .columns import arrow_of, decode_column, encode_column, field_of, numpy_of, spec_of
+from .columns import (
+    arrow_of,
+    columns_of,
+    decode_column,
+    encode_column,
+    field_of,
+    numpy_of,
+    prepared,
+    spec_of,
+)
 
 __all__ = ["Groups", "Rows", "owners"]
 
 #: Columns written as dictionaries (few distinct values).
 DICTIONARY_COLUMNS = frozenset({"time"})
+#: What the columns of these names hold, whichever table they are in: ints (diffs and
+#: counts), times (see :func:`.columns.gather`).
+KINDS = {"diff": "int", "count": "int", "time": "time"}
 
 
 def _record_batch(columns: dict[str, list[Any]], n: int) -> Any:
@@ -131,17 +143,19 @@ class Groups:
         """How many rows."""
         return sum(self.counts)
 
-    def items(self) -> Iterator[tuple[Any, list[tuple[Any, ...]]]]:
+    def items(self) -> Iterable[tuple[Any, list[tuple[Any, ...]]]]:
         """Each key with its rows as tuples (in column order).
 
         >>> list(Groups([7], [2], {"v": [1, 2], "d": [1, -1]}).items())
         [(7, [(1, 1), (2, -1)])]
         """
+        return zip(self.keys, self._lists())
+
+    def _lists(self) -> list[list[tuple[Any, ...]]]:
+        """Each key's rows, as a list of row tuples."""
         rows = list(zip(*self.columns.values())) if self.columns else [()] * len(self)
-        start = 0
-        for key, n in zip(self.keys, self.counts):
-            yield key, rows[start : start + n]
-            start += n
+        ends = list(accumulate(self.counts))
+        return [rows[a:b] for a, b in zip([0, *ends], ends)]
 
     @classmethod
     def from_index(
@@ -150,17 +164,21 @@ class Groups:
         names: tuple[str, ...],
         keys: Iterable[Any] | None = None,
         rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
+        *,
+        single: bool = False,
     ) -> Groups:
         """The groups of an index ``{key: value}`` whose ``rows(value)`` (default: the value
         itself) are row tuples holding the columns ``names``; of ``keys`` only, when given
-        (those missing from the index are ``deleted``, and the groups partial).
+        (those missing from the index are ``deleted``, and the groups partial). ``single``:
+        each value is the one column of the key's one row.
 
-        >>> Groups.from_index({"k": [(1, 0, 1)]}, ("val", "time", "diff")).columns
+        >>> g = Groups.from_index({"k": [(1, 0, 1)]}, ("val", "time", "diff"))
+        >>> Groups.from_batch(g.to_batch()).columns
         {'val': [1], 'time': [0], 'diff': [1]}
         >>> items = lambda d: list(d.items())
         >>> g = Groups.from_index({"a": {"x": 2}}, ("val", "count"), ["a", "b"], items)
-        >>> g.keys, g.columns, g.deleted, g.partial
-        (['a'], {'val': ['x'], 'count': [2]}, ['b'], True)
+        >>> g.keys, g.columns["val"], g.deleted, g.partial
+        (['a'], ['x'], ['b'], True)
         """
         deleted: list[Any] = []
         partial = keys is not None
@@ -179,15 +197,24 @@ class Groups:
                 else:
                     deleted.append(k)
             keys = present
+        if single:
+            return cls(keys, [1] * len(keys), {names[0]: lists}, deleted, partial)
         if rows is not None:
-            lists = [rows(v) for v in lists]
-        flat = [row for rows in lists for row in rows]
-        columns = {name: [row[i] for row in flat] for i, name in enumerate(names)}
+            lists = list(map(rows, lists))
+        flat = list(chain.from_iterable(lists))
+        columns = {
+            name: prepared(values, KINDS.get(name))
+            for name, values in zip(names, columns_of(flat, len(names)))
+        }
         return cls(keys, list(map(len, lists)), columns, deleted, partial)
+
+    def values(self, name: str) -> dict[Any, Any]:
+        """``{key: value}`` of groups of one row each, ``value`` its column ``name``."""
+        return dict(zip(self.keys, self.columns[name]))
 
     def to_index(self) -> dict[Any, list[tuple[Any, ...]]]:
         """``{key: [row tuple, ...]}`` (each list new)."""
-        return dict(self.items())
+        return dict(zip(self.keys, self._lists()))
 
     def to_batch(self) -> Any:
         """One Arrow record batch: per key (deleted ones too, with no rows) the key and the
@@ -253,7 +280,11 @@ class GroupsReader:
         rows = batch.column(1)
         field = batch.schema.field(1)
         specs: dict[str, Any] = json.loads((field.metadata or {})[b"columns"])
-        flat = rows.flatten()
+        # The rows of the groups kept, as the list column's child: ``flatten`` would do it
+        # too, but imports all of pyarrow.compute.
+        offsets = numpy_of(rows.offsets)
+        first = int(offsets[0]) if len(offsets) else 0
+        flat = rows.values.slice(first, int(offsets[-1]) - first if len(offsets) else 0)
         columns = {
             name: decode_column(flat.field(i), spec) for i, (name, spec) in enumerate(specs.items())
         }
