@@ -66,7 +66,14 @@ if TYPE_CHECKING:
     from .plan import Plan
     from .worker import Worker
 
-__all__ = ["Checkpointer", "StateLayout", "counters", "merge_fragments", "state_layout"]
+__all__ = [
+    "Checkpointer",
+    "StateLayout",
+    "counters",
+    "merge_fragments",
+    "settled",
+    "state_layout",
+]
 
 #: An index is written whole again once this many partial segments follow the whole one.
 LONGEST_CHAIN = 16
@@ -164,6 +171,25 @@ def counters(workers: Sequence[Worker]) -> tuple[bool, int, int]:
         all(w.idle() for w in workers),
         sum(w.sent for w in workers),
         sum(w.received for w in workers),
+    )
+
+
+def settled(previous: Sequence[tuple[int, int]] | None, counts: Sequence[tuple[int, int]]) -> bool:
+    """Whether a round of ``(sent, received)`` counts, one per process (or peer), each
+    taken once its workers were idle, shows the dataflow quiescent: the same counts as the
+    round before, and as many received as sent.
+
+    Why two rounds: a process that answered idle wakes only by receiving something. The
+    first such receipt, after the round, would be of a message sent before its sender
+    answered and received after its receiver did: the next round would count it, and differ.
+
+    >>> settled(None, [(3, 3)]), settled([(3, 3)], [(3, 3)]), settled([(4, 3)], [(4, 3)])
+    (False, True, False)
+    """
+    return (
+        previous is not None
+        and list(previous) == list(counts)
+        and sum(c[0] for c in counts) == sum(c[1] for c in counts)
     )
 
 

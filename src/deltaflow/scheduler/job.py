@@ -384,6 +384,11 @@ class Job:
             self._checkpointing = False
         return time
 
+    def _checkpoints_itself(self) -> bool:
+        """Whether this job writes (and commits) its checkpoints on its own: the one at the
+        end of its block included."""
+        return self.checkpointer is not None
+
     def _quiescent(self) -> bool:
         """True when every worker is idle and no message or progress is in flight."""
         idle, sent, received = counters(self.workers)
@@ -535,7 +540,7 @@ class _OpenJob:
         if exc is None:
             try:
                 # Left normally, a job that keeps checkpoints makes one at its time first.
-                if job.checkpointer is not None and job.error is None and not job.closed:
+                if job._checkpoints_itself() and job.error is None and not job.closed:
                     await job.checkpoint()
                 await job.close()
             except BaseException as e:

@@ -113,6 +113,19 @@ class PeerJob(Job):
         self._stand_at(manifest)
 
     # -- this peer's share of a checkpoint (a coordinator commits the whole) ----------------
+    def _checkpoints_itself(self) -> bool:
+        return False  # its share is one of several: a coordinator commits them together
+
+    async def checkpoint(self) -> int:
+        """A peer writes only its share (:meth:`save_share`); whoever coordinates the peers
+        commits the checkpoint (:meth:`.Checkpointer.commit`).
+
+        Raises:
+            RuntimeError: always.
+        """
+        msg = "a peer writes its share with save_share(); the coordinator commits the checkpoint"
+        raise RuntimeError(msg)
+
     async def settle(self) -> tuple[int, int]:
         """Wait until this peer's workers are idle; the messages and progress batches they
         have sent and received in all then.
@@ -252,6 +265,26 @@ class Peer:
         """:meth:`Job.statistics` of this peer's workers."""
         return self.job.statistics()
 
+    # -- checkpoints (see open_peer) ---------------------------------------------------------
+    @property
+    def resumed_at(self) -> int | None:
+        """The time this peer resumed at from a checkpoint (``None``: it started afresh)."""
+        return self.job.resumed_at
+
+    async def settle(self) -> tuple[int, int]:
+        """:meth:`PeerJob.settle`: once this peer's workers are idle, what they sent and
+        received."""
+        return await self.job.settle()
+
+    async def save_share(self, sequence: int, committed: int) -> dict[str, Any]:
+        """:meth:`PeerJob.save_share`: this peer's share of checkpoint ``sequence``."""
+        return await self.job.save_share(sequence, committed)
+
+    def header(self, sequence: int) -> dict[str, Any]:
+        """What the manifest of checkpoint ``sequence``, at this peer's time, says of the
+        job (the same on every peer)."""
+        return self.job.header(self.job.time, sequence)
+
 
 def _threaded(rendezvous: Callable[[str], Sequence[str]]) -> Rendezvous:
     async def call(address: str) -> Sequence[str]:
@@ -292,8 +325,9 @@ async def open_peer(
     fuse: bool = True,
     connect_timeout: float = 120.0,
     gc_threshold: int | None = GC_THRESHOLD,
+    checkpoint: Any = None,
 ) -> AsyncIterator[Peer]:
-    """Run peer ``index`` of ``peers`` inside trio, one time per :meth:`Peer.step`.
+    r"""Run peer ``index`` of ``peers`` inside trio, one time per :meth:`Peer.step`.
 
     ``rendezvous(my_address)`` returns every peer's ``"host:port"`` in index order (it may
     block: it runs in a thread). Every peer must be given the same ``secret`` (at least 16
@@ -303,12 +337,26 @@ async def open_peer(
     for the other peers after the rendezvous. Leaving the block closes the inputs and waits
     until the dataflow has finished on every peer.
 
+    ``checkpoint``: the location of the job's durable state. The peer resumes its share from
+    the checkpoint there, if any (:attr:`Peer.resumed_at`); checkpoints are taken by whoever
+    coordinates the peers: every peer :meth:`Peer.settle`\ s until the counts agree
+    (:func:`~deltaflow.scheduler.checkpoint.settled`), writes its share
+    (:meth:`Peer.save_share`), and the coordinator commits the shares
+    (:meth:`~deltaflow.scheduler.checkpoint.Checkpointer.commit`, with :meth:`Peer.header`).
+
     Raises:
         ValueError: the peers run different dataflows; a secret under 16 bytes.
         OperatorError: user code failed on some peer.
         PeerLostError: another peer went away, or did not connect in time.
     """
-    job = PeerJob(pipeline, index=index, peers=peers, local=workers_per_peer, fuse=fuse)
+    job = PeerJob(
+        pipeline,
+        index=index,
+        peers=peers,
+        local=workers_per_peer,
+        fuse=fuse,
+        checkpoint=checkpoint,
+    )
     security = (check_secret(secret), host, tls)
     async with _running(job, _threaded(rendezvous), security, connect_timeout, gc_threshold):
         yield Peer(job)

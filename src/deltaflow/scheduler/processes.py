@@ -51,6 +51,7 @@ import trio
 from ..errors import CheckpointError, JobClosedError, OperatorError, PeerLostError
 from ..framework.antichain import Antichain
 from ..operators.base import UpdateBatch
+from .checkpoint import settled
 from .collector import GC_THRESHOLD
 from .handshake import new_secret
 from .mesh import CONNECT_TIMEOUT_S, first_error
@@ -645,10 +646,10 @@ class ProcessJob(Job):
             await self._wait_for(lambda: self._complete_before(time))
             # Rounds of idle counts until two agree and nothing is in flight (see
             # PeerJob.settle): no process wakes again before the caller feeds it.
-            last: list[Any] | None = None
+            last: list[tuple[int, int]] | None = None
             while True:
-                counts = [tuple(r[1:]) for r in await self._ask(("settle",))]
-                if counts == last and sum(c[0] for c in counts) == sum(c[1] for c in counts):
+                counts = [(r[1], r[2]) for r in await self._ask(("settle",))]
+                if settled(last, counts):
                     break
                 last = counts
             sequence = checkpointer.sequence
