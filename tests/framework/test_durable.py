@@ -159,7 +159,7 @@ def test_a_chain_of_partial_segments_reads_back_as_the_index(
     assert resolve_groups(chain).to_index() == model
     workers = data.draw(st.integers(1, 4))
     for w in range(workers):
-        share = resolve_groups(chain, lambda r: owners(r.keys, workers, ints=True) == w)
+        share = resolve_groups(chain, lambda r, w=w: owners(r.keys, workers, ints=True) == w)
         assert share.to_index() == {k: v for k, v in model.items() if worker_of(k, workers) == w}
 
 
