@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import struct
 from collections.abc import Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -176,6 +177,30 @@ def columns_of(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return columns
 
 
+#: Ints converted per ``struct.pack`` call by :func:`int64_of` (its arguments are a tuple).
+PACK_CHUNK = 65_536
+
+
+def int64_of(values: Sequence[Any]) -> np.ndarray[Any, Any]:
+    """Python ints as an ``int64`` array (``struct.pack`` converts an int in a third of the
+    instructions ``numpy.asarray`` takes, and refuses floats and strings where numpy would
+    truncate or parse them).
+
+    Raises:
+        struct.error: a value is not an int, or not within 64 bits.
+
+    >>> int64_of([1, -2, 3]).tolist()
+    [1, -2, 3]
+    """
+    n = len(values)
+    out = np.empty(n, dtype=np.int64)
+    for lo in range(0, n, PACK_CHUNK):
+        part = values[lo : lo + PACK_CHUNK]
+        k = len(part)
+        out[lo : lo + k] = np.frombuffer(struct.pack(f"{k}q", *part), dtype=np.int64)
+    return out
+
+
 def prepared(column: list[Any], kind: str | None) -> Any:
     """A column whose values the caller knows the shape of (``kind``) straight into numpy:
     ``"int"`` (diffs and counts, ints by the operators' invariants) an ``int64`` array,
@@ -194,11 +219,12 @@ def prepared(column: list[Any], kind: str | None) -> Any:
         first = column[0]
         try:
             if first.__class__ is int:
-                return np.asarray(column, dtype=np.int64)
+                return int64_of(column)
             if kind == "time" and first.__class__ is Product:
-                pairs = np.fromiter(chain.from_iterable(column), dtype=np.int64, count=2 * n)
-                return pairs.reshape(n, 2)
-        except (TypeError, ValueError, OverflowError):
+                coordinates = list(chain.from_iterable(column))
+                if len(coordinates) == 2 * n:
+                    return int64_of(coordinates).reshape(n, 2)
+        except struct.error:
             pass  # (not all of them: the list)
     return column
 
@@ -260,8 +286,8 @@ def _encode_uniform(pa: Any, cls: type, values: Sequence[Any]) -> Column | None:
     """``values``, all of class ``cls``, in that class's codec (``None``: it has none)."""
     if cls is int:
         try:
-            ints = np.asarray(values, dtype=np.int64)
-        except OverflowError:
+            ints = int64_of(values)
+        except struct.error:
             return None
         return Column(arrow_of(_narrowest(ints)), {"k": "int"})
     if cls is float:
