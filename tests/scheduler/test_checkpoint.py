@@ -28,6 +28,7 @@ from tests.reference import assert_matches_oracle
 from tests.test_loops_at_scale import SHAPES, Multiset, churning_graphs, join_map, pipeline_of
 
 import deltaflow as df
+from deltaflow.operators import reduce as R
 from deltaflow.scheduler.processes import ProcessPool
 
 Update = tuple[Any, int, int]
@@ -105,12 +106,34 @@ def q_windowed(c: dict[str, Multiset]) -> Multiset:
     return Counter({e: 1 for e, n in c["edges"].items() if n > 0})
 
 
+def kept_sums(roots: df.Collection, edges: df.Collection) -> df.Collection:
+    """A reduction that keeps its output as a trace too (``reduce_core(arrange_output=True)``):
+    its trace is state a checkpoint saves and a resume rebuilds."""
+
+    def total(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        return [(sum(v * n for v, n in vals), 1)]
+
+    out, _ = R.reduce_core(edges.arrange_by_key(), total, name="kept_sums", arrange_output=True)
+    return out
+
+
+def q_kept_sums(c: dict[str, Multiset]) -> Multiset:
+    sums: Counter[Any] = Counter()
+    keys = set()
+    for (a, b), n in c["edges"].items():
+        if n > 0:
+            sums[a] += b * n
+            keys.add(a)
+    return Counter({(a, sums[a]): 1 for a in keys})
+
+
 Shape = tuple[Callable[..., df.Collection], Callable[..., Multiset]]
 FLAT: dict[str, Shape] = {
     "count": (out_degrees, q_out_degrees),
     "shared-arrangement": (two_hops, q_two_hops),
     "multiway-join": (triangles, q_triangles),
     "temporal-filter": (windowed, q_windowed),
+    "kept-output-trace": (kept_sums, q_kept_sums),
 }
 ALL: dict[str, Shape] = {**SHAPES, **FLAT}
 
@@ -561,3 +584,10 @@ def test_a_multi_process_checkpoint_resumes_exactly(
 ) -> None:
     """Checkpoints at times 3 and 5 of a job crashing at 6, across layouts, both ways."""
     run_crash_and_resume("bfs-min", tmp_path, (_graph(11), [3, 5], 6), first, second)
+
+
+def test_a_reductions_kept_output_trace_resumes(tmp_path: Path) -> None:
+    """A reduction's output trace is saved and rebuilt on another worker count."""
+    for seed, workers in ((1, (2, 1)), (2, (1, 3))):
+        plan = (_graph(seed), [2, 4], 6)
+        run_crash_and_resume("kept-output-trace", tmp_path, plan, (workers[0], 1), (workers[1], 1))

@@ -518,8 +518,9 @@ class ReduceOperator(Operator):
             sink.rows("seeds", _keyed_rows(self.seeds, None), "key")
             sink.rows("pending", _keyed_rows(self.pending, None), "key")
         if self.output is not None:
+            # (Its upper lags the frontier by rounds without corrections, on each worker
+            # apart: resumed, it starts at the frontier, the operator's ``upper``.)
             sink.batches("trace", self.output.batches())
-            sink.value("trace_upper", encode_frontier(self.output.upper))
 
     def load(self, source: StateSource) -> None:
         """Take this worker's share of a checkpoint's state back (before the first
@@ -543,8 +544,8 @@ class ReduceOperator(Operator):
             self.unprocessed = {t for times in self.seeds.values() for t in times}
             for key, times in _unkeyed(source.rows("pending"), None).items():
                 self.defer(key, times)
-        if self.output is not None:
-            restore_trace(self.output, source.rows("trace"), source.value("trace_upper"))
+        if self.output is not None and upper is not None:
+            restore_trace(self.output, source.rows("trace"), upper)
 
     def _check(self) -> None:
         """Assert the operator's invariants (capabilities cover owed work, indexes agree)."""
