@@ -316,8 +316,9 @@ class _Restorer:
         self.same = saved_workers == workers
         self.workers = workers
         self._groups: dict[tuple[str, int], GroupsReader] = {}
-        self._owners: dict[tuple[str, int], Any] = {}
-        self._rows: dict[tuple[str, int], Any] = {}
+        self._owners: dict[int, Any] = {}  # by the id of a reader (kept in _groups)
+        # Per segment of rows routed by a column: its batch and each row's owner.
+        self._routed: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def _greader(self, ref: dict[str, Any]) -> GroupsReader:
         where = (ref["file"], ref["parts"][0][0])
@@ -328,11 +329,10 @@ class _Restorer:
 
     def _keep(self, worker: int) -> Callable[[GroupsReader], Any]:
         def keep(reader: GroupsReader) -> Any:
-            where = (id(reader), self.workers)
-            own = self._owners.get(where)  # type: ignore[arg-type]
+            own = self._owners.get(id(reader))
             if own is None:
                 own = owners(reader.keys, self.workers, ints=reader.key_is_int())
-                self._owners[where] = own  # type: ignore[index]
+                self._owners[id(reader)] = own
             return own == worker
 
         return keep
@@ -366,13 +366,21 @@ class _Restorer:
         parts = []
         for refs in segments.values():
             for ref in refs:
-                batch = self.reader.batches(ref)[0]
-                head = Rows.from_batch(batch.select([key]))
-                own = owners(head.columns[key], self.workers)
+                batch, own = self._routing(ref, key)
                 picked = np.flatnonzero(own == worker)
                 if len(picked):
                     parts.append(Rows.from_batch(batch, picked))
         return Rows.concat(parts) if parts else None
+
+    def _routing(self, ref: dict[str, Any], key: str) -> tuple[Any, Any]:
+        """A segment of rows and the worker owning each row (by its column ``key``)."""
+        where = (ref["file"], ref["parts"][0][0])
+        routed = self._routed.get(where)
+        if routed is None:
+            batch = self.reader.batches(ref)[0]
+            head = Rows.from_batch(batch.select([key]))
+            routed = self._routed[where] = (batch, owners(head.columns[key], self.workers))
+        return routed
 
     def all_rows(self, table: dict[str, Any]) -> Rows | None:
         """Every worker's rows of a table, together."""

@@ -11,7 +11,8 @@ every value's exact class:
 * tuples of one length, and :class:`~deltaflow.framework.lattice.Product` times: a struct of
   one column per position, each with its own codec (so ``(int, str)`` pairs are two typed
   columns);
-* anything else (mixed classes, big ints, user records): one pickle per value.
+* anything else (mixed classes, big ints, user records): one pickle per value (loading it
+  runs code, as loading the pipeline does: a checkpoint is trusted like the code).
 
 A column with few distinct values (times, after compaction) can be written as a dictionary:
 its distinct values once, and an ``int32`` code per row; read back, the rows share one Python
@@ -42,6 +43,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import cloudpickle  # type: ignore[import-untyped]
 import numpy as np
 
 from ..lattice import Product, new_tuple
@@ -329,7 +331,9 @@ def _struct(pa: Any, parts: list[Column], names: tuple[str, ...]) -> Any:
 
 
 def _pickled(pa: Any, values: Sequence[Any]) -> Column:
-    dumps = pickle.dumps
+    # cloudpickle: a value of a class defined in the user's script (``__main__``) reads
+    # back in any process, as the pipeline itself does.
+    dumps = cloudpickle.dumps
     return Column(_text([dumps(v, 5) for v in values], pa.large_binary(), False), {"k": "pickle"})
 
 
