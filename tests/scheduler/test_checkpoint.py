@@ -28,6 +28,7 @@ from tests.reference import assert_matches_oracle
 from tests.test_loops_at_scale import SHAPES, Multiset, churning_graphs, join_map, pipeline_of
 
 import deltaflow as df
+from deltaflow.framework.durable.store import CheckpointStore
 from deltaflow.operators import reduce as R
 from deltaflow.scheduler.processes import ProcessPool
 
@@ -591,3 +592,28 @@ def test_a_reductions_kept_output_trace_resumes(tmp_path: Path) -> None:
     for seed, workers in ((1, (2, 1)), (2, (1, 3))):
         plan = (_graph(seed), [2, 4], 6)
         run_crash_and_resume("kept-output-trace", tmp_path, plan, (workers[0], 1), (workers[1], 1))
+
+
+async def test_a_checkpoint_that_cannot_be_written_leaves_the_job_going(tmp_path: Path) -> None:
+    """Its switch refused (here: a directory where the new manifest goes), a checkpoint
+    raises CheckpointError naming the location; the job goes on, the previous checkpoint
+    stays the current one, and the next checkpoint writes everything again, exactly."""
+    async with df.open(Counts(), workers=2, checkpoint=tmp_path) as job:
+        job.inputs["words"].insert_many(["ab", "ac", "bd"])
+        await job.advance_to(1)
+        await job.checkpoint()
+        job.inputs["words"].insert_many(["ae", "bf"])
+        await job.advance_to(2)
+        blocker = tmp_path / "checkpoint-000002.json"
+        blocker.mkdir()
+        with pytest.raises(df.CheckpointError, match=str(tmp_path)):
+            await job.checkpoint()
+        blocker.rmdir()
+        current = CheckpointStore(tmp_path).latest()
+        assert current is not None and current["time"] == 1
+        job.inputs["words"].insert("bg")
+        await job.advance_to(3)
+        assert await job.checkpoint() == 3
+        want = job.output.at(2)
+    async with df.open(Counts(), workers=3, checkpoint=tmp_path) as job:
+        assert job.resumed_at == 3 and job.output.at(2) == want

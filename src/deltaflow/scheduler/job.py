@@ -412,10 +412,10 @@ class Job:
     async def _write_checkpoint(self, checkpointer: Checkpointer, time: int) -> None:
         """Take this job's state (quiescent now) and commit it as the next checkpoint."""
         sequence = checkpointer.sequence
-        capture = checkpointer.capture(
-            self.layout, self.workers, self.builder.stores, current=True, pending=True
-        )
         try:
+            capture = checkpointer.capture(
+                self.layout, self.workers, self.builder.stores, current=True, pending=True
+            )
             fragment = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
             header = self._header(time, sequence)
             await trio.to_thread.run_sync(checkpointer.commit, header, [fragment])

@@ -153,15 +153,15 @@ class PeerJob(Job):
             msg = "save_share(): this peer was started without checkpoint=LOCATION"
             raise ValueError(msg)
         self._promote(committed)
-        capture = checkpointer.capture(
-            self.layout,
-            self.workers,
-            self.builder.stores,
-            current=False,
-            pending=True,
-            first=self.index * self.local,
-        )
         try:
+            capture = checkpointer.capture(
+                self.layout,
+                self.workers,
+                self.builder.stores,
+                current=False,
+                pending=True,
+                first=self.index * self.local,
+            )
             fragment = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
         except BaseException:
             checkpointer.failed()

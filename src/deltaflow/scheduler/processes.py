@@ -788,6 +788,8 @@ class _ChildJob(PeerJob):
                 self.control.queue(("checkpointed", fragment))
         except CheckpointError as exc:
             self.control.queue(("checkpoint-failed", str(exc)))
+        except Exception as exc:  # reported, not raised: the job goes on without it
+            self.control.queue(("checkpoint-failed", f"worker process {self.index}: {exc!r}"))
         self.control.flush_now()
 
     def apply(self, message: Any) -> None:

@@ -358,11 +358,11 @@ class CheckpointStore:
     def write(self, segments: SegmentWriter) -> dict[str, int]:
         """Write a data file whole (synced on a local disk); its length and CRC-32 for the
         manifest."""
-        self.files.makedirs(DATA)
         crc = 0
         for piece in segments.pieces:
             crc = zlib.crc32(piece, crc)
         try:
+            self.files.makedirs(DATA)
             self.files.write(f"{DATA}/{segments.name}", segments.pieces)
         except OSError as exc:
             msg = f"{self.describe(DATA + '/' + segments.name)} cannot be written: {exc}"
