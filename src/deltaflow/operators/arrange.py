@@ -437,6 +437,7 @@ class AsCollection(Operator):
     """Turn an arrangement's batches back into update batches grouped by time."""
 
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, name: str, by_self: bool) -> None:

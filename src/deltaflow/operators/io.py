@@ -69,6 +69,7 @@ class InputOperator(Operator):
     """The source of one named input on one worker."""
 
     interest = Interest.NEVER
+    stateless = True
 
     def __init__(self, name: str, feed: InputFeed) -> None:
         self.name = f"input:{name}"
@@ -291,6 +292,7 @@ class OutputOperator(Operator):
     """Write one worker's share of an output into the shared :class:`OutputStore`."""
 
     interest = Interest.ALWAYS
+    stateless = True
 
     def __init__(self, store: OutputStore) -> None:
         self.name = f"output:{store.name}"
@@ -344,6 +346,7 @@ class ProbeOperator(Operator):
     """Report an input frontier to a :class:`ProbeHandle`, and pass batches through."""
 
     interest = Interest.ALWAYS
+    stateless = True
     name = "probe"
 
     def __init__(self, handle: ProbeHandle) -> None:

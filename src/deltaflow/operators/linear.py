@@ -165,6 +165,7 @@ class LinearOperator(Operator):
     """
 
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, steps: Sequence[Step], name: str | None = None) -> None:
@@ -205,6 +206,7 @@ class Concat(Operator):
 
     name = "concat"
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, inputs: int) -> None:
@@ -225,6 +227,7 @@ class Exchange(Operator):
     """
 
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, key: Callable[[Any], Any] | None, name: str = "exchange") -> None:

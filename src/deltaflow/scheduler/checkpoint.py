@@ -448,6 +448,12 @@ class Checkpointer:
                     caps.update((port, json.dumps(encode_time(t))) for port, t in held)
                 if node is not None and hasattr(operator, "save"):
                     operator.save(_Sink(self, capture, node, worker.index))
+                elif not operator.stateless:
+                    msg = (
+                        f"operator {actor.name!r} keeps state a checkpoint cannot save "
+                        f"({type(operator).__name__} has no save/load)"
+                    )
+                    raise RuntimeError(msg)
         for name, store in stores.items():
             node = f"output:{name}"
             if current:
