@@ -7,6 +7,7 @@ Conditions of a running job raise a :class:`DeltaflowError`.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
     "DeltaflowError",
     "JobClosedError",
     "OperatorError",
@@ -71,3 +72,9 @@ class PeerLostError(DeltaflowError):
 class SubscriptionOverflowError(DeltaflowError):
     """A subscription with a ``max_buffer`` fell that many times behind and was ended; the job
     and its other readers go on."""
+
+
+class CheckpointError(DeltaflowError):
+    """A checkpoint could not be read (a file is missing, truncated or corrupted, or was
+    written by a newer deltaflow) or written. The message names the checkpoint's location and
+    the file; nothing is started from a checkpoint that cannot be read whole."""

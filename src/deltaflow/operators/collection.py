@@ -83,6 +83,9 @@ class DataflowBuilder:
     top: Scope = attrs.field(factory=Scope)
     #: ``build`` returned one collection (the output ``"output"``), not a dict of them.
     single_output: bool = True
+    #: Nodes added for how the job is laid out, not by ``build`` (the exchange before each
+    #: output of a peer): a checkpoint's description of the pipeline leaves them out.
+    layout_nodes: set[int] = attrs.field(factory=set)
     _entered: dict[tuple[int, int, int], Collection] = attrs.field(factory=dict)
     _arranged: dict[tuple[int, int, bool], Arranged] = attrs.field(factory=dict)
 
@@ -824,7 +827,10 @@ class Pipeline:
             if coll.builder is not builder:
                 msg = f"output {name!r} was built by another pipeline"
                 raise ValueError(msg)
-            builder.new_output(name, coll.exchange() if exchange_outputs else coll)
+            if exchange_outputs:
+                coll = coll.exchange()
+                builder.layout_nodes.add(coll.node)
+            builder.new_output(name, coll)
         from .iterate import check_variables_set  # iterate.py builds on this module
 
         check_variables_set(builder)

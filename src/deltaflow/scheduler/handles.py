@@ -224,16 +224,23 @@ class InputHandle:
                 slot[0].extend(data)
                 slot[1].extend(diffs)
 
-    def flush(self) -> None:
+    def flush(self, before: int | None = None) -> None:
         """Hand everything fed so far to the workers' input operators (they take it when the
-        job next wakes them: :meth:`Job.flush`, :meth:`Job.advance_to`)."""
+        job next wakes them: :meth:`Job.flush`, :meth:`Job.advance_to`); with ``before``,
+        only the updates at times before it (a job that keeps checkpoints holds the rest
+        back until it advances past them)."""
         feeds = self._feeds
         batches = []
-        if self._data:
+        if self._data and (before is None or self._job.time < before):
             batches.append((self._job.time, self._data, self._diffs))
             self._data, self._diffs = [], []
         if self._later:
-            later, self._later = self._later, {}
+            if before is None:
+                later, self._later = self._later, {}
+            else:
+                later = {t: v for t, v in self._later.items() if t < before}
+                for t in later:
+                    del self._later[t]
             batches.extend((t, d, r) for t, (d, r) in later.items())
         n = len(feeds)
         for time, data, diffs in batches:
@@ -273,6 +280,7 @@ class InputHandle:
         """No more updates for this input (the job keeps running for the others)."""
         if self.closed:
             return
+        self._job._check_not_checkpointing(f"closing input {self.name!r}")
         self.flush()
         self.closed = True
         for feed in self._feeds:

@@ -64,6 +64,8 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from deltaflow.framework.antichain import Antichain
+from deltaflow.framework.durable.store import decode_frontier, encode_frontier
+from deltaflow.framework.durable.tables import Rows
 from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
@@ -71,6 +73,7 @@ from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
 
 from ..base import Interest, Operator, UpdateBatch
+from ..durable import Changes, StateSink, StateSource, covering, restore_trace
 from ..history import AdvanceTo, KeyedHistory
 from ..values import as_count
 from .accumulation import difference
@@ -81,6 +84,8 @@ from .paths import Activation, KeyPath, path_for
 from .total import correct_total
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from deltaflow.framework.lattice import Time
 
     from ..base import Capability, OperatorContext
@@ -88,6 +93,36 @@ if TYPE_CHECKING:
 __all__ = ["ReduceOperator"]
 
 _first = itemgetter(0)
+
+
+def _counts(acc: dict[Any, int]) -> list[tuple[Any, int]]:
+    return list(acc.items())
+
+
+def _keyed_rows(index: dict[Any, list[Any]], columns: tuple[str, ...] | None) -> Rows:
+    """``{key: [row, ...]}`` as a table with a ``key`` column (``columns=None``: each row is
+    a bare time)."""
+    keys = [k for k, rows in index.items() for _ in rows]
+    flat = [r for rows in index.values() for r in rows]
+    if columns is None:
+        return Rows({"key": keys, "time": flat})
+    return Rows({"key": keys, **{c: [r[i] for r in flat] for i, c in enumerate(columns)}})
+
+
+def _unkeyed(rows: Rows | None, columns: tuple[str, ...] | None) -> dict[Any, list[Any]]:
+    """The ``{key: [row, ...]}`` of a table :func:`_keyed_rows` made."""
+    out: dict[Any, list[Any]] = {}
+    if rows is None or not len(rows):
+        return out
+    cols = rows.columns
+    values: Any = cols["time"] if columns is None else zip(*(cols[c] for c in columns))
+    for key, value in zip(cols["key"], values):
+        have = out.get(key)
+        if have is None:
+            out[key] = [value]
+        else:
+            have.append(value)
+    return out
 
 
 def _universal_first(pair: tuple[Any, int]) -> Any:
@@ -188,9 +223,16 @@ class ReduceOperator(Operator):
         self.accs: dict[Any, dict[Any, int]] = {}
         self.outs: dict[Any, dict[Any, int]] = {}
         self.buffered_low: int | None = None
+        # Totally ordered times: the keys whose accumulations changed since a checkpoint last
+        # took them (see .durable).
+        self.changed = Changes()
         # Times of messages received but not yet processed.
         self.unprocessed: set[Time] = set()
         self.caps: list[Capability] = []
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """Keep capabilities for what a restored state still owes (nothing on a fresh start)."""
+        self.caps = covering(capabilities, self._owed())
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Take in new batches; when the frontier moved, correct the output up to it."""
@@ -474,6 +516,55 @@ class ReduceOperator(Operator):
         for cap in held.values():
             cap.drop()
         self.caps = new
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, sink: StateSink) -> None:
+        """Hand the state to a checkpoint (see :mod:`..durable`): per key its input and
+        output (histories, or with int times the accumulations at the frontier), and what
+        waits for the frontier (updates at later times, owed times)."""
+        sink.value("upper", encode_frontier(self.upper))
+        if self.total:
+            changed = self.changed.take()
+            counts = ("val", "count")
+            sink.index("accs", self.accs, counts, changed, rows=_counts)
+            again = None if changed is None else set(changed)
+            sink.index("outs", self.outs, counts, again, rows=_counts)
+            sink.rows("buffered", _keyed_rows(self.buffered, ("val", "time", "diff")), "key")
+        else:
+            self.inputs.save(sink, "inputs")
+            self.outputs.save(sink, "outputs")
+            sink.rows("seeds", _keyed_rows(self.seeds, None), "key")
+            sink.rows("pending", _keyed_rows(self.pending, None), "key")
+        if self.output is not None:
+            # (Its upper lags the frontier by rounds without corrections, on each worker
+            # apart: resumed, it starts at the frontier, the operator's ``upper``.)
+            sink.batches("trace", self.output.batches())
+
+    def load(self, source: StateSource) -> None:
+        """Take this worker's share of a checkpoint's state back (before the first
+        activation)."""
+        upper = source.value("upper")
+        if upper is not None:
+            self.upper = decode_frontier(upper)
+        if self.total:
+            for name, into in (("accs", self.accs), ("outs", self.outs)):
+                groups = source.index(name)
+                if groups is not None:
+                    into.update((k, dict(rows)) for k, rows in groups.items())
+                    self.changed.keys = set()
+            self.buffered = _unkeyed(source.rows("buffered"), ("val", "time", "diff"))
+            low = [t for rows in self.buffered.values() for _, t, _ in rows]
+            self.buffered_low = min(low) if low else None
+        else:
+            self.inputs.load(source.index("inputs"))
+            self.outputs.load(source.index("outputs"))
+            self.seeds = _unkeyed(source.rows("seeds"), None)
+            self.unprocessed = {t for times in self.seeds.values() for t in times}
+            for key, times in _unkeyed(source.rows("pending"), None).items():
+                self.defer(key, times)
+        if self.output is not None and upper is not None:
+            restore_trace(self.output, source.rows("trace"), upper)
 
     def _check(self) -> None:
         """Assert the operator's invariants (capabilities cover owed work, indexes agree)."""
