@@ -141,6 +141,18 @@ def slides(roots: df.Collection, edges: df.Collection) -> df.Collection:
     return edges.window(df.sliding(4, 2), at=lambda e: e[1], retention=2).count()
 
 
+def later_in_a_loop(roots: df.Collection, edges: df.Collection) -> df.Collection:
+    """Inside a loop, each edge is also sent on to a later outer time (``a % 5 + 3``): the
+    loop's reduction holds messages ahead of its frontier, state a checkpoint takes (no
+    recompute: the uninterrupted run is the oracle)."""
+
+    def step(x: df.Collection) -> df.Collection:
+        later = x.join_function(lambda e: [(e, df.Product(e[0] % 5 + 3, 0), 1)]).distinct()
+        return x.concat(later).map(lambda e: (e[0], e[1] % 4)).distinct()
+
+    return edges.iterate(step)
+
+
 Shape = tuple[Callable[..., df.Collection], Callable[..., Multiset] | None]
 FLAT: dict[str, Shape] = {
     "count": (out_degrees, q_out_degrees),
@@ -150,6 +162,7 @@ FLAT: dict[str, Shape] = {
     "kept-output-trace": (kept_sums, q_kept_sums),
     "session-windows": (sessions, None),
     "sliding-windows": (slides, None),
+    "later-times-in-a-loop": (later_in_a_loop, None),
 }
 ALL: dict[str, Shape] = {**SHAPES, **FLAT}
 

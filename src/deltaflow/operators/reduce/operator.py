@@ -532,6 +532,16 @@ class ReduceOperator(Operator):
             sink.index("outs", self.outs, counts, again, rows=_counts)
             sink.rows("buffered", _keyed_rows(self.buffered, ("val", "time", "diff")), "key")
         else:
+            if self.waiting:
+                # Messages the frontier has not passed are stored as updates and seeds, as
+                # if read at once (a resumed job searches them when due, deferring what the
+                # frontier has not passed): one state to save, not another kind of it.
+                store = self.inputs.extend_noting_times
+                for time, batches in self.waiting.items():
+                    self.unprocessed.add(time)
+                    for batch in batches:
+                        store(batch.updates(), self.seeds)
+                self.waiting.clear()
             self.inputs.save(sink, "inputs")
             self.outputs.save(sink, "outputs")
             sink.rows("seeds", _keyed_rows(self.seeds, None), "key")
