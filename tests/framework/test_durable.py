@@ -24,6 +24,7 @@ from deltaflow.framework.durable.tables import (
     Groups,
     GroupsReader,
     Rows,
+    append_logged,
     owners,
     resolve_groups,
 )
@@ -127,12 +128,10 @@ def test_an_unknown_codec_is_an_error() -> None:
 
 
 # -- tables ----------------------------------------------------------------------------------
+row_strategy = st.tuples(st.integers(0, 3), st.integers(0, 5), st.integers(-2, 2))
 index_strategy = st.dictionaries(
-    st.integers(0, 30),
-    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5), st.integers(-2, 2)), min_size=1,
-             max_size=4),
-    max_size=12,
-)  # fmt: skip
+    st.integers(0, 30), st.lists(row_strategy, min_size=1, max_size=4), max_size=12
+)
 
 
 @settings(max_examples=200)
@@ -161,6 +160,27 @@ def test_a_chain_of_partial_segments_reads_back_as_the_index(
     for w in range(workers):
         share = resolve_groups(chain, lambda r, w=w: owners(r.keys, workers, ints=True) == w)
         assert share.to_index() == {k: v for k, v in model.items() if worker_of(k, workers) == w}
+
+
+@settings(max_examples=200)
+@given(base=index_strategy, logs=st.lists(st.lists(st.tuples(st.integers(0, 30), row_strategy),
+                                                   max_size=10), max_size=4))  # fmt: skip
+def test_a_history_with_logs_reads_back_as_its_lists(
+    base: dict[int, list[Any]], logs: list[list[tuple[int, tuple[int, int, int]]]]
+) -> None:
+    """Whole segment, then logs of rows appended (each row with its key): read back in
+    order, each key's list is its rows then those appended to it, in the order appended."""
+    names = ("val", "time", "diff")
+    model = {k: list(v) for k, v in base.items()}
+    index = Groups.from_batch(Groups.from_index(base, names).to_batch()).to_index()
+    for log in logs:
+        for key, row in log:
+            model.setdefault(key, []).append(row)
+        if not log:
+            continue
+        written = Rows.logged([k for k, _ in log], [r for _, r in log], names)
+        append_logged(index, Rows.from_batch(written.to_batch()))
+    assert index == model
 
 
 @given(keys=st.lists(st.one_of(st.integers(-5, 2**62), st.text(max_size=3),

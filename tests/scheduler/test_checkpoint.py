@@ -28,8 +28,9 @@ from tests.reference import assert_matches_oracle
 from tests.test_loops_at_scale import SHAPES, Multiset, churning_graphs, join_map, pipeline_of
 
 import deltaflow as df
-from deltaflow.framework.durable.store import CheckpointStore
+from deltaflow.framework.durable.store import VERSION, CheckpointStore
 from deltaflow.operators import reduce as R
+from deltaflow.scheduler import checkpoint as checkpoint_module
 from deltaflow.scheduler.processes import ProcessPool
 from deltaflow.testing import accumulate
 
@@ -300,6 +301,41 @@ def test_resume_after_a_crash_matches_the_recompute(
     run_crash_and_resume(shape, tmp_path, plan, (first, 1), (second, 1))
 
 
+@st.composite
+def checkpointing_every_time(draw: st.DrawFn) -> tuple[Inputs, list[int], int]:
+    """Inputs, a checkpoint at every time up to the crash, and the time to crash at."""
+    inputs = draw(churning_graphs())
+    end = max(_times(inputs), default=0) + 1
+    crash = draw(st.integers(0, end))
+    return inputs, list(range(crash + 1)), crash
+
+
+@pytest.mark.parametrize("shape", ["reach-distinct", "components-reduce", "nested-reach",
+                                   "shared-arrangement", "later-times-in-a-loop"])  # fmt: skip
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    plan=checkpointing_every_time(),
+    chain=st.integers(1, 3),
+    first=st.integers(1, 3),
+    second=st.integers(1, 3),
+)
+def test_histories_written_as_logs_then_whole_again_resume_exactly(
+    monkeypatch: pytest.MonkeyPatch,
+    shape: str,
+    tmp_path: Path,
+    plan: tuple[Inputs, list[int], int],
+    chain: int,
+    first: int,
+    second: int,
+) -> None:
+    """A checkpoint at every time, a history's chain (whole, then logs of the rows
+    appended) cut short so that it is written whole again every ``chain + 1`` checkpoints:
+    the resume, at another worker count, is exact wherever the crash falls."""
+    monkeypatch.setattr(checkpoint_module, "LONGEST_CHAIN", chain)
+    run_crash_and_resume(shape, tmp_path, plan, (first, 1), (second, 1))
+
+
 @pytest.fixture(scope="module")
 def pool() -> Iterator[ProcessPool]:
     """Worker processes kept for the tests of this module that use them."""
@@ -437,7 +473,9 @@ def _garble_manifest(location: Path) -> None:
 
 def _future_manifest(location: Path) -> None:
     manifest = next(location.glob("checkpoint-*.json"))
-    manifest.write_text(manifest.read_text().replace('"version":1', '"version":99'))
+    text = manifest.read_text()
+    assert f'"version":{VERSION},' in text
+    manifest.write_text(text.replace(f'"version":{VERSION},', '"version":99,'))
 
 
 @pytest.mark.parametrize(
@@ -583,6 +621,24 @@ async def test_a_second_checkpoint_writes_only_what_changed(tmp_path: Path) -> N
     async with df.open(pipe, workers=3, checkpoint=tmp_path) as job:
         assert job.resumed_at == 2
         assert job.output.at(1) == want
+
+
+def _as_version_1(location: Path) -> None:
+    """Mark the checkpoint at ``location`` (one with no logs) as written in format 1."""
+    (manifest,) = location.glob("checkpoint-*.json")
+    text = manifest.read_text()
+    assert '"log":' not in text
+    manifest.write_text(text.replace(f'"version":{VERSION},', '"version":1,'))
+
+
+async def test_a_checkpoint_of_format_version_1_resumes(tmp_path: Path) -> None:
+    """A checkpoint written before histories had logs (format version 1: the same files,
+    no logs) resumes. A job's first checkpoint writes every history whole, no logs."""
+    first = await _counts_until(tmp_path, 3)
+    before = first.output.at(2)
+    _as_version_1(tmp_path)
+    async with df.open(Counts(), checkpoint=tmp_path) as job:
+        assert job.resumed_at == 3 and job.output.at(2) == before
 
 
 async def test_a_checkpoint_location_may_be_a_uri(tmp_path: Path) -> None:

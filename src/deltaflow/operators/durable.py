@@ -18,7 +18,10 @@ implements :class:`Durable`:
   keeps those its restored state needs.
 
 An index is tracked for changes only once a checkpoint has taken it whole (until then no
-bookkeeping is paid): :class:`Changes` is that tracking.
+bookkeeping is paid): :class:`Changes` is that tracking, by the keys changed. A history whose
+lists only grow between checkpoints (compaction aside, which changes no accumulation still to
+be read) is tracked by the rows appended instead (:class:`Appended`): a checkpoint writes
+those alone, and a resume appends them after the rows written before.
 
     >>> changes = Changes()
     >>> changes.note("a"); changes.take() is None     # not tracked yet: the first take is whole
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
     from .base import Capability
 
 __all__ = [
+    "Appended",
     "Changes",
     "Durable",
     "StateSink",
@@ -83,6 +87,48 @@ class Changes:
         return keys
 
 
+class Appended:
+    """The rows appended to a history of keyed lists since a checkpoint last took it: each
+    row's key and the row itself, in the order appended (``keys is None``: no checkpoint has
+    taken the history whole since it was made or cleared, so nothing is logged).
+
+    The row tuples are those the lists hold (no copy); a log keeps a row a compaction has
+    since folded away alive until the next checkpoint.
+
+    >>> log = Appended()
+    >>> log.add("k", (1, 0, 1)); log.take() is None   # not tracked yet: the first take is whole
+    True
+    >>> log.add("k", (1, 2, -1)); log.take()
+    (['k'], [(1, 2, -1)])
+    """
+
+    __slots__ = ("keys", "rows")
+
+    def __init__(self) -> None:
+        self.keys: list[Any] | None = None
+        self.rows: list[tuple[Any, ...]] = []
+
+    def add(self, key: Any, row: tuple[Any, ...]) -> None:
+        """``row`` was appended to ``key``'s list."""
+        keys = self.keys
+        if keys is not None:
+            keys.append(key)
+            self.rows.append(row)
+
+    def take(self) -> tuple[list[Any], list[tuple[Any, ...]]] | None:
+        """The keys and rows appended since the last call (``None`` when not tracked: the
+        history is to be taken whole), and log anew."""
+        keys, rows = self.keys, self.rows
+        self.keys, self.rows = [], []
+        return None if keys is None else (keys, rows)
+
+    def forget(self) -> None:
+        """The lists changed otherwise than by appending (all cleared): the next checkpoint
+        takes the history whole."""
+        self.keys = None
+        self.rows = []
+
+
 class StateSink(Protocol):
     """Where an operator hands its state at a checkpoint (the runtime's side)."""
 
@@ -100,6 +146,20 @@ class StateSink(Protocol):
         the key's list of row tuples holding ``columns`` (``single``: the value is the one
         column of the key's one row). ``changed``: the keys changed since the previous
         checkpoint (``None``: unknown; the index is then written whole)."""
+
+    def history(
+        self,
+        name: str,
+        index: Mapping[Any, list[tuple[Any, ...]]],
+        columns: tuple[str, ...],
+        appended: tuple[list[Any], list[tuple[Any, ...]]] | None,
+        size: int,
+    ) -> None:
+        """A keyed index ``{key: [row tuple, ...]}`` of ``size`` rows holding ``columns``,
+        whose lists only grow between checkpoints but for compactions (which change no
+        accumulation still to be read). ``appended``: the keys and rows appended since the
+        previous checkpoint (:class:`Appended`), written alone, after what was written
+        before; ``None``: the index is written whole."""
 
     def rows(self, name: str, rows: Rows, key: str | None) -> None:
         """A table written whole; ``key`` names the column that routes each row (``None``:
@@ -119,6 +179,11 @@ class StateSource(Protocol):
 
     def index(self, name: str) -> Groups | None:
         """The keyed index of that name (the keys this worker owns), or ``None``."""
+
+    def history(self, name: str) -> dict[Any, list[tuple[Any, ...]]] | None:
+        """The history of that name (:meth:`StateSink.history`) for the keys this worker
+        owns: each key's rows as written whole, then those appended since, in order; or
+        ``None``."""
 
     def rows(self, name: str) -> Rows | None:
         """The rows of that table this worker owns, or ``None``."""

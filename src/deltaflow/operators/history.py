@@ -18,12 +18,11 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..framework.lattice import advancer
-from .durable import Changes
+from .durable import Appended
 
 if TYPE_CHECKING:
-    from ..framework.durable.tables import Groups
     from ..framework.lattice import Time
-    from .durable import StateSink
+    from .durable import StateSink, StateSource
 
 __all__ = ["COMPACT_WRITTEN", "AdvanceTo", "KeyedHistory"]
 
@@ -105,7 +104,7 @@ class KeyedHistory:
     TIDY_SLICE: ClassVar[int] = 2048
 
     __slots__ = (
-        "_kept", "_retry", "_seen", "_sweep", "changes", "compact_above", "limit", "rows", "size",
+        "_kept", "_retry", "_seen", "_sweep", "compact_above", "limit", "log", "rows", "size",
         "unit",
     )  # fmt: skip
 
@@ -128,10 +127,9 @@ class KeyedHistory:
         # Keys whose list a read found holding distinct values only (no compaction can
         # shrink it until it grows), with the length it must reach before a read looks again.
         self._retry: dict[Any, int] = {}
-        #: The keys given updates since a checkpoint last took the history (see
-        #: :mod:`.durable`; compaction changes no accumulation that can still be read, so it
-        #: is not a change).
-        self.changes = Changes()
+        #: The rows appended since a checkpoint last took the history (see :mod:`.durable`;
+        #: compaction changes no accumulation that can still be read, so it is not logged).
+        self.log = Appended()
 
     @property
     def sweeping(self) -> bool:
@@ -144,13 +142,14 @@ class KeyedHistory:
 
     def append(self, key: Any, val: Any, time: Time, diff: int) -> None:
         """Add one update of ``key``."""
+        row = (val, time, diff)
         rows = self.rows.get(key)
         if rows is None:
-            self.rows[key] = [(val, time, diff)]
+            self.rows[key] = [row]
         else:
-            rows.append((val, time, diff))
+            rows.append(row)
         self.size += 1
-        self.changes.note(key)
+        self.log.add(key, row)
 
     def extend_at(self, time: Time, rows: list[tuple[Any, Any, int]]) -> None:
         """Add ``(key, val, diff)`` updates, all at ``time`` (a reduction's corrections).
@@ -161,31 +160,54 @@ class KeyedHistory:
         ({'k': [('v', 3, 1)], 'l': [('w', 3, -1)]}, 2)
         """
         rows_of = self.rows
-        for key, val, diff in rows:
-            have = rows_of.get(key)
-            if have is None:
-                rows_of[key] = [(val, time, diff)]
-            else:
-                have.append((val, time, diff))
+        logged = self.log.keys
+        if logged is None:
+            for key, val, diff in rows:
+                have = rows_of.get(key)
+                if have is None:
+                    rows_of[key] = [(val, time, diff)]
+                else:
+                    have.append((val, time, diff))
+        else:
+            log_key = logged.append
+            log_row = self.log.rows.append
+            for key, val, diff in rows:
+                row = (val, time, diff)
+                have = rows_of.get(key)
+                if have is None:
+                    rows_of[key] = [row]
+                else:
+                    have.append(row)
+                log_key(key)
+                log_row(row)
         self.size += len(rows)
-        if self.changes.keys is not None:
-            self.changes.note_all([r[0] for r in rows])
 
     def extend(self, updates: Iterable[tuple[Any, Any, Time, int]]) -> None:
         """Add ``(key, val, time, diff)`` updates (a batch's, say)."""
-        changed = self.changes.keys
-        if changed is not None:
-            updates = list(updates)
-            changed.update([u[0] for u in updates])
         rows_of = self.rows
         n = 0
-        for key, val, time, diff in updates:
-            rows = rows_of.get(key)
-            if rows is None:
-                rows_of[key] = [(val, time, diff)]
-            else:
-                rows.append((val, time, diff))
-            n += 1
+        logged = self.log.keys
+        if logged is None:
+            for key, val, time, diff in updates:
+                rows = rows_of.get(key)
+                if rows is None:
+                    rows_of[key] = [(val, time, diff)]
+                else:
+                    rows.append((val, time, diff))
+                n += 1
+        else:
+            log_key = logged.append
+            log_row = self.log.rows.append
+            for key, val, time, diff in updates:
+                row = (val, time, diff)
+                rows = rows_of.get(key)
+                if rows is None:
+                    rows_of[key] = [row]
+                else:
+                    rows.append(row)
+                log_key(key)
+                log_row(row)
+                n += 1
         self.size += n
 
     def extend_grouped(
@@ -203,9 +225,13 @@ class KeyedHistory:
         ({'k': [('v', 1, 1), ('u', 3, 1)], 'l': [('w', 2, -1)]}, 3)
         """
         rows_of = self.rows
-        changed = self.changes.keys
-        if changed is not None:
-            changed.update([key for key, _ in groups])
+        log = self.log
+        logged = log.keys
+        if logged is not None:
+            logged_rows = log.rows
+            for key, rows in groups:
+                logged += [key] * len(rows)
+                logged_rows += rows
         if owned and not rows_of:
             rows_of.update(groups)
             self.size += sum(len(rows) for _, rows in groups)
@@ -235,22 +261,39 @@ class KeyedHistory:
         """
         rows_of = self.rows
         n = 0
-        for key, val, time, diff in updates:
-            rows = rows_of.get(key)
-            if rows is None:
-                rows_of[key] = [(val, time, diff)]
-            else:
-                rows.append((val, time, diff))
-            times = times_of.get(key)
-            if times is None:
-                times_of[key] = [time]
-            else:
-                times.append(time)
-            n += 1
+        logged = self.log.keys
+        if logged is None:
+            for key, val, time, diff in updates:
+                rows = rows_of.get(key)
+                if rows is None:
+                    rows_of[key] = [(val, time, diff)]
+                else:
+                    rows.append((val, time, diff))
+                times = times_of.get(key)
+                if times is None:
+                    times_of[key] = [time]
+                else:
+                    times.append(time)
+                n += 1
+        else:
+            log_key = logged.append
+            log_row = self.log.rows.append
+            for key, val, time, diff in updates:
+                row = (val, time, diff)
+                rows = rows_of.get(key)
+                if rows is None:
+                    rows_of[key] = [row]
+                else:
+                    rows.append(row)
+                times = times_of.get(key)
+                if times is None:
+                    times_of[key] = [time]
+                else:
+                    times.append(time)
+                log_key(key)
+                log_row(row)
+                n += 1
         self.size += n
-        changed = self.changes.keys
-        if changed is not None:
-            changed.update(times_of)  # (every key noted there so far: a superset is fine)
 
     def compacted(
         self, key: Any, rows: list[tuple[Any, Time, int]], advance: AdvanceTo
@@ -292,6 +335,7 @@ class KeyedHistory:
                 self.size = self._seen = 0
                 self._sweep = None
                 self.limit = self.COMPACT_ALL_WRITTEN
+                self.log.forget()  # (the rows logged are gone too: taken whole, it is empty)
             return
         sweep = self._sweep
         if sweep is None:
@@ -371,27 +415,21 @@ class KeyedHistory:
     COLUMNS: ClassVar[tuple[str, str, str]] = ("val", "time", "diff")
 
     def save(self, sink: StateSink, name: str) -> None:
-        """Hand the history to a checkpoint as the index ``name`` (the keys given updates
-        since the previous checkpoint, when it is tracked; see :mod:`.durable`)."""
-        sink.index(name, self.rows, self.COLUMNS, self.changes.take())
+        """Hand the history to a checkpoint as the history ``name`` (the rows appended since
+        the previous checkpoint, when they are logged; see :mod:`.durable`)."""
+        sink.history(name, self.rows, self.COLUMNS, self.log.take(), self.size)
 
-    def load(self, groups: Groups | None) -> None:
-        """Take the rows of ``groups`` (a checkpoint's share of this worker) as the history,
-        and track its changes from now on (the next checkpoint may write only those).
-
-        >>> from deltaflow.framework.durable.tables import Groups
-        >>> h = KeyedHistory()
-        >>> h.load(Groups(["k"], [2], {"val": ["v", "v"], "time": [1, 2], "diff": [1, -1]}))
-        >>> h.rows, h.size
-        ({'k': [('v', 1, 1), ('v', 2, -1)]}, 2)
-        """
-        if groups is None:
+    def load(self, source: StateSource, name: str) -> None:
+        """Take this worker's share of the history ``name`` back from a checkpoint, and log
+        what is appended from now on (the next checkpoint may write only that)."""
+        rows = source.history(name)
+        if rows is None:
             return
-        self.changes.keys = set()  # changes from here on make the next checkpoint
-        if not groups.keys:
+        self.log.take()  # appends from here on make the next checkpoint
+        if not rows:
             return
-        self.rows = groups.to_index()
-        self.size = len(groups)
+        self.rows = rows
+        self.size = sum(map(len, rows.values()))
         self._seen = self.size
 
     def check(self) -> None:

@@ -226,7 +226,7 @@ class JoinOperator(Operator):
         trace counts everything its arrangement restored as joined already."""
         for side, history in enumerate(self.histories):
             if history is not None:
-                history.load(source.index(f"side{side}"))
+                history.load(source, f"side{side}")
                 continue
             reader = self.readers[side]
             assert reader is not None

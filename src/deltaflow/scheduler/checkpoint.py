@@ -24,7 +24,10 @@ checkpoint of another pipeline apart.
 
 Writing is incremental: an index is written whole the first time, then only its keys changed
 since (a *partial* segment replacing those keys), until the partial segments outgrow the
-whole one; a trace's batches are written once each. Storage, atomic commit and checks are
+whole one; a history (lists that only grow but for compaction) is written whole, then as
+*logs* of the rows appended since (each read after the segments before it, extending its
+keys' lists), until the logs outgrow :data:`LOGGED_PER_ROW` times the history; a trace's
+batches are written once each. Storage, atomic commit and checks are
 :mod:`deltaflow.framework.durable.store`'s.
 """
 
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from ..errors import CheckpointError
 from ..framework.durable.store import (
     CheckpointStore,
     SegmentReader,
@@ -52,6 +56,7 @@ from ..framework.durable.tables import (
     Groups,
     GroupsReader,
     Rows,
+    append_logged,
     concat_groups,
     owners,
     resolve_groups,
@@ -77,6 +82,9 @@ __all__ = [
 
 #: An index is written whole again once this many partial segments follow the whole one.
 LONGEST_CHAIN = 16
+#: A history is written whole again once the rows its logs hold would pass this many per row
+#: it holds (a resume appends them all; compaction folds them again as it reads them).
+LOGGED_PER_ROW = 3
 
 
 # -- naming state independently of the layout ----------------------------------------------
@@ -203,6 +211,7 @@ class _Unit:
     worker: str
     payload: Groups | Rows
     batch: Batch | None = None  # the trace batch these rows are (written once each)
+    log: bool = False  # rows appended to a history (a log, read after what it follows)
 
 
 @attrs.define
@@ -262,6 +271,29 @@ class _Sink:
         groups = Groups.from_index(index, columns, changes, rows, single=single)
         self.capture.units.append(_Unit(self.node, name, self.worker, groups))
 
+    def history(
+        self,
+        name: str,
+        index: Mapping[Any, list[tuple[Any, ...]]],
+        columns: tuple[str, ...],
+        appended: tuple[list[Any], list[tuple[Any, ...]]] | None,
+        size: int,
+    ) -> None:
+        self._table(name, "index", "key")
+        where = (self.node, name, self.worker)
+        chain = self.owner.chains.get(where)
+        if appended is not None and chain and len(chain) <= LONGEST_CHAIN:
+            keys, rows = appended
+            logged = sum(ref.get("log", 0) for ref in chain) + len(keys)
+            if logged <= LOGGED_PER_ROW * size:
+                self.capture.reused[where] = list(chain)
+                if keys:
+                    log = Rows.logged(keys, rows, columns)
+                    self.capture.units.append(_Unit(self.node, name, self.worker, log, log=True))
+                return
+        groups = Groups.from_index(index, columns)
+        self.capture.units.append(_Unit(self.node, name, self.worker, groups))
+
     def rows(self, name: str, rows: Rows, key: str | None) -> None:
         self._table(name, "rows", key)
         if len(rows):
@@ -298,6 +330,10 @@ class _Source:
     def index(self, name: str) -> Groups | None:
         table = self.entry.get("tables", {}).get(name)
         return None if table is None else self.restorer.groups(table, self.worker)
+
+    def history(self, name: str) -> dict[Any, list[tuple[Any, ...]]] | None:
+        table = self.entry.get("tables", {}).get(name)
+        return None if table is None else self.restorer.history(table, self.worker)
 
     def rows(self, name: str) -> Rows | None:
         table = self.entry.get("tables", {}).get(name)
@@ -346,6 +382,38 @@ class _Restorer:
         keep = self._keep(worker)
         parts = [resolve_groups([self._greader(r) for r in c], keep) for c in chains.values()]
         return concat_groups(parts)
+
+    def history(self, table: dict[str, Any], worker: int) -> dict[Any, list[tuple[Any, ...]]]:
+        """This worker's lists of a history table: its groups, then its logs appended."""
+        chains: dict[str, list[dict[str, Any]]] = table["workers"]
+        if self.same:
+            chain = chains.get(str(worker))
+            return self._history(chain, None) if chain else {}
+        index: dict[Any, list[tuple[Any, ...]]] = {}
+        for chain in chains.values():  # (a key's segments are all in one saved worker's chain)
+            index.update(self._history(chain, worker))
+        return index
+
+    def _history(
+        self, chain: list[dict[str, Any]], worker: int | None
+    ) -> dict[Any, list[tuple[Any, ...]]]:
+        """The lists a chain of a history stands for (of the keys ``worker`` owns; ``None``:
+        all of them)."""
+        logs = [ref for ref in chain if ref.get("log")]
+        segments = chain[: len(chain) - len(logs)]
+        if any(not ref.get("log") for ref in chain[len(segments) :]):
+            where = self.reader.store.describe(f"data/{chain[0]['file']}")
+            msg = f"{where}: a history's groups follow its logs in the manifest"
+            raise CheckpointError(msg)
+        keep = None if worker is None else self._keep(worker)
+        index = resolve_groups([self._greader(r) for r in segments], keep).to_index()
+        for ref in logs:
+            if worker is None:
+                append_logged(index, Rows.from_batch(self.reader.batches(ref)[0]))
+            else:
+                batch, own = self._routing(ref, "key")
+                append_logged(index, Rows.from_batch(batch), np.flatnonzero(own == worker))
+        return index
 
     def all_groups(self, table: dict[str, Any]) -> Groups:
         """Every worker's groups of an index table, together."""
@@ -475,6 +543,8 @@ class Checkpointer:
                 ref["partial"] = payload.partial
             else:
                 ref = out.add([payload.to_batch()])
+                if unit.log:
+                    ref["log"] = len(payload)
             if unit.batch is not None:
                 capture.new_batches.append((unit.batch, ref))
             new.setdefault((unit.node, unit.table, unit.worker), []).append(ref)

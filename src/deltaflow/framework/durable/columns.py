@@ -315,7 +315,7 @@ def _encode_uniform(pa: Any, cls: type, values: Sequence[Any]) -> Column | None:
         arity = lengths.pop()
         if arity == 0:
             return Column(pa.nulls(len(values)), {"k": "unit"})
-        parts = [encode_column([t[i] for t in values]) for i in range(arity)]
+        parts = [encode_column(part) for part in columns_of(values, arity)]
         names = tuple(str(i) for i in range(arity))
         return Column(_struct(pa, parts, names), {"k": "tuple", "c": _specs(parts)})
     return None

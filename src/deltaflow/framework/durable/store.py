@@ -47,6 +47,7 @@ from ..lattice import Product
 
 __all__ = [
     "FORMAT",
+    "READS",
     "VERSION",
     "CheckpointStore",
     "SegmentReader",
@@ -58,8 +59,12 @@ __all__ = [
 ]
 
 FORMAT = "deltaflow-checkpoint"
-#: The manifest format version this deltaflow writes and reads.
-VERSION = 1
+#: The manifest format version this deltaflow writes. Version 2 adds logs of the rows
+#: appended to a history (segments marked ``"log"``), which version 1 readers would take for
+#: groups; it reads every version in :data:`READS`.
+VERSION = 2
+#: The versions this deltaflow reads (version 1 is version 2 without logs).
+READS = frozenset({1, 2})
 DATA = "data"
 _MANIFEST = re.compile(r"^checkpoint-(\d+)\.json$")
 
@@ -227,7 +232,9 @@ class SegmentWriter:
         """Append a segment of ``batches``; returns its reference for the manifest."""
         import pyarrow as pa
 
-        options = pa.ipc.IpcWriteOptions(compression="zstd")
+        # (One thread: a checkpoint's segments are small, and handing each buffer to a
+        # pool costs more than compressing it on a machine whose cores are busy.)
+        options = pa.ipc.IpcWriteOptions(compression="zstd", use_threads=False)
         parts = []
         for batch in batches:
             sink = pa.BufferOutputStream()
@@ -338,10 +345,10 @@ class CheckpointStore:
             msg = f"{self.describe(name)} is not a deltaflow checkpoint manifest"
             raise CheckpointError(msg)
         version = manifest.get("version")
-        if version != VERSION:
+        if version not in READS:
             msg = (
                 f"{self.describe(name)} is of format version {version!r}; this deltaflow "
-                f"reads version {VERSION} (a newer deltaflow wrote it?)"
+                f"reads versions {sorted(READS)} (a newer deltaflow wrote it?)"
             )
             raise CheckpointError(msg)
         return manifest

@@ -10,7 +10,10 @@ batches on disk:
   ``{key: [(val, time, diff), ...]}`` as the key column, a count per key, and the rows'
   columns in key order. A *partial* :class:`Groups` holds only the keys changed since the
   previous checkpoint (with their whole current rows) and the keys that disappeared
-  (``deleted``): read after the groups it follows, it replaces those keys' rows.
+  (``deleted``): read after the groups it follows, it replaces those keys' rows. A *log*
+  (:meth:`Rows.logged`, read with :func:`append_logged`) holds the rows appended to such an
+  index since the previous checkpoint, each with its key: read after the groups, in order,
+  it extends those keys' lists.
 
 Either way the key of each row decides the worker that owns it (:func:`owners`, the same
 routing as the exchanges), so a table written by one number of workers is read back by any
@@ -48,7 +51,7 @@ from .columns import (
     spec_of,
 )
 
-__all__ = ["Groups", "Rows", "owners"]
+__all__ = ["Groups", "Rows", "append_logged", "owners"]
 
 #: Columns written as dictionaries (few distinct values).
 DICTIONARY_COLUMNS = frozenset({"time"})
@@ -107,6 +110,21 @@ class Rows:
     def from_batch(cls, batch: Any, take: Any = None) -> Rows:
         """The rows of a record batch from :meth:`to_batch` (those at ``take`` if given)."""
         return cls(_columns_of(batch, take))
+
+    @classmethod
+    def logged(
+        cls, keys: list[Any], rows: Sequence[tuple[Any, ...]], names: tuple[str, ...]
+    ) -> Rows:
+        """A log of rows appended to an index: column ``key`` (each row's key), then the
+        columns ``names`` of the row tuples (prepared as :meth:`Groups.from_index` does).
+
+        >>> Rows.logged(["k", "j"], [(1, 0, 1), (2, 0, -1)], ("val", "time", "diff")).columns
+        {'key': ['k', 'j'], 'val': [1, 2], 'time': array([0, 0]), 'diff': array([ 1, -1])}
+        """
+        columns: dict[str, Any] = {"key": keys}
+        for name, values in zip(names, columns_of(rows, len(names))):
+            columns[name] = prepared(values, KINDS.get(name))
+        return cls(columns)
 
     @classmethod
     def concat(cls, parts: list[Rows]) -> Rows:
@@ -289,6 +307,30 @@ class GroupsReader:
             name: decode_column(flat.field(i), spec) for i, (name, spec) in enumerate(specs.items())
         }
         return Groups(keys, counts[keep].tolist(), columns, partial=partial)
+
+
+def append_logged(index: dict[Any, list[tuple[Any, ...]]], log: Rows, take: Any = None) -> None:
+    """Append the rows of ``log`` (:meth:`Rows.logged`; those at positions ``take`` only,
+    when given) to their keys' lists in ``index``, in order.
+
+    >>> index = {"k": [(1, 0, 1)]}
+    >>> append_logged(index, Rows({"key": ["k", "j"], "val": [2, 3], "d": [1, 1]}))
+    >>> index
+    {'k': [(1, 0, 1), (2, 1)], 'j': [(3, 1)]}
+    """
+    columns = log.columns
+    keys = columns["key"]
+    rows = list(zip(*(values for name, values in columns.items() if name != "key")))
+    if take is not None:
+        picked = take.tolist()
+        keys = [keys[i] for i in picked]
+        rows = [rows[i] for i in picked]
+    for key, row in zip(keys, rows):
+        have = index.get(key)
+        if have is None:
+            index[key] = [row]
+        else:
+            have.append(row)
 
 
 def owners(keys: list[Any], workers: int, *, ints: bool = False) -> Any:

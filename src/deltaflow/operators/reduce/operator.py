@@ -567,8 +567,8 @@ class ReduceOperator(Operator):
             low = [t for rows in self.buffered.values() for _, t, _ in rows]
             self.buffered_low = min(low) if low else None
         else:
-            self.inputs.load(source.index("inputs"))
-            self.outputs.load(source.index("outputs"))
+            self.inputs.load(source, "inputs")
+            self.outputs.load(source, "outputs")
             self.seeds = _unkeyed(source.rows("seeds"), None)
             self.unprocessed = {t for times in self.seeds.values() for t in times}
             for key, times in _unkeyed(source.rows("pending"), None).items():
