@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .base import Capability
 
 __all__ = [
+    "LOGGED_PER_ROW",
     "Appended",
     "Changes",
     "Durable",
@@ -87,13 +88,22 @@ class Changes:
         return keys
 
 
+#: A history is written whole again once the rows its logs hold would pass this many per row
+#: it holds (a resume appends them all; compaction folds them again as it reads them); a log
+#: longer than that is dropped as it grows (the next checkpoint writes the history whole).
+LOGGED_PER_ROW = 3
+
+
 class Appended:
     """The rows appended to a history of keyed lists since a checkpoint last took it: each
     row's key and the row itself, in the order appended (``keys is None``: no checkpoint has
-    taken the history whole since it was made or cleared, so nothing is logged).
+    taken the history whole since it was made or cleared, or the log outgrew the history, so
+    nothing is logged).
 
     The row tuples are those the lists hold (no copy); a log keeps a row a compaction has
-    since folded away alive until the next checkpoint.
+    since folded away alive until the next checkpoint, so it is kept to
+    :data:`LOGGED_PER_ROW` times the history's rows (:meth:`bound`): between checkpoints far
+    apart, a log would otherwise grow with every update.
 
     >>> log = Appended()
     >>> log.add("k", (1, 0, 1)); log.take() is None   # not tracked yet: the first take is whole
@@ -114,6 +124,21 @@ class Appended:
         if keys is not None:
             keys.append(key)
             self.rows.append(row)
+
+    def bound(self, size: int) -> None:
+        """Stop logging if the log holds more than :data:`LOGGED_PER_ROW` times ``size`` rows
+        (the history's): the next checkpoint takes the history whole anyway.
+
+        >>> log = Appended(); log.take()
+        >>> for i in range(4): log.add("k", (i,))
+        >>> log.bound(2); log.keys is None
+        False
+        >>> log.bound(1); log.keys is None
+        True
+        """
+        keys = self.keys
+        if keys is not None and len(keys) > LOGGED_PER_ROW * size:
+            self.forget()
 
     def take(self) -> tuple[list[Any], list[tuple[Any, ...]]] | None:
         """The keys and rows appended since the last call (``None`` when not tracked: the

@@ -149,7 +149,10 @@ class KeyedHistory:
         else:
             rows.append(row)
         self.size += 1
-        self.log.add(key, row)
+        log = self.log
+        if log.keys is not None:
+            log.add(key, row)
+            log.bound(self.size)
 
     def extend_at(self, time: Time, rows: list[tuple[Any, Any, int]]) -> None:
         """Add ``(key, val, diff)`` updates, all at ``time`` (a reduction's corrections).
@@ -181,6 +184,8 @@ class KeyedHistory:
                 log_key(key)
                 log_row(row)
         self.size += len(rows)
+        if logged is not None:
+            self.log.bound(self.size)
 
     def extend(self, updates: Iterable[tuple[Any, Any, Time, int]]) -> None:
         """Add ``(key, val, time, diff)`` updates (a batch's, say)."""
@@ -209,6 +214,8 @@ class KeyedHistory:
                 log_row(row)
                 n += 1
         self.size += n
+        if logged is not None:
+            self.log.bound(self.size)
 
     def extend_grouped(
         self, groups: list[tuple[Any, list[tuple[Any, Time, int]]]], *, owned: bool = False
@@ -235,6 +242,7 @@ class KeyedHistory:
         if owned and not rows_of:
             rows_of.update(groups)
             self.size += sum(len(rows) for _, rows in groups)
+            log.bound(self.size)
             return
         n = 0
         for key, rows in groups:
@@ -247,6 +255,7 @@ class KeyedHistory:
             else:
                 rows_of[key] = rows.copy()
         self.size += n
+        log.bound(self.size)
 
     def extend_noting_times(
         self, updates: Iterable[tuple[Any, Any, Time, int]], times_of: dict[Any, list[Time]]
@@ -294,6 +303,8 @@ class KeyedHistory:
                 log_row(row)
                 n += 1
         self.size += n
+        if logged is not None:
+            self.log.bound(self.size)
 
     def compacted(
         self, key: Any, rows: list[tuple[Any, Time, int]], advance: AdvanceTo
