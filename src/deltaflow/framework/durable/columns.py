@@ -315,10 +315,32 @@ def _encode_uniform(pa: Any, cls: type, values: Sequence[Any]) -> Column | None:
         arity = lengths.pop()
         if arity == 0:
             return Column(pa.nulls(len(values)), {"k": "unit"})
-        parts = [encode_column(part) for part in columns_of(values, arity)]
+        parts = _int_parts(values, arity) or [
+            encode_column(part) for part in columns_of(values, arity)
+        ]
         names = tuple(str(i) for i in range(arity))
         return Column(_struct(pa, parts, names), {"k": "tuple", "c": _specs(parts)})
     return None
+
+
+def _int_parts(values: Sequence[tuple[Any, ...]], arity: int) -> list[Column] | None:
+    """Tuples of ``arity`` plain ints (keys of pairs, say) as one int column per position,
+    read off one flat list of their items (a transposition costs a pass per row and
+    position); ``None`` when an item is not a plain int within 64 bits.
+
+    >>> [c.array.to_pylist() for c in _int_parts([(1, 2), (3, 4)], 2)]
+    [[1, 3], [2, 4]]
+    >>> _int_parts([(1, True)], 2) is None
+    True
+    """
+    flat = list(chain.from_iterable(values))
+    if set(map(type, flat)) != {int}:
+        return None
+    try:
+        ints = int64_of(flat).reshape(len(values), arity)
+    except struct.error:
+        return None
+    return [Column(arrow_of(_narrowest(ints[:, j])), {"k": "int"}) for j in range(arity)]
 
 
 def _specs(parts: list[Column]) -> list[dict[str, Any]]:
