@@ -178,7 +178,9 @@ def test_a_history_with_logs_reads_back_as_its_lists(
             model.setdefault(key, []).append(row)
         if not log:
             continue
-        written = Rows.logged([k for k, _ in log], [r for _, r in log], names)
+        written = Rows.logged(
+            [k for k, _ in log], list(map(list, zip(*(r for _, r in log)))), names
+        )
         append_logged(index, Rows.from_batch(written.to_batch()))
     assert index == model
 

@@ -107,6 +107,10 @@ class RawBatch:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def object_columns(self) -> tuple[list[Any], list[Any] | None, list[Any], list[int]]:
+        """The columns (as :meth:`~deltaflow.framework.trace.batch.Batch.object_columns`)."""
+        return self.keys, self.vals, self.times, self.diffs
+
     def updates(self) -> Iterator[tuple[Any, Any, Time, int]]:
         """Every ``(key, val, time, diff)``, in arrival order."""
         vals = repeat(()) if self.vals is None else self.vals

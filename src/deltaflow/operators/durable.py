@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..framework.antichain import Antichain
+from ..framework.durable.columns import columns_of
 from ..framework.durable.store import decode_frontier
 from ..framework.lattice import less_equal
 from ..framework.trace.batch import Batch
@@ -95,28 +96,33 @@ LOGGED_PER_ROW = 3
 
 
 class Appended:
-    """The rows appended to a history of keyed lists since a checkpoint last took it: each
-    row's key and the row itself, in the order appended (``keys is None``: no checkpoint has
-    taken the history whole since it was made or cleared, or the log outgrew the history, so
-    nothing is logged).
+    """The updates appended to a history of keyed lists of ``(val, time, diff)`` rows since a
+    checkpoint last took it, in the order appended: rows appended one by one (each with its
+    key), and whole batches (a batch is logged as itself, no work per update). ``keys is
+    None``: no checkpoint has taken the history whole since it was made or cleared, or the log
+    outgrew the history, so nothing is logged.
 
-    The row tuples are those the lists hold (no copy); a log keeps a row a compaction has
-    since folded away alive until the next checkpoint, so it is kept to
+    The rows and batches are those the history was given (no copy); a log keeps what a
+    compaction has since folded away alive until the next checkpoint, so it is kept to
     :data:`LOGGED_PER_ROW` times the history's rows (:meth:`bound`): between checkpoints far
     apart, a log would otherwise grow with every update.
 
+    >>> from deltaflow.operators.arrange import RawBatch
     >>> log = Appended()
     >>> log.add("k", (1, 0, 1)); log.take() is None   # not tracked yet: the first take is whole
     True
-    >>> log.add("k", (1, 2, -1)); log.take()
-    (['k'], [(1, 2, -1)])
+    >>> log.add("k", (1, 2, -1)); log.add_batch(RawBatch(["j"], None, [3], [1])); log.take()
+    (['k', 'j'], [1, ()], [2, 3], [-1, 1])
     """
 
-    __slots__ = ("keys", "rows")
+    __slots__ = ("batches", "keys", "logged", "rows")
 
     def __init__(self) -> None:
         self.keys: list[Any] | None = None
         self.rows: list[tuple[Any, ...]] = []
+        # Batches, and runs of rows appended one by one (``(keys, rows)``) before one.
+        self.batches: list[Any] = []
+        self.logged = 0  # updates in ``batches``
 
     def add(self, key: Any, row: tuple[Any, ...]) -> None:
         """``row`` was appended to ``key``'s list."""
@@ -125,33 +131,67 @@ class Appended:
             keys.append(key)
             self.rows.append(row)
 
+    def add_batch(self, batch: Any) -> None:
+        """Every update of ``batch`` (a :class:`~deltaflow.framework.trace.batch.Batch` or
+        a :class:`~deltaflow.operators.arrange.RawBatch`: immutable) was appended, in the
+        order of its ``updates()``."""
+        keys = self.keys
+        if keys is not None:
+            if keys:  # (rows appended one by one before it come first)
+                self.batches.append((keys, self.rows))
+                self.keys, self.rows = [], []
+            self.batches.append(batch)
+            self.logged += len(batch)
+
     def bound(self, size: int) -> None:
-        """Stop logging if the log holds more than :data:`LOGGED_PER_ROW` times ``size`` rows
-        (the history's): the next checkpoint takes the history whole anyway.
+        """Stop logging if the log holds more than :data:`LOGGED_PER_ROW` times ``size``
+        updates (the history's rows): the next checkpoint takes the history whole anyway.
 
         >>> log = Appended(); log.take()
-        >>> for i in range(4): log.add("k", (i,))
+        >>> for i in range(4): log.add("k", (i, 0, 1))
         >>> log.bound(2); log.keys is None
         False
         >>> log.bound(1); log.keys is None
         True
         """
         keys = self.keys
-        if keys is not None and len(keys) > LOGGED_PER_ROW * size:
+        if keys is not None and self.logged + len(keys) > LOGGED_PER_ROW * size:
             self.forget()
 
-    def take(self) -> tuple[list[Any], list[tuple[Any, ...]]] | None:
-        """The keys and rows appended since the last call (``None`` when not tracked: the
-        history is to be taken whole), and log anew."""
-        keys, rows = self.keys, self.rows
-        self.keys, self.rows = [], []
-        return None if keys is None else (keys, rows)
+    def take(self) -> tuple[list[Any], list[Any], list[Any], list[Any]] | None:
+        """The updates appended since the last call as columns (keys, vals, times, diffs;
+        ``None`` when not tracked: the history is to be taken whole), and log anew."""
+        keys, rows, batches = self.keys, self.rows, self.batches
+        self.keys, self.rows, self.batches, self.logged = [], [], [], 0
+        if keys is None:
+            return None
+        if keys:
+            batches.append((keys, rows))
+        ks: list[Any] = []
+        vs: list[Any] = []
+        ts: list[Any] = []
+        ds: list[Any] = []
+        for entry in batches:
+            if entry.__class__ is tuple:
+                k, rs = entry
+                v, t, d = columns_of(rs, 3)
+            else:
+                k, v, t, d = entry.object_columns()
+                if v is None:
+                    v = [()] * len(k)
+            ks += k
+            vs += v
+            ts += t
+            ds += d
+        return ks, vs, ts, ds
 
     def forget(self) -> None:
         """The lists changed otherwise than by appending (all cleared): the next checkpoint
         takes the history whole."""
         self.keys = None
         self.rows = []
+        self.batches = []
+        self.logged = 0
 
 
 class StateSink(Protocol):
@@ -177,14 +217,15 @@ class StateSink(Protocol):
         name: str,
         index: Mapping[Any, list[tuple[Any, ...]]],
         columns: tuple[str, ...],
-        appended: tuple[list[Any], list[tuple[Any, ...]]] | None,
+        appended: Sequence[list[Any]] | None,
         size: int,
     ) -> None:
         """A keyed index ``{key: [row tuple, ...]}`` of ``size`` rows holding ``columns``,
         whose lists only grow between checkpoints but for compactions (which change no
-        accumulation still to be read). ``appended``: the keys and rows appended since the
-        previous checkpoint (:class:`Appended`), written alone, after what was written
-        before; ``None``: the index is written whole."""
+        accumulation still to be read). ``appended``: the updates appended since the
+        previous checkpoint (:meth:`Appended.take`: the keys, then one list per column),
+        written alone, after what was written before; ``None``: the index is written
+        whole."""
 
     def rows(self, name: str, rows: Rows, key: str | None) -> None:
         """A table written whole; ``key`` names the column that routes each row (``None``:

@@ -187,12 +187,13 @@ class KeyedHistory:
         if logged is not None:
             self.log.bound(self.size)
 
-    def extend(self, updates: Iterable[tuple[Any, Any, Time, int]]) -> None:
-        """Add ``(key, val, time, diff)`` updates (a batch's, say)."""
+    def extend(self, updates: Iterable[tuple[Any, Any, Time, int]], batch: Any = None) -> None:
+        """Add ``(key, val, time, diff)`` updates (``batch``: the batch they are, all of its
+        updates in order, logged as itself)."""
         rows_of = self.rows
         n = 0
         logged = self.log.keys
-        if logged is None:
+        if logged is None or batch is not None:
             for key, val, time, diff in updates:
                 rows = rows_of.get(key)
                 if rows is None:
@@ -200,6 +201,8 @@ class KeyedHistory:
                 else:
                     rows.append((val, time, diff))
                 n += 1
+            if logged is not None:
+                self.log.add_batch(batch)
         else:
             log_key = logged.append
             log_row = self.log.rows.append
@@ -218,12 +221,17 @@ class KeyedHistory:
             self.log.bound(self.size)
 
     def extend_grouped(
-        self, groups: list[tuple[Any, list[tuple[Any, Time, int]]]], *, owned: bool = False
+        self,
+        groups: list[tuple[Any, list[tuple[Any, Time, int]]]],
+        *,
+        owned: bool = False,
+        batch: Any = None,
     ) -> None:
         """Add updates already grouped by distinct keys, ``(key, [(val, time, diff), ...])``
         (a batch's ``iter_keys``, which a join has read anyway): a step per key instead of a
         tuple per update. A key new here gets a copy of its list, or, with ``owned`` (nobody
-        else holds the lists), the list itself.
+        else holds the lists), the list itself. ``batch``: the batch the groups are, all of
+        its updates (logged as itself).
 
         >>> h = KeyedHistory()
         >>> h.extend_grouped([("k", [("v", 1, 1)]), ("l", [("w", 2, -1)])], owned=True)
@@ -235,10 +243,13 @@ class KeyedHistory:
         log = self.log
         logged = log.keys
         if logged is not None:
-            logged_rows = log.rows
-            for key, rows in groups:
-                logged += [key] * len(rows)
-                logged_rows += rows
+            if batch is not None:
+                log.add_batch(batch)
+            else:
+                logged_rows = log.rows
+                for key, rows in groups:
+                    logged += [key] * len(rows)
+                    logged_rows += rows
         if owned and not rows_of:
             rows_of.update(groups)
             self.size += sum(len(rows) for _, rows in groups)
@@ -258,7 +269,10 @@ class KeyedHistory:
         log.bound(self.size)
 
     def extend_noting_times(
-        self, updates: Iterable[tuple[Any, Any, Time, int]], times_of: dict[Any, list[Time]]
+        self,
+        updates: Iterable[tuple[Any, Any, Time, int]],
+        times_of: dict[Any, list[Time]],
+        batch: Any = None,
     ) -> None:
         """:meth:`extend`, also appending each update's time to ``times_of[key]`` (in the
         same pass: a reduction notes the new times of each key as it stores them).
@@ -271,7 +285,7 @@ class KeyedHistory:
         rows_of = self.rows
         n = 0
         logged = self.log.keys
-        if logged is None:
+        if logged is None or batch is not None:
             for key, val, time, diff in updates:
                 rows = rows_of.get(key)
                 if rows is None:
@@ -284,6 +298,8 @@ class KeyedHistory:
                 else:
                     times.append(time)
                 n += 1
+            if logged is not None:
+                self.log.add_batch(batch)
         else:
             log_key = logged.append
             log_row = self.log.rows.append

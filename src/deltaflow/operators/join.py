@@ -138,9 +138,11 @@ class _Work:
             if self.items:
                 # The batch read by key already (all of it: the item is done). A batch that
                 # an arrangement forwarded (a ``RawBatch``) groups into new lists each time.
-                self.keep.extend_grouped(self.items, owned=self.batch.__class__ is RawBatch)
+                self.keep.extend_grouped(
+                    self.items, owned=self.batch.__class__ is RawBatch, batch=self.batch
+                )
             else:
-                self.keep.extend(self.batch.updates())
+                self.keep.extend(self.batch.updates(), self.batch)
 
 
 JOIN_COMPACT_ABOVE = 4

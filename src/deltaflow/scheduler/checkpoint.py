@@ -274,19 +274,19 @@ class _Sink:
         name: str,
         index: Mapping[Any, list[tuple[Any, ...]]],
         columns: tuple[str, ...],
-        appended: tuple[list[Any], list[tuple[Any, ...]]] | None,
+        appended: Sequence[list[Any]] | None,
         size: int,
     ) -> None:
         self._table(name, "index", "key")
         where = (self.node, name, self.worker)
         chain = self.owner.chains.get(where)
         if appended is not None and chain and len(chain) <= LONGEST_CHAIN:
-            keys, rows = appended
+            keys, *values = appended
             logged = sum(ref.get("log", 0) for ref in chain) + len(keys)
             if logged <= LOGGED_PER_ROW * size:
                 self.capture.reused[where] = list(chain)
                 if keys:
-                    log = Rows.logged(keys, rows, columns)
+                    log = Rows.logged(keys, values, columns)
                     self.capture.units.append(_Unit(self.node, name, self.worker, log, log=True))
                 return
         groups = Groups.from_index(index, columns)

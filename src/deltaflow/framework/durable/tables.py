@@ -112,19 +112,18 @@ class Rows:
         return cls(_columns_of(batch, take))
 
     @classmethod
-    def logged(
-        cls, keys: list[Any], rows: Sequence[tuple[Any, ...]], names: tuple[str, ...]
-    ) -> Rows:
+    def logged(cls, keys: list[Any], columns: Sequence[list[Any]], names: tuple[str, ...]) -> Rows:
         """A log of rows appended to an index: column ``key`` (each row's key), then the
-        columns ``names`` of the row tuples (prepared as :meth:`Groups.from_index` does).
+        ``columns`` of the rows, named ``names`` (prepared as :meth:`Groups.from_index`
+        does).
 
-        >>> Rows.logged(["k", "j"], [(1, 0, 1), (2, 0, -1)], ("val", "time", "diff")).columns
+        >>> Rows.logged(["k", "j"], [[1, 2], [0, 0], [1, -1]], ("val", "time", "diff")).columns
         {'key': ['k', 'j'], 'val': [1, 2], 'time': array([0, 0]), 'diff': array([ 1, -1])}
         """
-        columns: dict[str, Any] = {"key": keys}
-        for name, values in zip(names, columns_of(rows, len(names))):
-            columns[name] = prepared(values, KINDS.get(name))
-        return cls(columns)
+        prepared_columns: dict[str, Any] = {"key": keys}
+        for name, values in zip(names, columns):
+            prepared_columns[name] = prepared(values, KINDS.get(name))
+        return cls(prepared_columns)
 
     @classmethod
     def concat(cls, parts: list[Rows]) -> Rows:

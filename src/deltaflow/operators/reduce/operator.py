@@ -366,7 +366,7 @@ class ReduceOperator(Operator):
             seeds = self.seeds
             for time in [t for t in waiting if not upper.less_equal(t)]:
                 for batch in waiting.pop(time):
-                    store(batch.updates(), seeds)
+                    store(batch.updates(), seeds, batch)
         seeds, self.seeds = self.seeds, {}
         pending_keys = self.pending_keys
         if not pending_keys:
@@ -540,7 +540,7 @@ class ReduceOperator(Operator):
                 for time, batches in self.waiting.items():
                     self.unprocessed.add(time)
                     for batch in batches:
-                        store(batch.updates(), self.seeds)
+                        store(batch.updates(), self.seeds, batch)
                 self.waiting.clear()
             self.inputs.save(sink, "inputs")
             self.outputs.save(sink, "outputs")
