@@ -38,14 +38,16 @@ import sys
 import time as _time
 from typing import TYPE_CHECKING, Any, cast
 
+import attrs
 import cloudpickle  # type: ignore[import-untyped]
 import trio
 
-from ..errors import OperatorError, PeerLostError
+from ..errors import PeerLostError
 from ..framework.antichain import Antichain
 from ..operators.base import UpdateBatch
 from .collector import GC_THRESHOLD
 from .peer import PeerJob
+from .remote_errors import ErrorReport
 from .runtime import Job, _OpenJob
 from .tcp import Link, describe_workers
 
@@ -272,10 +274,7 @@ class _Control:
         return f"the worker process of {self._describe(p)} {how}"
 
     def _error(self, message: Any) -> BaseException:
-        _, name, text, operator = message
-        if operator is not None:
-            return OperatorError(text, operator=operator)
-        return PeerLostError(text) if name == PeerLostError.__name__ else RuntimeError(text)
+        return cast("ErrorReport", message[1]).rebuild(RuntimeError)
 
     def _handle(self, p: int, message: Any) -> None:
         job = self.job
@@ -564,8 +563,7 @@ class _ChildJob(PeerJob):
         first = self.error is None
         super().fail(exc)
         if first:
-            operator = exc.operator if isinstance(exc, OperatorError) else None
-            self.control.queue(("error", type(exc).__name__, str(exc), operator))
+            self.control.queue(("error", ErrorReport.of(exc)))
 
     def apply(self, message: Any) -> None:
         """A feed operation from the caller."""
@@ -614,9 +612,9 @@ async def _run_job(control: Link, index: int, path: list[str], level: int, blob:
         await job.connect(rendezvous)
     except Exception as exc:
         # Reported to the caller, which ends this process.
-        await control.send_frame(
-            [("error", type(exc).__name__, f"worker process {index}: {exc!r}", None)]
-        )
+        text = f"worker process {index}: {exc!r}"
+        report = attrs.evolve(ErrorReport.of(exc), message=text, args=(text,))
+        await control.send_frame([("error", report)])
         raise
     await control.send_frame([("ready",)])
     handler = _Forward(control)
@@ -641,9 +639,12 @@ async def _run_job(control: Link, index: int, path: list[str], level: int, blob:
                     await take_feeds()
 
             nursery.start_soon(guarded)
-            with contextlib.suppress(Exception):
-                async with _OpenJob(job, job.gc_threshold):
-                    await job._wait_for(job._finished)
+            try:
+                with contextlib.suppress(Exception):  # ``job.fail`` reported it to the caller
+                    async with _OpenJob(job, job.gc_threshold):
+                        await job._wait_for(job._finished)
+            except KeyboardInterrupt as exc:
+                job.fail(exc)  # reported too (unless a failure came first)
             feeds.cancel()
             control.queue(("done", job._stats(), job._counts()))
             control.close_after_queued()
