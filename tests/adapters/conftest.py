@@ -3,8 +3,8 @@
 One session serves every test (starting one costs 10-20 s and about 1 GB): ``local[5]``, so
 a streaming job's workers and its micro-batches fit beside each other; the UI and progress
 bars off; Spark's barrier slot check failing within seconds instead of ten minutes. Every
-Spark process listens on 127.0.0.1 and runs this interpreter, and the executors' Python
-finds the test modules (the pipelines they run are defined there).
+Spark process listens on 127.0.0.1 and runs this interpreter. The pipelines the tests run are
+defined in the test modules, which the adapter sends to the executors by value.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 SLOTS = 5
 
 
@@ -30,8 +28,6 @@ def spark(
         pytest.skip("Spark runs its workers in processes of its own, out of --schedule's reach")
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     from deltaflow.adapters import spark as dfspark
 
     config = {

@@ -140,8 +140,9 @@ def test_dict_outputs_to_tables(spark: Any, tmp_path: Path) -> None:
 
 
 def test_failing_worker_fails_the_query(spark: Any, tmp_path: Path) -> None:
-    """User code raising in a worker stops the query with the user's message and the
-    operator's name, within seconds."""
+    """User code raising in a worker stops the query within seconds with the OperatorError
+    df.run raises (the operator's name, the user's exception and message), from the query's
+    exception."""
     directory = tmp_path / "in"
     directory.mkdir()
     xs = spark.readStream.schema("x long").option("maxFilesPerTrigger", 1).json(str(directory))
@@ -153,13 +154,18 @@ def test_failing_worker_fails_the_query(spark: Any, tmp_path: Path) -> None:
         running.process_all_available()
         write_batch(directory, 1, [{"x": 13}])
         start = time.monotonic()
-        with pytest.raises(Exception, match="thirteen is unlucky") as info:
+        with pytest.raises(df.OperatorError) as info:
             running.process_all_available()
         assert time.monotonic() - start < 30
-        assert "explode" in str(info.value)
     finally:
         running.stop()
-    assert running.failure is not None and "thirteen is unlucky" in running.failure
+    with pytest.raises(df.OperatorError) as local:
+        df.run(pipes.Fails(), xs=[(1, 0, 1), (2, 0, 1), (13, 1, 1)])
+    assert str(info.value) == str(local.value)
+    assert "explode" in info.value.operator
+    assert type(info.value.__cause__).__module__.startswith("pyspark")
+    assert running.error is info.value
+    assert running.failure == f"OperatorError: {local.value}"
 
 
 def test_bad_row_fails_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
@@ -173,9 +179,10 @@ def test_bad_row_fails_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
     try:
         write_batch(directory, 0, [{"x": 1, "diff": 1}, {"x": 2}])
         with pytest.raises(
-            Exception, match=r"input 'xs': column 'diff' is null in the row \(x=2\)"
-        ):
+            ValueError, match=r"input 'xs': column 'diff' is null in the row \(x=2\)"
+        ) as info:
             running.process_all_available()
+        assert type(info.value) is ValueError
     finally:
         running.stop()
 

@@ -117,7 +117,7 @@ class ErrorReport:
         found = _known(self.module, self.kind)
         exc: BaseException
         if found is not None and issubclass(found, OperatorError):
-            exc = found(self.message, operator=self.operator or "?")
+            exc = found(self.message, operator="?" if self.operator is None else self.operator)
         elif found is not None:
             try:
                 exc = found(*self.args)

@@ -33,6 +33,8 @@ from ...errors import PeerLostError
 from ...operators.collection import Pipeline
 from ...scheduler.peer import run_peer
 from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
+from ._errors import reported, translated
+from ._ship import require_importable, ship, unship
 from ._slots import require_slots, task_host
 
 if TYPE_CHECKING:
@@ -181,9 +183,13 @@ def run(
         TypeError, ValueError: bad arguments, or input columns of the wrong type, checked
             before any job runs.
         RuntimeError: fewer than ``partitions`` free task slots.
-        pyspark.errors.PySparkException: the job failed; the message carries the task's
-            error: user code raising (with the operator's name), a bad row (naming the
-            input, the column and the row), an output datum that does not fit the schema.
+        ModuleNotFoundError: the executors cannot import a module the pipeline needs (an
+            installed package; the user's own modules travel with the pipeline), naming it.
+        OperatorError: user code raised, naming the operator and the user's exception;
+            the job's Spark exception is its ``__cause__`` (so for every error below).
+        ValueError, TypeError: a bad row (naming the input, the column and the row), an
+            output datum that does not fit the schema (naming the output and the column).
+        pyspark.errors.PySparkException: Spark failed the job for a reason of its own.
 
     Example::
 
@@ -198,38 +204,41 @@ def run(
         msg = f"partitions must be a positive int, not {partitions!r}"
         raise ValueError(msg)
     tagged = tag_inputs(spark, layouts, frames).repartition(n)
-
+    shipment = ship(pipeline)
+    blob = shipment.blob
     timings = _timings
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
 
-        ctx = BarrierTaskContext.get()
-        started = time.time()
-        clock = time.perf_counter
-        start = clock()
-        feed = read_partition(layouts, batches)
-        read = clock()
-        gathered = [0.0]
+        with reported():
+            ctx = BarrierTaskContext.get()
+            started = time.time()
+            clock = time.perf_counter
+            start = clock()
+            shipped = unship(blob)
+            feed = read_partition(layouts, batches)
+            read = clock()
+            gathered = [0.0]
 
-        def rendezvous(address: str) -> list[str]:
-            begin = clock()
-            addresses = ctx.allGather(address)
-            gathered[0] = clock() - begin
-            return addresses
+            def rendezvous(address: str) -> list[str]:
+                begin = clock()
+                addresses = ctx.allGather(address)
+                gathered[0] = clock() - begin
+                return addresses
 
-        with second_to_fail():
-            result = run_peer(
-                pipeline,
-                index=ctx.partitionId(),
-                peers=n,
-                rendezvous=rendezvous,
-                feed=feed,
-                host=task_host(),
-                connect_timeout=RENDEZVOUS_TIMEOUT_S,
-            )
-        ran = clock()
-        yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
+            with second_to_fail():
+                result = run_peer(
+                    shipped,
+                    index=ctx.partitionId(),
+                    peers=n,
+                    rendezvous=rendezvous,
+                    feed=feed,
+                    host=task_host(),
+                    connect_timeout=RENDEZVOUS_TIMEOUT_S,
+                )
+            ran = clock()
+            yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
         if timings is not None:
             timings.add(
                 {
@@ -241,9 +250,13 @@ def run(
                 }
             )
 
-    require_slots(sc, n, f"dfspark.run with partitions={n}")
+    what = f"dfspark.run of {type(pipeline).__name__} with partitions={n}"
+    require_slots(sc, n, what)
+    require_importable(sc, shipment.by_reference, what)
     if timings is not None:
         timings.add({"submitted": time.time()})
-    combined = tagged.mapInArrow(task, output.combined, barrier=True).localCheckpoint(eager=True)
+    with translated():
+        barrier = tagged.mapInArrow(task, output.combined, barrier=True)
+        combined = barrier.localCheckpoint(eager=True)
     frames_out = output.split(combined)
     return frames_out["output"] if output.single else frames_out

@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 import pyarrow as pa
@@ -44,6 +44,8 @@ from ...errors import DeltaflowError, PeerLostError
 from ...scheduler.peer import open_peer
 from ._batch import RENDEZVOUS_TIMEOUT_S, check_inputs
 from ._convert import InputLayout, OutputLayout, read_changes, tag_inputs
+from ._errors import from_spark, from_text, report_text, reported
+from ._ship import require_importable, ship, unship
 from ._slots import require_slots, task_host
 
 if TYPE_CHECKING:
@@ -86,7 +88,8 @@ def _receive_or_lost(sock: socket.socket) -> Any:
     try:
         return _receive(sock)
     except (OSError, EOFError) as exc:
-        return ("error", f"{PeerLostError.__name__}: lost a worker's connection ({exc})")
+        lost = PeerLostError(f"lost a worker's connection ({exc})")
+        return ("error", report_text(lost))
 
 
 class _Reader:
@@ -114,7 +117,7 @@ class _Reader:
 
 
 def _worker_task(
-    pipeline: Any, peers: int, driver: tuple[str, int], token: str
+    blob: bytes, peers: int, driver: tuple[str, int], token: str
 ) -> Callable[[Iterable[int]], Iterator[Any]]:
     """The barrier task's function: host one worker, step it as the driver says."""
 
@@ -129,7 +132,7 @@ def _worker_task(
             reader = _Reader(stream)
             try:
                 async with open_peer(
-                    pipeline,
+                    unship(blob),
                     index=index,
                     peers=peers,
                     rendezvous=ctx.allGather,
@@ -148,12 +151,13 @@ def _worker_task(
                         await stream.send_all(_frame(("done", batch_id, out, spent)))
             except Exception as exc:
                 with contextlib.suppress(OSError, trio.BrokenResourceError):
-                    await stream.send_all(_frame(("error", f"{type(exc).__name__}: {exc}")))
+                    await stream.send_all(_frame(("error", report_text(exc))))
                 raise
             finally:
                 await stream.aclose()
 
-        trio.run(main)
+        with reported():
+            trio.run(main)
         return iter(())
 
     return task
@@ -179,7 +183,8 @@ class SparkStream:
     _thread: threading.Thread | None = None
     _links: list[socket.socket] = attrs.field(factory=list)
     _job_error: BaseException | None = None
-    _failure: str | None = None
+    #: The error that stopped the stream (raised again by the query's waiting methods).
+    _error: BaseException | None = None
     _stopped: bool = False
     #: Per micro-batch: the slowest worker's seconds from changes in to output complete.
     worker_seconds: list[float] = attrs.field(factory=list)
@@ -212,7 +217,7 @@ class SparkStream:
         self._server.settimeout(0.2)
         while len(links) < self.peers:
             if self._join(0):
-                self._raise_job_error("the workers' job ended before every worker connected")
+                self._fail(self._workers_error("the workers' job ended before they connected"))
             if time.monotonic() > deadline:
                 msg = f"only {len(links)} of {self.peers} workers connected in {timeout} s"
                 raise TimeoutError(msg)
@@ -229,16 +234,32 @@ class SparkStream:
                 sock.close()
         self._links = [links[i] for i in range(self.peers)]
 
-    def _raise_job_error(self, what: str) -> None:
-        self._join(30)
-        msg = f"{what}: {self._failure or self._job_error or 'no error reported'}"
-        raise DeltaflowError(msg) from self._job_error
+    def _workers_error(self, what: str, reported: str | None = None) -> BaseException:
+        """The workers' error: the one a worker ``reported``, else their job's (a task's own
+        error when Spark's exception carries it), else ``what`` happened."""
+        error = None if reported is None else from_text(reported)
+        if error is None and self._join(30) and self._job_error is not None:
+            error = from_spark(self._job_error) or self._job_error
+        return error if error is not None else DeltaflowError(f"{what}: no error reported")
+
+    def _fail(self, error: BaseException) -> NoReturn:
+        """Stop the stream with ``error`` (or the error that stopped it first)."""
+        if self._error is None:
+            self._error = error
+        raise self._error
 
     def _on_batch(self, frame: DataFrame, batch_id: int) -> None:
-        """The ``foreachBatch`` function: one time through the workers, changes to the sink."""
+        """The ``foreachBatch`` function: one time through the workers, changes to the sink;
+        whatever fails stops the stream with its error."""
+        if self._error is not None:
+            raise self._error
+        try:
+            self._step(frame, batch_id)
+        except Exception as exc:
+            self._fail(exc)
+
+    def _step(self, frame: DataFrame, batch_id: int) -> None:
         start = time.perf_counter()
-        if self._failure is not None:
-            self._raise_job_error("the workers have failed")
         table = frame.toArrow() if hasattr(frame, "toArrow") else _collect_arrow(frame)
         changes = read_changes(self.layouts, table.to_batches())
         n = self.peers
@@ -252,9 +273,8 @@ class SparkStream:
             errors = [r[1] for r in replies if r[0] == "error"]
             if errors:
                 # A worker that lost a peer says less than the one whose code failed.
-                told = [e for e in errors if not e.startswith(PeerLostError.__name__)]
-                self._failure = (told or errors)[0]
-                self._raise_job_error(f"micro-batch {batch_id} failed in a worker")
+                what = f"micro-batch {batch_id} failed in a worker"
+                self._fail(self._workers_error(what, "\n".join(errors)))
             for reply in replies:
                 _, _, out, spent = reply
                 slowest = max(slowest, spent)
@@ -262,8 +282,8 @@ class SparkStream:
                 for name, updates in named.items():
                     results[name].extend((d, batch_id, r) for d, _, r in updates)
         except (OSError, EOFError) as exc:
-            self._failure = self._failure or str(exc)
-            self._raise_job_error(f"micro-batch {batch_id}: lost a worker")
+            lost = PeerLostError(f"micro-batch {batch_id}: lost a worker ({exc})")
+            self._fail(self._workers_error(str(lost), report_text(lost)))
         self.worker_seconds.append(slowest)
         batches = list(self.output.to_arrow(results))
         schema = self.output.combined
@@ -294,21 +314,48 @@ class SparkStream:
         self._server.close()
 
     @property
+    def error(self) -> BaseException | None:
+        """The error that stopped the stream, once one did: as :func:`deltaflow.run` would
+        raise it (an :class:`~deltaflow.OperatorError` naming the operator, the
+        ``ValueError`` of a bad row...)."""
+        if self._error is None and self._job_error is not None:
+            self._error = from_spark(self._job_error) or self._job_error
+        return self._error
+
+    @property
     def failure(self) -> str | None:
-        """The workers' error, once they have failed (``"OperatorError: operator ..."``)."""
-        if self._failure is None and self._job_error is not None:
-            return str(self._job_error)
-        return self._failure
+        """:attr:`error` as text (``"OperatorError: operator ..."``), once there is one."""
+        error = self.error
+        return None if error is None else f"{type(error).__name__}: {error}"
+
+    @contextlib.contextmanager
+    def _raising_ours(self) -> Iterator[None]:
+        """The query's exception raises the error that stopped the stream, from it."""
+        try:
+            yield
+        except Exception as exc:
+            error = self.error if self._error is not None else from_spark(exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
 
     def process_all_available(self) -> None:
-        """Block until every row available now has gone through the workers and the sink."""
+        """Block until every row available now has gone through the workers and the sink.
+
+        Raises:
+            OperatorError, ValueError, TypeError: what stopped the stream (user code raising,
+                a bad row...), as :func:`deltaflow.run` raises it, from the query's exception.
+        """
         assert self.query is not None
-        self.query.processAllAvailable()
+        with self._raising_ours():
+            self.query.processAllAvailable()
 
     def await_termination(self, timeout: int | None = None) -> bool | None:
-        """Wait for the query to end (see ``StreamingQuery.awaitTermination``)."""
+        """Wait for the query to end (see ``StreamingQuery.awaitTermination``); raises as
+        :meth:`process_all_available` does."""
         assert self.query is not None
-        return self.query.awaitTermination(timeout)
+        with self._raising_ours():
+            return self.query.awaitTermination(timeout)
 
     def statistics(self) -> dict[str, Any]:
         """Micro-batches run, and the median seconds per micro-batch: in the workers (from
@@ -446,12 +493,15 @@ def stream(
     if n.__class__ is not int or n < 1:
         msg = f"partitions must be a positive int, not {partitions!r}"
         raise ValueError(msg)
-    require_slots(sc, n + 1, f"dfspark.stream with partitions={n} (plus one for micro-batches)")
+    what = f"dfspark.stream of {type(pipeline).__name__} with partitions={n}"
+    require_slots(sc, n + 1, f"{what} (plus one for micro-batches)")
+    shipment = ship(pipeline)
+    require_importable(sc, shipment.by_reference, what)
     host = sc.getConf().get("spark.driver.host") or task_host()
     server = socket.create_server((host, 0))
     token = uuid.uuid4().hex
     group = f"deltaflow-stream-{token}"
-    task = _worker_task(pipeline, n, (host, server.getsockname()[1]), token)
+    task = _worker_task(shipment.blob, n, (host, server.getsockname()[1]), token)
 
     def job() -> None:
         sc.setJobGroup(group, "deltaflow stream workers", interruptOnCancel=True)
