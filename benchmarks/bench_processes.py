@@ -10,8 +10,12 @@
 * ``tcp.batch`` — one update batch of 10,000,000 ``(int, int)`` pairs from a worker in one
   process to a worker in another through :class:`~deltaflow.scheduler.tcp.TcpTransport`,
   against ``pickle.loads(pickle.dumps(batch, 5))`` in one process.
+* ``tls`` — what TLS costs a link: the same batch, and 5,000 round trips of a small frame
+  between two processes (a progress message and its answer), over plain authenticated TCP
+  and over TLS, side by side; and the time to connect a mesh of two processes (start-up,
+  the handshake included) either way.
 
-    python benchmarks/bench_processes.py [--quick] [--only w4x10,w2,tcp]
+    python benchmarks/bench_processes.py [--quick] [--only w4x10,w2,tcp,tls]
 
 Prints one JSON line per figure.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
+import statistics
 import subprocess
 import sys
 import time
@@ -32,6 +37,7 @@ from workloads import w2_reach, w4_bfs
 
 import deltaflow as df
 from deltaflow.operators.base import UpdateBatch
+from deltaflow.scheduler.handshake import new_secret
 from deltaflow.scheduler.mesh import connect_mesh
 from deltaflow.scheduler.tcp import TcpTransport
 
@@ -138,8 +144,10 @@ class _Sink:
         self.event.set()
 
 
-async def _peer(index: int, rendezvous: Any, pairs: int) -> float | None:
-    links = await connect_mesh(index, 2, rendezvous, "bench")
+async def _peer(
+    index: int, rendezvous: Any, pairs: int, secret: bytes, tls: df.TLS | None
+) -> float | None:
+    links = await connect_mesh(index, 2, rendezvous, "bench", secret=secret, tls=tls)
     failures: list[BaseException] = []
     tcp = TcpTransport(index, 1, links, failures.append)
     sink = _Sink()
@@ -163,10 +171,33 @@ async def _peer(index: int, rendezvous: Any, pairs: int) -> float | None:
 
 
 def _receiver(address: str, pairs: int) -> None:
+    """The receiving peer; the secret and the TLS files (if any) come on stdin."""
+    secret, tls = pickle.load(sys.stdin.buffer)
+
     async def rendezvous(mine: str) -> list[str]:
         return [address, mine]
 
-    trio.run(_peer, 1, rendezvous, pairs)
+    trio.run(_peer, 1, rendezvous, pairs, secret, tls)
+
+
+def _tcp_batch(pairs: int, tls: df.TLS | None) -> float:
+    """Seconds for one batch of ``pairs`` to cross to a peer process (with ``tls``)."""
+    secret = new_secret()
+    child: list[subprocess.Popen[bytes]] = []
+
+    async def rendezvous(mine: str) -> list[str]:
+        command = [sys.executable, __file__, "--receiver", mine, str(pairs)]
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE)  # noqa: ASYNC220 - the peer it waits for
+        assert proc.stdin is not None
+        proc.stdin.write(pickle.dumps((secret, tls)))
+        proc.stdin.close()
+        child.append(proc)
+        return [mine, "unused:0"]
+
+    tcp_s = trio.run(_peer, 0, rendezvous, pairs, secret, tls)
+    child[0].wait()
+    assert tcp_s is not None
+    return tcp_s
 
 
 def bench_tcp(quick: bool) -> None:
@@ -176,18 +207,115 @@ def bench_tcp(quick: bool) -> None:
     pickle.loads(pickle.dumps(batch, 5))
     local_s = time.perf_counter() - start
     del batch
+    tcp_s = _tcp_batch(pairs, None)
+    emit({"figure": "tcp.batch", "pairs": pairs, "pickle_roundtrip_s": local_s,
+          "tcp_s": tcp_s, "ratio": local_s / tcp_s, "target": 0.8})  # fmt: skip
+
+
+# -- what TLS costs a link ------------------------------------------------------------------
+async def _ping(index: int, rendezvous: Any, rounds: int, secret: bytes, tls: Any) -> Any:
+    """Peer 0 sends ``rounds`` small frames one at a time, each answered by peer 1; peer 0
+    returns the seconds per round trip."""
+    links = await connect_mesh(index, 2, rendezvous, "ping", secret=secret, tls=tls)
+    (link,) = links.values()
+    message = [("p", [(False, 3, 0, 17, 1), (True, 4, 0, 17, -1)])]
+    start = time.perf_counter()
+    for _ in range(rounds):
+        if index == 0:
+            await link.send_frame(message)
+            await link.receive()
+        else:
+            await link.send_frame(await link.receive())
+    per_round = (time.perf_counter() - start) / rounds
+    await link.aclose()
+    return per_round if index == 0 else None
+
+
+def _pinger(address: str, rounds: int) -> None:
+    """The answering peer of :func:`_ping`; the secret and TLS come on stdin."""
+    secret, tls = pickle.load(sys.stdin.buffer)
+
+    async def rendezvous(mine: str) -> list[str]:
+        return [address, mine]
+
+    trio.run(_ping, 1, rendezvous, rounds, secret, tls)
+
+
+def _roundtrip(rounds: int, tls: Any) -> float:
+    secret = new_secret()
     child: list[subprocess.Popen[bytes]] = []
 
     async def rendezvous(mine: str) -> list[str]:
-        command = [sys.executable, __file__, "--receiver", mine, str(pairs)]
-        child.append(subprocess.Popen(command))  # noqa: ASYNC220 - it starts the peer it waits for
+        command = [sys.executable, __file__, "--pinger", mine, str(rounds)]
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE)  # noqa: ASYNC220 - the peer it waits for
+        assert proc.stdin is not None
+        proc.stdin.write(pickle.dumps((secret, tls)))
+        proc.stdin.close()
+        child.append(proc)
         return [mine, "unused:0"]
 
-    tcp_s = trio.run(_peer, 0, rendezvous, pairs)
+    result = trio.run(_ping, 0, rendezvous, rounds, secret, tls)
     child[0].wait()
-    assert tcp_s is not None
-    emit({"figure": "tcp.batch", "pairs": pairs, "pickle_roundtrip_s": local_s,
-          "tcp_s": tcp_s, "ratio": local_s / tcp_s, "target": 0.8})  # fmt: skip
+    return result  # type: ignore[no-any-return]
+
+
+async def _connect_twice(times: int, tls: Any) -> float:
+    """Seconds per mesh of two peers in this process: bind, dial, accept, TLS (with
+    ``tls``) and the secret's exchange, both ends."""
+    secret = new_secret()
+    start = time.perf_counter()
+    for _ in range(times):
+        addresses: dict[int, str] = {}
+        both = trio.Event()
+
+        async def peer(
+            i: int, addresses: dict[int, str] = addresses, both: trio.Event = both
+        ) -> None:
+            async def rendezvous(mine: str) -> list[str]:
+                addresses[i] = mine
+                if len(addresses) == 2:
+                    both.set()
+                await both.wait()
+                return [addresses[0], addresses[1]]
+
+            links = await connect_mesh(i, 2, rendezvous, "connect", secret=secret, tls=tls)
+            for link in links.values():
+                await link.aclose()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peer, 0)
+            nursery.start_soon(peer, 1)
+    return (time.perf_counter() - start) / times
+
+
+def bench_tls(quick: bool) -> None:
+    import tempfile
+
+    import trustme
+
+    with tempfile.TemporaryDirectory() as directory:
+        ca = trustme.CA()
+        cert = f"{directory}/peer.pem"
+        ca.issue_cert("deltaflow-peer").private_key_and_cert_chain_pem.write_to_path(cert)
+        ca.cert_pem.write_to_path(f"{directory}/ca.pem")
+        tls = df.TLS(cert, ca=f"{directory}/ca.pem")
+        pairs = 1_000_000 if quick else 10_000_000
+        rounds = 1_000 if quick else 5_000
+        plain_rt, tls_rt, plain_c, tls_c = [], [], [], []
+        for _ in range(3):  # alternating, medians
+            plain_rt.append(_roundtrip(rounds, None))
+            tls_rt.append(_roundtrip(rounds, tls))
+            plain_c.append(trio.run(_connect_twice, 50, None))
+            tls_c.append(trio.run(_connect_twice, 50, tls))
+        plain_batch = _tcp_batch(pairs, None)
+        tls_batch = _tcp_batch(pairs, tls)
+    median = statistics.median
+    emit({"figure": "tls.roundtrip", "rounds": rounds, "plain_us": median(plain_rt) * 1e6,
+          "tls_us": median(tls_rt) * 1e6})  # fmt: skip
+    emit({"figure": "tls.connect", "plain_ms": median(plain_c) * 1e3,
+          "tls_ms": median(tls_c) * 1e3})  # fmt: skip
+    emit({"figure": "tls.batch", "pairs": pairs, "plain_s": plain_batch, "tls_s": tls_batch,
+          "ratio": tls_batch / plain_batch})  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,15 +323,19 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["--receiver"]:
         _receiver(args[1], int(args[2]))
         return 0
+    if args[:1] == ["--pinger"]:
+        _pinger(args[1], int(args[2]))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the sizes")
-    parser.add_argument("--only", default="capacity,w4x10,w2,tcp,capacity")
+    parser.add_argument("--only", default="capacity,w4x10,w2,tcp,tls,capacity")
     ns = parser.parse_args(args)
     benches = {
         "capacity": lambda quick: bench_capacity(),
         "w4x10": bench_w4x10,
         "w2": bench_w2,
         "tcp": bench_tcp,
+        "tls": bench_tls,
     }
     for name in ns.only.split(","):
         benches[name](ns.quick)

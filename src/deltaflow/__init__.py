@@ -53,8 +53,10 @@ from .operators.io import ProbeHandle as ProbeHandle
 from .operators.iterate import Variable as Variable, loop_scope as loop_scope
 from .scheduler.graph import graph as graph
 from .scheduler.runtime import Job as Job, open as open, run as run
+from .scheduler.tls import TLS as TLS
 
 __all__ = [
+    "TLS",
     "Antichain",
     "Arranged",
     "Collection",

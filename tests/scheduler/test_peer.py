@@ -20,9 +20,13 @@ from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of
 
 import deltaflow as df
 from deltaflow.graphs import Reachability
+from deltaflow.scheduler.handshake import new_secret
 from deltaflow.scheduler.peer import open_peer, run_peer
 from deltaflow.scheduler.tcp import Link
 from deltaflow.testing import collect
+
+#: The secret every peer of these tests' meshes shares.
+SECRET = new_secret()
 
 
 def gather(n: int) -> Callable[[int], Callable[[str], Sequence[str]]]:
@@ -92,6 +96,7 @@ def test_peers_together_give_run_s_output(
                 index=i,
                 peers=peers,
                 rendezvous=rendezvous(i),
+                secret=SECRET,
                 feed={name: ups[i::peers] for name, ups in feed.items()},
                 workers_per_peer=local,
             ),
@@ -112,7 +117,9 @@ def test_open_peer_steps_one_time_per_micro_batch() -> None:
 
     async def peer(i: int) -> list[Any]:
         out = []
-        async with open_peer(CountValues(), index=i, peers=2, rendezvous=rendezvous(i)) as p:
+        async with open_peer(
+            CountValues(), index=i, peers=2, rendezvous=rendezvous(i), secret=SECRET
+        ) as p:
             for step in batches:
                 assert p.time == len(out)
                 out.append(await p.step(step[i]))
@@ -133,7 +140,10 @@ def test_peers_running_different_pipelines_fail_naming_each_other() -> None:
     rendezvous = gather(2)
     pipes = [CountValues(), Other()]
     with pytest.raises(ValueError, match="peer 1 runs"):
-        in_threads(2, lambda i: run_peer(pipes[i], index=i, peers=2, rendezvous=rendezvous(i)))
+        in_threads(
+            2,
+            lambda i: run_peer(pipes[i], index=i, peers=2, rendezvous=rendezvous(i), secret=SECRET),
+        )
 
 
 def test_a_user_error_on_one_peer_stops_every_peer() -> None:
@@ -147,7 +157,14 @@ def test_a_user_error_on_one_peer_stops_every_peer() -> None:
 
     def body(i: int) -> None:
         try:
-            run_peer(Bad(), index=i, peers=2, rendezvous=rendezvous(i), feed={"xs": feeds[i]})
+            run_peer(
+                Bad(),
+                index=i,
+                peers=2,
+                rendezvous=rendezvous(i),
+                secret=SECRET,
+                feed={"xs": feeds[i]},
+            )
         except df.OperatorError as exc:
             errors.append(exc)
 
@@ -185,6 +202,7 @@ def test_loops_under_random_link_delays(
                 index=i,
                 peers=3,
                 rendezvous=rendezvous(i),
+                secret=SECRET,
                 feed={name: ups[i::3] for name, ups in inputs.items()},
             ),
         )

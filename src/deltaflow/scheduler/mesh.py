@@ -3,12 +3,21 @@
 Each process (a *peer*) binds a listening port, publishes its ``host:port`` and learns every
 peer's address, in peer order, from a rendezvous it is given: the parent job for local
 worker processes, one ``allGather`` of a Spark barrier stage for the Spark adapter. Peer ``i``
-then dials every peer ``j < i`` and accepts a connection from every ``j > i``; the first
-frame on each connection says who dials and which dataflow it runs (a digest of the plan), so
-peers running different pipelines fail at once, naming each other, instead of exchanging
-nonsense.
+then dials every peer ``j < i`` and accepts a connection from every ``j > i``.
+
+Every connection is authenticated before anything on it is decoded
+(:mod:`deltaflow.scheduler.handshake`): both ends prove they hold the job's secret, and say
+which peer they are and which dataflow they run (a digest of the plan), so peers running
+different pipelines fail at once, naming each other, instead of exchanging nonsense. A
+connection that fails the exchange (a stranger, a port scanner, a peer of another job) is
+closed and logged at ``WARNING``, and the mesh waits on for its own peers; each connection
+is handled apart, with its own deadline, so none can hold up the others, and a connection
+claiming a peer already connected is refused. The listening port closes once every peer is
+in. With ``tls``, each connection runs TLS first (:mod:`deltaflow.scheduler.tls`).
 
     >>> import trio
+    >>> from deltaflow.scheduler.handshake import new_secret
+    >>> secret = new_secret()
     >>> async def two_peers():
     ...     addresses = {}
     ...     async def peer(i):
@@ -17,7 +26,7 @@ nonsense.
     ...             while len(addresses) < 2:
     ...                 await trio.sleep(0.01)
     ...             return [addresses[0], addresses[1]]
-    ...         links = await connect_mesh(i, 2, rendezvous, "same-plan")
+    ...         links = await connect_mesh(i, 2, rendezvous, "same-plan", secret=secret)
     ...         for link in links.values():
     ...             await link.aclose()
     ...         return sorted(links)
@@ -30,12 +39,16 @@ nonsense.
 from __future__ import annotations
 
 import hashlib
+import logging
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
+from ..errors import PeerLostError
+from .handshake import HANDSHAKE_TIMEOUT_S, HandshakeError, Hello, authenticate, check_secret
 from .tcp import Link
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport there
@@ -43,8 +56,14 @@ if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport th
 
 if TYPE_CHECKING:
     from .plan import Plan
+    from .tls import TLS
 
-__all__ = ["connect_mesh", "plan_digest"]
+__all__ = ["CONNECT_TIMEOUT_S", "connect_mesh", "first_error", "plan_digest"]
+
+_log = logging.getLogger("deltaflow")
+
+#: Seconds a peer waits, once the rendezvous has answered, for every other peer to connect.
+CONNECT_TIMEOUT_S = 60.0
 
 Rendezvous = Callable[[str], Awaitable[Sequence[str]]]
 
@@ -63,7 +82,7 @@ def plan_digest(plan: Plan, workers: int) -> str:
     return h.hexdigest()[:16]
 
 
-def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first error of a (nested) group: what one failed connection raised."""
     exc: BaseException = group
     while isinstance(exc, BaseExceptionGroup):
@@ -76,31 +95,80 @@ def _split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+async def _secured(
+    stream: trio.SocketStream, tls: ssl.SSLContext | None, *, server: bool
+) -> trio.abc.Stream:
+    """``stream``, or TLS over it (the TLS handshake done) when ``tls`` is a context."""
+    if tls is None:
+        return stream
+    secure = trio.SSLStream(stream, tls, server_side=server)
+    await secure.do_handshake()
+    return secure
+
+
+def _address_of(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except OSError:
+        return "an unknown address"
+    return f"{host}:{port}"
+
+
+#: What a connection that fails the exchange raises: all of it is caught, logged, refused.
+_REFUSED = (
+    HandshakeError,
+    trio.TooSlowError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    OSError,
+    ssl.SSLError,
+)
+
+
 async def connect_mesh(
     index: int,
     peers: int,
     rendezvous: Rendezvous,
     digest: str,
+    *,
+    secret: bytes,
     host: str = "127.0.0.1",
+    tls: TLS | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
 ) -> dict[int, Link]:
-    """Bind ``host:0``, rendezvous, and return a :class:`Link` to every other peer.
+    """Bind ``host:0``, rendezvous, and return an authenticated :class:`Link` to every other
+    peer.
+
+    ``connect_timeout`` bounds the wait for the other peers once the rendezvous has
+    answered; each connection also has
+    :data:`~deltaflow.scheduler.handshake.HANDSHAKE_TIMEOUT_S` to complete its exchange.
 
     Raises:
         ValueError: a peer runs another dataflow (its digest differs).
+        PeerLostError: a peer did not connect within ``connect_timeout`` (naming it and what
+            was refused meanwhile), or the peer at an address the rendezvous gave could not
+            be reached or failed the exchange.
     """
+    secret = check_secret(secret)
+    context = digest.encode()
+    server_tls = tls.context(server=True) if tls is not None else None
+    client_tls = tls.context(server=False) if tls is not None else None
     listeners = await trio.open_tcp_listeners(0, host=host)
     listener = listeners[0]
     for extra in listeners[1:]:
         await extra.aclose()
     port = listener.socket.getsockname()[1]
     links: dict[int, Link] = {}
+    expected = set(range(index + 1, peers))
+    refused: list[str] = []
     try:
         addresses = list(await rendezvous(f"{host}:{port}"))
         if len(addresses) != peers:
             msg = f"rendezvous returned {len(addresses)} addresses for {peers} peers"
             raise ValueError(msg)
 
-        def check(other: int, other_digest: str) -> None:
+        def check(other: int, hello: Hello) -> None:
+            other_digest = hello.context.rstrip(b"\0").decode(errors="replace")
             if other_digest != digest:
                 msg = (
                     f"peer {index} runs dataflow {digest} but peer {other} runs "
@@ -109,29 +177,88 @@ async def connect_mesh(
                 raise ValueError(msg)
 
         async def dial(j: int) -> None:
-            stream = await trio.open_tcp_stream(*_split_address(addresses[j]))
-            link = Link(stream, j)
-            await link.send_frame(("hello", index, digest))
-            links[j] = link
-            _, other, other_digest = await link.receive()
-            check(other, other_digest)
+            try:
+                stream = await trio.open_tcp_stream(*_split_address(addresses[j]))
+            except OSError as exc:
+                msg = f"peer {index} could not reach peer {j} at {addresses[j]}: {exc}"
+                raise PeerLostError(msg) from exc
+            try:
+                with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+                    secure = await _secured(stream, client_tls, server=False)
+                    hello = await authenticate(
+                        secure, secret, Hello.fresh(index, context), dialer=True
+                    )
+                if hello.index != j:
+                    msg = f"it says it is peer {hello.index}"
+                    raise HandshakeError(msg)
+            except _REFUSED as exc:
+                await trio.aclose_forcefully(stream)
+                msg = (
+                    f"peer {index} could not authenticate peer {j} at {addresses[j]}: "
+                    f"{_reason(exc)} (do all peers hold the same secret?)"
+                )
+                raise PeerLostError(msg) from exc
+            except BaseException:
+                await trio.aclose_forcefully(stream)
+                raise
+            links[j] = Link(secure, j)
+            check(j, hello)
 
-        async def greet(stream: trio.SocketStream) -> None:
-            link = Link(stream, -1)
-            _, other, other_digest = await link.receive()
-            link.peer = other
-            links[other] = link
-            await link.send_frame(("hello", index, digest))
-            check(other, other_digest)
+        async def greet(stream: trio.SocketStream, done: trio.CancelScope) -> None:
+            who = _address_of(stream)
+            try:
+                try:
+                    with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+                        secure = await _secured(stream, server_tls, server=True)
+                        hello = await authenticate(
+                            secure, secret, Hello.fresh(index, context), dialer=False
+                        )
+                except trio.Cancelled:
+                    if done.cancel_called:
+                        reason = "it had not authenticated when every peer was in"
+                        _refuse(who, port, index, reason)
+                    raise
+                if hello.index not in expected:
+                    msg = f"it claims to be peer {hello.index}, which does not dial peer {index}"
+                    raise HandshakeError(msg)
+                if hello.index in links:
+                    msg = f"it claims to be peer {hello.index}, which is connected already"
+                    raise HandshakeError(msg)
+            except _REFUSED as exc:
+                refused.append(f"{who} ({_reason(exc)})")
+                _refuse(who, port, index, _reason(exc))
+                await trio.aclose_forcefully(stream)
+                return
+            except BaseException:
+                await trio.aclose_forcefully(stream)
+                raise
+            links[hello.index] = Link(secure, hello.index)
+            check(hello.index, hello)
+            if expected <= links.keys():
+                done.cancel()  # every peer is in: stop accepting, drop the strangers
+
+        async def accept(done: trio.CancelScope) -> None:
+            with done:
+                async with trio.open_nursery() as greeting:
+                    while True:
+                        stream = await listener.accept()
+                        greeting.start_soon(greet, stream, done)
 
         try:
-            async with trio.open_nursery() as nursery:
-                for j in range(index):
-                    nursery.start_soon(dial, j)
-                for _ in range(index + 1, peers):  # one accepting task: a socket has one reader
-                    nursery.start_soon(greet, await listener.accept())
+            with trio.move_on_after(connect_timeout):
+                async with trio.open_nursery() as nursery:
+                    for j in range(index):
+                        nursery.start_soon(dial, j)
+                    if expected:
+                        nursery.start_soon(accept, trio.CancelScope())
         except BaseExceptionGroup as group:
-            raise _first(group) from None
+            raise first_error(group) from None
+        missing = sorted(set(range(peers)) - links.keys() - {index})
+        if missing:
+            names = ", ".join(f"{j} at {addresses[j]}" for j in missing)
+            what = f"; refused meanwhile: {'; '.join(refused)}" if refused else ""
+            msg = f"peer {index}: peer(s) {names} did not connect within {connect_timeout} s{what}"
+            raise PeerLostError(msg)
     except BaseException:
         for link in links.values():
             await trio.aclose_forcefully(link.stream)
@@ -139,3 +266,18 @@ async def connect_mesh(
     finally:
         await listener.aclose()
     return links
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong with a connection, in a few words for a log record or an error."""
+    if isinstance(exc, trio.TooSlowError):
+        return f"no answer within {HANDSHAKE_TIMEOUT_S} s"
+    if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
+        exc = exc.__cause__  # trio wraps what TLS or the socket said
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS failed: {exc}"
+    return str(exc) or type(exc).__name__
+
+
+def _refuse(who: str, port: int, index: int, reason: str) -> None:
+    _log.warning("peer %d refused a connection from %s to port %d: %s", index, who, port, reason)

@@ -6,8 +6,8 @@
 dataflow's exchanges route them to their owners); its outputs hold what reached this peer's
 workers.
 
-Two entry points serve a peer that has nobody above it (a Spark barrier task; see
-``/work/coord/peer_api.md`` and the Spark adapter): :func:`run_peer` runs a batch of updates
+Two entry points serve a peer that has nobody above it (a Spark barrier task; see the
+Spark adapter): :func:`run_peer` runs a batch of updates
 to completion, :func:`open_peer` keeps the dataflow running and closes one time per
 :meth:`Peer.step`. Both exchange every output by its data before the sink, so equal data
 meet on one peer and the peers' results, put together, are ``df.run``'s output.
@@ -17,7 +17,7 @@ meet on one peer and the peers' results, put together, are ``df.run``'s output.
     ...     def build(self, words):
     ...         return words.map(len)
     >>> run_peer(Lengths(), index=0, peers=1, rendezvous=lambda me: [me],
-    ...          feed={"words": [("cat", 0, 1), ("dog", 0, 1)]})
+    ...          secret=b"a secret all peers share", feed={"words": [("cat", 0, 1), ("dog", 0, 1)]})
     [(3, 0, 2)]
 """
 
@@ -30,17 +30,21 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .collector import GC_THRESHOLD, check_gc_threshold
-from .mesh import Rendezvous, connect_mesh, plan_digest
+from .handshake import check_secret
+from .mesh import CONNECT_TIMEOUT_S, Rendezvous, connect_mesh, plan_digest
 from .runtime import Job, _OpenJob, _run_to_end, _validate
 from .tcp import Link, TcpTransport
 
 if TYPE_CHECKING:
     from ..operators.collection import DataflowBuilder, Pipeline
+    from .tls import TLS
     from .transport import Transport
 
 __all__ = ["Peer", "PeerJob", "open_peer", "run_peer"]
 
 Updates = list[tuple[Any, Any, int]]
+#: ``(secret, host, tls)``: how a peer's connections are made and authenticated.
+_Security = tuple[bytes, str, "TLS | None"]
 
 
 class PeerJob(Job):
@@ -86,11 +90,28 @@ class PeerJob(Job):
     def _hosted(self, workers: int) -> range:
         return range(self.index * self.local, (self.index + 1) * self.local)
 
-    async def connect(self, rendezvous: Rendezvous, host: str = "127.0.0.1") -> None:
-        """Rendezvous with the other peers and connect the mesh."""
-        self._links.update(
-            await connect_mesh(self.index, self.peers, rendezvous, self.digest, host)
+    async def connect(
+        self,
+        rendezvous: Rendezvous,
+        *,
+        secret: bytes,
+        host: str = "127.0.0.1",
+        tls: TLS | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        """Rendezvous with the other peers and connect the mesh, every connection
+        authenticated with ``secret`` (see :func:`~deltaflow.scheduler.mesh.connect_mesh`)."""
+        links = await connect_mesh(
+            self.index,
+            self.peers,
+            rendezvous,
+            self.digest,
+            secret=secret,
+            host=host,
+            tls=tls,
+            connect_timeout=connect_timeout,
         )
+        self._links.update(links)
 
     def notify(self) -> None:
         """As :meth:`Job.notify`; once every local worker has stopped, say goodbye."""
@@ -156,12 +177,14 @@ def _threaded(rendezvous: Callable[[str], Sequence[str]]) -> Rendezvous:
 async def _running(
     job: PeerJob,
     rendezvous: Rendezvous,
-    host: str,
+    security: _Security,
     connect_timeout: float,
     gc_threshold: int | None,
 ) -> AsyncIterator[PeerJob]:
-    with trio.fail_after(connect_timeout):
-        await job.connect(rendezvous, host)
+    secret, host, tls = security
+    await job.connect(
+        rendezvous, secret=secret, host=host, tls=tls, connect_timeout=connect_timeout
+    )
     async with _OpenJob(job, check_gc_threshold(gc_threshold)) as running:
         assert running is job
         yield job
@@ -174,7 +197,9 @@ async def open_peer(
     index: int,
     peers: int,
     rendezvous: Callable[[str], Sequence[str]],
+    secret: bytes | str,
     host: str = "127.0.0.1",
+    tls: TLS | None = None,
     workers_per_peer: int = 1,
     fuse: bool = True,
     connect_timeout: float = 120.0,
@@ -183,16 +208,21 @@ async def open_peer(
     """Run peer ``index`` of ``peers`` inside trio, one time per :meth:`Peer.step`.
 
     ``rendezvous(my_address)`` returns every peer's ``"host:port"`` in index order (it may
-    block: it runs in a thread). Leaving the block closes the inputs and waits until the
-    dataflow has finished on every peer.
+    block: it runs in a thread). Every peer must be given the same ``secret`` (at least 16
+    bytes; :func:`~deltaflow.scheduler.handshake.new_secret` makes one): the mesh admits
+    only connections that prove they hold it. ``host`` is the address this peer binds and
+    publishes; ``tls`` runs every connection over TLS. ``connect_timeout`` bounds the wait
+    for the other peers after the rendezvous. Leaving the block closes the inputs and waits
+    until the dataflow has finished on every peer.
 
     Raises:
-        ValueError: the peers run different dataflows.
+        ValueError: the peers run different dataflows; a secret under 16 bytes.
         OperatorError: user code failed on some peer.
-        PeerLostError: another peer went away.
+        PeerLostError: another peer went away, or did not connect in time.
     """
     job = PeerJob(pipeline, index=index, peers=peers, local=workers_per_peer, fuse=fuse)
-    async with _running(job, _threaded(rendezvous), host, connect_timeout, gc_threshold):
+    security = (check_secret(secret), host, tls)
+    async with _running(job, _threaded(rendezvous), security, connect_timeout, gc_threshold):
         yield Peer(job)
 
 
@@ -202,8 +232,10 @@ def run_peer(
     index: int,
     peers: int,
     rendezvous: Callable[[str], Sequence[str]],
+    secret: bytes | str,
     feed: Mapping[str, Iterable[tuple[Any, Any, int]]] | None = None,
     host: str = "127.0.0.1",
+    tls: TLS | None = None,
     workers_per_peer: int = 1,
     fuse: bool = True,
     connect_timeout: float = 120.0,
@@ -212,6 +244,8 @@ def run_peer(
     """Run peer ``index`` of ``peers`` over this peer's complete inputs (``feed``: per input,
     ``(data, time, diff)`` as for ``df.run``) and return the consolidated output updates that
     ended on this peer; concatenated over all peers they are ``df.run``'s output.
+    ``rendezvous``, ``secret``, ``host``, ``tls`` and ``connect_timeout`` are as for
+    :func:`open_peer`.
 
     Synchronous: it runs its own trio loop (call it from a Spark task's function).
 
@@ -228,9 +262,10 @@ def run_peer(
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
     validated = {name: _validate(name, updates) for name, updates in feed.items()}
+    security = (check_secret(secret), host, tls)
 
     async def main() -> dict[str, Updates]:
-        async with _running(job, _threaded(rendezvous), host, connect_timeout, gc_threshold):
+        async with _running(job, _threaded(rendezvous), security, connect_timeout, gc_threshold):
             return await _run_to_end(job, validated)
 
     result = trio.run(main)

@@ -2,11 +2,13 @@
 
 The caller hosts no worker. It starts P interpreters (``python -m
 deltaflow.scheduler.processes``, so the user's script needs no ``if __name__ ==
-"__main__"`` guard), each holding one end of a socket pair: the *control* stream. Over it the
-caller ships the pipeline (pickled with cloudpickle: lambdas and classes of ``__main__``
-travel by value), acts as the rendezvous of the processes' TCP mesh
-(:mod:`deltaflow.scheduler.mesh`), forwards what the application feeds to the worker that
-owns it, and receives every output's consolidated updates with the frontier they complete.
+"__main__"`` guard), each holding one end of a socket pair: the *control* stream, which
+nobody else can reach. Over it the caller ships the pipeline (pickled with cloudpickle:
+lambdas and classes of ``__main__`` travel by value) and a fresh secret for the job, acts as
+the rendezvous of the processes' TCP mesh on loopback (:mod:`deltaflow.scheduler.mesh`, which
+admits only connections that prove they hold the secret), forwards what the application
+feeds to the worker that owns it, and receives every output's consolidated updates with the
+frontier they complete.
 
 Each process runs a :class:`~deltaflow.scheduler.peer.PeerJob` of ``W / P`` workers. Its
 output stores report ``(updates, frontier)`` in that order on the control stream, so once
@@ -15,8 +17,11 @@ updates: the caller's store advances to the meet of the processes' frontiers and
 from there, consolidated across processes. Probes advance on any process's report (every
 tracker sees the same frontiers, some later than others).
 
-A process that dies closes its control stream: the job fails within moments naming the
-workers it hosted. Leaving the job (normally or not) ends the processes, or hands them back
+Start-up has deadlines (:attr:`ProcessJob.START_TIMEOUT_S`,
+:attr:`ProcessJob.CONNECT_TIMEOUT_S`): a job whose processes cannot connect fails naming the
+missing one. A process that dies closes its control stream: the job fails within moments
+naming the workers it hosted; and a caller that goes away (killed, at any moment) closes
+theirs, which ends them. Leaving the job (normally or not) ends the processes, or hands them back
 to a :class:`ProcessPool` that keeps them between jobs (the test suite uses one).
 
     >>> import deltaflow as df
@@ -36,7 +41,8 @@ import socket
 import subprocess
 import sys
 import time as _time
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
 import cloudpickle  # type: ignore[import-untyped]
@@ -46,10 +52,12 @@ from ..errors import PeerLostError
 from ..framework.antichain import Antichain
 from ..operators.base import UpdateBatch
 from .collector import GC_THRESHOLD
+from .handshake import new_secret
+from .mesh import CONNECT_TIMEOUT_S, first_error
 from .peer import PeerJob
 from .remote_errors import ErrorReport
 from .runtime import Job, _OpenJob
-from .tcp import Link, describe_workers
+from .tcp import FrameError, Link, describe_workers
 
 if TYPE_CHECKING:
     from ..operators.collection import Pipeline
@@ -58,7 +66,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ProcessJob", "ProcessPool", "main"]
 
+if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport there
+    from exceptiongroup import BaseExceptionGroup
+
 _log = logging.getLogger("deltaflow")
+T = TypeVar("T")
 
 
 # -- the processes -------------------------------------------------------------------------
@@ -198,6 +210,12 @@ class _Control:
         self.ended = False
         self.pool: ProcessPool | None = None
         self._nursery: trio.Nursery | None = None
+        #: The processes that have bound their mesh's port, and those whose mesh is connected.
+        self._bound: set[int] = set()
+        self._ready: set[int] = set()
+
+    #: Seconds the caller waits for the processes' mesh beyond their own deadline for it.
+    GRACE_S = 5.0
 
     # Transport protocol: the caller has no workers.
     def attach(self, workers: list[Worker]) -> None:
@@ -214,8 +232,25 @@ class _Control:
     def _describe(self, p: int) -> str:
         return f"{describe_workers(p, self.local)[:-1]}, pid {self.processes[p].popen.pid})"
 
+    def _open_link(self, p: int) -> None:
+        """The control link to process ``p`` (a socket pair of the caller's own: no frame
+        bound, nobody else can reach it)."""
+        sock = trio.socket.from_stdlib_socket(self.processes[p].sock.dup())
+        link = Link(trio.SocketStream(sock), p, max_frame=None)
+        if p < len(self.links):
+            self.links[p] = link
+        else:
+            self.links.append(link)
+
     async def start(self, spec: bytes) -> None:
-        """Start (or take from the pool) the processes, ship the job, be their rendezvous."""
+        """Start (or take from the pool) the processes, ship the job with a fresh secret for
+        its mesh, be their rendezvous, and wait until every process is connected.
+
+        Raises:
+            PeerLostError: a process died, or did not report within the start-up deadlines
+                (:attr:`ProcessJob.START_TIMEOUT_S`, then the mesh's
+                :attr:`ProcessJob.CONNECT_TIMEOUT_S`), naming it.
+        """
         job = self.job
         self.pool = ProcessPool._active
         pool = self.pool if self.pool is not None else ProcessPool()
@@ -223,46 +258,91 @@ class _Control:
         self.frontiers = {name: [Antichain([0])] * job.peers for name in job.outputs}
         self.stats = [[] for _ in range(job.peers)]
         self.counts = [[] for _ in range(job.peers)]
-        for p, proc in enumerate(self.processes):
-            sock = trio.socket.from_stdlib_socket(proc.sock.dup())
-            self.links.append(Link(trio.SocketStream(sock), p))
+        for p in range(job.peers):
+            self._open_link(p)
+        # The mesh's secret reaches each process on its own control socket: never on a
+        # command line, in an environment or a log.
+        secret = new_secret()
         level = _log.getEffectiveLevel()
         for p in range(len(self.links)):
-            job_frame = [("job", p, sys.path, level, spec)]
+            job_frame = [("job", p, sys.path, level, spec, secret, job.CONNECT_TIMEOUT_S)]
             try:
                 await self.links[p].send_frame(job_frame)
             except (OSError, trio.BrokenResourceError):
                 # An idle process of the pool that ended since it was last used: a fresh
                 # one takes its place (a fresh one that cannot be reached is lost for real).
                 self.processes[p].stop(kill=True)
-                self.processes[p] = proc = _Process()
-                sock = trio.socket.from_stdlib_socket(proc.sock.dup())
-                self.links[p] = Link(trio.SocketStream(sock), p)
+                self.processes[p] = _Process()
+                self._open_link(p)
                 try:
                     await self.links[p].send_frame(job_frame)
                 except (OSError, trio.BrokenResourceError) as exc:
                     raise PeerLostError(await self._lost(p)) from exc
-        addresses = [await self._expect(p, "address") for p in range(job.peers)]
-        digests = {a[2] for a in addresses}
+        addresses = await self._within(
+            job.START_TIMEOUT_S, "bind their mesh's port", self._rendezvous, self._bound
+        )
+        for link in self.links:
+            await link.send_frame([("peers", addresses)])
+
+        async def ready(p: int) -> None:
+            await self._expect(p, "ready")
+            self._ready.add(p)
+
+        async def all_ready() -> None:
+            # Every process at once: the first to fail (a peer it could not authenticate)
+            # is heard while the others still wait for it.
+            try:
+                async with trio.open_nursery() as nursery:
+                    for p in range(job.peers):
+                        nursery.start_soon(ready, p)
+            except BaseExceptionGroup as group:
+                raise first_error(group) from None
+
+        # The processes' own deadline for their mesh comes first, so the error that names
+        # the missing peer is theirs.
+        wait = job.CONNECT_TIMEOUT_S + self.GRACE_S
+        await self._within(wait, "connect their mesh", all_ready, self._ready)
+
+    async def _rendezvous(self) -> list[str]:
+        """Every process's mesh address, in process order, once all have bound theirs."""
+        reports = []
+        for p in range(self.job.peers):
+            reports.append(await self._expect(p, "address"))
+            self._bound.add(p)
+        digests = {r[2] for r in reports}
         if len(digests) != 1:  # pragma: no cover - the same spec gives the same plan
             msg = f"the worker processes built different dataflows: {sorted(digests)}"
             raise RuntimeError(msg)
-        for link in self.links:
-            await link.send_frame([("peers", [a[1] for a in addresses])])
-        for p in range(job.peers):
-            await self._expect(p, "ready")
+        return [r[1] for r in reports]
+
+    async def _within(
+        self, seconds: float, what: str, step: Callable[[], Awaitable[T]], done: set[int]
+    ) -> T:
+        """``await step()``, or after ``seconds`` a :class:`PeerLostError` naming the
+        processes not in ``done``."""
+        with trio.move_on_after(seconds):
+            return await step()
+        late = [p for p in range(self.job.peers) if p not in done]
+        names = "; ".join(self._describe(p) for p in late)
+        msg = f"the worker processes did not {what} within {seconds} s: {names}"
+        raise PeerLostError(msg)
 
     async def _expect(self, p: int, kind: str) -> Any:
-        """The next control message of process ``p``, which must be a ``kind``."""
-        try:
-            messages = await self.links[p].receive()
-        except (EOFError, OSError, trio.BrokenResourceError) as exc:
-            raise PeerLostError(await self._lost(p)) from exc
-        message = messages[0]
-        if message[0] == "error":
-            raise self._error(message)
-        assert message[0] == kind, message
-        return message
+        """The next control message of process ``p`` but its log records (handled), which
+        must be a ``kind``."""
+        while True:
+            try:
+                messages = await self.links[p].receive()
+            except (EOFError, OSError, trio.BrokenResourceError, FrameError) as exc:
+                raise PeerLostError(await self._lost(p)) from exc
+            for message in messages:
+                if message[0] == "log":
+                    self._handle(p, message)
+                    continue
+                if message[0] == "error":
+                    raise self._error(message)
+                assert message[0] == kind, message
+                return message
 
     async def _lost(self, p: int) -> str:
         proc = self.processes[p].popen
@@ -341,7 +421,7 @@ class _Control:
         while True:
             try:
                 messages = await link.receive_many()
-            except (EOFError, OSError, trio.BrokenResourceError):
+            except (EOFError, OSError, trio.BrokenResourceError, FrameError):
                 self.job.fail(PeerLostError(await self._lost(p)))
                 return
             for message in messages:
@@ -381,7 +461,7 @@ class _Control:
     def shutdown(self, *, clean: bool) -> None:
         """Give the processes back to the pool after a clean job; end them otherwise."""
         for link in self.links:
-            link.stream.socket.close()
+            link.stream.socket.close()  # type: ignore[attr-defined]  # a control link's own
         processes, self.processes = self.processes, []
         if clean and self.pool is not None:
             self.pool.give_back(processes)
@@ -392,6 +472,12 @@ class _Control:
 
 class ProcessJob(Job):
     """A job whose ``workers`` run in ``processes`` other interpreters (see the module)."""
+
+    #: Seconds from the job's start to every process having built the dataflow and bound
+    #: its mesh's port (interpreters started, the pipeline unpickled and built).
+    START_TIMEOUT_S = 120.0
+    #: Seconds each process waits for the others to connect, once all have bound.
+    CONNECT_TIMEOUT_S = CONNECT_TIMEOUT_S
 
     def __init__(
         self,
@@ -597,59 +683,86 @@ async def _send_to_caller(control: Link) -> None:
         os._exit(1)  # the caller is gone: so is this job
 
 
-async def _run_job(control: Link, index: int, path: list[str], level: int, blob: bytes) -> None:
+class _Job:
+    """What one job's frame from the caller says: this process's index, the caller's import
+    path and log level, the pickled job, the mesh's secret and its connect timeout."""
+
+    def __init__(self, frame: tuple[Any, ...]) -> None:
+        _, self.index, self.path, self.level, self.blob, self.secret, self.timeout = frame
+
+
+async def _run_job(control: Link, given: _Job) -> None:
+    """Run one job: build it, connect its mesh, run it to its end, report to the caller.
+
+    From the job's frame on, one task reads the control stream (the peers' addresses, then
+    what the application feeds): the caller going away ends this process at any moment,
+    mesh start-up included, whatever a stranger does to the mesh's port meanwhile.
+    """
     # The caller's import path, so that the pipeline's modules import here as there.
-    sys.path[:] = path + [p for p in sys.path if p not in path]
-    _log.setLevel(level)
-    try:
-        job = _ChildJob(cloudpickle.loads(blob), index, control)
-
-        async def rendezvous(address: str) -> list[str]:
-            await control.send_frame([("address", address, job.digest)])
-            (message,) = await control.receive()
-            return list(message[1])
-
-        await job.connect(rendezvous)
-    except Exception as exc:
-        # Reported to the caller, which ends this process.
-        text = f"worker process {index}: {exc!r}"
-        report = attrs.evolve(ErrorReport.of(exc), message=text, args=(text,))
-        await control.send_frame([("error", report)])
-        raise
-    await control.send_frame([("ready",)])
+    sys.path[:] = given.path + [p for p in sys.path if p not in given.path]
+    _log.setLevel(given.level)
     handler = _Forward(control)
     _log.addHandler(handler)
+    addresses: list[str] = []
+    peers_known = trio.Event()
+    job: _ChildJob | None = None
+    reading = trio.CancelScope()
+
+    async def read_caller() -> None:
+        with reading:
+            while True:
+                try:
+                    messages = await control.receive_many()
+                except (EOFError, OSError, trio.BrokenResourceError, FrameError):
+                    os._exit(1)  # the caller is gone: so is this job
+                for m in messages:
+                    if m[0] == "peers":
+                        addresses[:] = m[1]
+                        peers_known.set()
+                    else:
+                        assert job is not None  # feeds come once the caller heard "ready"
+                        job.apply(m)
+
+    failure: Exception | None = None
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_send_to_caller, control)
+            nursery.start_soon(read_caller)
+            try:
+                job = _ChildJob(cloudpickle.loads(given.blob), given.index, control)
+                digest = job.digest
 
-            async def take_feeds() -> None:
-                while True:
-                    try:
-                        messages = await control.receive_many()
-                    except (EOFError, OSError, trio.BrokenResourceError):
-                        os._exit(1)  # the caller is gone: so is this job
-                    for m in messages:
-                        job.apply(m)
+                async def rendezvous(address: str) -> list[str]:
+                    control.queue(("address", address, digest))
+                    control.flush_now()
+                    await peers_known.wait()
+                    return list(addresses)
 
-            feeds = trio.CancelScope()
-
-            async def guarded() -> None:
-                with feeds:
-                    await take_feeds()
-
-            nursery.start_soon(guarded)
+                await job.connect(rendezvous, secret=given.secret, connect_timeout=given.timeout)
+            except Exception as exc:
+                # Reported to the caller, which ends this process.
+                failure = exc
+                text = f"worker process {given.index}: {exc!r}"
+                report = attrs.evolve(ErrorReport.of(exc), message=text, args=(text,))
+                control.queue(("error", report))
+                reading.cancel()
+                control.close_after_queued()
+                return
+            control.queue(("ready",))
+            control.flush_now()
             try:
                 with contextlib.suppress(Exception):  # ``job.fail`` reported it to the caller
                     async with _OpenJob(job, job.gc_threshold):
                         await job._wait_for(job._finished)
             except KeyboardInterrupt as exc:
                 job.fail(exc)  # reported too (unless a failure came first)
-            feeds.cancel()
+            reading.cancel()
             control.queue(("done", job._stats(), job._counts()))
             control.close_after_queued()
     finally:
         _log.removeHandler(handler)
+    if failure is not None:
+        raise failure
 
 
 async def _serve(fd: int) -> None:
@@ -657,13 +770,13 @@ async def _serve(fd: int) -> None:
     stream = trio.SocketStream(sock)
     buffered = bytearray()
     while True:
-        control = Link(stream, -1)
+        control = Link(stream, -1, max_frame=None)
         control._buf = buffered  # what the last job's link read ahead, if anything
         try:
-            ((_, index, path, level, blob),) = await control.receive()
+            (frame,) = await control.receive()
         except (EOFError, OSError, trio.BrokenResourceError):
             return  # the caller closed the pool or went away
-        await _run_job(control, index, path, level, blob)
+        await _run_job(control, _Job(frame))
         buffered = control._buf
 
 

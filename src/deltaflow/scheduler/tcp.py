@@ -4,7 +4,15 @@ A :class:`Link` is one trio stream to another process, carrying *frames*: each i
 pickle (protocol 5) of a list of messages, with the contiguous buffers pickle hands out of
 band (numpy columns, :class:`pickle.PickleBuffer`) sent raw after it, never copied into the
 pickle. A frame is ``<pickle length: u64> <buffer count: u32> <buffer lengths: u64 each>``,
-then the pickle, then the buffers.
+then the pickle, then the buffers. A link refuses a frame whose header announces more than
+:data:`MAX_FRAME` bytes or :data:`MAX_BUFFERS` buffers (:class:`FrameError`): a broken or
+hostile peer, whose connection is then closed, never an allocation of what it claims. Senders
+keep their frames well below that (:data:`SPLIT_FRAME`).
+
+A link carries frames only once its connection is authenticated
+(:mod:`deltaflow.scheduler.handshake`): a link of a mesh is made by
+:func:`~deltaflow.scheduler.mesh.connect_mesh` after the exchange, and a control link is one
+end of a socket pair the caller made for its own child.
 
 :class:`TcpTransport` hosts a contiguous block of a job's workers in this process. Between
 them it delivers directly, as :class:`~deltaflow.scheduler.transport.InProcessTransport`
@@ -38,7 +46,15 @@ if TYPE_CHECKING:
     from .transport import ProgressChange
     from .worker import Worker
 
-__all__ = ["Link", "TcpTransport", "decode", "describe_workers", "encode"]
+__all__ = [
+    "MAX_FRAME",
+    "FrameError",
+    "Link",
+    "TcpTransport",
+    "decode",
+    "describe_workers",
+    "encode",
+]
 
 _HEAD = struct.Struct("<QI")
 #: Reads smaller than this go through the link's buffer (many small frames per syscall);
@@ -48,6 +64,12 @@ _CHUNK = 1 << 16
 _IOV_MAX = 1024
 #: What ``Link._take`` returns while no whole frame is buffered.
 _PARTIAL = object()
+#: The most bytes (pickle and raw buffers) a link accepts in one frame.
+MAX_FRAME = 1 << 30
+#: The most raw buffers a link accepts in one frame.
+MAX_BUFFERS = 1 << 16
+#: A frame of several messages longer than this is sent as several frames.
+SPLIT_FRAME = 1 << 26
 #: An update batch longer than this crosses in parts of this size, so the receiver unpickles
 #: one part while the sender pickles the next (the receiver joins them before delivery).
 PART = 1 << 17
@@ -69,6 +91,11 @@ def decode(body: Any, buffers: list[Any]) -> Any:
     return pickle.loads(body, buffers=buffers)
 
 
+class FrameError(Exception):
+    """A frame's header announces more than a link accepts (:data:`MAX_FRAME`,
+    :data:`MAX_BUFFERS`), or its pickle cannot be read: the connection is closed."""
+
+
 class Link:
     """One stream to another process, sending and receiving whole frames.
 
@@ -79,12 +106,21 @@ class Link:
 
     Receiving reads whatever has arrived in one go: :meth:`receive_many` hands back the
     messages of every whole frame read, so a burst of small frames costs one wake-up.
+
+    Over a plain socket, writes and reads go straight to it; over any other stream (TLS),
+    through the stream's own ``send_all`` and ``receive_some``. ``max_frame`` bounds what the
+    link accepts (``None``: no bound, for a control link of a socket pair).
     """
 
-    def __init__(self, stream: trio.SocketStream, peer: int) -> None:
+    def __init__(
+        self, stream: trio.abc.Stream, peer: int, *, max_frame: int | None = MAX_FRAME
+    ) -> None:
         self.stream = stream
         self.peer = peer
-        self._sock = stream.socket
+        self.max_frame = max_frame
+        #: The socket written and read directly; ``None`` for a stream that must do its own
+        #: reads and writes (TLS).
+        self._sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         #: Bytes read and not yet taken as frames (``_serve`` hands them to the next job).
         self._buf = bytearray()
         self._out: list[Any] = []
@@ -108,6 +144,8 @@ class Link:
         Raises:
             OSError: the stream broke or was closed (``send_loop`` reports it).
         """
+        if self._sock is None:
+            return pieces  # the stream writes for itself, in send_loop
         fd = self._sock.fileno()  # -1 once closed: never write to a reused descriptor
         if fd < 0:
             raise trio.ClosedResourceError
@@ -171,7 +209,10 @@ class Link:
         out, self._out = self._out, []
         if out:
             unsent += _pieces(out)
-        for piece in self._write(unsent):
+        unsent = self._write(unsent)
+        if self._sock is None and len(unsent) > 1:
+            unsent = [memoryview(b"".join(unsent))]  # one write: fewer TLS records
+        for piece in unsent:
             await self.stream.send_all(piece)
         self._sending = False
 
@@ -209,7 +250,7 @@ class Link:
         """The first whole frame in the buffer, decoded and removed; ``_PARTIAL`` if the
         buffer holds none."""
         buf = self._buf
-        head = _frame_head(buf)
+        head = _frame_head(buf, self.max_frame)
         if head is None:
             return _PARTIAL
         start, size, lengths = head
@@ -230,7 +271,11 @@ class Link:
             end += n
         if whole is buf:
             del buf[:end]
-        return decode(body, buffers)
+        try:
+            return decode(body, buffers)
+        except Exception as exc:  # an authenticated peer sent what no peer of ours sends
+            msg = f"a frame from process {self.peer} cannot be read: {exc!r}"
+            raise FrameError(msg) from exc
 
     async def _fill(self) -> None:
         """Read what has arrived (waiting for something if nothing has); a frame too big for
@@ -238,20 +283,29 @@ class Link:
 
         Raises:
             EOFError: the stream ended.
+            FrameError: the head frame is longer than the link accepts.
         """
         want = self._wanted()
+        sock = self._sock
+        if sock is None:
+            self._waited = True  # receive_some is a checkpoint
+            chunk = await self.stream.receive_some(max(want, _CHUNK))
+            if not chunk:
+                raise EOFError
+            self._buf += chunk
+            return
         if want > _CHUNK:
             await self._read_whole(want)
             return
         while True:
-            fd = self._sock.fileno()
+            fd = sock.fileno()
             if fd < 0:
                 raise trio.ClosedResourceError
             try:
                 chunk = os.read(fd, _CHUNK)
             except BlockingIOError:
                 self._waited = True
-                await trio.lowlevel.wait_readable(self._sock)
+                await trio.lowlevel.wait_readable(sock)
                 continue
             if not chunk:
                 raise EOFError
@@ -260,28 +314,31 @@ class Link:
 
     def _wanted(self) -> int:
         """Bytes still missing from the frame at the head of the buffer (0 if unknown)."""
-        head = _frame_head(self._buf)
+        head = _frame_head(self._buf, self.max_frame)
         if head is None:
             return 0
         start, size, lengths = head
         return start + size + sum(lengths) - len(self._buf)
 
     async def _read_whole(self, missing: int) -> None:
-        """Read the ``missing`` rest of the head frame into one buffer of its size."""
+        """Read the ``missing`` rest of the head frame into one buffer of its size (over a
+        plain socket)."""
+        sock = self._sock
+        assert sock is not None
         have = len(self._buf)
         whole = bytearray(have + missing)
         whole[:have] = self._buf
         view = memoryview(whole)
         try:
             while have < len(whole):
-                fd = self._sock.fileno()
+                fd = sock.fileno()
                 if fd < 0:
                     raise trio.ClosedResourceError
                 try:
                     got = os.readv(fd, [view[have:]])
                 except BlockingIOError:
                     self._waited = True
-                    await trio.lowlevel.wait_readable(self._sock)
+                    await trio.lowlevel.wait_readable(sock)
                     continue
                 if not got:
                     raise EOFError
@@ -297,22 +354,51 @@ class Link:
         await self.stream.aclose()
 
 
-def _frame_head(buf: bytearray) -> tuple[int, int, tuple[int, ...]] | None:
+def _frame_head(
+    buf: bytearray, limit: int | None = MAX_FRAME
+) -> tuple[int, int, tuple[int, ...]] | None:
     """Where the pickle of the frame at the start of ``buf`` begins, its length, and the
-    lengths of its raw buffers; ``None`` while ``buf`` holds less than the header."""
+    lengths of its raw buffers; ``None`` while ``buf`` holds less than the header.
+
+    Raises:
+        FrameError: the header announces more than ``limit`` bytes or :data:`MAX_BUFFERS`
+            buffers (checked before anything is allocated or waited for).
+
+    >>> _frame_head(bytearray(b"GET / HTTP/1.1\\r\\n"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    deltaflow.scheduler.tcp.FrameError: a frame header announces 6073139484287059271 bytes...
+    """
     if len(buf) < _HEAD.size:
         return None
     size, count = _HEAD.unpack_from(buf)
+    if limit is not None and (count > MAX_BUFFERS or size > limit):
+        raise _too_long(size, count, limit)
     start = _HEAD.size + 8 * count
     if len(buf) < start:
         return None
     lengths = struct.unpack_from(f"<{count}Q", buf, _HEAD.size) if count else ()
+    if limit is not None and size + sum(lengths) > limit:
+        raise _too_long(size + sum(lengths), count, limit)
     return start, size, lengths
 
 
+def _too_long(size: int, count: int, limit: int) -> FrameError:
+    msg = (
+        f"a frame header announces {size} bytes in {count} buffers (a link accepts {limit} "
+        f"bytes in {MAX_BUFFERS} buffers)"
+    )
+    return FrameError(msg)
+
+
 def _pieces(messages: Any) -> list[memoryview]:
-    """A frame of ``messages`` as byte views, ready for ``writev``."""
-    return [memoryview(piece).cast("B") for piece in encode(messages)]
+    """``messages`` as frames of byte views, ready for ``writev``: one frame, or several when
+    one would be longer than :data:`SPLIT_FRAME` (so that no frame nears :data:`MAX_FRAME`)."""
+    frame = encode(messages)
+    if len(messages) > 1 and len(frame[1]) + sum(r.nbytes for r in frame[2:]) > SPLIT_FRAME:
+        half = len(messages) // 2
+        return _pieces(messages[:half]) + _pieces(messages[half:])
+    return [memoryview(piece).cast("B") for piece in frame]
 
 
 class TcpTransport:
@@ -430,6 +516,10 @@ class TcpTransport:
         while True:
             try:
                 messages = await link.receive_many()
+            except FrameError as exc:
+                msg = f"refused what {describe_workers(link.peer, self.local)} sent: {exc}"
+                self.on_error(PeerLostError(msg))
+                return
             except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 if not self._finished.is_set():
                     msg = f"lost the process of {describe_workers(link.peer, self.local)}"

@@ -5,6 +5,9 @@ The job: every input's rows, tagged by input (:func:`~._convert.tag_inputs`), sp
 (:func:`deltaflow.scheduler.peer.run_peer`). The tasks publish their ``host:port`` with one
 ``allGather`` and open a TCP mesh among themselves, which carries every exchange and all
 progress from then on (Spark's own barrier calls poll once a second, so they are used once).
+The mesh admits only the job's own tasks: each connection proves it holds a secret the driver
+made for this job and shipped in the tasks' closure (:mod:`deltaflow.scheduler.handshake`);
+each task binds its executor's own address (:func:`~._slots.task_host`).
 Each task feeds the rows of its own partition; the dataflow's exchanges route them to their
 owners. Each task returns the consolidated output updates that ended on its worker (outputs
 are exchanged by datum, so equal data meet on one worker), as Arrow batches of
@@ -24,14 +27,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from pyspark.accumulators import AccumulatorParam
 
 from ...errors import PeerLostError
 from ...operators.collection import Pipeline
+from ...scheduler.handshake import check_secret, new_secret
 from ...scheduler.peer import run_peer
+from ...scheduler.tls import TLS
 from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
 from ._errors import reported, translated
 from ._ship import require_importable, ship, unship
@@ -41,9 +47,9 @@ if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["check_inputs", "phase_timings", "run"]
+__all__ = ["barrier_task", "check_inputs", "phase_timings", "run"]
 
-#: Seconds a task waits for its peers (binding, the ``allGather``, the TCP mesh).
+#: Seconds a task waits, once the ``allGather`` has answered, for its peers to connect.
 RENDEZVOUS_TIMEOUT_S = 120.0
 
 Timings = dict[str, float]
@@ -128,6 +134,13 @@ def check_inputs(
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
+    clash = sorted(RESERVED & set(names))
+    if clash:
+        msg = (
+            f"{type(pipeline).__name__}.build() has inputs named {clash}, which are the "
+            "Spark adapter's own parameters: rename them"
+        )
+        raise TypeError(msg)
     builder = pipeline.instantiate()
     layouts: list[InputLayout] = []
     frames: list[DataFrame] = []
@@ -151,12 +164,115 @@ def check_inputs(
     return pipeline, layouts, frames, builder
 
 
+@attrs.frozen(repr=False)
+class _Security:
+    """How a job's tasks authenticate each other: a secret made on the driver (or the
+    user's), shipped to the tasks in their closure, and optional TLS."""
+
+    secret: bytes
+    tls: TLS | None
+
+    @classmethod
+    def of(cls, secret: object, tls: object) -> _Security:
+        """The user's secret checked, or a fresh one; ``tls`` checked.
+
+        Raises:
+            TypeError: ``tls`` is not a :class:`deltaflow.TLS`; a secret neither bytes nor
+                str.
+            ValueError: a secret under 16 bytes.
+        """
+        if tls is not None and not isinstance(tls, TLS):
+            msg = f"tls must be a deltaflow.TLS, not {type(tls).__name__}"
+            raise TypeError(msg)
+        return cls(new_secret() if secret is None else check_secret(secret), tls)
+
+
+Gather = Callable[[Any, str], list[str]]
+"""``gather(ctx, my_address)``: every task's address, in partition order."""
+
+
+def _all_gather(ctx: Any, address: str) -> list[str]:
+    return list(ctx.allGather(address))
+
+
+def barrier_task(
+    shipped: bytes,
+    peers: int,
+    layouts: list[InputLayout],
+    output: OutputLayout,
+    security: _Security,
+    timings: Accumulator[Timings] | None,
+    gather: Gather = _all_gather,
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The function of :func:`run`'s barrier tasks (for ``mapInArrow``): unpickle the
+    ``shipped`` pipeline (:func:`~._ship.ship`), read the task's partition, meet the other
+    tasks (``gather``: one ``allGather``), connect the mesh authenticated with ``security``,
+    run to the end, yield the output as Arrow batches. An error leaves it reported
+    (:func:`~._errors.reported`)."""
+
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import BarrierTaskContext
+
+        with reported():
+            ctx = BarrierTaskContext.get()
+            started = time.time()
+            clock = time.perf_counter
+            start = clock()
+            pipeline = unship(shipped)
+            feed = read_partition(layouts, batches)
+            read = clock()
+            gathered = [0.0]
+
+            def rendezvous(address: str) -> list[str]:
+                begin = clock()
+                addresses = gather(ctx, address)
+                gathered[0] = clock() - begin
+                return addresses
+
+            with second_to_fail():
+                result = run_peer(
+                    pipeline,
+                    index=ctx.partitionId(),
+                    peers=peers,
+                    rendezvous=rendezvous,
+                    secret=security.secret,
+                    tls=security.tls,
+                    feed=feed,
+                    host=task_host(),
+                    connect_timeout=RENDEZVOUS_TIMEOUT_S,
+                )
+            ran = clock()
+            yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
+        if timings is not None:
+            timings.add(
+                {
+                    "started": started,
+                    "read_s": read - start,
+                    "rendezvous_s": gathered[0],
+                    "dataflow_s": ran - read - gathered[0],
+                    "output_s": clock() - ran,
+                }
+            )
+
+    return task
+
+
+#: The keyword parameters of :func:`run` and :func:`~._stream.stream`: no input may be named
+#: as one of them.
+RESERVED = frozenset(
+    {"schema", "partitions", "secret", "tls", "foreach_batch", "path", "table", "trigger",
+     "checkpoint_location"}
+)  # fmt: skip
+
+
 def run(
     pipeline: Pipeline,
     spark: SparkSession,
     *,
     schema: Any,
     partitions: int | None = None,
+    secret: bytes | str | None = None,
+    tls: TLS | None = None,
     **inputs: DataFrame,
 ) -> DataFrame | dict[str, DataFrame]:
     """Run ``pipeline`` over input DataFrames on Spark; return its output as a DataFrame.
@@ -174,6 +290,11 @@ def run(
             ``StructType``; a dict of them by name when ``build()`` returns a dict.
         partitions: how many workers, one per barrier task (default: the context's default
             parallelism). That many task slots must be free at once.
+        secret: the secret the tasks' connections are authenticated with (at least 16
+            bytes, e.g. from a cluster's secret store); by default a fresh one made here for
+            this job. It travels to the tasks in their closure.
+        tls: a :class:`deltaflow.TLS` to encrypt the tasks' connections (for executors on a
+            network you do not trust; its files must exist on every executor).
         inputs: a static DataFrame per input name (a missing input is empty).
 
     Returns:
@@ -203,53 +324,11 @@ def run(
     if n.__class__ is not int or n < 1:
         msg = f"partitions must be a positive int, not {partitions!r}"
         raise ValueError(msg)
+    security = _Security.of(secret, tls)
     tagged = tag_inputs(spark, layouts, frames).repartition(n)
     shipment = ship(pipeline)
-    blob = shipment.blob
+    task = barrier_task(shipment.blob, n, layouts, output, security, _timings)
     timings = _timings
-
-    def task(batches: Iterator[Any]) -> Iterator[Any]:
-        from pyspark import BarrierTaskContext
-
-        with reported():
-            ctx = BarrierTaskContext.get()
-            started = time.time()
-            clock = time.perf_counter
-            start = clock()
-            shipped = unship(blob)
-            feed = read_partition(layouts, batches)
-            read = clock()
-            gathered = [0.0]
-
-            def rendezvous(address: str) -> list[str]:
-                begin = clock()
-                addresses = ctx.allGather(address)
-                gathered[0] = clock() - begin
-                return addresses
-
-            with second_to_fail():
-                result = run_peer(
-                    shipped,
-                    index=ctx.partitionId(),
-                    peers=n,
-                    rendezvous=rendezvous,
-                    feed=feed,
-                    host=task_host(),
-                    connect_timeout=RENDEZVOUS_TIMEOUT_S,
-                )
-            ran = clock()
-            yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
-        if timings is not None:
-            timings.add(
-                {
-                    "started": started,
-                    "read_s": read - start,
-                    "rendezvous_s": gathered[0],
-                    "dataflow_s": ran - read - gathered[0],
-                    "output_s": clock() - ran,
-                }
-            )
-
     what = f"dfspark.run of {type(pipeline).__name__} with partitions={n}"
     require_slots(sc, n, what)
     require_importable(sc, shipment.by_reference, what)

@@ -4,7 +4,10 @@ How it runs: :func:`stream` starts a long-lived barrier job (from a driver threa
 ``partitions`` tasks each host one worker of the dataflow (:func:`deltaflow.scheduler.peer.
 open_peer`: one ``allGather``, then their own TCP mesh), and a Structured Streaming query
 over the inputs whose ``foreachBatch`` function drives them. Each worker connects back to a
-small TCP server on the driver. For micro-batch ``b``, the driver reads the batch's rows as
+small TCP server on the driver; like the workers' mesh, the server admits only connections
+that prove they hold the secret the driver made for this stream and shipped in the tasks'
+closure (:mod:`deltaflow.scheduler.handshake`), and stops listening once every worker is in.
+For micro-batch ``b``, the driver reads the batch's rows as
 Arrow, turns them into ``(data, diff)`` changes (checking every row), deals them out to the
 workers, and each worker steps its dataflow through one time and answers with the output
 changes that ended on it; their union is the micro-batch's output changes, which go to the
@@ -26,6 +29,7 @@ their job.
 from __future__ import annotations
 
 import contextlib
+import logging
 import pickle
 import socket
 import statistics
@@ -41,8 +45,17 @@ import pyarrow as pa
 import trio
 
 from ...errors import DeltaflowError, PeerLostError
+from ...scheduler.handshake import (
+    HANDSHAKE_TIMEOUT_S,
+    HandshakeError,
+    Hello,
+    authenticate,
+    authenticate_socket,
+)
 from ...scheduler.peer import open_peer
-from ._batch import RENDEZVOUS_TIMEOUT_S, check_inputs
+from ...scheduler.tcp import MAX_FRAME, FrameError
+from ...scheduler.tls import TLS
+from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
 from ._convert import InputLayout, OutputLayout, read_changes, tag_inputs
 from ._errors import from_spark, from_text, report_text, reported
 from ._ship import require_importable, ship, unship
@@ -55,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = ["SparkStream", "stream"]
 
 _HEADER = struct.Struct("!Q")
+_log = logging.getLogger("deltaflow")
 
 Sink = Callable[[Any, int], object]
 """A ``foreachBatch``-style sink: ``sink(frame, batch_id)``, the frame a DataFrame (a dict of
@@ -78,8 +92,16 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
+def _check_size(size: int) -> None:
+    """Refuse a frame longer than a link accepts (a broken peer), before reading it."""
+    if size > MAX_FRAME:
+        msg = f"a frame of {size} bytes announced (at most {MAX_FRAME} are accepted)"
+        raise FrameError(msg)
+
+
 def _receive(sock: socket.socket) -> Any:
     (size,) = _HEADER.unpack(_read_exactly(sock, _HEADER.size))
+    _check_size(size)
     return pickle.loads(_read_exactly(sock, size))
 
 
@@ -87,7 +109,7 @@ def _receive_or_lost(sock: socket.socket) -> Any:
     """A worker's reply, or an ``("error", ...)`` one when its connection is gone."""
     try:
         return _receive(sock)
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, FrameError) as exc:
         lost = PeerLostError(f"lost a worker's connection ({exc})")
         return ("error", report_text(lost))
 
@@ -95,7 +117,7 @@ def _receive_or_lost(sock: socket.socket) -> Any:
 class _Reader:
     """Length-prefixed pickled messages from a trio stream (the worker's side)."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
         self.buffer = bytearray()
 
@@ -110,16 +132,48 @@ class _Reader:
     async def receive(self) -> Any:
         await self._fill(_HEADER.size)
         (size,) = _HEADER.unpack_from(self.buffer)
+        _check_size(size)
         await self._fill(_HEADER.size + size)
         body = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
         del self.buffer[: _HEADER.size + size]
         return pickle.loads(body)
 
 
+#: What a stream's workers and its driver say they run in their handshake.
+_CONTEXT = b"deltaflow stream driver"
+
+
+async def _dial_driver(driver: tuple[str, int], index: int, security: _Security) -> trio.abc.Stream:
+    """A connection to the driver's server, authenticated (and over TLS with ``tls``).
+
+    Raises:
+        PeerLostError: the driver could not be reached or failed the exchange.
+    """
+    stream = await trio.open_tcp_stream(*driver)
+    try:
+        with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+            secure: trio.abc.Stream = stream
+            if security.tls is not None:
+                secure = trio.SSLStream(stream, security.tls.context(server=False))
+                await secure.do_handshake()
+            hello = await authenticate(
+                secure, security.secret, Hello.fresh(index, _CONTEXT), dialer=True
+            )
+            if hello.context.rstrip(b"\0") != _CONTEXT:
+                msg = "the driver's end is not a deltaflow stream"
+                raise HandshakeError(msg)
+    except (HandshakeError, trio.TooSlowError, trio.BrokenResourceError, OSError) as exc:
+        await trio.aclose_forcefully(stream)
+        msg = f"worker {index} could not authenticate the driver at {driver}: {exc}"
+        raise PeerLostError(msg) from exc
+    return secure
+
+
 def _worker_task(
-    blob: bytes, peers: int, driver: tuple[str, int], token: str
+    shipped: bytes, peers: int, driver: tuple[str, int], security: _Security
 ) -> Callable[[Iterable[int]], Iterator[Any]]:
-    """The barrier task's function: host one worker, step it as the driver says."""
+    """The barrier task's function: host one worker (of the ``shipped`` pipeline), step it as
+    the driver says."""
 
     def task(_rows: Iterable[int]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
@@ -128,18 +182,19 @@ def _worker_task(
         index = ctx.partitionId()
 
         async def main() -> None:
-            stream = await trio.open_tcp_stream(*driver)
-            reader = _Reader(stream)
-            try:
-                async with open_peer(
-                    unship(blob),
-                    index=index,
-                    peers=peers,
-                    rendezvous=ctx.allGather,
-                    host=task_host(),
-                    connect_timeout=RENDEZVOUS_TIMEOUT_S,
-                ) as peer:
-                    await stream.send_all(_frame(("hello", token, index)))
+            async with open_peer(
+                unship(shipped),
+                index=index,
+                peers=peers,
+                rendezvous=ctx.allGather,
+                secret=security.secret,
+                tls=security.tls,
+                host=task_host(),
+                connect_timeout=RENDEZVOUS_TIMEOUT_S,
+            ) as peer:
+                stream = await _dial_driver(driver, index, security)
+                reader = _Reader(stream)
+                try:
                     while True:
                         message = await reader.receive()
                         if message[0] == "stop":
@@ -149,12 +204,12 @@ def _worker_task(
                         out = await peer.step(changes)
                         spent = time.perf_counter() - start
                         await stream.send_all(_frame(("done", batch_id, out, spent)))
-            except Exception as exc:
-                with contextlib.suppress(OSError, trio.BrokenResourceError):
-                    await stream.send_all(_frame(("error", report_text(exc))))
-                raise
-            finally:
-                await stream.aclose()
+                except Exception as exc:
+                    with contextlib.suppress(OSError, trio.BrokenResourceError):
+                        await stream.send_all(_frame(("error", report_text(exc))))
+                    raise
+                finally:
+                    await trio.aclose_forcefully(stream)
 
         with reported():
             trio.run(main)
@@ -210,28 +265,92 @@ class SparkStream:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def _accept(self, token: str, timeout: float) -> None:
-        """Wait for every worker to connect (or for the job to fail)."""
+    def _accept(self, security: _Security, timeout: float) -> None:
+        """Wait for every worker to connect and authenticate (or for the job to fail).
+
+        Each connection is authenticated in a thread of its own with its own deadline, so a
+        stranger (silent, or sending anything) holds up nothing: it is refused and logged,
+        and those still pending when every worker is in are closed with the server.
+
+        Raises:
+            TimeoutError: not every worker connected within ``timeout`` (naming them).
+            DeltaflowError: the workers' job ended first.
+        """
         links: dict[int, socket.socket] = {}
-        deadline = time.monotonic() + timeout
-        self._server.settimeout(0.2)
-        while len(links) < self.peers:
-            if self._join(0):
-                self._fail(self._workers_error("the workers' job ended before they connected"))
-            if time.monotonic() > deadline:
-                msg = f"only {len(links)} of {self.peers} workers connected in {timeout} s"
-                raise TimeoutError(msg)
+        pending: set[socket.socket] = set()
+        arrived = threading.Condition()
+        refused: list[str] = []
+        tls = security.tls.context(server=True) if security.tls is not None else None
+        port = self._server.getsockname()[1]
+
+        def greet(sock: socket.socket, who: str) -> None:
             try:
-                sock, _ = self._server.accept()
-            except TimeoutError:
-                continue
+                sock.settimeout(HANDSHAKE_TIMEOUT_S)
+                if tls is not None:
+                    sock = tls.wrap_socket(sock, server_side=True)
+                    with arrived:
+                        pending.add(sock)
+                hello = authenticate_socket(
+                    sock, security.secret, Hello.fresh(0, _CONTEXT), dialer=False
+                )
+                if hello.context.rstrip(b"\0") != _CONTEXT:
+                    msg = "it is not a worker of a deltaflow stream"
+                    raise HandshakeError(msg)
+                with arrived:
+                    if not 0 <= hello.index < self.peers or hello.index in links:
+                        msg = f"it claims to be worker {hello.index}, which is connected already"
+                        raise HandshakeError(msg)
+                    links[hello.index] = sock
+                    pending.discard(sock)
+                    arrived.notify_all()
+            except (HandshakeError, OSError, ValueError) as exc:
+                reason = "no answer in time" if isinstance(exc, TimeoutError) else str(exc)
+                with arrived:
+                    pending.discard(sock)
+                    refused.append(f"{who} ({reason})")
+                _log.warning(
+                    "the stream driver refused a connection from %s to port %d: %s",
+                    who,
+                    port,
+                    reason,
+                )
+                sock.close()
+                return
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            hello = _receive(sock)
-            if hello[0] == "hello" and hello[1] == token:
-                links[hello[2]] = sock
-            else:
-                sock.close()
+
+        deadline = time.monotonic() + timeout
+        self._server.settimeout(0.2)
+        try:
+            while True:
+                with arrived:
+                    if len(links) == self.peers:
+                        break
+                if self._join(0):
+                    what = "the workers' job ended before every worker connected"
+                    self._fail(self._workers_error(what))
+                if time.monotonic() > deadline:
+                    missing = sorted(set(range(self.peers)) - links.keys())
+                    what = f"; refused meanwhile: {'; '.join(refused)}" if refused else ""
+                    msg = f"workers {missing} did not connect within {timeout} s{what}"
+                    raise TimeoutError(msg)
+                try:
+                    sock, address = self._server.accept()
+                except TimeoutError:
+                    continue
+                with arrived:
+                    pending.add(sock)
+                who = f"{address[0]}:{address[1]}"
+                threading.Thread(target=greet, args=(sock, who), daemon=True).start()
+        finally:
+            # Every worker is in (or the start failed): nobody else may connect, and the
+            # connections still authenticating are strangers.
+            self._server.close()
+            with arrived:
+                strangers = list(pending)
+            for sock in strangers:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
         self._links = [links[i] for i in range(self.peers)]
 
     def _workers_error(self, what: str, reported: str | None = None) -> BaseException:
@@ -437,6 +556,8 @@ def stream(
     partitions: int | None = None,
     trigger: Mapping[str, Any] | None = None,
     checkpoint_location: str | None = None,
+    secret: bytes | str | None = None,
+    tls: TLS | None = None,
     **inputs: DataFrame,
 ) -> SparkStream:
     """Keep ``pipeline`` running over streaming DataFrames; each micro-batch is one time.
@@ -465,6 +586,9 @@ def stream(
             ``{"processingTime": "1 second"}``); Spark's default without it.
         checkpoint_location: the query's checkpoint location (Spark picks a temporary one
             without it).
+        secret, tls: as for :func:`~deltaflow.adapters.spark.run`: the workers' connections
+            to each other and to the driver are authenticated with ``secret`` (a fresh one
+            by default) and encrypted with ``tls`` when given.
         inputs: a streaming DataFrame per input name; several are read as one union.
 
     Returns:
@@ -498,10 +622,10 @@ def stream(
     shipment = ship(pipeline)
     require_importable(sc, shipment.by_reference, what)
     host = sc.getConf().get("spark.driver.host") or task_host()
+    security = _Security.of(secret, tls)
     server = socket.create_server((host, 0))
-    token = uuid.uuid4().hex
-    group = f"deltaflow-stream-{token}"
-    task = _worker_task(shipment.blob, n, (host, server.getsockname()[1]), token)
+    group = f"deltaflow-stream-{uuid.uuid4().hex}"
+    task = _worker_task(shipment.blob, n, (host, server.getsockname()[1]), security)
 
     def job() -> None:
         sc.setJobGroup(group, "deltaflow stream workers", interruptOnCancel=True)
@@ -510,7 +634,7 @@ def stream(
     running = SparkStream(spark, layouts, output, sink, n, server, group)
     try:
         running._start_workers(job)
-        running._accept(token, RENDEZVOUS_TIMEOUT_S)
+        running._accept(security, RENDEZVOUS_TIMEOUT_S)
         writer = tag_inputs(spark, layouts, frames).writeStream.foreachBatch(running._on_batch)
         if trigger:
             writer = writer.trigger(**trigger)

@@ -1,0 +1,247 @@
+"""Authenticating a connection: both ends prove they hold the job's secret before anything on
+it is decoded.
+
+Every connection between a job's processes (the mesh of ``processes=`` and of Spark tasks, a
+Spark stream's workers dialing the driver) opens with this exchange, the *dialer* ``D``
+being the end that connected and the *listener* ``L`` the end that accepted::
+
+    L -> D   hello(L)              magic, 32 fresh random bytes, L's index, a context
+    D -> L   hello(D), proof(D)    proof(D) = HMAC-SHA256(secret, "dial" hello(D) hello(L))
+    L -> D   proof(L)              proof(L) = HMAC-SHA256(secret, "listen" hello(L) hello(D))
+
+Every piece has a fixed size, so nothing is parsed before the proofs are checked but the
+magic; proofs are compared with :func:`hmac.compare_digest`. Each side's nonce makes the
+other's proof fresh (a recorded exchange replays nothing), the role label keeps a proof from
+being reflected back, and the index and context (which peer, which job or plan) are inside
+what is proved, so a peer cannot claim another's place. The listener proves itself only to a
+dialer that has proved itself: a stranger learns a nonce and nothing else.
+
+The exchange proves who is at the other end, not that the bytes after it are untouched: on a
+network where someone can alter traffic in flight, run the connection over TLS
+(:class:`~deltaflow.scheduler.tls.TLS`), which this exchange then runs inside.
+
+    >>> secret = new_secret()
+    >>> mine, theirs = Hello.fresh(0, b"plan"), Hello.fresh(1, b"plan")
+    >>> check_proof(secret, DIAL, theirs, mine, proof(secret, DIAL, theirs, mine))
+    >>> check_proof(new_secret(), DIAL, theirs, mine, proof(secret, DIAL, theirs, mine))
+    Traceback (most recent call last):
+    ...
+    deltaflow.scheduler.handshake.HandshakeError: the other end does not hold the job's secret
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import socket
+import struct
+
+import attrs
+import trio
+
+__all__ = [
+    "DIAL",
+    "HANDSHAKE_TIMEOUT_S",
+    "HELLO_SIZE",
+    "LISTEN",
+    "PROOF_SIZE",
+    "HandshakeError",
+    "Hello",
+    "authenticate",
+    "authenticate_socket",
+    "check_proof",
+    "check_secret",
+    "new_secret",
+    "proof",
+]
+
+#: Seconds a connection has to complete the exchange; past it, it is closed as a stranger.
+HANDSHAKE_TIMEOUT_S = 10.0
+#: Opens every hello: a version of this protocol, and a quick "not one of ours" for anything
+#: else that connects (a port scanner, an HTTP client).
+MAGIC = b"dflow01\n"
+#: The context field's size: what both ends must agree on besides the secret.
+CONTEXT_SIZE = 32
+_HELLO = struct.Struct(f"<{len(MAGIC)}s32sI{CONTEXT_SIZE}s")
+HELLO_SIZE = _HELLO.size
+PROOF_SIZE = hashlib.sha256().digest_size
+DIAL = b"dial"
+LISTEN = b"listen"
+#: The shortest secret accepted (a user's own; a job's own has 32 bytes).
+MIN_SECRET = 16
+
+
+class HandshakeError(Exception):
+    """A connection failed the exchange: it is closed and logged, never decoded."""
+
+
+def new_secret() -> bytes:
+    """A fresh secret for one job: 32 bytes from :mod:`secrets`.
+
+    >>> len(new_secret())
+    32
+    """
+    return secrets.token_bytes(32)
+
+
+def check_secret(secret: object, what: str = "secret") -> bytes:
+    """``secret`` as bytes (a ``str`` is UTF-8 encoded), at least 16 of them.
+
+    Raises:
+        TypeError: neither ``bytes`` nor ``str``.
+        ValueError: shorter than 16 bytes.
+
+    >>> check_secret("correct horse battery staple")[:7]
+    b'correct'
+    >>> check_secret(b"short")
+    Traceback (most recent call last):
+    ...
+    ValueError: secret must hold at least 16 bytes, not 5
+    """
+    if isinstance(secret, str):
+        secret = secret.encode()
+    if not isinstance(secret, (bytes, bytearray)):
+        msg = f"{what} must be bytes or str, not {type(secret).__name__}"
+        raise TypeError(msg)
+    if len(secret) < MIN_SECRET:
+        # The length only: a secret never appears in a message.
+        msg = f"{what} must hold at least {MIN_SECRET} bytes, not {len(secret)}"
+        raise ValueError(msg)
+    return bytes(secret)
+
+
+@attrs.frozen
+class Hello:
+    """What one end says of itself: a fresh ``nonce``, its ``index`` (which peer or worker it
+    is) and a ``context`` (what it runs: a plan's digest, a service's name), at most
+    :data:`CONTEXT_SIZE` bytes.
+
+    >>> hello = Hello.fresh(3, b"stream")
+    >>> Hello.unpack(hello.pack()) == hello
+    True
+    """
+
+    nonce: bytes
+    index: int
+    context: bytes
+
+    @classmethod
+    def fresh(cls, index: int, context: bytes) -> Hello:
+        """A hello with a new random nonce."""
+        if len(context) > CONTEXT_SIZE:
+            msg = f"a handshake context holds at most {CONTEXT_SIZE} bytes, not {len(context)}"
+            raise ValueError(msg)
+        return cls(secrets.token_bytes(32), index, context.ljust(CONTEXT_SIZE, b"\0"))
+
+    def pack(self) -> bytes:
+        """The hello's :data:`HELLO_SIZE` bytes on the wire."""
+        return _HELLO.pack(MAGIC, self.nonce, self.index, self.context)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Hello:
+        """The hello of :data:`HELLO_SIZE` bytes read off the wire.
+
+        Raises:
+            HandshakeError: the bytes do not open with the magic (not one of ours).
+        """
+        _check_magic(data[: len(MAGIC)])
+        _, nonce, index, context = _HELLO.unpack(data)
+        return cls(nonce, index, context)
+
+
+def _check_magic(opening: bytes) -> None:
+    if opening != MAGIC:
+        msg = f"not a deltaflow handshake (it opened with {opening!r})"
+        raise HandshakeError(msg)
+
+
+def proof(secret: bytes, role: bytes, prover: Hello, verifier: Hello) -> bytes:
+    """The ``prover``'s proof, in ``role`` (:data:`DIAL` or :data:`LISTEN`), that it holds
+    ``secret``, bound to both ends' hellos."""
+    return hmac.new(secret, role + prover.pack() + verifier.pack(), hashlib.sha256).digest()
+
+
+def check_proof(secret: bytes, role: bytes, prover: Hello, verifier: Hello, got: bytes) -> None:
+    """Accept ``got`` as the ``prover``'s proof, or raise.
+
+    Raises:
+        HandshakeError: the proof is wrong: the other end does not hold ``secret``.
+    """
+    if not hmac.compare_digest(proof(secret, role, prover, verifier), got):
+        msg = "the other end does not hold the job's secret"
+        raise HandshakeError(msg)
+
+
+# -- over a trio stream --------------------------------------------------------------------
+async def _receive_exactly(stream: trio.abc.Stream, size: int) -> bytes:
+    """Exactly ``size`` bytes, never more: what follows the exchange stays in the stream."""
+    got = bytearray()
+    while len(got) < size:
+        chunk = await stream.receive_some(size - len(got))
+        if not chunk:
+            msg = f"the connection closed after {len(got)} of {size} bytes"
+            raise HandshakeError(msg)
+        got += chunk
+    return bytes(got)
+
+
+async def authenticate(
+    stream: trio.abc.Stream, secret: bytes, mine: Hello, *, dialer: bool
+) -> Hello:
+    """Run the exchange on ``stream`` as the dialer or the listener; the other end's hello.
+
+    The caller bounds it in time (:data:`HANDSHAKE_TIMEOUT_S`) and closes the stream when it
+    fails. The magic is checked as soon as it has arrived, so most strangers are refused
+    at once rather than at the deadline.
+
+    Raises:
+        HandshakeError: the other end is not one of the job's (wrong magic, wrong proof, or
+            it closed the connection midway).
+    """
+    if not dialer:
+        await stream.send_all(mine.pack())
+    opening = await _receive_exactly(stream, len(MAGIC))
+    _check_magic(opening)
+    theirs = Hello.unpack(opening + await _receive_exactly(stream, HELLO_SIZE - len(MAGIC)))
+    if dialer:
+        await stream.send_all(mine.pack() + proof(secret, DIAL, mine, theirs))
+        check_proof(secret, LISTEN, theirs, mine, await _receive_exactly(stream, PROOF_SIZE))
+        return theirs
+    check_proof(secret, DIAL, theirs, mine, await _receive_exactly(stream, PROOF_SIZE))
+    await stream.send_all(proof(secret, LISTEN, mine, theirs))
+    return theirs
+
+
+# -- over a blocking socket ----------------------------------------------------------------
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    got = bytearray()
+    while len(got) < size:
+        chunk = sock.recv(size - len(got))
+        if not chunk:
+            msg = f"the connection closed after {len(got)} of {size} bytes"
+            raise HandshakeError(msg)
+        got += chunk
+    return bytes(got)
+
+
+def authenticate_socket(sock: socket.socket, secret: bytes, mine: Hello, *, dialer: bool) -> Hello:
+    """:func:`authenticate` over a blocking socket (or an ``ssl.SSLSocket``); the caller sets
+    its timeout.
+
+    Raises:
+        HandshakeError: as :func:`authenticate`.
+        OSError: the socket failed or timed out.
+    """
+    if not dialer:
+        sock.sendall(mine.pack())
+    opening = _recv_exactly(sock, len(MAGIC))
+    _check_magic(opening)
+    theirs = Hello.unpack(opening + _recv_exactly(sock, HELLO_SIZE - len(MAGIC)))
+    if dialer:
+        sock.sendall(mine.pack() + proof(secret, DIAL, mine, theirs))
+        check_proof(secret, LISTEN, theirs, mine, _recv_exactly(sock, PROOF_SIZE))
+        return theirs
+    check_proof(secret, DIAL, theirs, mine, _recv_exactly(sock, PROOF_SIZE))
+    sock.sendall(proof(secret, LISTEN, mine, theirs))
+    return theirs
