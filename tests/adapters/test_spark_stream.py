@@ -21,14 +21,17 @@ dfspark = pytest.importorskip("deltaflow.adapters.spark")
 
 
 class Collected:
-    """A ``foreach_batch`` sink that keeps every micro-batch's rows, by batch id."""
+    """A ``foreach_batch`` sink that keeps every micro-batch's rows, by batch id; it reads the
+    frame twice (a count, then the rows), as a sink may."""
 
     def __init__(self) -> None:
         self.batches: dict[int, list[tuple[Any, ...]]] = {}
         self.lock = threading.Lock()
 
     def __call__(self, frame: Any, batch_id: int) -> None:
+        count = frame.count()
         rows = [tuple(r) for r in frame.collect()]
+        assert len(rows) == count
         with self.lock:
             self.batches[batch_id] = rows
 
@@ -79,6 +82,33 @@ def test_micro_batches_match_run_and_keep_state(spark: Any, tmp_path: Path) -> N
         stats = running.statistics()
     assert stats["batches"] == len(BATCHES)
     assert ("the", 2, 1, -1) in sink.batches[1]  # the count of 'the' moved from 2 to 3
+
+
+def test_micro_batches_over_several_partitions(spark: Any, tmp_path: Path) -> None:
+    """A micro-batch spread over several partitions (some of them empty) is read by as many
+    tasks, each dealing its rows to the workers: every micro-batch equals df.run's, and the
+    workers were fed each micro-batch's rows exactly once."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    sink = Collected()
+    lines = source(spark, directory, "line string, diff long").repartition(5)
+    updates: list[tuple[Any, int, int]] = []
+    with dfspark.stream(
+        pipes.WordCount(),
+        spark,
+        lines=lines,
+        schema="word string, n long",
+        foreach_batch=sink,
+        partitions=3,
+    ) as running:
+        for b, rows in enumerate(BATCHES):
+            write_batch(directory, b, rows)
+            running.process_all_available()
+            updates += [(r["line"], b, r["diff"]) for r in rows]
+        fed = list(running.batch_rows)
+    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
+    assert sorted(row for rows in sink.batches.values() for row in rows) == want
+    assert fed == [len(rows) for rows in BATCHES]
 
 
 def test_parquet_sink_and_stop_frees_the_slots(spark: Any, tmp_path: Path) -> None:
