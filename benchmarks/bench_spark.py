@@ -160,6 +160,9 @@ def cluster_session(tmp: Path) -> tuple[Any, float, Any]:
     )
     cluster.start()
     config = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+    if os.environ.get("PYTHONPATH"):
+        # The executors import what the driver imports (a tree under test on the path).
+        config["spark.executorEnv.PYTHONPATH"] = os.environ["PYTHONPATH"]
     spark = cluster.session("deltaflow-bench", config)
     spark.range(10).count()
     spark.sparkContext.parallelize(range(10), 2).map(lambda x: x).count()
@@ -336,7 +339,12 @@ def run_stream_w1(args: argparse.Namespace, tmp: Path, on_cluster: bool) -> dict
         ) as running:
             running.process_all_available()
             seconds = running.batch_seconds
+            later_feeds = sorted(getattr(running, "feed_seconds", [])[1:])
+            workers = sorted(running.worker_seconds[1:])
         record["batches"] = len(ends)
+        if later_feeds:
+            record["feed_median_s"] = later_feeds[len(later_feeds) // 2]
+        record["worker_median_s"] = workers[len(workers) // 2]
         rows = sum(len(b) for b in batches[1:])
         record["rows_per_s"] = rows / (ends[-1] - ends[0])
         record["first_batch_s"] = seconds[0]

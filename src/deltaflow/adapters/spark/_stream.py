@@ -10,11 +10,12 @@ driver made for this stream and shipped in the tasks' closure
 
 The rows never pass through the driver. For micro-batch ``b`` the driver runs one job whose
 tasks read the micro-batch's partitions and deal their rows out to the workers directly;
-collects one row per partition (its id and row count); tells every worker to step through
-one time with those partitions' rows (the dataflow's exchanges route them to their owners);
-and hands the sink a DataFrame whose tasks fetch each worker's output changes of ``b`` from
-it: the schema's columns plus ``time`` (the batch id) and ``diff``. What crosses the driver
-per micro-batch is the batch id, the partitions' ids and each worker's "done".
+collects a row per partition and worker fed (the ids and the row count); tells every worker
+to step through one time with the rows it was fed (the dataflow's exchanges route them to
+their owners); and hands the sink a DataFrame whose tasks fetch each worker's output changes
+of ``b`` from it: the schema's columns plus ``time`` (the batch id) and ``diff``. What
+crosses the driver per micro-batch is the batch id, the partitions' ids and each worker's
+"done".
 
 The workers keep the pipeline's state from one micro-batch to the next: nothing is
 recomputed. That state lives only in the job: a restarted query starts from empty
@@ -257,6 +258,7 @@ class SparkStream:
             self._fail(exc)
 
     def _step(self, frame: DataFrame, batch_id: int) -> None:
+        """Feed micro-batch ``batch_id``'s rows to the workers, step them, sink the output."""
         start = time.perf_counter()
         feeding = frame.mapInArrow(
             feed_task(batch_id, self._addresses, self.layouts, self._security), FED_SCHEMA
@@ -264,10 +266,12 @@ class SparkStream:
         with translated():
             fed = feeding.collect()
         self.feed_seconds.append(time.perf_counter() - start)
-        parts = sorted(int(row[0]) for row in fed)
+        parts: list[list[int]] = [[] for _ in self._links]
+        for part, worker, _ in fed:
+            parts[worker].append(int(part))
         try:
-            for link in self._links:
-                send(link, ("step", batch_id, parts))
+            for w, link in enumerate(self._links):
+                send(link, ("step", batch_id, sorted(parts[w])))
             replies = [_receive_or_lost(link) for link in self._links]
         except (OSError, EOFError) as exc:
             lost = PeerLostError(f"micro-batch {batch_id}: lost a worker ({exc})")
@@ -278,7 +282,7 @@ class SparkStream:
             what = f"micro-batch {batch_id} failed in a worker"
             self._fail(self._workers_error(what, "\n".join(errors)))
         self.worker_seconds.append(max(r[2] for r in replies))
-        self.batch_rows.append(sum(int(row[1]) for row in fed))
+        self.batch_rows.append(sum(int(row[2]) for row in fed))
         n = self.peers
         fetch = fetch_task(batch_id, self._addresses, self.output, self._security)
         combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)

@@ -6,7 +6,7 @@ Each hosts one peer of the dataflow (:func:`deltaflow.scheduler.peer.open_peer`:
 ``allGather``, then the workers' own authenticated mesh), listens on a port of its own for the
 micro-batches' tasks, and dials the driver, to which it says that port. From then on the driver
 sends it, per micro-batch ``b``, only ``("step", b, parts)``: the ids of the micro-batch's
-partitions whose rows have reached every worker. The worker takes those rows, steps its peer
+partitions whose rows have reached this worker. The worker takes those rows, steps its peer
 through one time (every worker does, so the time closes everywhere) and answers ``("done", b,
 seconds)``; it keeps the output changes that ended on it until the next step.
 
@@ -14,9 +14,9 @@ seconds)``; it keeps the output changes that ended on it until the next step.
 ``mapInArrow`` over the micro-batch's DataFrame): it turns its rows into ``(data, diff)``
 changes (checking every row, so a bad row fails that task naming it) and deals them out
 round-robin to the workers over connections of its own; the dataflow's exchanges route them
-from there to the workers that own them, as for :func:`~._batch.run`. The task returns one row
-(its partition id and row count), so all the driver collects per micro-batch is one small row
-per partition.
+from there to the workers that own them, as for :func:`~._batch.run`. The task returns a row
+per worker it fed (the partition's id, the worker's, how many rows), so all the driver
+collects per micro-batch is a few small rows per partition.
 
 **Output.** The sink's DataFrame is ``spark.range(workers)`` mapped by :func:`fetch_task`: task
 ``w`` fetches worker ``w``'s output changes of ``b`` and returns them as Arrow batches (the time
@@ -340,8 +340,9 @@ def feed_task(
     batch: int, addresses: Sequence[str], layouts: Sequence[InputLayout], security: _Security
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function (for ``mapInArrow``) of micro-batch ``batch``'s feeding tasks: read the
-    partition's rows as changes, deal them out to the workers at ``addresses``, return one
-    row ``(part, rows)``."""
+    partition's rows as changes, deal them out round-robin to the workers at ``addresses``,
+    and return a row ``(part, worker, rows)`` for each worker fed (an empty partition feeds
+    none)."""
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
@@ -352,25 +353,32 @@ def feed_task(
             part = context.partitionId()
             changes = read_changes(layouts, batches)
             n = len(addresses)
+            shares = [{name: rows[w::n] for name, rows in changes.items()} for w in range(n)]
+            sizes = [sum(len(rows) for rows in share.values()) for share in shares]
+            fed = [w for w in range(n) if sizes[w]]
 
             async def deal() -> None:
                 async with trio.open_nursery() as nursery:
-                    for w, address in enumerate(addresses):
-                        share = {name: rows[w::n] for name, rows in changes.items()}
-                        message = ("feed", batch, part, share)
-                        nursery.start_soon(_request, address, w, security, message, batch)
+                    for w in fed:
+                        message = ("feed", batch, part, shares[w])
+                        nursery.start_soon(_request, addresses[w], w, security, message, batch)
 
-            trio.run(deal)
-            rows = sum(len(r) for r in changes.values())
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([part], pa.int64()), pa.array([rows], pa.int64())], names=["part", "rows"]
-            )
+            if fed:
+                trio.run(deal)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([part] * len(fed), pa.int64()),
+                        pa.array(fed, pa.int32()),
+                        pa.array([sizes[w] for w in fed], pa.int64()),
+                    ],
+                    names=["part", "worker", "rows"],
+                )
 
     return task
 
 
 #: The schema of what a feeding task returns.
-FED_SCHEMA = "part long, rows long"
+FED_SCHEMA = "part long, worker int, rows long"
 
 
 def fetch_task(
