@@ -31,13 +31,14 @@ of its own (so one's memory does not slow the next) and prints JSON lines:
   own JVM, on loopback; ``_standalone.StandaloneCluster``), 2 partitions; ``startup_s``
   includes starting the cluster.
 * ``stream_w1.local`` / ``stream_w1.cluster`` — W1-style counting streamed: the keyed count of
-  ``workloads.w1_count`` (10,000 keys), micro-batch 0 its 100,000 initial records and every
-  later one 100,000 rows (50,000 records in, the 50,000 oldest out: a FIFO window), one
-  parquet file each, ``--batches`` in all; ``local[3]`` or the standalone cluster, 2
-  partitions. The sink sums each micro-batch's output in Spark (every output row computed,
-  one row to the driver). ``rows_per_s``: the rows of micro-batches 1.. over the time from
-  micro-batch 0's end to the last one's; ``batch_median_s``: a micro-batch's median
-  ``foreachBatch`` time.
+  ``workloads.w1_count`` (10,000 keys), micro-batch 0 its ``--batch-rows`` (100,000) initial
+  records and every later one as many rows (half of them records in, as many of the oldest
+  out: a FIFO window), in ``--batch-files`` (1) parquet files each, ``--batches`` in all;
+  ``local[3]`` or the standalone cluster, 2 partitions. The sink sums each micro-batch's
+  output in Spark (every output row computed, one row to the driver). ``rows_per_s``: the
+  rows of micro-batches 1.. over the time from micro-batch 0's end to the last one's;
+  ``batch_median_s``: a micro-batch's median ``foreachBatch`` time; ``driver_cpu_ms``: the
+  driver's Python process CPU per micro-batch over the same span.
 
 Every figure carries ``check``: the final answer equals the from-scratch BFS (the W1 answer
 for ``stream_w1``).
@@ -293,7 +294,7 @@ def w1_batches(args: argparse.Namespace) -> tuple[list[list[tuple[int, int]]], d
     answer after all of them."""
     from workloads import w1_count, w1_expected
 
-    half = 10_000 if args.quick else 50_000
+    half = args.batch_rows // 2
     init, rounds = w1_count(initial=2 * half, rounds=half * (args.batches - 1))
     batches = [[(k, 1) for k in init]]
     for b in range(args.batches - 1):
@@ -309,14 +310,17 @@ def run_stream_w1(args: argparse.Namespace, tmp: Path, on_cluster: bool) -> dict
 
     batches, want = w1_batches(args)
     (tmp / "records").mkdir()
+    files = args.batch_files
     for b, rows in enumerate(batches):
-        write_parquet(
-            tmp / "records" / f"{b:05d}.parquet",
-            {"key": [k for k, _ in rows], "diff": [d for _, d in rows]},
-        )
+        for f in range(files):
+            write_parquet(
+                tmp / "records" / f"{b:05d}-{f}.parquet",
+                {"key": [k for k, _ in rows[f::files]], "diff": [d for _, d in rows[f::files]]},
+            )
     spark, startup, cluster = session_for(tmp, 3, on_cluster)
-    record: dict[str, Any] = {"startup_s": startup, "batch_rows": len(batches[1])}
+    record: dict[str, Any] = {"startup_s": startup, "batch_rows": len(batches[1]), "files": files}
     ends: list[float] = []
+    cpu: list[float] = []
     totals = {"keys": 0, "checksum": 0}
 
     def sink(frame: Any, _batch_id: int) -> None:
@@ -325,9 +329,10 @@ def run_stream_w1(args: argparse.Namespace, tmp: Path, on_cluster: bool) -> dict
         totals["keys"] += row[0] or 0
         totals["checksum"] += row[1] or 0
         ends.append(time.perf_counter())
+        cpu.append(time.process_time())
 
     try:
-        read = spark.readStream.option("maxFilesPerTrigger", 1)
+        read = spark.readStream.option("maxFilesPerTrigger", files)
         records = read.schema("key long, diff long").parquet(str(tmp / "records"))
         with dfspark.stream(
             KeyCount(),
@@ -347,6 +352,8 @@ def run_stream_w1(args: argparse.Namespace, tmp: Path, on_cluster: bool) -> dict
         record["worker_median_s"] = workers[len(workers) // 2]
         rows = sum(len(b) for b in batches[1:])
         record["rows_per_s"] = rows / (ends[-1] - ends[0])
+        # The driver's own (Python) CPU per micro-batch after the first.
+        record["driver_cpu_ms"] = (cpu[-1] - cpu[0]) / (len(cpu) - 1) * 1e3
         record["first_batch_s"] = seconds[0]
         later = sorted(seconds[1:])
         record["batch_median_s"] = later[len(later) // 2]
@@ -429,12 +436,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default=",".join(SYSTEMS))
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--batches", type=int, default=None, help="stream_w1's micro-batches")
+    parser.add_argument("--batch-rows", type=int, default=None, help="rows per micro-batch")
+    parser.add_argument("--batch-files", type=int, default=1, help="files per micro-batch")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 20 if args.quick else 100
     if args.batches is None:
         args.batches = 4 if args.quick else 11
+    if args.batch_rows is None:
+        args.batch_rows = 20_000 if args.quick else 100_000
     if args.child:
         child(args.child, args)
         return
@@ -444,7 +455,8 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, dict[str, Any]] = {}
     for system in args.only.split(","):
         cmd = [sys.executable, __file__, "--child", system, "--rounds", str(args.rounds)]
-        cmd += ["--batches", str(args.batches)]
+        cmd += ["--batches", str(args.batches), "--batch-rows", str(args.batch_rows)]
+        cmd += ["--batch-files", str(args.batch_files)]
         if args.quick:
             cmd.append("--quick")
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)

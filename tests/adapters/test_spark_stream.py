@@ -217,6 +217,26 @@ def test_bad_row_fails_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
         running.stop()
 
 
+def test_output_that_does_not_fit_stops_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
+    """An output datum that does not fit the schema (found where the sink reads the output)
+    stops the query with the TypeError df.run's conversion raises, naming the output."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    xs = spark.readStream.schema("x string").json(str(directory))
+    running = dfspark.stream(
+        pipes.Identity(), spark, xs=xs, schema="x long", foreach_batch=Collected(), partitions=2
+    )
+    try:
+        write_batch(directory, 0, [{"x": "a"}])
+        with pytest.raises(
+            TypeError, match=r"output 'output': datum 'a' does not fit column 'x' \(bigint\)"
+        ):
+            running.process_all_available()
+    finally:
+        running.stop()
+    assert isinstance(running.error, TypeError)
+
+
 def test_streaming_inputs_are_checked(spark: Any, tmp_path: Path) -> None:
     """A ``time`` column, a static input, no sink or too many partitions are refused."""
     timed = spark.readStream.schema("x long, time long").json(str(tmp_path))
