@@ -171,8 +171,10 @@ def test_usage_errors_exit_2_with_a_message(project: Path, args: list[str], frag
 def test_bad_updates_and_failing_jobs_exit_1(project: Path) -> None:
     (project / "bad.csv").write_text("who,amount,time\nann,3,x\n")
     done = cli(project, "run", "pipes:Totals", "--input", "sales=bad.csv")
-    assert done.returncode == 1
-    assert "input 'sales': time 'x'" in done.stderr
+    assert done.returncode == 2  # a malformed file, like a malformed line of JSON
+    assert "input 'sales', bad.csv, line 2: column 'time' is 'x', which is not an int" in (
+        done.stderr
+    )
     done = cli(project, "run", "pipes:Broken", "--input", "xs=roots.csv")
     assert done.returncode == 1
     assert "OperatorError" in done.stderr and "ZeroDivisionError" in done.stderr

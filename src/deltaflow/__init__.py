@@ -51,6 +51,11 @@ from .operators.delta import (
 )
 from .operators.io import ProbeHandle as ProbeHandle
 from .operators.iterate import Variable as Variable, loop_scope as loop_scope
+from .operators.windows import (
+    session as session,
+    sliding as sliding,
+    tumbling as tumbling,
+)
 from .scheduler.graph import graph as graph
 from .scheduler.runtime import Job as Job, open as open, run as run
 from .scheduler.tls import TLS as TLS
@@ -77,6 +82,9 @@ __all__ = [
     "multiway_join",
     "open",
     "run",
+    "session",
+    "sliding",
+    "tumbling",
 ]
 
 __version__ = "0.1.0"

@@ -2,9 +2,11 @@
 
 ``run module:Pipeline --input NAME=FILE ... [--output FILE]`` runs a pipeline over files of
 updates (``.csv`` or ``.jsonl``, see :mod:`deltaflow.adapters.files`) and writes its output
-updates as JSON lines, to stdout without ``--output``. A progress line (time reached,
-updates/s, elapsed) appears on stderr once the job has run a second, at once with
-``--progress``.
+updates as JSON lines, to stdout without ``--output``. ``--time-column`` / ``--diff-column``
+name the files' time and diff columns (default ``time`` and ``diff``); an input the pipeline
+declares in ``Pipeline.schemas`` is read by its declared columns and types. A progress line
+(time reached, updates/s, elapsed) appears on stderr once the job has run a second, at once
+with ``--progress``.
 
 ``graph module:Pipeline [--format mermaid|dot]`` writes the planned graph
 (:mod:`deltaflow.scheduler.graph`); with ``--input`` files it runs the pipeline first and
@@ -94,7 +96,9 @@ def load_pipeline(target: str) -> Pipeline:
     return obj
 
 
-def _inputs(pipeline: Pipeline, specs: Sequence[str]) -> dict[str, list[Any]]:
+def _inputs(
+    pipeline: Pipeline, specs: Sequence[str], time: str = "time", diff: str = "diff"
+) -> dict[str, list[Any]]:
     names = pipeline.input_names()
     out: dict[str, list[Any]] = {}
     for spec in specs:
@@ -112,7 +116,8 @@ def _inputs(pipeline: Pipeline, specs: Sequence[str]) -> dict[str, list[Any]]:
             msg = f"--input {name}: no file {file!r}"
             raise UsageError(msg)
         try:
-            out[name] = read_updates(file, name)
+            schema = pipeline.input_schema(name)
+            out[name] = read_updates(file, name, schema, time=time, diff=diff)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     return out
@@ -135,7 +140,10 @@ def _write(result: Any, path: str | None) -> None:
 
 def _run(args: argparse.Namespace) -> None:
     pipeline = load_pipeline(args.target)
-    inputs = _inputs(pipeline, args.input)
+    if args.time_column == args.diff_column:
+        msg = f"--time-column and --diff-column are both {args.time_column!r}"
+        raise UsageError(msg)
+    inputs = _inputs(pipeline, args.input, args.time_column, args.diff_column)
     progress: bool | float = True if args.progress else PROGRESS_AFTER
     result = run(
         pipeline,
@@ -201,6 +209,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     run_cmd.add_argument(
         "--progress", action="store_true", help="show the progress line at once (not after 1 s)"
+    )
+    run_cmd.add_argument(
+        "--time-column",
+        default="time",
+        metavar="NAME",
+        help="the input files' column of (int) times (default: time; absent: every time 0)",
+    )
+    run_cmd.add_argument(
+        "--diff-column",
+        default="diff",
+        metavar="NAME",
+        help="the input files' column of (int) diffs (default: diff; absent: every diff 1)",
     )
     run_cmd.set_defaults(handler=_run)
 

@@ -65,3 +65,12 @@ class WordCount(df.Pipeline):
 
     def build(self, lines: df.Collection) -> df.Collection:
         return lines.flat_map(lambda line: line.split()).map(lambda w: (w, w)).count()
+
+
+class TypedClicks(df.Pipeline):
+    """A declared input: the datum is (user, n) whatever the DataFrame's column order."""
+
+    schemas = {"clicks": "user string, n long"}
+
+    def build(self, clicks: df.Collection) -> df.Collection:
+        return clicks

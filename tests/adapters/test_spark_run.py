@@ -186,6 +186,24 @@ def test_null_time_names_input_column_and_row(spark: Any) -> None:
     assert type(info.value) is ValueError and is_spark_error(info.value.__cause__)
 
 
+def test_declared_input_columns_by_name_and_type(spark: Any) -> None:
+    """A declared input takes its columns by name in the declared order (an int column
+    widens to a declared bigint); a column of another type, or a missing one, is refused on
+    the driver naming the input and the column; a NaN in a double is refused in the task."""
+    clicks = spark.createDataFrame([(3, "ann", 0), (4, "bob", 1)], "n int, user string, time long")
+    out = dfspark.run(pipes.TypedClicks(), spark, clicks=clicks, schema="user string, n long")
+    assert rows(out) == [("ann", 3, 0, 1), ("bob", 4, 1, 1)]
+    bad = spark.createDataFrame([("3", "ann")], "n string, user string")
+    with pytest.raises(TypeError, match="input 'clicks': column 'n' is string, but"):
+        dfspark.run(pipes.TypedClicks(), spark, clicks=bad, schema="user string, n long")
+    bad = spark.createDataFrame([("ann",)], "user string")
+    with pytest.raises(ValueError, match="input 'clicks': no column 'n' of the declared"):
+        dfspark.run(pipes.TypedClicks(), spark, clicks=bad, schema="user string, n long")
+    nan = spark.createDataFrame([(float("nan"),)], "x double")
+    with pytest.raises(Exception, match=r"input 'xs': datum nan holds a NaN"):
+        dfspark.run(pipes.Identity(), spark, xs=nan, schema="x double", partitions=2)
+
+
 def test_non_integer_time_is_an_error_before_any_job(spark: Any) -> None:
     """A ``time`` or ``diff`` column that is not of an integer type is refused at once."""
     xs = spark.createDataFrame([(1, 0.5)], "x long, time double")

@@ -1,20 +1,27 @@
 """Files of updates: CSV and JSON lines in, JSON lines out (what the command line reads and
 writes).
 
-A file's format follows its extension. In either, the fields other than ``time`` and ``diff``,
-in order, form the datum (one field: its value; several: a tuple); ``time`` and ``diff``
-default to 0 and 1 (:mod:`deltaflow.scheduler.frames`).
+A file's format follows its extension. In either, the fields other than the time and diff
+columns (``time`` and ``diff`` unless named otherwise), in order, form the datum (one field:
+its value; several: a tuple); time and diff default to 0 and 1
+(:mod:`deltaflow.scheduler.frames`). With a declared schema (``Pipeline.schemas``) the datum
+is the declared columns in the declared order, each value parsed by its type.
 
-* ``.jsonl``: one JSON object per line; JSON arrays become tuples (nested ones too).
-* ``.csv``: a header row names the columns; a cell is an ``int`` if it parses as one, else a
-  ``float`` if it parses as one, else the string.
+* Files are UTF-8 (a byte-order mark is skipped); any other bytes are an error naming the file
+  and the byte offset.
+* ``.jsonl``: one JSON object per line, each with the first line's fields; JSON arrays become
+  tuples (nested ones too). ``NaN`` and ``Infinity``, which are not JSON, are refused.
+* ``.csv``: a header row names the columns. Without a schema a cell is an ``int`` or a
+  ``float`` only when the number prints back as the same text, else the string: ``01234``,
+  ``1_000``, ``nan`` and ``inf`` stay strings.
 
-Output updates are written one per line as ``{"data": ..., "time": t, "diff": d}``, with
-``"output": name`` added for a pipeline with several outputs; tuples become arrays.
+Errors name the input, the file, the line and the column. Output updates are written one per
+line as ``{"data": ..., "time": t, "diff": d}``, with ``"output": name`` added for a pipeline
+with several outputs; tuples become arrays.
 
     >>> import io
-    >>> read_csv(io.StringIO("src,dst,time\\n1,2,0\\n2,x,1.5\\n"), "edges")
-    [((1, 2), 0, 1), ((2, 'x'), 1.5, 1)]
+    >>> read_csv(io.StringIO("src,dst,time\\n1,2,0\\n2,x,1\\n"), "edges")
+    [((1, 2), 0, 1), ((2, 'x'), 1, 1)]
     >>> read_jsonl(io.StringIO('{"word": "cat", "tags": [1, 2], "diff": -1}\\n'), "words")
     [(('cat', (1, 2)), 0, -1)]
     >>> out = io.StringIO()
@@ -26,38 +33,52 @@ Output updates are written one per line as ``{"data": ..., "time": t, "diff": d}
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from ..scheduler.frames import updates_from_rows
+from ..scheduler.frames import TableLayout
+
+if TYPE_CHECKING:
+    from ..framework.schema import Schema
 
 __all__ = ["FORMATS", "read_csv", "read_jsonl", "read_updates", "write_jsonl"]
 
 FORMATS = (".csv", ".jsonl")
 """The file extensions :func:`read_updates` reads."""
 
-
-def _cell(text: str) -> Any:
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
+_BOM = "\ufeff"
 
 
-def read_csv(stream: IO[str], name: str) -> list[tuple[Any, Any, int]]:
-    """The updates of a CSV file with a header row (cells typed as the module says)."""
+def read_csv(
+    stream: IO[str],
+    name: str,
+    schema: Schema | None = None,
+    *,
+    time: str = "time",
+    diff: str = "diff",
+    source: str = "",
+) -> list[tuple[Any, Any, int]]:
+    """The updates of a CSV file with a header row (cells read as the module says);
+    ``source`` (the file) prefixes the line numbers of errors."""
     reader = csv.reader(stream)
     header = next(reader, None)
     if header is None:
         return []
-    rows = ([_cell(c) for c in row] for row in reader if row)
-    return updates_from_rows(name, header, rows)
+    if header and header[0].startswith(_BOM):
+        header[0] = header[0][1:]
+    at = f"{source}, " if source else ""
+    layout = TableLayout.of(
+        name, header, schema, time=time, diff=diff, where=f", {source}" if source else ""
+    )
+    out = []
+    for row in reader:
+        if row:
+            out.append(layout.update(row, text=True, where=f"{at}line {reader.line_num}"))
+    return out
 
 
 def _hashable(value: Any, where: str) -> Any:
@@ -69,48 +90,134 @@ def _hashable(value: Any, where: str) -> Any:
     return value
 
 
-def read_jsonl(stream: IO[str], name: str) -> list[tuple[Any, Any, int]]:
-    """The updates of a JSON-lines file: one object per line (blank lines skipped)."""
+def _no_constant(token: str) -> Any:
+    msg = f"{token} is not JSON (JSON has no NaN or infinities)"
+    raise ValueError(msg)
+
+
+def read_jsonl(
+    stream: IO[str],
+    name: str,
+    schema: Schema | None = None,
+    *,
+    time: str = "time",
+    diff: str = "diff",
+    source: str = "",
+) -> list[tuple[Any, Any, int]]:
+    """The updates of a JSON-lines file: one object per line (blank lines skipped), every one
+    with the fields of the first."""
     out = []
+    layout: TableLayout | None = None
+    fields: list[str] = []
+    at = f"{source}, " if source else ""
     for number, line in enumerate(stream, 1):
+        if number == 1 and line.startswith(_BOM):
+            line = line[1:]
         if not line.strip():
             continue
-        where = f"input {name!r}, line {number}"
+        where = f"{at}line {number}"
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            msg = f"{where}: not JSON ({exc})"
+            obj = json.loads(line, parse_constant=_no_constant)
+        except ValueError as exc:
+            msg = f"input {name!r}, {where}: not JSON ({exc})"
             raise ValueError(msg) from None
         if not isinstance(obj, dict):
-            msg = f"{where}: expected a JSON object, got {obj!r}"
+            msg = f"input {name!r}, {where}: expected a JSON object, got {obj!r}"
             raise ValueError(msg)
-        values = [v if k in ("time", "diff") else _hashable(v, where) for k, v in obj.items()]
-        out.extend(updates_from_rows(name, list(obj), [values]))
+        # The time and diff may be left out of any row (0 and 1); the data fields may not.
+        data = [k for k in obj if k not in (time, diff)]
+        if layout is None:
+            fields = data
+            layout = TableLayout.of(
+                name, [*fields, time, diff], schema, time=time, diff=diff, where=f", {where}"
+            )
+        elif data != fields and set(data) != set(fields):
+            missing = [f for f in fields if f not in obj]
+            extra = [f for f in data if f not in fields]
+            what = " and ".join(
+                ([f"lacks {missing}"] if missing else []) + ([f"has {extra}"] if extra else [])
+            )
+            msg = (
+                f"input {name!r}, {where}: the fields differ from the first row's {fields}: "
+                f"this row {what}"
+            )
+            raise ValueError(msg)
+        values = [_hashable(obj[k], f"input {name!r}, {where}") for k in fields]
+        values += [obj.get(time, 0), obj.get(diff, 1)]
+        out.append(layout.update(values, text=False, where=where))
     return out
 
 
-def read_updates(path: str | Path, name: str) -> list[tuple[Any, Any, int]]:
-    """The updates in the file at ``path``, for the input ``name`` (format by extension).
+def read_updates(
+    path: str | Path,
+    name: str,
+    schema: Schema | None = None,
+    *,
+    time: str = "time",
+    diff: str = "diff",
+) -> list[tuple[Any, Any, int]]:
+    """The updates in the file at ``path``, for the input ``name`` (format by extension),
+    read by ``schema`` when the input declares one; ``time`` and ``diff`` name those columns.
 
     Raises:
-        ValueError: an extension other than ``.csv`` or ``.jsonl``, or a malformed line.
+        ValueError: an extension other than ``.csv`` or ``.jsonl``, bytes that are not UTF-8,
+            or a malformed line, naming the file.
     """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         msg = f"input {name!r}: {str(path)!r} is neither .csv nor .jsonl"
         raise ValueError(msg)
-    with path.open(newline="" if suffix == ".csv" else None, encoding="utf-8") as stream:
-        return read_csv(stream, name) if suffix == ".csv" else read_jsonl(stream, name)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        msg = (
+            f"input {name!r}: {str(path)!r} is not UTF-8: byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start} (line {line}); save the file as UTF-8"
+        )
+        raise ValueError(msg) from None
+    if text.startswith(_BOM):
+        text = text[1:]
+    reader = read_csv if suffix == ".csv" else read_jsonl
+    stream = io.StringIO(text, newline="" if suffix == ".csv" else None)
+    return reader(stream, name, schema, time=time, diff=diff, source=str(path))
+
+
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float as the string ``"NaN"``, ``"Infinity"`` or
+    ``"-Infinity"`` (JSON has no such numbers)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _NON_FINITE[repr(value)]
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
 
 
 def write_jsonl(
     stream: IO[str], updates: Iterable[tuple[Any, Any, int]], output: str | None = None
 ) -> None:
     """Write ``updates`` as JSON lines (with ``"output": output`` unless it is None); data
-    JSON cannot hold are written as their ``repr``."""
+    JSON cannot hold are written as their ``repr``, non-finite floats as the strings
+    ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``: every line is JSON.
+
+    >>> out = io.StringIO()
+    >>> write_jsonl(out, [(("k", float("inf")), 0, 1)])
+    >>> out.getvalue()
+    '{"data": ["k", "Infinity"], "time": 0, "diff": 1}\\n'
+    """
     for data, time, diff in updates:
         record: dict[str, Any] = {"data": data, "time": time, "diff": diff}
         if output is not None:
             record["output"] = output
-        stream.write(json.dumps(record, default=repr) + "\n")
+        try:
+            line = json.dumps(record, default=repr, allow_nan=False)
+        except ValueError:
+            line = json.dumps(_finite(record), default=repr, allow_nan=False)
+        stream.write(line + "\n")

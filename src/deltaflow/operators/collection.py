@@ -18,13 +18,14 @@ loop body is entered into the loop automatically.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Hashable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product
+from ..framework.schema import Schema
 from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
 from . import aggregate as _aggregate, reduce as _reduce
@@ -39,6 +40,7 @@ from .scope import ScopeOperator
 if TYPE_CHECKING:
     from ..framework.lattice import Time
     from .delta.extenders import Index, PrefixExtender
+    from .windows import Session, Sliding
 
 __all__ = ["Arranged", "Collection", "DataflowBuilder", "Pipeline", "Scope"]
 
@@ -312,6 +314,76 @@ class Collection:
         self._add("probe", lambda _w, _n: ProbeOperator(handle), [self])
         return handle
 
+    # -- event-time windows ----------------------------------------------------------------
+    def window(
+        self,
+        spec: Sliding | Session,
+        at: Callable[[Any], Any],
+        key: Callable[[Any], Hashable] | None = None,
+        *,
+        retention: float | None = None,
+        clock: Callable[[Any], int] | None = None,
+    ) -> Collection:
+        """``((start, end), datum)`` for every window of ``spec`` holding ``at(datum)``
+        (``start <= at < end``), with the datum's count.
+
+        ``spec`` is :func:`~deltaflow.tumbling`, :func:`~deltaflow.sliding` or
+        :func:`~deltaflow.session` (sessions chain the events of each ``key(datum)``; without
+        ``key`` all data are one key). Event times are finite ints or floats. ``retention``
+        closes windows at the logical time ``clock(end + retention)``: they leave the output
+        and every operator's state, and later updates to them are late, reported and not
+        applied (see :mod:`deltaflow.operators.windows`).
+
+        >>> import deltaflow as df
+        >>> from deltaflow.testing import example
+        >>> example(lambda xs: xs.window(df.tumbling(10), at=lambda e: e[1]).count(),
+        ...         xs=[(("a", 3), 0, 1), (("b", 7), 0, 1), (("c", 12), 1, 1)])
+        [(((0, 10), 2), 0, 1), (((10, 20), 1), 1, 1)]
+        """
+        from .sessions import SessionOperator, session_logic
+        from .windows import Closing, FixedWindows, Session, Sliding, event_time
+
+        check_function("window", "at", at, 1)
+        raw: object = spec
+        if not isinstance(raw, (Sliding, Session)):
+            msg = f"window: spec must be df.tumbling, df.sliding or df.session, not {spec!r}"
+            raise TypeError(msg)
+        label = f"window({spec.label}, at={describe_callable(at)})"
+        closing = Closing.of(label, retention, clock)
+        if isinstance(spec, Sliding):
+            if key is not None:
+                msg = f"{label}: key= groups sessions; tumbling and sliding windows take none"
+                raise ValueError(msg)
+            step = Step("groups", FixedWindows(spec, at, closing, label), label)
+            return self._add(
+                label,
+                lambda _w, _n: LinearOperator([step]),
+                [self],
+                fusable=True,
+                traits=NodeTraits(steps=(step,)),
+            )
+        if key is not None:
+            check_function("window", "key", key, 1)
+        by = key if key is not None else _no_key
+        gap = spec.gap
+        if self.scope.depth == 0:
+            keyed = self._linear(
+                Step("map", lambda d: (by(d), event_time(label, at, d), d), f"{label}: keys")
+            )
+            return keyed._add(
+                label,
+                lambda _w, _n: SessionOperator(label, gap, closing),
+                [keyed],
+                pacts=[Pact(_session_key)],
+            )
+        if closing is not None:
+            msg = f"{label}: a retention closes sessions in int (top-scope) time, not in a loop"
+            raise ValueError(msg)
+        pairs = self._linear(
+            Step("map", lambda d: (by(d), (event_time(label, at, d), d)), f"{label}: keys")
+        )
+        return pairs.reduce(session_logic(gap), label).map(_value)
+
     # -- arrangements and joins ----------------------------------------------------------
     def _arrange(self, by_self: bool) -> Arranged:
         key = (self.node, self.port, by_self)
@@ -555,6 +627,18 @@ def _first(pair: Any) -> Any:
     raise TypeError(msg)
 
 
+def _no_key(_d: Any) -> Any:
+    return ()
+
+
+def _session_key(keyed: Any) -> Any:
+    return keyed[0]
+
+
+def _value(pair: Any) -> Any:
+    return pair[1]
+
+
 def _pair(_k: Any, a: Any, b: Any) -> Any:
     return (_k, (a, b))
 
@@ -659,7 +743,39 @@ class Pipeline:
     ``build``'s parameter names are the pipeline's input names; it receives one
     :class:`Collection` per input and returns the output collection, or a ``dict`` of named
     outputs.
+
+    ``schemas`` declares inputs' columns and types as Spark DDL strings, by input name
+    (``{"clicks": "user string, page string, ts long"}``): tables fed to those inputs (files
+    on the command line, pandas and Spark DataFrames) are read by them, each datum the
+    declared columns in order, each value parsed or checked by its type
+    (:mod:`deltaflow.framework.schema`).
     """
+
+    schemas: ClassVar[Mapping[str, str]] = {}
+
+    def input_schema(self, name: str) -> Schema | None:
+        """Input ``name``'s declared :class:`~deltaflow.framework.schema.Schema`, if any.
+
+        Raises:
+            ValueError: ``schemas`` names an input ``build`` does not take, or a DDL string
+                does not parse.
+        """
+        declared = self.schemas
+        if not declared:
+            return None
+        names = self.input_names()
+        unknown = sorted(set(declared) - set(names))
+        if unknown:
+            msg = f"{type(self).__name__}.schemas declares {unknown}, but the inputs are {names}"
+            raise ValueError(msg)
+        ddl = declared.get(name)
+        if ddl is None:
+            return None
+        try:
+            return Schema.parse(ddl)
+        except (TypeError, ValueError) as exc:
+            msg = f"{type(self).__name__}.schemas[{name!r}]: {exc}"
+            raise type(exc)(msg) from None
 
     def build(self, *args: Any, **kwargs: Any) -> Collection | dict[str, Collection]:
         """Describe the computation. Override this."""

@@ -47,9 +47,10 @@ Groups = list[tuple[Any, list[Any], list[int]]]
 
 @attrs.frozen
 class Step:
-    """One linear transformation: ``kind`` is map, filter, flat_map, explode, negate, inspect
-    or join_function; ``fn`` the user's function (None for negate); ``name`` what errors call
-    the step when ``fn`` is not the user's own (``temporal_filter``'s logic)."""
+    """One linear transformation: ``kind`` is map, filter, flat_map, explode, negate, inspect,
+    join_function or groups (``fn`` maps whole ``(time, data, diffs)`` groups); ``fn`` the
+    user's function (None for negate); ``name`` what errors call the step when ``fn`` is not
+    the user's own (``temporal_filter``'s logic, a window's placement)."""
 
     kind: str
     fn: Callable[..., Any] | None = None
@@ -113,6 +114,10 @@ def _apply_step(step: Step, groups: Groups) -> Groups:
             for d, r in zip(data, diffs):
                 fn((d, t, r))  # type: ignore[misc]
             out.append((t, data, diffs))
+    elif kind == "groups":
+        # A step that needs each update's time (windows with a retention): fn maps the
+        # (time, data, diffs) groups to new ones, at the same or later times.
+        out = fn(groups)  # type: ignore[misc]
     elif kind == "join_function":
         by_time: dict[Any, tuple[list[Any], list[int]]] = {}
         for t, data, diffs in groups:

@@ -23,7 +23,14 @@ from typing import Any
 
 from ..errors import OperatorTypeError, OperatorValueError
 
-__all__ = ["as_count", "check_numbers", "check_ordered", "find_incomparable"]
+__all__ = [
+    "as_count",
+    "check_numbers",
+    "check_ordered",
+    "find_incomparable",
+    "has_nan",
+    "is_nan",
+]
 
 
 def as_count(n: object) -> int | None:
@@ -42,12 +49,48 @@ def as_count(n: object) -> int | None:
     return int(n)
 
 
-def _is_nan(v: Any) -> bool:
-    # Only NaN differs from itself among the values a user can order.
+def is_nan(v: Any) -> bool:
+    """Whether ``v`` is a NaN (only NaN differs from itself among the values a user orders).
+
+    >>> is_nan(float("nan")), is_nan(1.0), is_nan("nan")
+    (True, False, False)
+    """
     try:
         return bool(v != v)
     except Exception:
         return False
+
+
+def has_nan(datum: Any) -> bool:
+    """Whether ``datum`` is a NaN (a float, numpy or ``Decimal`` one), or a tuple holding one
+    at any depth.
+
+    NaN equals nothing, itself included, so a datum holding one could be neither counted nor
+    retracted: equal-looking data would be distinct keys, and whether two of them meet would
+    depend on object identity, which differs between workers and processes.
+
+    >>> has_nan(float("nan")), has_nan(("a", (1, float("nan")))), has_nan(("a", 1.5))
+    (True, True, False)
+    """
+    c = datum.__class__
+    if c is float:
+        return datum != datum  # type: ignore[no-any-return]
+    if c is tuple:
+        for x in datum:
+            xc = x.__class__
+            if xc is float:
+                if x != x:
+                    return True
+            elif xc is not int and xc is not str and has_nan(x):
+                return True
+        return False
+    if c is int or c is str:
+        return False
+    if isinstance(datum, numbers.Number):  # numpy floats, Decimal('NaN'), complex
+        return bool(datum != datum)
+    if isinstance(datum, tuple):
+        return any(has_nan(x) for x in datum)
+    return False
 
 
 def find_incomparable(values: list[Any]) -> tuple[Any, Any] | None:
@@ -81,7 +124,7 @@ def check_ordered(operator: str, key: Any, vals: list[tuple[Any, int]]) -> None:
     """
     prev: Any = None
     for i, (v, _) in enumerate(vals):
-        if v != v and _is_nan(v):
+        if v != v and is_nan(v):
             msg = f"{operator}: key {key!r} has NaN among its values, which cannot be ordered"
             raise OperatorValueError(msg, operator=operator)
         if i:
@@ -112,6 +155,6 @@ def check_numbers(operator: str, key: Any, vals: list[tuple[Any, int]]) -> None:
         if isinstance(v, bool) or not isinstance(v, numbers.Number):
             msg = f"{operator}: key {key!r} has the value {v!r}, which is not a number"
             raise OperatorTypeError(msg, operator=operator)
-        if _is_nan(v):
+        if is_nan(v):
             msg = f"{operator}: key {key!r} has NaN among its values"
             raise OperatorValueError(msg, operator=operator)

@@ -28,14 +28,25 @@ from ..errors import JobClosedError, SubscriptionOverflowError
 from ..operators.values import as_count as _integer
 from . import observe
 from .frames import is_frame, updates_from_frame
-from .validation import check_diff, check_hashable, require_int, validate_updates
+from .validation import (
+    check_diff,
+    check_hashable,
+    check_nan,
+    check_nans,
+    require_int,
+    validate_updates,
+)
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
     from ..operators.io import InputFeed, OutputStore
     from .job import Job
 
-__all__ = ["InputHandle", "OutputHandle", "Subscription"]
+__all__ = ["DEFAULT_MAX_BUFFER", "InputHandle", "OutputHandle", "Subscription"]
+
+DEFAULT_MAX_BUFFER = 1024
+"""How many completed times a subscription holds for a reader that has not taken them, unless
+told otherwise: a reader that stops reading costs a bounded amount of memory, never the job."""
 
 
 class InputHandle:
@@ -84,6 +95,7 @@ class InputHandle:
         """Add one ``data`` at the current time."""
         self._check_open()
         check_hashable(self.name, data)
+        check_nan(self.name, data)
         self._data.append(data)
         self._diffs.append(1)
 
@@ -91,6 +103,7 @@ class InputHandle:
         """Remove one ``data`` at the current time."""
         self._check_open()
         check_hashable(self.name, data)
+        check_nan(self.name, data)
         self._data.append(data)
         self._diffs.append(-1)
 
@@ -98,6 +111,7 @@ class InputHandle:
         """Change the count of ``data`` by ``diff`` at the current time."""
         self._check_open()
         check_hashable(self.name, data)
+        check_nan(self.name, data)
         diff = check_diff(self.name, data, diff)
         self._data.append(data)
         self._diffs.append(diff)
@@ -106,6 +120,7 @@ class InputHandle:
         """Change the count of ``data`` by ``diff`` at a ``time`` not before the current one."""
         self._check_open()
         check_hashable(self.name, data)
+        check_nan(self.name, data)
         diff = check_diff(self.name, data, diff)
         time = self._check_time(data, time)
         if time == self._job.time:
@@ -143,7 +158,8 @@ class InputHandle:
         columns = [str(c) for c in frame.columns]
         if "time" not in columns:
             frame = frame.assign(time=self._job.time)
-        by_time = validate_updates(self.name, updates_from_frame(self.name, frame))
+        schema = self._job.pipeline.input_schema(self.name)
+        by_time = validate_updates(self.name, updates_from_frame(self.name, frame, schema))
         for time, (data, _) in by_time.items():
             self._check_time(data[0], time)
         for time, (data, new_diffs) in sorted(by_time.items()):
@@ -171,6 +187,7 @@ class InputHandle:
         except TypeError:
             for d in data:
                 check_hashable(self.name, d)
+        check_nans(self.name, data)
         if diffs is None:
             return data, [1] * len(data)
         new_diffs = list(diffs)
@@ -293,7 +310,7 @@ class OutputHandle:
         self._captures.append(captured)
         return captured
 
-    def subscribe(self, max_buffer: int | None = None) -> Subscription:
+    def subscribe(self, max_buffer: int | None = DEFAULT_MAX_BUFFER) -> Subscription:
         """``(time, consolidated updates)`` for each time that completes from the call on, as
         an async iterator: ``async for time, updates in job.output.subscribe()``.
 
@@ -301,9 +318,11 @@ class OutputHandle:
         job finishes (at once for a job that has already finished), and raises the
         :class:`~deltaflow.OperatorError` of a job that fails.
 
-        ``max_buffer``: at most this many times wait for the reader; one more fails this
-        subscription (its iteration raises :class:`~deltaflow.SubscriptionOverflowError`
-        after the times it holds) while the job goes on. ``None``: no limit.
+        ``max_buffer`` (default :data:`DEFAULT_MAX_BUFFER`, 1024): at most this many times
+        wait for the reader; one more fails this subscription (its iteration raises
+        :class:`~deltaflow.SubscriptionOverflowError` after the times it holds) while the job
+        goes on. ``None``: no limit (a reader that stops reading then grows the job without
+        bound).
 
         Raises:
             JobClosedError: the job failed before the call.

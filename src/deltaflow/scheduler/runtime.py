@@ -167,7 +167,10 @@ def run(
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
-    validated = {name: validate_updates(name, upds) for name, upds in inputs.items()}
+    validated = {
+        name: validate_updates(name, upds, pipeline.input_schema(name))
+        for name, upds in inputs.items()
+    }
     check_gc_threshold(gc_threshold)
 
     async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool]:

@@ -14,13 +14,23 @@ reported where it was fed rather than deep in an operator:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..operators.collection import Pipeline
-from ..operators.values import as_count as _integer
+from ..operators.values import as_count as _integer, has_nan
 from .frames import is_frame, updates_from_frame
 
-__all__ = ["check_diff", "check_hashable", "require_int", "require_pipeline", "validate_updates"]
+if TYPE_CHECKING:
+    from ..framework.schema import Schema
+
+__all__ = [
+    "check_diff",
+    "check_hashable",
+    "check_nan",
+    "require_int",
+    "require_pipeline",
+    "validate_updates",
+]
 
 
 def require_pipeline(pipeline: object) -> Pipeline:
@@ -46,6 +56,34 @@ def check_hashable(input_name: str, data: Any) -> None:
         raise TypeError(msg) from None
 
 
+def check_nan(input_name: str, data: Any) -> None:
+    """Refuse a datum that is or holds a float NaN: NaN equals nothing, itself included, so it
+    could be neither counted nor retracted, and whether two NaN data met would depend on the
+    worker and process count.
+
+    >>> check_nan("xs", ("k", float("nan")))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: input 'xs': datum ('k', nan) holds a NaN, which equals nothing: ...
+    """
+    if has_nan(data):
+        msg = (
+            f"input {input_name!r}: datum {data!r} holds a NaN, which equals nothing: it could "
+            "be neither counted nor retracted (use None, or leave the datum out)"
+        )
+        raise ValueError(msg)
+
+
+def check_nans(input_name: str, data: list[Any]) -> None:
+    """:func:`check_nan` on every datum of ``data``."""
+    for d in data:
+        c = d.__class__
+        if c is int or c is str:
+            continue
+        if has_nan(d):
+            check_nan(input_name, d)
+
+
 def check_diff(input_name: str, data: Any, diff: Any) -> int:
     """``diff`` as an ``int`` (numpy integers accepted), or a TypeError naming the input."""
     if diff.__class__ is int:
@@ -57,11 +95,13 @@ def check_diff(input_name: str, data: Any, diff: Any) -> int:
     return r
 
 
-def validate_updates(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[Any], list[int]]]:
-    """Group ``(data, time, diff)`` triples (or a DataFrame's rows) by time, rejecting the
-    first malformed one."""
+def validate_updates(
+    name: str, updates: Iterable[Any], schema: Schema | None = None
+) -> dict[int, tuple[list[Any], list[int]]]:
+    """Group ``(data, time, diff)`` triples (or a DataFrame's rows, read by ``schema`` when
+    the input declares one) by time, rejecting the first malformed one."""
     if is_frame(updates):
-        updates = updates_from_frame(name, updates)
+        updates = updates_from_frame(name, updates, schema)
     if isinstance(updates, (str, bytes, Mapping)):
         msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
         raise TypeError(msg)
@@ -82,6 +122,8 @@ def validate_updates(name: str, updates: Iterable[Any]) -> dict[int, tuple[list[
             if time.__class__ is not int or diff.__class__ is not int or time < 0:
                 time, diff = _explain(name, upd)  # numpy integers pass, as ints
             hash(data)
+            if data.__class__ is not int and data.__class__ is not str and has_nan(data):
+                check_nan(name, data)
             slot = get(time)
             if slot is None:
                 slot = by_time[time] = ([], [])

@@ -159,7 +159,10 @@ def check_inputs(
                 "streaming inputs; use dfspark.run() for static ones)"
             )
             raise TypeError(msg)
-        layouts.append(InputLayout.of(name, len(layouts), frame.schema, streaming=streaming))
+        declared = pipeline.input_schema(name)
+        layouts.append(
+            InputLayout.of(name, len(layouts), frame.schema, streaming=streaming, declared=declared)
+        )
         frames.append(frame)
     return pipeline, layouts, frames, builder
 

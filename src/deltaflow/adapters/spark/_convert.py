@@ -48,6 +48,8 @@ from pyspark.sql.types import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from deltaflow.framework.schema import Schema
+
 __all__ = [
     "InputLayout",
     "OutputLayout",
@@ -98,15 +100,29 @@ class InputLayout:
     time: bool
     diff: bool
     nested: tuple[bool, ...]
+    #: Per data column, the declared type to cast it to (a wider one), or None.
+    casts: tuple[str | None, ...] = ()
 
     @classmethod
-    def of(cls, name: str, index: int, schema: StructType, *, streaming: bool) -> InputLayout:
-        """The layout of input ``name`` with DataFrame ``schema``.
+    def of(
+        cls,
+        name: str,
+        index: int,
+        schema: StructType,
+        *,
+        streaming: bool,
+        declared: Schema | None = None,
+    ) -> InputLayout:
+        """The layout of input ``name`` with DataFrame ``schema`` (and the input's declared
+        columns, ``Pipeline.schemas``: then the datum is those columns in their order, each
+        of the declared type or one that widens to it).
 
         Raises:
-            TypeError: ``time`` or ``diff`` is not an integer column.
-            ValueError: no data column; or a ``time`` column on a streaming input (there the
-                micro-batch id is the time).
+            TypeError: ``time`` or ``diff`` is not an integer column; a declared column of
+                another type.
+            ValueError: no data column; a declared column missing or an undeclared one
+                present; or a ``time`` column on a streaming input (there the micro-batch id
+                is the time).
         """
         fields = {f.name: f for f in schema.fields}
         for col in ("time", "diff"):
@@ -127,6 +143,9 @@ class InputLayout:
         if not data:
             msg = f"input {name!r}: no data columns (only {[f.name for f in schema.fields]})"
             raise ValueError(msg)
+        casts: list[str | None] = [None] * len(data)
+        if declared is not None:
+            data, casts = _declared(name, declared, fields, data)
         return cls(
             name,
             index,
@@ -134,6 +153,7 @@ class InputLayout:
             "time" in fields,
             "diff" in fields,
             tuple(isinstance(f.dataType, _NESTED) for f in data),
+            tuple(casts),
         )
 
     def tagged(self, df: DataFrame) -> DataFrame:
@@ -141,7 +161,11 @@ class InputLayout:
         ``__i_t``, ``diff`` ``__i_d``)."""
         i = self.index
         cols = [F.lit(i).cast("int").alias(INPUT)]
-        cols += [df[c].alias(f"__{i}_{j}") for j, c in enumerate(self.data)]
+        casts = self.casts or (None,) * len(self.data)
+        cols += [
+            (df[c] if cast is None else df[c].cast(cast)).alias(f"__{i}_{j}")
+            for j, (c, cast) in enumerate(zip(self.data, casts))
+        ]
         if self.time:
             cols.append(df["time"].cast("long").alias(f"__{i}_t"))
         if self.diff:
@@ -186,6 +210,54 @@ class InputLayout:
         values = (datum,) if len(self.data) == 1 else datum
         cells = ", ".join(f"{c}={v!r}" for c, v in zip(self.data, values))
         return f"the row ({cells})"
+
+
+_WIDENS = {
+    "smallint": {"tinyint"},
+    "int": {"tinyint", "smallint"},
+    "bigint": {"tinyint", "smallint", "int"},
+    "double": {"tinyint", "smallint", "int", "bigint", "float"},
+}
+
+
+def _declared(
+    name: str, declared: Schema, fields: Mapping[str, StructField], data: list[StructField]
+) -> tuple[list[StructField], list[str | None]]:
+    """The declared data columns of an input DataFrame, and a cast for each whose type widens
+    to the declared one.
+
+    Raises:
+        ValueError: a declared column missing, or an undeclared one present.
+        TypeError: a column of a type that is not (and does not widen to) the declared one.
+    """
+    missing = [c for c in declared.names if c not in fields]
+    if missing:
+        msg = (
+            f"input {name!r}: no column {missing[0]!r} of the declared {declared.ddl!r} "
+            f"(columns: {list(fields)})"
+        )
+        raise ValueError(msg)
+    extra = [f.name for f in data if f.name not in declared.names]
+    if extra:
+        msg = f"input {name!r}: column {extra[0]!r} is not declared in {declared.ddl!r}"
+        raise ValueError(msg)
+    out: list[StructField] = []
+    casts: list[str | None] = []
+    for column in declared.columns:
+        field = fields[column.name]
+        have, want = field.dataType.simpleString(), column.type.ddl
+        if have == want:
+            casts.append(None)
+        elif have in _WIDENS.get(want, ()):
+            casts.append(want)
+        else:
+            msg = (
+                f"input {name!r}: column {column.name!r} is {have}, but {declared.ddl!r} "
+                f"declares it {want}"
+            )
+            raise TypeError(msg)
+        out.append(field)
+    return out, casts
 
 
 def tag_inputs(

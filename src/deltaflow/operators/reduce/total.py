@@ -25,6 +25,27 @@ __all__ = ["correct_total"]
 _first = itemgetter(0)
 
 
+def _later(swept: list[tuple[Any, Any, int]], i: int) -> list[tuple[Any, Any, int]]:
+    """The updates of ``swept`` from ``i`` on (not yet due), as ``(val, time, diff)`` with
+    the diffs of equal ``(time, val)`` summed and zeros dropped, in time order: updates
+    waiting for a later time (a temporal filter's retractions, a window's closing) are
+    carried from round to round, and summed they stay one per time and value.
+
+    >>> _later([(1, "a", 1), (5, "b", -1), (5, "b", -1), (5, "c", 1), (5, "c", -1)], 1)
+    [('b', 5, -2)]
+    """
+    if len(swept) - i == 1:
+        t, v, d = swept[i]
+        return [(v, t, d)]
+    sums: dict[tuple[Any, Any], int] = {}
+    get = sums.get
+    for j in range(i, len(swept)):
+        t, v, d = swept[j]
+        tv = (t, v)
+        sums[tv] = get(tv, 0) + d
+    return [(v, t, d) for (t, v), d in sums.items() if d]
+
+
 def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple[Any, Any, int]]]:
     """The int-time sweep: apply each key's buffered updates below ``upper`` in order.
 
@@ -53,9 +74,12 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
         while i < n:
             t = swept[i][0]
             if bound is not None and t >= bound:
-                op.buffered[key] = [(v, u, d) for u, v, d in swept[i:]]
-                if low is None or t < low:
-                    low = t
+                rest = _later(swept, i)
+                if rest:
+                    op.buffered[key] = rest
+                    t = rest[0][1]
+                    if low is None or t < low:
+                        low = t
                 break
             i = sweep_to(swept, i, t, acc)
             desired = evaluate(key, acc)

@@ -1,0 +1,284 @@
+"""Event-time windows: the specs ``tumbling``, ``sliding`` and ``session``, and how a datum is
+placed in the windows of a fixed-size spec.
+
+``coll.window(spec, at=fn, key=None)`` gives ``((start, end), datum)`` for every window of
+``spec`` holding the datum's event time ``at(datum)`` (``start <= at < end``), with the datum's
+count. Fixed-size windows (tumbling, sliding) start at ``origin + k * hop`` and are *linear*:
+each datum is placed by itself, so they need no state. Sessions chain each key's events whose
+sorted event times are less than ``gap`` apart (:mod:`.sessions`).
+
+    >>> sliding(10, 5).windows(12)
+    [(5, 15), (10, 20)]
+    >>> tumbling(10, origin=3).windows(12)
+    [(3, 13)]
+    >>> sliding(2, 5).windows(3)        # a hop larger than the size leaves gaps
+    []
+
+Retention (``retention=r``): logical time is the stream's clock. A window ``(start, end)``
+closes at the logical time ``clock(end + r)`` (``clock`` maps an event time to a logical time,
+by default the identity on ints and the ceiling of a float): it is retracted from the output
+then, so every operator downstream forgets it, and an update fed at or after that time that
+belongs to it is *late*: it is not applied, and the late updates are counted and reported (a
+``WARNING`` record on the ``deltaflow`` logger naming the operator, the time, how many, and
+the first). The output at every logical time ``t`` is then the windows of the collection at
+``t`` that are still open at ``t``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from .values import is_nan
+
+__all__ = [
+    "Closing",
+    "Session",
+    "Sliding",
+    "event_time",
+    "session",
+    "sliding",
+    "tumbling",
+]
+
+logger = logging.getLogger("deltaflow")
+
+
+def _check_span(spec: str, what: str, value: object, *, positive: bool = True) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        msg = f"{spec}: {what} must be a finite int or float, not {value!r}"
+        raise TypeError(msg)
+    if positive and not value > 0:
+        msg = f"{spec}: {what} must be > 0, not {value!r}"
+        raise ValueError(msg)
+
+
+@attrs.frozen
+class Sliding:
+    """Windows of ``size`` starting every ``hop`` at ``origin + k * hop`` (a tumbling spec is
+    one whose hop is its size). Make one with :func:`sliding` or :func:`tumbling`."""
+
+    size: int | float
+    hop: int | float
+    origin: int | float = 0
+
+    def windows(self, at: int | float) -> list[tuple[Any, Any]]:
+        """The ``(start, end)`` windows holding the event time ``at``, earliest first.
+
+        >>> sliding(3, 1).windows(5)
+        [(3, 6), (4, 7), (5, 8)]
+        """
+        size, hop, origin = self.size, self.hop, self.origin
+        k = math.floor((at - origin) / hop)
+        start = origin + k * hop
+        # Division rounds floats: settle k on the exact comparison.
+        while start > at:
+            k -= 1
+            start = origin + k * hop
+        while start + hop <= at:
+            k += 1
+            start = origin + k * hop
+        out = []
+        while start + size > at:
+            out.append((start, start + size))
+            k -= 1
+            start = origin + k * hop
+        out.reverse()
+        return out
+
+    @property
+    def label(self) -> str:
+        """How errors and logs name the spec."""
+        if self.hop == self.size:
+            return f"tumbling({self.size!r}, origin={self.origin!r})"
+        return f"sliding({self.size!r}, {self.hop!r}, origin={self.origin!r})"
+
+
+@attrs.frozen
+class Session:
+    """Per key, events whose sorted event times are less than ``gap`` apart chain into one
+    session, the window ``(first, last + gap)``. Make one with :func:`session`."""
+
+    gap: int | float
+
+    @property
+    def label(self) -> str:
+        """How errors and logs name the spec."""
+        return f"session({self.gap!r})"
+
+
+def tumbling(size: int | float, origin: int | float = 0) -> Sliding:
+    """Back-to-back windows ``[origin + k * size, origin + (k + 1) * size)``: each event time
+    is in exactly one.
+
+    >>> tumbling(60).windows(130)
+    [(120, 180)]
+    """
+    _check_span("tumbling", "size", size)
+    _check_span("tumbling", "origin", origin, positive=False)
+    return Sliding(size, size, origin)
+
+
+def sliding(size: int | float, hop: int | float, origin: int | float = 0) -> Sliding:
+    """Windows of ``size`` starting at ``origin + k * hop``: an event time is in about
+    ``size / hop`` of them (none when it falls in a gap left by ``hop > size``).
+
+    >>> sliding(600, 60).windows(0)[:2]
+    [(-540, 60), (-480, 120)]
+    """
+    _check_span("sliding", "size", size)
+    _check_span("sliding", "hop", hop)
+    _check_span("sliding", "origin", origin, positive=False)
+    return Sliding(size, hop, origin)
+
+
+def session(gap: int | float) -> Session:
+    """Sessions: per key, event times less than ``gap`` apart chain into one window
+    ``(first, last + gap)``; removing an event may split a session, adding one may merge two.
+
+    >>> session(5)
+    Session(gap=5)
+    """
+    _check_span("session", "gap", gap)
+    return Session(gap)
+
+
+def event_time(label: str, at: Callable[[Any], Any], datum: Any) -> int | float:
+    """``at(datum)``, checked: an int or a float that is not NaN (infinities have no window).
+
+    Raises:
+        TypeError: anything else, naming the operator and the datum.
+    """
+    t = at(datum)
+    if t.__class__ is int or t.__class__ is float:
+        if t.__class__ is int or math.isfinite(t):
+            return t
+    elif not isinstance(t, bool) and isinstance(t, numbers.Real):
+        t = int(t) if isinstance(t, numbers.Integral) else float(t)
+        if not is_nan(t) and not math.isinf(t):
+            return t
+    msg = f"{label}: at({datum!r}) gave {t!r}; event times are finite ints or floats"
+    raise TypeError(msg)
+
+
+def _default_clock(t: int | float) -> int:
+    return t if t.__class__ is int else math.ceil(t)
+
+
+@attrs.frozen
+class Closing:
+    """When windows close: at the logical time ``clock(end + retention)``."""
+
+    retention: int | float
+    clock: Callable[[Any], Any] = _default_clock
+
+    @classmethod
+    def of(
+        cls, label: str, retention: object, clock: Callable[[Any], Any] | None
+    ) -> Closing | None:
+        """The closing rule of ``window(..., retention=, clock=)`` (None: windows stay open).
+
+        Raises:
+            TypeError / ValueError: a retention that is not a number ``>= 0``, or a clock
+                without one.
+        """
+        if retention is None:
+            if clock is not None:
+                msg = f"{label}: clock= only matters with a retention="
+                raise ValueError(msg)
+            return None
+        _check_span(label, "retention", retention, positive=False)
+        assert isinstance(retention, (int, float))
+        if retention < 0:
+            msg = f"{label}: retention must be >= 0, not {retention!r}"
+            raise ValueError(msg)
+        return cls(retention, clock if clock is not None else _default_clock)
+
+    def close_time(self, label: str, end: Any) -> int:
+        """The logical time at which a window ending at ``end`` closes (an int)."""
+        c = self.clock(end + self.retention)
+        if c.__class__ is not int:
+            if isinstance(c, bool) or not isinstance(c, numbers.Integral):
+                msg = f"{label}: clock({end + self.retention!r}) gave {c!r}; logical times are ints"
+                raise TypeError(msg)
+            c = int(c)
+        return c
+
+
+def report_late(label: str, time: Any, late: int, first: Any) -> None:
+    """Tell the application that ``late`` updates at ``time`` met closed windows."""
+    logger.warning(
+        "%s: %d late update(s) at time %r belong to windows already closed and were not "
+        "applied (the first: %r)",
+        label,
+        late,
+        time,
+        first,
+    )
+
+
+@attrs.define(eq=False)
+class FixedWindows:
+    """The linear step that places each update in its tumbling or sliding windows (and, with
+    a :class:`Closing`, retracts each window when it closes and drops late updates)."""
+
+    spec: Sliding
+    at: Callable[[Any], Any]
+    closing: Closing | None
+    label: str
+
+    def __call__(
+        self, groups: list[tuple[Any, list[Any], list[int]]]
+    ) -> list[tuple[Any, list[Any], list[int]]]:
+        """``(time, data, diffs)`` groups of input to groups of ``((start, end), datum)``."""
+        windows, at, label, closing = self.spec.windows, self.at, self.label, self.closing
+        if closing is None:
+            out = []
+            for t, data, diffs in groups:
+                nd: list[Any] = []
+                nr: list[int] = []
+                for d, r in zip(data, diffs):
+                    for w in windows(event_time(label, at, d)):
+                        nd.append((w, d))
+                        nr.append(r)
+                if nd:
+                    out.append((t, nd, nr))
+            return out
+        by_time: dict[Any, tuple[list[Any], list[int]]] = {}
+        closes: dict[Any, int] = {}
+        for t, data, diffs in groups:
+            here = by_time.get(t)
+            if here is None:
+                here = by_time[t] = ([], [])
+            late = 0
+            first: Any = None
+            for d, r in zip(data, diffs):
+                was_late = False
+                for w in windows(event_time(label, at, d)):
+                    end = w[1]
+                    c = closes.get(end)
+                    if c is None:
+                        c = closes[end] = closing.close_time(label, end)
+                    if c <= t:
+                        was_late = True
+                        continue
+                    item = (w, d)
+                    here[0].append(item)
+                    here[1].append(r)
+                    slot = by_time.get(c)
+                    if slot is None:
+                        slot = by_time[c] = ([], [])
+                    slot[0].append(item)
+                    slot[1].append(-r)
+                if was_late:
+                    if not late:
+                        first = d
+                    late += 1
+            if late:
+                report_late(label, t, late, first)
+        return [(t, d, r) for t, (d, r) in by_time.items() if d]
