@@ -275,17 +275,20 @@ def test_an_exception_that_does_not_unpickle_arrives_as_its_traceback_text() -> 
 
 @pytest.mark.parametrize("processes", [1, 2])
 def test_operator_value_and_type_errors_arrive_as_themselves(processes: int) -> None:
-    """A NaN among ``min``'s values is an OperatorValueError (so a ValueError) and values that
-    do not compare an OperatorTypeError, at any process count."""
+    """A ``sum`` that comes to NaN is an OperatorValueError (so a ValueError) and values that
+    ``min`` cannot compare an OperatorTypeError, at any process count."""
+
+    def total(xs: df.Collection) -> df.Collection:
+        return xs.sum()
 
     def lowest(xs: df.Collection) -> df.Collection:
         return xs.min()
 
-    nan = [(("s1", 4.0), 0, 1), (("s1", float("nan")), 0, 1)]
-    with pytest.raises(ValueError, match="min: key 's1' has NaN") as info:
-        df.run(pipeline_of(lowest), workers=2, processes=processes, xs=nan)
+    infinities = [(("s1", float("inf")), 0, 1), (("s1", -float("inf")), 0, 1)]
+    with pytest.raises(ValueError, match="sum: key 's1' adds up to NaN") as info:
+        df.run(pipeline_of(total), workers=2, processes=processes, xs=infinities)
     assert isinstance(info.value, OperatorValueError)
-    assert info.value.operator == "min"
+    assert info.value.operator == "sum"
     mixed = [(("k", 1), 0, 1), (("k", "x"), 0, 1)]
     with pytest.raises(TypeError, match="min: key 'k' has values") as type_info:
         df.run(pipeline_of(lowest), workers=2, processes=processes, xs=mixed)
