@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging as _logging
 
 from .errors import (
+    CheckpointError as CheckpointError,
     DeltaflowError as DeltaflowError,
     JobClosedError as JobClosedError,
     OperatorError as OperatorError,
@@ -64,6 +65,7 @@ __all__ = [
     "TLS",
     "Antichain",
     "Arranged",
+    "CheckpointError",
     "Collection",
     "DeltaflowError",
     "Index",

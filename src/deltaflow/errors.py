@@ -7,6 +7,7 @@ Conditions of a running job raise a :class:`DeltaflowError`.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
     "DeltaflowError",
     "JobClosedError",
     "OperatorError",
@@ -86,3 +87,9 @@ class RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return "\n" + str(self.args[0] if self.args else "")
+
+
+class CheckpointError(DeltaflowError):
+    """A checkpoint could not be read (a file is missing, truncated or corrupted, or was
+    written by a newer deltaflow) or written. The message names the checkpoint's location and
+    the file; nothing is started from a checkpoint that cannot be read whole."""

@@ -1,5 +1,6 @@
-"""Fusion of linear chains: one actor per chain, never across a shared collection or an
-exchange, the same results as unfused, and errors that still name the failing step.
+"""Fusion of linear chains: one actor per chain (or one outlet of the actor whose output the
+chain alone reads), never across a shared collection or an exchange, the same results as
+unfused, and errors that still name the failing step.
 
 The plan is inspected with ``deltaflow.scheduler.plan.make_plan`` on the spec a pipeline's
 ``instantiate()`` records; results are compared with a naive model that pushes every input
@@ -36,9 +37,15 @@ def plan_of(build: Callable[..., Any], *, fuse: bool = True) -> Plan:
 
 
 def linear_actors(plan: Plan) -> list[str]:
-    """Names of the physical nodes that are not inputs, outputs or other plumbing."""
+    """Names of the linear chains, in plan order: the physical nodes that are not inputs,
+    outputs or other plumbing, and the chains run as outlets of another actor's output."""
     plumbing = ("input:", "output:", "concat", "exchange", "consolidate", "probe")
-    return [n.name for n in plan.nodes if not n.name.startswith(plumbing)]
+    names = []
+    for n, outlets in zip(plan.nodes, plan.outlets):
+        if not n.name.startswith(plumbing):
+            names.append(n.name)
+        names += [" -> ".join(s.label for s in steps) for port in outlets for steps, _ in port]
+    return names
 
 
 # -- a menu of linear steps, each with its model on single updates ------------------------------
@@ -112,22 +119,79 @@ histories = st.lists(
 # -- structure of the plan ----------------------------------------------------------------------
 
 
-def test_chain_of_linear_operators_is_one_actor() -> None:
-    """Every kind of linear step in a row becomes a single actor naming each step."""
+def test_chain_of_linear_operators_is_one_outlet() -> None:
+    """Every kind of linear step in a row becomes one chain naming each step, run as an
+    outlet of the input's actor (the chain alone reads the input)."""
     chain = OPS + OPS[:3]
     plan = plan_of(build_chain(chain))
-    assert [n.name.split(":")[0] for n in plan.nodes] == ["input", _joined(plan), "output"]
+    assert [n.name.split(":")[0] for n in plan.nodes] == ["input", "output"]
     (fused,) = linear_actors(plan)
     labels = fused.split(" -> ")
     assert [label.split("(")[0] for label in labels] == [op.name for op in chain]
     assert "test_fusion" in fused  # user functions are named by module
-    # The fused actor stands for every logical node of the chain.
-    assert len(plan.nodes[1].logical) == len(chain)
-    assert sorted(plan.physical_of.values()) == [0, 1, 2]
+    # The input's actor stands for every logical node of the chain too.
+    assert len(plan.nodes[0].logical) == len(chain) + 1
+    assert sorted(set(plan.physical_of.values())) == [0, 1]
 
 
-def _joined(plan: Plan) -> str:
-    return plan.nodes[1].name.split(":")[0]
+def test_chains_run_as_outlets_beside_other_readers_and_of_unions() -> None:
+    """A chain reading an actor's output runs as its outlet, beside the output's other
+    readers (which get what the actor sends, untransformed); one reading a dissolved union
+    of outputs runs as an outlet of each of them; one reading another chain's output fuses
+    with it, or (when that output has other readers) stays an actor."""
+
+    def fan_out(xs: df.Collection) -> dict[str, df.Collection]:
+        counted = xs.map(lambda d: (d % 3, d)).count()
+        return {"flipped": counted.map(lambda kn: (kn[1], kn[0])), "counted": counted}
+
+    plan = plan_of(fan_out)
+    assert [n.name.split(":")[0] for n in plan.nodes] == ["input", "count", "output", "output"]
+    (count,) = [i for i, n in enumerate(plan.nodes) if n.name == "count"]
+    ((steps, routes),) = plan.outlets[count][0]
+    assert [s.kind for s in steps] == ["map"] and len(routes) == 1
+    assert len(plan.routes[count][0]) == 1  # "counted": what count sends, as it is
+
+    def chained(xs: df.Collection) -> dict[str, df.Collection]:
+        shared = xs.map(lambda d: d + 1)
+        return {"a": shared.map(lambda d: d * 2), "b": shared}
+
+    plan = plan_of(chained)
+    # ``shared`` runs as the input's outlet, feeding the second map (an actor: its source
+    # runs as an outlet itself) and the output "b".
+    assert [n.name.split(":")[0].split("(")[0] for n in plan.nodes] == [
+        "input", "map", "output", "output"
+    ]  # fmt: skip
+    ((steps, routes),) = plan.outlets[0][0]
+    assert [s.kind for s in steps] == ["map"] and sorted(r[0] for r in routes) == [1, 3]
+
+    def union(xs: df.Collection, ys: df.Collection) -> df.Collection:
+        counts = xs.map(lambda d: (d, d)).count()
+        sums = ys.map(lambda d: (d, d)).sum()
+        return counts.concat(sums).map(lambda kv: kv[1])
+
+    plan = plan_of(union)
+    assert not [n for n in plan.nodes if n.name.startswith(("map", "concat"))]
+    with_outlets = [n.name for n, outlets in zip(plan.nodes, plan.outlets) if any(outlets)]
+    assert sorted(with_outlets) == ["count", "input:xs", "input:ys", "sum"]
+
+
+@FAST
+@given(xs=histories, ys=histories)
+def test_outlets_before_an_exchange_give_the_unfused_results(
+    workers: int, xs: list[Update], ys: list[Update]
+) -> None:
+    """Chains run as outlets (after an input, after a reduction, after a union of both)
+    feeding exchanges give what they give as actors, at any worker count."""
+
+    def build(xs: df.Collection, ys: df.Collection) -> dict[str, df.Collection]:
+        counts = xs.map(lambda d: (d % 4, d)).count()
+        flipped = counts.map(lambda kn: (kn[1], kn[0])).filter(lambda nk: nk[0] > 1)
+        both = flipped.concat(ys.map(lambda d: (d % 3, d)))
+        return {"joined": both.map(lambda kv: (kv[0] % 2, kv[1])).count(), "flipped": flipped}
+
+    fused = collect(pipeline_of(build), workers, xs=xs, ys=ys)
+    unfused = collect(pipeline_of(build), workers, fuse=False, xs=xs, ys=ys)
+    assert fused == unfused
 
 
 def test_fuse_false_keeps_one_actor_per_step() -> None:

@@ -1024,10 +1024,12 @@ def test_counting_reduction_defers_seeds_beyond_the_frontier_only_where_wrong() 
 
     In round 0, ``k`` counts 1 from iteration 3, ``j`` 1 at iterations 3 to 5, and ``n`` 1
     from iteration 6. Round 1 brings +1s at iterations 4 and 5 while the frontier is at
-    iteration 2: ``k`` then counts 2 (``distinct`` stays 1: nothing owed); ``j`` counts 2,
-    and from iteration 6 on 1, where its output says 0 (owed at 6); ``n`` counts 1 from 4,
-    where its output says 0 (owed at 4, though right again at 6); the new key ``m`` counts 1
-    at 4 (owed there).
+    iteration 2 (in one message at iteration 0, which the frontier has passed, so that its
+    updates are read now: a message the frontier has not passed waits unread, see
+    ``test_a_message_ahead_of_the_frontier_waits_unsearched``): ``k`` then counts 2
+    (``distinct`` stays 1: nothing owed); ``j`` counts 2, and from iteration 6 on 1, where its
+    output says 0 (owed at 6); ``n`` counts 1 from 4, where its output says 0 (owed at 4,
+    though right again at 6); the new key ``m`` counts 1 at 4 (owed there).
     """
     updates = [(("k", ()), Product(0, 3), 1),
                (("j", ()), Product(0, 3), 1), (("j", ()), Product(0, 6), -1),
@@ -1044,14 +1046,52 @@ def test_counting_reduction_defers_seeds_beyond_the_frontier_only_where_wrong() 
               (Antichain([Product(1, 0)]), Antichain([Product(1, 7)]))]  # fmt: skip
     for rnd, (low, high) in enumerate(bounds):
         rows = [(k, v, t, d) for (k, v), t, d in updates if t.outer == rnd]
-        for t in sorted({t for _, _, t, _ in rows}):
-            batch = Batch.from_updates([r for r in rows if r[2] == t], Description(low, high))
-            ctx.mailbox.append((t, batch))
+        if rnd == 0:
+            for t in sorted({t for _, _, t, _ in rows}):
+                batch = Batch.from_updates([r for r in rows if r[2] == t], Description(low, high))
+                ctx.mailbox.append((t, batch))
+        else:
+            ctx.mailbox.append((Product(1, 0), Batch.from_updates(rows, Description(low, high))))
         ctx.run(op, Antichain([Product(1, 0)]) if rnd == 0 else Antichain([Product(1, 2)]))
     assert op.pending == {"j": [Product(1, 6)], "m": [Product(1, 4)], "n": [Product(1, 4)]}
     assert ctx.held == {Product(1, 4): 1}
     ctx.run(op, Antichain())
     assert op.pending == {} and ctx.held == {}
+    assert_matches_oracle(ctx.sent, {"xs": updates}, q_distinct)
+
+
+def test_a_message_ahead_of_the_frontier_waits_unsearched() -> None:
+    """Messages at times the frontier has not passed (another worker's next loop turn) are
+    not read, searched or deferred: they wait, held by a capability at their least time, and
+    each key is searched once, when the frontier passes them."""
+    updates = [(("k", ()), Product(0, 3), 1), (("k", ()), Product(1, 4), 1),
+               (("j", ()), Product(1, 5), 1), (("j", ()), Product(1, 6), -1)]  # fmt: skip
+    lower = Product(0, 0)
+    op = R.ReduceOperator(
+        "distinct(test)", Spine(Antichain([lower])), Spine(Antichain([lower])),
+        R._distinct_logic, by_count=R._distinct_by_count,
+    )  # fmt: skip
+    searched: list[Any] = []
+    path = op.path
+
+    def counting(op_: Any, key: Any, times: Any, *rest: Any) -> None:
+        searched.append((key, sorted(set(times))))
+        path(op_, key, times, *rest)
+
+    op.path = counting
+    ctx = FakeContext(lower)
+    description = Description(Antichain([lower]), Antichain([Product(1, 7)]))
+    for (k, v), t, d in updates:
+        ctx.mailbox.append((t, Batch.from_updates([(k, v, t, d)], description)))
+    ctx.run(op, Antichain([Product(1, 0)]))
+    assert searched == [("k", [Product(0, 3)])]
+    assert op.pending == {} and sorted(op.waiting) == [Product(1, 4), Product(1, 5), Product(1, 6)]
+    assert ctx.held == {Product(1, 4): 1}
+    ctx.run(op, Antichain([Product(1, 5)]))  # passes (1, 4) only
+    assert searched[1:] == [("k", [Product(1, 4)])] and ctx.held == {Product(1, 5): 1}
+    ctx.run(op, Antichain())
+    assert searched[2:] == [("j", [Product(1, 5), Product(1, 6)])]
+    assert op.pending == {} and not op.waiting and ctx.held == {}
     assert_matches_oracle(ctx.sent, {"xs": updates}, q_distinct)
 
 

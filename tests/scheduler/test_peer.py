@@ -8,6 +8,7 @@ addresses, as one ``allGather`` does. Concatenated, the peers' results must be `
 from __future__ import annotations
 
 import random
+import shutil
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -207,3 +208,74 @@ def test_loops_under_random_link_delays(
             ),
         )
     assert_matches_oracle([u for part in parts for u in part], inputs, query)
+
+
+def test_peers_checkpoint_their_shares_and_resume_on_another_count(tmp_path: Any) -> None:
+    """Each peer settles and writes its share; one commits them; the checkpoint resumes on
+    three peers where two wrote it, and the steps after it give an uninterrupted run's."""
+    from deltaflow.scheduler.checkpoint import Checkpointer, settled
+
+    location = tmp_path / "state"
+    batches = [
+        [{"xs": [("a", 1), ("b", 1)]}, {"xs": [("a", 1)]}, {}],
+        [{"xs": [("c", 1)]}, {}, {"xs": [("b", 1)]}],
+        [{"xs": [("a", -1)]}, {"xs": [("c", 1), ("d", 1)]}, {}],
+        [{}, {"xs": [("b", -1)]}, {"xs": [("e", 2)]}],
+    ]
+
+    def fed(t: int, i: int, peers: int) -> dict[str, Any]:
+        """Peer ``i``'s part of step ``t``: with two peers, the second feeds two parts."""
+        if peers == 3:
+            return batches[t][i]
+        parts = [batches[t][0]] if i == 0 else batches[t][1:]
+        return {"xs": [u for part in parts for u in part.get("xs", [])]}
+
+    def run(peers: int, steps: range, checkpoint_after: int | None) -> list[list[Any]]:
+        rendezvous = gather(peers)
+        barrier = threading.Barrier(peers, timeout=30)
+        counts: list[Any] = [None] * peers
+        fragments: list[Any] = [None] * peers
+
+        async def agree(value: Any, into: list[Any], i: int) -> list[Any]:
+            into[i] = value
+            await trio.to_thread.run_sync(barrier.wait)
+            seen = list(into)
+            await trio.to_thread.run_sync(barrier.wait)
+            return seen
+
+        async def peer(i: int) -> list[Any]:
+            out = []
+            async with open_peer(
+                CountValues(), index=i, peers=peers, rendezvous=rendezvous(i), secret=SECRET,
+                checkpoint=location,
+            ) as p:  # fmt: skip
+                assert p.resumed_at == (None if steps.start == 0 else steps.start)
+                for t in steps:
+                    out.append(await p.step(fed(t, i, peers)))
+                    if t == checkpoint_after:
+                        last = None
+                        while True:
+                            now = await agree(await p.settle(), counts, i)
+                            if settled(last, now):
+                                break
+                            last = now
+                        shares = await agree(await p.save_share(1, 0), fragments, i)
+                        if i == 0:
+                            Checkpointer(location, "coordinator").commit(p.header(1), shares)
+                        await trio.to_thread.run_sync(barrier.wait)
+            return out
+
+        return in_threads(peers, lambda i: trio.run(peer, i))
+
+    def merged(per_peer: list[list[Any]], t: int) -> list[Any]:
+        return sorted(u for part in per_peer for u in part[t])
+
+    before = run(2, range(2), checkpoint_after=1)
+    shutil.copytree(location, tmp_path / "kept")
+    shutil.rmtree(location)
+    whole = run(2, range(4), None)  # (the location now empty: a fresh, uninterrupted run)
+    shutil.rmtree(location, ignore_errors=True)
+    shutil.copytree(tmp_path / "kept", location)
+    after = run(3, range(2, 4), None)
+    assert [merged(before, t) for t in range(2)] == [merged(whole, t) for t in range(2)]
+    assert [merged(after, t - 2) for t in range(2, 4)] == [merged(whole, t) for t in range(2, 4)]

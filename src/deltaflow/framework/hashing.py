@@ -28,10 +28,14 @@ Other values hash their ``repr``, which is stable for attrs/dataclass records of
 from __future__ import annotations
 
 import numbers
+import warnings
 import zlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from typing import Any
 
-__all__ = ["SELF_HASHED_BELOW", "stable_hash", "worker_of"]
+import numpy as np
+
+__all__ = ["SELF_HASHED_BELOW", "owners", "stable_hash", "worker_of"]
 
 _MASK = (1 << 61) - 1
 SELF_HASHED_BELOW = _MASK
@@ -51,7 +55,10 @@ def stable_hash(value: Hashable) -> int:
     if cls is tuple or isinstance(value, tuple):  # a Product (a pair) hashes as its tuple
         h = 0x345678
         for item in value:  # type: ignore[attr-defined]
-            h = ((h * 1000003) ^ stable_hash(item)) & _MASK
+            if item.__class__ is int and 0 <= item < _MASK:  # its own hash: no call
+                h = ((h * 1000003) ^ item) & _MASK
+            else:
+                h = ((h * 1000003) ^ stable_hash(item)) & _MASK
         return h
     if value is None:
         return _NONE
@@ -77,3 +84,55 @@ def worker_of(key: Hashable, peers: int) -> int:
     if key.__class__ is int and 0 <= key < SELF_HASHED_BELOW:
         return key % peers
     return stable_hash(key) % peers
+
+
+#: Keys below this many are routed one by one: numpy's cost per call would outweigh it.
+COLUMNS_FROM = 32
+
+
+def owners(keys: Sequence[Hashable], peers: int) -> Sequence[int]:
+    """``worker_of(key, peers)`` for every key, in order.
+
+    Many keys that are all small non-negative ints, or all tuples of as many of them (the
+    usual keys of graphs and counts), are hashed as numpy columns, the same arithmetic as
+    :func:`stable_hash` (which wraps at 2**61 - 1, so 64-bit products keep its low bits);
+    anything else key by key.
+
+    >>> list(owners([(1, 2), (3, 4), 7, "cat"], 3)) == [worker_of(k, 3) for k in
+    ...     [(1, 2), (3, 4), 7, "cat"]]
+    True
+    """
+    if len(keys) >= COLUMNS_FROM:
+        columns = _int_columns(keys)
+        if columns is not None:
+            if columns.ndim == 1:
+                return (columns % peers).tolist()  # type: ignore[no-any-return]
+            h = np.full(len(keys), 0x345678, dtype=np.uint64)
+            prime, mask = np.uint64(1000003), np.uint64(_MASK)
+            for column in columns.T.astype(np.uint64):
+                h = ((h * prime) ^ column) & mask
+            return (h % np.uint64(peers)).tolist()  # type: ignore[no-any-return]
+    below = SELF_HASHED_BELOW
+    h_of = stable_hash
+    return [(k if k.__class__ is int and 0 <= k < below else h_of(k)) % peers for k in keys]
+
+
+def _int_columns(keys: Sequence[Hashable]) -> np.ndarray[Any, Any] | None:
+    """The keys as an int64 array (one column, or one per tuple field) when every key is a
+    non-negative int below 2**61 - 1, or every key a tuple of as many such ints; else
+    ``None``."""
+    first = keys[0]
+    if first.__class__ is not int and first.__class__ is not tuple:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ragged tuples: numpy warns, then we say no
+            columns = np.array(keys)
+    except (ValueError, OverflowError, TypeError):
+        return None
+    # Bools are ints that hash as themselves; floats, strings and objects are not ints.
+    if columns.dtype.kind not in "iub" or columns.ndim != (1 if first.__class__ is int else 2):
+        return None
+    if columns.size and (columns.min() < 0 or columns.max() >= SELF_HASHED_BELOW):
+        return None
+    return columns.astype(np.int64, copy=False)

@@ -37,13 +37,18 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..framework.antichain import Antichain
+from ..framework.durable.store import encode_frontier
+from ..framework.durable.tables import Rows
 from ..framework.lattice import less_equal
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
 from ..framework.trace.spine import Spine
 from .base import Interest, Operator, UpdateBatch, is_pair
+from .durable import StateSink, StateSource, covering, restore_trace
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..framework.lattice import Time
     from .base import Capability, OperatorContext
 
@@ -155,6 +160,47 @@ class ArrangeOperator(Operator):
         keep.append(new)
         keep.sort(key=lambda c: c.time)
         self.caps = keep
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """Keep capabilities for updates a restored state holds back (none on a fresh
+        start)."""
+        self.caps = covering(capabilities, self.pending)
+
+    def save(self, sink: StateSink) -> None:
+        """Hand the trace and the updates not sealed yet to a checkpoint (the trace's
+        batches: those written by an earlier checkpoint are not written again)."""
+        if not self.keep:
+            return  # it forwards everything at once: nothing is held
+        sink.batches("trace", self.spine.batches())
+        sink.value("upper", encode_frontier(self.spine.upper))
+        keys: list[Any] = []
+        vals: list[Any] = []
+        times: list[Any] = []
+        diffs: list[int] = []
+        for t, (data, ds) in self.pending.items():
+            ks, vs = self._split(data)
+            keys.extend(ks)
+            vals.extend([()] * len(ks) if vs is None else vs)
+            times.extend([t] * len(ks))
+            diffs.extend(ds)
+        sink.rows("pending", Rows({"key": keys, "val": vals, "time": times, "diff": diffs}), "key")
+
+    def load(self, source: StateSource) -> None:
+        """Take this worker's share of a checkpoint's trace and held-back updates."""
+        restore_trace(self.spine, source.rows("trace"), source.value("upper"), unit=self.by_self)
+        self.upper = self.spine.upper
+        rows = source.rows("pending")
+        if rows is None:
+            return
+        cols = rows.columns
+        data = cols["key"] if self.by_self else list(zip(cols["key"], cols["val"]))
+        for d, t, r in zip(data, cols["time"], cols["diff"]):
+            slot = self.pending.get(t)
+            if slot is None:
+                self.pending[t] = ([d], [r])
+            else:
+                slot[0].append(d)
+                slot[1].append(r)
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Buffer new updates; seal what the frontier has passed."""
@@ -391,6 +437,7 @@ class AsCollection(Operator):
     """Turn an arrangement's batches back into update batches grouped by time."""
 
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, name: str, by_self: bool) -> None:

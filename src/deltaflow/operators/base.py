@@ -166,6 +166,12 @@ class Operator:
     #: woken by frontiers (``ctx.set_interest(Interest.ALWAYS)``) raises ``ValueError``. An
     #: operator whose class interest is ``ALWAYS`` is watched whatever this says.
     reads_frontiers: bool = True
+    #: ``True`` for an operator that keeps nothing from one activation to the next (linear
+    #: steps, routing, scopes, feedback; sources and sinks, whose state the job keeps): a
+    #: checkpoint has nothing to take from it. An operator that keeps state implements
+    #: ``save`` and ``load`` (:mod:`.durable`); one that does neither stops a checkpoint with
+    #: an error rather than lose its state.
+    stateless: bool = False
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """Called once before the first activation with one capability per output port at the

@@ -31,7 +31,7 @@ from ..framework.trace.spine import Spine
 from . import aggregate as _aggregate, reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .base import check_function, describe_callable, is_pair
-from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact
+from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact, identity_key
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
 from .join import JoinOperator
 from .linear import Concat, Consolidate, Exchange, LinearOperator, Step, temporal_filter_logic
@@ -83,6 +83,9 @@ class DataflowBuilder:
     top: Scope = attrs.field(factory=Scope)
     #: ``build`` returned one collection (the output ``"output"``), not a dict of them.
     single_output: bool = True
+    #: Nodes added for how the job is laid out, not by ``build`` (the exchange before each
+    #: output of a peer): a checkpoint's description of the pipeline leaves them out.
+    layout_nodes: set[int] = attrs.field(factory=set)
     _entered: dict[tuple[int, int, int], Collection] = attrs.field(factory=dict)
     _arranged: dict[tuple[int, int, bool], Arranged] = attrs.field(factory=dict)
 
@@ -292,7 +295,7 @@ class Collection:
             "consolidate",
             lambda _w, _n: Consolidate(),
             [self],
-            pacts=[Pact(_identity)],
+            pacts=[Pact(identity_key)],
             traits=NodeTraits(consolidates=True),
         )
 
@@ -304,7 +307,7 @@ class Collection:
             check_function("exchange", "key", key, 1)
             name = f"exchange({describe_callable(key)})"
         return self._add(
-            name, lambda _w, _n: Exchange(key, name), [self], pacts=[Pact(key or _identity)]
+            name, lambda _w, _n: Exchange(key, name), [self], pacts=[Pact(key or identity_key)]
         )
 
     def probe(self) -> ProbeHandle:
@@ -403,7 +406,7 @@ class Collection:
             kind,
             factory,
             [self],
-            pacts=[Pact(_identity if by_self else _first)],
+            pacts=[Pact(identity_key if by_self else _first)],
             traits=NodeTraits(arrangement=registry),
         )
         arranged = Arranged(self.builder, node.node, registry, self.scope, by_self)
@@ -616,10 +619,6 @@ def _label(scope: Scope) -> str:
     return f"{scope.name!r}" if site is None else f"{scope.name!r} (made at {site})"
 
 
-def _identity(x: Any) -> Any:
-    return x
-
-
 def _first(pair: Any) -> Any:
     if (pair.__class__ is tuple and len(pair) == 2) or is_pair(pair):
         return pair[0]
@@ -828,7 +827,10 @@ class Pipeline:
             if coll.builder is not builder:
                 msg = f"output {name!r} was built by another pipeline"
                 raise ValueError(msg)
-            builder.new_output(name, coll.exchange() if exchange_outputs else coll)
+            if exchange_outputs:
+                coll = coll.exchange()
+                builder.layout_nodes.add(coll.node)
+            builder.new_output(name, coll)
         from .iterate import check_variables_set  # iterate.py builds on this module
 
         check_variables_set(builder)

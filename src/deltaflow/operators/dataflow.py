@@ -32,7 +32,13 @@ if TYPE_CHECKING:
     from .iterate import Variable
     from .linear import Step
 
-__all__ = ["DataflowSpec", "Edge", "NodeSpec", "NodeTraits", "Pact"]
+__all__ = ["DataflowSpec", "Edge", "NodeSpec", "NodeTraits", "Pact", "identity_key"]
+
+
+def identity_key(datum: Any) -> Any:
+    """The exchange key of a datum that is its own key (``arrange_by_self``, ``distinct``):
+    the exchange recognises it and routes the data without calling it."""
+    return datum
 
 
 @attrs.frozen

@@ -18,9 +18,12 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..framework.lattice import advancer
+from .durable import Changes
 
 if TYPE_CHECKING:
+    from ..framework.durable.tables import Groups
     from ..framework.lattice import Time
+    from .durable import StateSink
 
 __all__ = ["COMPACT_WRITTEN", "AdvanceTo", "KeyedHistory"]
 
@@ -102,7 +105,8 @@ class KeyedHistory:
     TIDY_SLICE: ClassVar[int] = 2048
 
     __slots__ = (
-        "_kept", "_retry", "_seen", "_sweep", "compact_above", "limit", "rows", "size", "unit",
+        "_kept", "_retry", "_seen", "_sweep", "changes", "compact_above", "limit", "rows", "size",
+        "unit",
     )  # fmt: skip
 
     def __init__(self, compact_above: int | None = None, *, unit: bool = False) -> None:
@@ -124,6 +128,10 @@ class KeyedHistory:
         # Keys whose list a read found holding distinct values only (no compaction can
         # shrink it until it grows), with the length it must reach before a read looks again.
         self._retry: dict[Any, int] = {}
+        #: The keys given updates since a checkpoint last took the history (see
+        #: :mod:`.durable`; compaction changes no accumulation that can still be read, so it
+        #: is not a change).
+        self.changes = Changes()
 
     @property
     def sweeping(self) -> bool:
@@ -142,6 +150,7 @@ class KeyedHistory:
         else:
             rows.append((val, time, diff))
         self.size += 1
+        self.changes.note(key)
 
     def extend_at(self, time: Time, rows: list[tuple[Any, Any, int]]) -> None:
         """Add ``(key, val, diff)`` updates, all at ``time`` (a reduction's corrections).
@@ -159,9 +168,15 @@ class KeyedHistory:
             else:
                 have.append((val, time, diff))
         self.size += len(rows)
+        if self.changes.keys is not None:
+            self.changes.note_all([r[0] for r in rows])
 
     def extend(self, updates: Iterable[tuple[Any, Any, Time, int]]) -> None:
         """Add ``(key, val, time, diff)`` updates (a batch's, say)."""
+        changed = self.changes.keys
+        if changed is not None:
+            updates = list(updates)
+            changed.update([u[0] for u in updates])
         rows_of = self.rows
         n = 0
         for key, val, time, diff in updates:
@@ -188,6 +203,9 @@ class KeyedHistory:
         ({'k': [('v', 1, 1), ('u', 3, 1)], 'l': [('w', 2, -1)]}, 3)
         """
         rows_of = self.rows
+        changed = self.changes.keys
+        if changed is not None:
+            changed.update([key for key, _ in groups])
         if owned and not rows_of:
             rows_of.update(groups)
             self.size += sum(len(rows) for _, rows in groups)
@@ -230,6 +248,9 @@ class KeyedHistory:
                 times.append(time)
             n += 1
         self.size += n
+        changed = self.changes.keys
+        if changed is not None:
+            changed.update(times_of)  # (every key noted there so far: a superset is fine)
 
     def compacted(
         self, key: Any, rows: list[tuple[Any, Time, int]], advance: AdvanceTo
@@ -345,6 +366,33 @@ class KeyedHistory:
             del self.rows[key]
             self._retry.pop(key, None)
         return len(merged)
+
+    #: The columns of a key's rows in a checkpoint.
+    COLUMNS: ClassVar[tuple[str, str, str]] = ("val", "time", "diff")
+
+    def save(self, sink: StateSink, name: str) -> None:
+        """Hand the history to a checkpoint as the index ``name`` (the keys given updates
+        since the previous checkpoint, when it is tracked; see :mod:`.durable`)."""
+        sink.index(name, self.rows, self.COLUMNS, self.changes.take())
+
+    def load(self, groups: Groups | None) -> None:
+        """Take the rows of ``groups`` (a checkpoint's share of this worker) as the history,
+        and track its changes from now on (the next checkpoint may write only those).
+
+        >>> from deltaflow.framework.durable.tables import Groups
+        >>> h = KeyedHistory()
+        >>> h.load(Groups(["k"], [2], {"val": ["v", "v"], "time": [1, 2], "diff": [1, -1]}))
+        >>> h.rows, h.size
+        ({'k': [('v', 1, 1), ('v', 2, -1)]}, 2)
+        """
+        if groups is None:
+            return
+        self.changes.keys = set()  # changes from here on make the next checkpoint
+        if not groups.keys:
+            return
+        self.rows = groups.to_index()
+        self.size = len(groups)
+        self._seen = self.size
 
     def check(self) -> None:
         """Assert the invariants (no empty list, no zero diff, the size is the total)."""

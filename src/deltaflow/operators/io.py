@@ -19,12 +19,16 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..framework.antichain import Antichain
+from ..framework.durable.tables import Rows
 from ..framework.lattice import join, less_equal
 from .base import Interest, Operator, UpdateBatch
+from .durable import Changes
 
 if TYPE_CHECKING:
+    from ..framework.durable.tables import Groups
     from ..framework.lattice import Time
     from .base import Capability, OperatorContext
+    from .durable import StateSink
 
 __all__ = [
     "InputFeed",
@@ -65,6 +69,7 @@ class InputOperator(Operator):
     """The source of one named input on one worker."""
 
     interest = Interest.NEVER
+    stateless = True
 
     def __init__(self, name: str, feed: InputFeed) -> None:
         self.name = f"input:{name}"
@@ -72,8 +77,9 @@ class InputOperator(Operator):
         self.cap: Capability | None = None
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
-        """Keep the output capability: the input may send from the least time on."""
-        self.cap = capabilities[0]
+        """Keep the output capability: the input may send from the least time on (from the
+        time a resumed job resumed at; none for an input a checkpoint saved closed)."""
+        self.cap = capabilities[0] if capabilities else None
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Send queued batches, then move or drop the capability."""
@@ -126,6 +132,10 @@ class OutputStore:
         self.since: int | None = None
         self.base: dict[Any, int] = {}  # the updates at times <= since, accumulated
         self._kept = 0  # len(history) after the last compaction
+        #: The data whose count in ``current`` changed since a checkpoint last took it.
+        self.changes = Changes()
+        #: The time a resumed job resumed at (times before ``resumed_at - 1`` are not kept).
+        self.resumed_at: int | None = None
 
     def add(self, time: Time, batch: UpdateBatch) -> None:
         """Record a batch received at ``time``."""
@@ -143,6 +153,7 @@ class OutputStore:
         done.sort()
         published = []
         current = self.current
+        changed = self.changes.keys
         for t in done:
             acc = self.open.pop(t)
             updates = [(d, r) for d, r in acc.items() if r]
@@ -156,6 +167,8 @@ class OutputStore:
                     current[d] = n
                 else:
                     del current[d]
+            if changed is not None:
+                changed.update([d for d, _ in updates])
             published.append((t, updates))
             if self.on_complete is not None:
                 self.on_complete(t, updates)
@@ -200,6 +213,13 @@ class OutputStore:
                 f"{list(self.frontier)}); await job.advance_to(...) past it first"
             )
             raise ValueError(msg)
+        if self.resumed_at is not None and time < self.resumed_at - 1:
+            msg = (
+                f"output {self.name!r}: time {time!r} is before the checkpoint this job resumed "
+                f"from (at time {self.resumed_at}: its outputs hold times from "
+                f"{self.resumed_at - 1} on)"
+            )
+            raise ValueError(msg)
         if self.since is not None and time < self.since:
             msg = (
                 f"output {self.name!r}: time {time!r} is older than the history kept "
@@ -219,6 +239,45 @@ class OutputStore:
                     del out[d]
         return out
 
+    # -- checkpoints ----------------------------------------------------------------------
+    def save_current(self, sink: StateSink) -> None:
+        """Hand the collection at the last complete time to a checkpoint (the data whose
+        count changed since the previous one), and the frontier."""
+        sink.index("current", self.current, ("count",), self.changes.take(), single=True)
+
+    def save_open(self, sink: StateSink) -> None:
+        """Hand the updates at times not complete yet to a checkpoint."""
+        data = [d for acc in self.open.values() for d, r in acc.items() if r]
+        times = [t for t, acc in self.open.items() for r in acc.values() if r]
+        diffs = [r for acc in self.open.values() for r in acc.values() if r]
+        sink.rows("open", Rows({"data": data, "time": times, "diff": diffs}), None)
+
+    def restore(
+        self,
+        time: int,
+        frontier: Antichain,
+        current: Groups | None,
+        pending: Rows | None,
+    ) -> None:
+        """Stand where a checkpoint at ``time`` left the output: complete before ``time``
+        (the collection then is ``current``, answerable as ``at(time - 1)``; nothing older),
+        its frontier, and the updates at later times already made (``pending``)."""
+        self.resumed_at = time
+        self.frontier = frontier
+        if current is not None:
+            self.base = current.values("count")
+            self.current = dict(self.base)
+            self.changes.keys = set()
+        self.since = time - 1
+        self.latest = time - 1
+        if pending is not None:
+            cols = pending.columns
+            for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
+                acc = self.open.get(t)
+                if acc is None:
+                    acc = self.open[t] = {}
+                acc[d] = acc.get(d, 0) + r
+
     def updates(self) -> list[tuple[Any, Any, int]]:
         """Every published update ``(data, time, diff)``, consolidated per time; with a
         bounded history, those before ``since`` are at ``since`` (accumulated)."""
@@ -233,6 +292,7 @@ class OutputOperator(Operator):
     """Write one worker's share of an output into the shared :class:`OutputStore`."""
 
     interest = Interest.ALWAYS
+    stateless = True
 
     def __init__(self, store: OutputStore) -> None:
         self.name = f"output:{store.name}"
@@ -286,6 +346,7 @@ class ProbeOperator(Operator):
     """Report an input frontier to a :class:`ProbeHandle`, and pass batches through."""
 
     interest = Interest.ALWAYS
+    stateless = True
     name = "probe"
 
     def __init__(self, handle: ProbeHandle) -> None:

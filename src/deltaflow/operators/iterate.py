@@ -130,6 +130,7 @@ class FeedbackOperator(Operator):
     """
 
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, limit: int | None = None, name: str = "feedback") -> None:

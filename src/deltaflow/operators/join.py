@@ -42,6 +42,7 @@ from ..framework.antichain import Antichain
 from ..framework.lattice import Product, join as time_join, new_tuple
 from .arrange import RawBatch
 from .base import Interest, Operator, UpdateBatch
+from .durable import StateSink, StateSource
 from .history import AdvanceTo, KeyedHistory
 
 if TYPE_CHECKING:
@@ -205,6 +206,33 @@ class JoinOperator(Operator):
         # tidy call; at first, where they start (see :meth:`_worth_tidying`).
         lows = (left.lower.elements, right.lower.elements)
         self.tidied = [(lows[1], lows[0]), lows]
+
+    def save(self, sink: StateSink) -> None:
+        """Hand the histories this operator keeps of its sides to a checkpoint (a side read
+        from a shared trace is saved by its arrangement).
+
+        Raises:
+            RuntimeError: work is still queued (the dataflow is not quiescent).
+        """
+        if self.work:
+            msg = f"{self.name}: {len(self.work)} batches still to join at a checkpoint"
+            raise RuntimeError(msg)
+        for side, history in enumerate(self.histories):
+            if history is not None:
+                history.save(sink, f"side{side}")
+
+    def load(self, source: StateSource) -> None:
+        """Take this worker's share back: the histories of its own sides; a side read from a
+        trace counts everything its arrangement restored as joined already."""
+        for side, history in enumerate(self.histories):
+            if history is not None:
+                history.load(source.index(f"side{side}"))
+                continue
+            reader = self.readers[side]
+            assert reader is not None
+            upper = self.spines[side].upper
+            self.acknowledged[side] = upper
+            reader.set_physical_compaction(upper)
 
     def _other_side(self, side: int) -> list[Batch] | KeyedHistory:
         history = self.histories[side]

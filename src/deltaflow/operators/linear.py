@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import OperatorError
+from ..framework.durable.tables import Rows
 from ..framework.lattice import join
 from .base import Interest, Operator, UpdateBatch, describe_callable, sum_diffs
+from .durable import StateSink, StateSource, delayed_to
 from .values import as_count
 
 if TYPE_CHECKING:
@@ -163,6 +165,7 @@ class LinearOperator(Operator):
     """
 
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, steps: Sequence[Step], name: str | None = None) -> None:
@@ -203,6 +206,7 @@ class Concat(Operator):
 
     name = "concat"
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, inputs: int) -> None:
@@ -223,6 +227,7 @@ class Exchange(Operator):
     """
 
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, key: Callable[[Any], Any] | None, name: str = "exchange") -> None:
@@ -257,6 +262,38 @@ class Consolidate(Operator):
 
     def __init__(self) -> None:
         self.pending: dict[Any, tuple[Capability, list[Any], list[int]]] = {}
+        # What a checkpoint held back, until ``initialize`` gives it capabilities.
+        self._restored: dict[Any, tuple[list[Any], list[int]]] = {}
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """A capability per time a restored state holds updates at (none on a fresh start)."""
+        for time, (data, diffs) in self._restored.items():
+            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
+        self._restored = {}
+        for cap in capabilities:
+            cap.drop()
+
+    def save(self, sink: StateSink) -> None:
+        """Hand the updates of times not complete yet to a checkpoint."""
+        data = [d for _, ds, _ in self.pending.values() for d in ds]
+        times = [t for t, (_, ds, _) in self.pending.items() for _ in ds]
+        diffs = [r for _, _, rs in self.pending.values() for r in rs]
+        sink.rows("pending", Rows({"data": data, "time": times, "diff": diffs}), "data")
+
+    def load(self, source: StateSource) -> None:
+        """Take this worker's share of the updates held back at a checkpoint."""
+        rows = source.rows("pending")
+        if rows is None:
+            return
+        restored = self._restored
+        cols = rows.columns
+        for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
+            slot = restored.get(t)
+            if slot is None:
+                restored[t] = ([d], [r])
+            else:
+                slot[0].append(d)
+                slot[1].append(r)
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Buffer new batches; flush the times the frontier has passed."""

@@ -21,6 +21,7 @@ class ScopeOperator(Operator):
     """Map batch times into (``kind="enter"``) or out of (``kind="leave"``) a nested scope."""
 
     interest = Interest.NEVER
+    stateless = True
     reads_frontiers = False
 
     def __init__(self, kind: str) -> None:

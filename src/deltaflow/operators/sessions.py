@@ -30,11 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
+from ..framework.durable.tables import Rows
 from .base import Interest, Operator, UpdateBatch
+from .durable import Changes, delayed_to
 from .windows import Closing, report_late
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..framework.durable.tables import Groups
     from .base import Capability, OperatorContext
+    from .durable import StateSink, StateSource
 
 __all__ = ["SessionOperator", "session_logic", "sessions_of"]
 
@@ -72,6 +78,11 @@ def session_logic(
         return [((window[at], d), c) for (at, d), c in vals]
 
     return logic
+
+
+def _rows(state: _Key) -> list[tuple[Any, Any, int]]:
+    """A key's events as ``(at, datum, count)`` rows."""
+    return [(at, d, c) for at, here in state.counts.items() for d, c in here.items()]
 
 
 class _Key:
@@ -143,6 +154,70 @@ class SessionOperator(Operator):
         self.closes: list[tuple[int, int, Any, Any]] = []
         self.close_cap: Capability | None = None
         self._seq = 0
+        #: The keys whose events changed since a checkpoint last took them.
+        self.changes = Changes()
+        # What a checkpoint held back, until ``initialize`` gives it capabilities.
+        self._restored: dict[Any, tuple[list[Any], list[int]]] = {}
+
+    # -- checkpoints (see .durable) ------------------------------------------------------------
+    def save(self, sink: StateSink) -> None:
+        """Hand the events per key, the updates waiting for their time and the sessions'
+        close times to a checkpoint."""
+        sink.index("events", self.keys, ("at", "datum", "count"), self.changes.take(), rows=_rows)
+        data = [d for _, ds, _ in self.pending.values() for d in ds]
+        sink.rows(
+            "pending",
+            Rows({
+                "key": [d[0] for d in data],
+                "data": data,
+                "time": [t for t, (_, ds, _) in self.pending.items() for _ in ds],
+                "diff": [r for _, _, rs in self.pending.values() for r in rs],
+            }),
+            "key",
+        )  # fmt: skip
+        closes = self.closes
+        sink.rows(
+            "closes",
+            Rows({"key": [c[2] for c in closes], "time": [c[0] for c in closes],
+                  "first": [c[3] for c in closes]}),
+            "key",
+        )  # fmt: skip
+
+    def load(self, source: StateSource) -> None:
+        """Take this worker's share of a checkpoint back."""
+        events: Groups | None = source.index("events")
+        if events is not None:
+            self.changes.keys = set()
+            for key, rows in events.items():
+                state = self.keys[key] = _Key()
+                for at, d, c in rows:
+                    state.counts.setdefault(at, {})[d] = c
+                state.times.update(at for at in state.counts if state.live(at))
+        pending = source.rows("pending")
+        if pending is not None:
+            cols = pending.columns
+            for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
+                slot = self._restored.setdefault(t, ([], []))
+                slot[0].append(d)
+                slot[1].append(r)
+        closes = source.rows("closes")
+        if closes is not None:
+            cols = closes.columns
+            for key, t, first in zip(cols["key"], cols["time"], cols["first"]):
+                self._seq += 1
+                self.closes.append((t, self._seq, key, first))
+            heapq.heapify(self.closes)
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """Capabilities for a restored state's updates at later times, one per time, and
+        for its earliest close (none on a fresh start)."""
+        for time, (data, diffs) in self._restored.items():
+            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
+        self._restored = {}
+        if self.closes:
+            self.close_cap = delayed_to(capabilities, self.closes[0][0])
+        for cap in capabilities:
+            cap.drop()
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue new updates; apply and close the times the frontier has passed."""
@@ -222,6 +297,7 @@ class SessionOperator(Operator):
         if late:
             report_late(self.name, time, late, first_late)
         gap = self.gap
+        self.changes.note_all(by_key)
         for key, changes in by_key.items():
             state = self.keys.get(key)
             if state is None:
@@ -244,6 +320,7 @@ class SessionOperator(Operator):
         closes, closing, gap = self.closes, self.closing, self.gap
         while closes and closes[0][0] <= time:
             _, _, key, first = heapq.heappop(closes)
+            self.changes.note(key)
             state = self.keys.get(key)
             if state is None or first not in state.counts:
                 continue

@@ -21,13 +21,16 @@ summary) is ``<=`` it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OperatorError
 from ..framework.antichain import Antichain
-from ..framework.hashing import SELF_HASHED_BELOW, stable_hash
+from ..framework.hashing import COLUMNS_FROM, SELF_HASHED_BELOW, owners, stable_hash
 from ..framework.lattice import less_equal
 from ..operators.base import Interest, UpdateBatch
+from ..operators.dataflow import identity_key
+from ..operators.linear import LinearOperator
 from .capability import Capability
 
 if TYPE_CHECKING:
@@ -55,11 +58,16 @@ class Actor:
         "mailboxes",
         "name",
         "operator",
+        "outlets",
         "outputs",
         "routes",
         "summaries",
         "watches_frontiers",
     )
+
+    #: An output's send rights (the drained messages' times) are reduced to their minimal
+    #: times once they are more than this many.
+    RIGHTS_KEPT = 8
 
     def __init__(
         self,
@@ -73,6 +81,7 @@ class Actor:
         initial: Time,
         inlets: Mapping[int, Callable[[list[tuple[Time, Any]]], list[tuple[Time, Any]]]]
         | None = None,
+        outlets: list[list[tuple[LinearOperator, list[tuple[int, int, Any]]]]] | None = None,
     ) -> None:
         self._worker = worker
         self.index = index
@@ -86,6 +95,9 @@ class Actor:
         # Per input port: what turns its drained messages into what the operator reads (an
         # absorbed arrangement's ``forward``, see :mod:`.plan`), or ``None``.
         self.inlets = [(inlets or {}).get(port) for port in range(inputs)]
+        # Per output port: the linear chains run as its outlets (see :mod:`.plan`), each with
+        # the routes of what it makes.
+        self.outlets = outlets or [[] for _ in range(outputs)]
         # Per input port: the index in its mailbox where the messages delivered in this step
         # (not announced to the trackers yet) begin; -1 when there are none. The worker sets
         # it when it delivers (``Worker.deliver_fresh``) and clears it when it announces them.
@@ -171,7 +183,12 @@ class Actor:
 
     def send(self, port: int, time: Time, payload: Any) -> None:
         """Send ``payload`` at ``time`` on output ``port`` to every consumer."""
-        for t in self._rights[port]:  # ``_may_send``, with its common case inlined
+        rights = self._rights[port]
+        if len(rights) > self.RIGHTS_KEPT:
+            # Many messages drained (many times known at once): only their minimal times
+            # matter for what may be sent, and every send checks them.
+            rights[:] = Antichain(rights).elements
+        for t in rights:  # ``_may_send``, with its common case inlined
             if t is time or less_equal(t, time):
                 break
         else:
@@ -182,9 +199,17 @@ class Actor:
                     f"{sorted(set(self._rights[port]))!r} in this activation"
                 )
                 raise ValueError(msg)
+        self._route(self.routes[port], time, payload)
+        for chain, routes in self.outlets[port]:
+            for t, batch in chain.transform([(time, payload)]):
+                self._route(routes, t, batch)
+
+    def _route(self, routes: list[tuple[int, int, Any]], time: Time, payload: Any) -> None:
+        """Deliver ``payload`` at ``time`` along ``routes``, exchanged by their keys across
+        the workers."""
         worker = self._worker
         local = worker.peers == 1
-        for node, inport, key in self.routes[port]:
+        for node, inport, key in routes:
             if key is None or local:
                 worker.deliver_fresh(node, inport, time, payload)
             else:
@@ -268,17 +293,28 @@ class Actor:
 
 
 def _split(payload: Any, key: Any, peers: int) -> list[tuple[int, Any]]:
+    """``payload``'s updates by the worker that owns ``key(datum)``, in order; each part with
+    its worker (a part keeps its sender's word that it is consolidated)."""
     if not isinstance(payload, UpdateBatch):
         msg = f"only update batches can be exchanged between workers, not {type(payload)!r}"
         raise TypeError(msg)
-    parts_d: list[list[Any]] = [[] for _ in range(peers)]
-    parts_r: list[list[int]] = [[] for _ in range(peers)]
-    h = stable_hash
-    below = SELF_HASHED_BELOW
-    for d, r in zip(payload.data, payload.diffs):
-        k = key(d)
+    data, diffs = payload.data, payload.diffs
+    keys = data if key is identity_key else list(map(key, data))
+    if len(keys) >= COLUMNS_FROM:
+        owner = owners(keys, peers)
+    else:
+        h = stable_hash
+        below = SELF_HASHED_BELOW
         # ``worker_of``, inlined: small non-negative ints are their own hash.
-        w = (k if k.__class__ is int and 0 <= k < below else h(k)) % peers
-        parts_d[w].append(d)
-        parts_r[w].append(r)
-    return [(w, UpdateBatch(parts_d[w], parts_r[w])) for w in range(peers) if parts_d[w]]
+        owner = [(k if k.__class__ is int and 0 <= k < below else h(k)) % peers for k in keys]
+    first = owner[0] if owner else 0
+    if owner.count(first) == len(owner):
+        return [(first, payload)] if owner else []
+    consolidated = payload.consolidated
+    parts = []
+    for w in range(peers):
+        mask = [o == w for o in owner]
+        part = list(compress(data, mask))
+        if part:
+            parts.append((w, UpdateBatch(part, list(compress(diffs, mask)), consolidated)))
+    return parts

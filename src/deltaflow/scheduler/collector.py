@@ -28,7 +28,7 @@ import gc
 import threading
 from collections.abc import Iterator
 
-__all__ = ["GC_THRESHOLD", "check_gc_threshold", "collector_tuned"]
+__all__ = ["GC_THRESHOLD", "check_gc_threshold", "collector_paused", "collector_tuned"]
 
 GC_THRESHOLD = 250_000
 """The collector's first threshold while jobs run (the default is 700).
@@ -91,3 +91,30 @@ def collector_tuned(threshold: int | None = GC_THRESHOLD) -> Iterator[None]:
             if _active == 0 and _saved is not None:
                 gc.set_threshold(*_saved)
                 _saved = None
+
+
+_paused = 0
+_was_enabled = False
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No collection inside the block (a resumed job's state being built: millions of
+    containers, no cycle among them, which every collection would walk again as they grow).
+
+    Blocks may nest or overlap, in any thread: the collector runs again (if it ran before the
+    first) when the last one ends.
+    """
+    global _paused, _was_enabled
+    with _lock:
+        if _paused == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _paused += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _paused -= 1
+            if _paused == 0 and _was_enabled:
+                gc.enable()

@@ -14,13 +14,11 @@ each box also shows the records the operator received and the updates its arrang
     ...         return words.map(lambda w: (w, ())).count()
     >>> print(graph(Counts(), workers=2))
     flowchart TD
-        n0["input:words"]
-        n1["map(...)"]
-        n2["count<br/>+ arrange_by_key"]
-        n3["output:output"]
-        n0 --> n1
-        n1 -. exchange .-> n2
-        n2 --> n3
+        n0["input:words<br/>+ map(...)"]
+        n1["count<br/>+ arrange_by_key"]
+        n2["output:output"]
+        n0 -. exchange .-> n1
+        n1 --> n2
 """
 
 from __future__ import annotations

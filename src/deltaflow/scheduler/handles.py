@@ -19,12 +19,15 @@ from __future__ import annotations
 import logging
 import math
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..errors import JobClosedError, SubscriptionOverflowError
+from ..framework.hashing import owners
+from ..operators.dataflow import identity_key
 from ..operators.values import as_count as _integer
 from . import observe
 from .frames import is_frame, updates_from_frame
@@ -57,10 +60,19 @@ class InputHandle:
     later time. Updates are validated when fed: a bad one raises and nothing else is lost.
     """
 
-    def __init__(self, job: Job, name: str, feeds: list[InputFeed]) -> None:
+    def __init__(
+        self,
+        job: Job,
+        name: str,
+        feeds: list[InputFeed],
+        owner_key: Callable[[Any], Any] | None = None,
+    ) -> None:
         self._job = job
         self.name = name
         self._feeds = feeds
+        #: The key the input's data are exchanged by right after it (``None``: not known):
+        #: :meth:`flush` then hands each datum to the worker that owns it.
+        self._owner_key = owner_key
         self._data: list[Any] = []
         self._diffs: list[int] = []
         self._later: dict[Any, tuple[list[Any], list[int]]] = {}
@@ -212,32 +224,63 @@ class InputHandle:
                 slot[0].extend(data)
                 slot[1].extend(diffs)
 
-    def flush(self) -> None:
+    def flush(self, before: int | None = None) -> None:
         """Hand everything fed so far to the workers' input operators (they take it when the
-        job next wakes them: :meth:`Job.flush`, :meth:`Job.advance_to`)."""
+        job next wakes them: :meth:`Job.flush`, :meth:`Job.advance_to`); with ``before``,
+        only the updates at times before it (a job that keeps checkpoints holds the rest
+        back until it advances past them)."""
         feeds = self._feeds
         batches = []
-        if self._data:
+        if self._data and (before is None or self._job.time < before):
             batches.append((self._job.time, self._data, self._diffs))
             self._data, self._diffs = [], []
         if self._later:
-            later, self._later = self._later, {}
+            if before is None:
+                later, self._later = self._later, {}
+            else:
+                later = {t: v for t, v in self._later.items() if t < before}
+                for t in later:
+                    del self._later[t]
             batches.extend((t, d, r) for t, (d, r) in later.items())
         n = len(feeds)
         for time, data, diffs in batches:
             if n == 1:
                 feeds[0].push(time, data, diffs)
                 continue
-            size = -(-len(data) // n)
-            for w in range(n):
-                part = data[w * size : (w + 1) * size]
-                if part:
-                    feeds[w].push(time, part, diffs[w * size : (w + 1) * size])
+            for w, part, part_diffs in self._split(data, diffs, n):
+                feeds[w].push(time, part, part_diffs)
+
+    def _split(
+        self, data: list[Any], diffs: list[int], n: int
+    ) -> list[tuple[int, list[Any], list[int]]]:
+        """``data`` dealt to ``n`` workers: each datum to the worker that owns it at the
+        input's first exchange, so that it crosses no further (with workers in several
+        processes, it crosses between processes once); else in ``n`` contiguous parts."""
+        key = self._owner_key
+        if key is not None:
+            try:
+                owner = owners(data if key is identity_key else list(map(key, data)), n)
+            except Exception:
+                pass  # a datum the key refuses: the exchange reports it, naming its operator
+            else:
+                parts = []
+                for w in range(n):
+                    mask = [o == w for o in owner]
+                    part = list(compress(data, mask))
+                    if part:
+                        parts.append((w, part, list(compress(diffs, mask))))
+                return parts
+        size = -(-len(data) // n) or 1
+        return [
+            (w, data[lo : lo + size], diffs[lo : lo + size])
+            for w, lo in enumerate(range(0, len(data), size))
+        ]
 
     def close(self) -> None:
         """No more updates for this input (the job keeps running for the others)."""
         if self.closed:
             return
+        self._job._check_not_checkpointing(f"closing input {self.name!r}")
         self.flush()
         self.closed = True
         for feed in self._feeds:

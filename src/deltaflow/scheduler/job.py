@@ -17,6 +17,7 @@ tasks of a nursery.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 from collections.abc import Callable
@@ -25,9 +26,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import JobClosedError
+from ..framework.durable.store import encode_frontier
 from ..operators.collection import DataflowBuilder, Pipeline
 from ..operators.delta.build import statistics as delta_statistics
 from . import observe
+from .checkpoint import Checkpointer, StateLayout, counters, state_layout
 from .collector import collector_tuned
 from .handles import InputHandle, OutputHandle
 from .plan import make_plan
@@ -62,6 +65,7 @@ class Job:
         fuse: bool = True,
         history: int | None = None,
         profile: bool = False,
+        checkpoint: Any = None,
     ) -> None:
         pipeline = require_pipeline(pipeline)
         if workers.__class__ is not int or workers < 1:
@@ -71,6 +75,17 @@ class Job:
             msg = f"history must be a non-negative int or None, not {history!r}"
             raise ValueError(msg)
         self.pipeline = pipeline
+        #: Where this job keeps its checkpoints (``None``: it keeps none).
+        self.checkpointer: Checkpointer | None = (
+            None if checkpoint is None else Checkpointer(checkpoint, self._writer())
+        )
+        #: The time the job resumed at from a checkpoint (``None``: it started afresh).
+        self.resumed_at: int | None = None
+        self._checkpointing = False
+        self._resumed = False  # looked for a checkpoint to resume from already
+        self._layout: StateLayout | None = None
+        #: How many workers the job has in all (in every process).
+        self.total_workers = workers
         self.builder: DataflowBuilder = self._instantiate(pipeline, workers)
         self.plan = make_plan(self.builder.spec, fuse=fuse, workers=workers)
         self.time: int = 0
@@ -79,20 +94,23 @@ class Job:
             Worker(i, workers, self.plan, self.transport, self) for i in self._hosted(workers)
         ]
         self.transport.attach(self.workers)
-        self.inputs: dict[str, InputHandle] = _Named(
-            "input",
-            {name: InputHandle(self, name, feeds) for name, feeds in self.builder.feeds.items()},
-        )
-        self.outputs: dict[str, OutputHandle] = _Named(
-            "output",
-            {name: OutputHandle(self, store) for name, store in self.builder.stores.items()},
-        )
         self._input_actors: dict[str, int] = {
             name: self.plan.physical_of[i]
             for i, node in enumerate(self.builder.spec.nodes)
             for name in [node.name.removeprefix("input:")]
             if node.name.startswith("input:")
         }
+        self.inputs: dict[str, InputHandle] = _Named(
+            "input",
+            {
+                name: InputHandle(self, name, feeds, self._owner_key(name))
+                for name, feeds in self.builder.feeds.items()
+            },
+        )
+        self.outputs: dict[str, OutputHandle] = _Named(
+            "output",
+            {name: OutputHandle(self, store) for name, store in self.builder.stores.items()},
+        )
         self._waiters: list[tuple[Callable[[], bool], trio.Event]] = []
         self.error: BaseException | None = None
         self._error_reported = False
@@ -109,6 +127,23 @@ class Job:
         if profile or observe.logger.isEnabledFor(logging.DEBUG):
             self._operator_counts = observe.count_operators(self)
 
+    def _owner_key(self, name: str) -> Callable[[Any], Any] | None:
+        """The key by which input ``name``'s data are exchanged right after it, if every
+        reader of it exchanges them by one key and nothing transforms them first: fed data
+        can then go straight to the worker that owns them (see :meth:`InputHandle.flush`)."""
+        node = self._input_actors.get(name)
+        if node is None or any(self.plan.outlets[node]):
+            return None  # it runs the operators after it: they change the data first
+        routes = [r for port in self.plan.routes[node] for r in port]
+        keys = {id(key) for _, _, key in routes}
+        if not routes or len(keys) != 1 or routes[0][2] is None:
+            return None
+        for target, port, _ in routes:
+            inlet = self.plan.nodes[target].inlets.get(port)
+            if inlet is not None and inlet.steps:
+                return None  # the steps before the arrangement run before its exchange
+        return routes[0][2]  # type: ignore[no-any-return]
+
     def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
         """Run the pipeline's ``build`` for ``workers`` workers."""
         return pipeline.instantiate(workers)
@@ -118,8 +153,72 @@ class Job:
         block of them in each)."""
         return range(workers)
 
+    def _writer(self) -> str:
+        """What this process's checkpoint data files are named after."""
+        return "job"
+
     async def _start(self) -> None:
-        """Make the workers ready to run (a job in other processes starts them here)."""
+        """Make the workers ready to run: resume them from the checkpoint location, if it
+        holds a checkpoint (a job in other processes also starts them here)."""
+        if self.checkpointer is not None and not self._resumed:
+            self._resumed = True
+            manifest = await trio.to_thread.run_sync(self.checkpointer.store.latest)
+            if manifest is not None:
+                await self._resume(manifest)
+
+    @property
+    def layout(self) -> StateLayout:
+        """The job's state named independently of its layout (see :mod:`.checkpoint`)."""
+        if self._layout is None:
+            self._layout = state_layout(self.builder, self.plan)
+        return self._layout
+
+    def _check_manifest(self, manifest: dict[str, Any]) -> None:
+        """Refuse a checkpoint of another pipeline.
+
+        Raises:
+            ValueError: its operators, inputs or outputs differ from this job's.
+        """
+        if manifest.get("fingerprint") != self.layout.fingerprint:
+            assert self.checkpointer is not None
+            msg = (
+                f"{self.checkpointer.store.describe()} holds a checkpoint of another pipeline "
+                f"({manifest.get('pipeline')!r}: other inputs, outputs or operators than "
+                f"{type(self.pipeline).__name__}'s); resume it with that pipeline, or give "
+                "this one another location"
+            )
+            raise ValueError(msg)
+
+    async def _resume(self, manifest: dict[str, Any]) -> None:
+        """Take the state of ``manifest`` (the location's current checkpoint) into the
+        workers and outputs, and stand at its time."""
+        self._check_manifest(manifest)
+        checkpointer = self.checkpointer
+        assert checkpointer is not None
+        restore = functools.partial(
+            checkpointer.restore,
+            manifest,
+            self.layout,
+            self.workers,
+            self.total_workers,
+            self.builder.stores,
+            current=True,
+            pending=True,
+        )
+        await trio.to_thread.run_sync(restore)
+        self._stand_at(manifest)
+
+    def _stand_at(self, manifest: dict[str, Any]) -> None:
+        """The inputs stand at the checkpoint's time, those it saved closed closed."""
+        time = int(manifest["time"])
+        self.time = time
+        self.resumed_at = time
+        for name, handle in self.inputs.items():
+            closed = bool(manifest["inputs"].get(name, {}).get("closed"))
+            handle.closed = closed
+            for feed in handle._feeds:
+                feed.time = time
+                feed.closed = closed
 
     def _placement(self) -> str:
         """How many workers in how many processes, for the log: ``"2 workers, 1 process"``."""
@@ -238,7 +337,12 @@ class Job:
         if time < self.time:
             msg = f"advance_to({time!r}): the inputs are already at time {self.time!r}"
             raise ValueError(msg)
-        self.flush()
+        self._check_not_checkpointing("advance_to")
+        held = self.checkpointer is not None
+        for handle in self.inputs.values():
+            if not handle.closed:
+                handle.flush(time if held else None)
+        self.activate_inputs()
         self.time = time
         if observe.logger.isEnabledFor(logging.DEBUG):
             observe.logger.debug("inputs advanced to time %r", time)
@@ -250,11 +354,96 @@ class Job:
         await self._wait_for(lambda: self._complete_before(time))
 
     def flush(self) -> None:
-        """Hand what was fed to the workers without advancing time."""
+        """Hand what was fed to the workers without advancing time.
+
+        A job that keeps checkpoints hands over updates at the job's time or later only when
+        it advances past them: a checkpoint at ``job.time`` holds exactly the updates before
+        it.
+        """
+        held = self.checkpointer is not None
         for handle in self.inputs.values():
             if not handle.closed:
-                handle.flush()
+                handle.flush(self.time if held else None)
         self.activate_inputs()
+
+    def _check_not_checkpointing(self, what: str) -> None:
+        if self._checkpointing:
+            msg = f"{what}: a checkpoint is being taken; await job.checkpoint() first"
+            raise RuntimeError(msg)
+
+    # -- checkpoints -----------------------------------------------------------------------
+    async def checkpoint(self) -> int:
+        """Make every update at times before ``job.time`` durable; returns that time.
+
+        Waits until the dataflow is quiescent at ``job.time`` (every earlier update
+        processed, no message in flight), then writes the operators' state, the capabilities
+        they hold and the outputs' collections to the checkpoint location, switching to it
+        atomically (see :mod:`deltaflow.scheduler.checkpoint`). A job opened on a location
+        holding a checkpoint resumes from it.
+
+        Raises:
+            ValueError: the job was opened without ``checkpoint=``.
+            RuntimeError: another checkpoint is being taken.
+            CheckpointError: the checkpoint could not be written (the job goes on; the
+                previous checkpoint stays the current one).
+            OperatorError: user code in an operator failed (the job is stopped).
+        """
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            msg = "checkpoint(): this job was opened without checkpoint=LOCATION"
+            raise ValueError(msg)
+        self.check_usable()
+        self._check_not_checkpointing("checkpoint()")
+        self._checkpointing = True
+        try:
+            time = self.time
+            self.flush()
+            await self._wait_for(lambda: self._complete_before(time) and self._quiescent())
+            await self._write_checkpoint(checkpointer, time)
+        finally:
+            self._checkpointing = False
+        return time
+
+    def _checkpoints_itself(self) -> bool:
+        """Whether this job writes (and commits) its checkpoints on its own: the one at the
+        end of its block included."""
+        return self.checkpointer is not None
+
+    def _quiescent(self) -> bool:
+        """True when every worker is idle and no message or progress is in flight."""
+        idle, sent, received = counters(self.workers)
+        return idle and sent == received
+
+    def _header(self, time: int, sequence: int) -> dict[str, Any]:
+        """What a manifest says of the job: its time, layout, pipeline, inputs, outputs."""
+        return {
+            "sequence": sequence,
+            "time": time,
+            "workers": self.total_workers,
+            "pipeline": type(self.pipeline).__qualname__,
+            "fingerprint": self.layout.fingerprint,
+            "inputs": {name: {"closed": h.closed} for name, h in self.inputs.items()},
+            "outputs": {
+                name: {"frontier": encode_frontier(store.frontier)}
+                for name, store in self.builder.stores.items()
+            },
+        }
+
+    async def _write_checkpoint(self, checkpointer: Checkpointer, time: int) -> None:
+        """Take this job's state (quiescent now) and commit it as the next checkpoint."""
+        sequence = checkpointer.sequence
+        try:
+            capture = checkpointer.capture(
+                self.layout, self.workers, self.builder.stores, current=True, pending=True
+            )
+            fragment = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
+            header = self._header(time, sequence)
+            await trio.to_thread.run_sync(checkpointer.commit, header, [fragment])
+        except BaseException:
+            checkpointer.failed()
+            raise
+        checkpointer.committed(capture, fragment, sequence)
+        observe.logger.info("checkpoint %d at time %d written", sequence, time)
 
     def _complete_before(self, time: int) -> bool:
         for out in self.outputs.values():
@@ -269,6 +458,7 @@ class Job:
             if not self._error_reported:
                 self.raise_error()
             return
+        self._check_not_checkpointing("close")
         for handle in self.inputs.values():
             handle.close()
         self.activate_inputs()
@@ -369,6 +559,9 @@ class _OpenJob:
         pending: BaseException | None = None
         if exc is None:
             try:
+                # Left normally, a job that keeps checkpoints makes one at its time first.
+                if job._checkpoints_itself() and job.error is None and not job.closed:
+                    await job.checkpoint()
                 await job.close()
             except BaseException as e:
                 pending = e

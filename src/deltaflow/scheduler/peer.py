@@ -24,11 +24,13 @@ meet on one peer and the peers' results, put together, are ``df.run``'s output.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .checkpoint import Capture, counters
 from .collector import GC_THRESHOLD, check_gc_threshold
 from .handshake import check_secret
 from .mesh import CONNECT_TIMEOUT_S, Rendezvous, connect_mesh, plan_digest
@@ -64,6 +66,7 @@ class PeerJob(Job):
         fuse: bool = True,
         exchange_outputs: bool = True,
         profile: bool = False,
+        checkpoint: Any = None,
     ) -> None:
         if not 0 <= index < peers:
             msg = f"peer index {index!r} is not in range({peers})"
@@ -74,15 +77,113 @@ class PeerJob(Job):
         self._exchange_outputs = exchange_outputs
         self._links: dict[int, Link] = {}
         self.tcp = TcpTransport(index, local, self._links, self.fail)
-        super().__init__(pipeline, peers * local, fuse=fuse, profile=profile)
+        super().__init__(pipeline, peers * local, fuse=fuse, profile=profile, checkpoint=checkpoint)
         first = index * local
         for handle in self.inputs.values():
             handle._feeds = handle._feeds[first : first + local]
         self.digest = plan_digest(self.plan, peers * local)
+        # This peer's share of the checkpoint last written, until the coordinator says
+        # whether it was committed (see save_share).
+        self._share: tuple[Capture, dict[str, Any], int] | None = None
 
     def make_transport(self) -> Transport:  # type: ignore[override]
         """The TCP transport (links are added by :meth:`connect`)."""
         return self.tcp
+
+    def _writer(self) -> str:
+        return f"p{self.index}"
+
+    async def _resume(self, manifest: dict[str, Any]) -> None:
+        """Take this peer's share of the checkpoint: its workers' state, and (the peer of
+        worker 0) the outputs' updates at later times."""
+        self._check_manifest(manifest)
+        checkpointer = self.checkpointer
+        assert checkpointer is not None
+        restore = functools.partial(
+            checkpointer.restore,
+            manifest,
+            self.layout,
+            self.workers,
+            self.total_workers,
+            self.builder.stores,
+            current=False,
+            pending=self.index == 0,
+        )
+        await trio.to_thread.run_sync(restore)
+        self._stand_at(manifest)
+
+    # -- this peer's share of a checkpoint (a coordinator commits the whole) ----------------
+    def _checkpoints_itself(self) -> bool:
+        return False  # its share is one of several: a coordinator commits them together
+
+    async def checkpoint(self) -> int:
+        """A peer writes only its share (:meth:`save_share`); whoever coordinates the peers
+        commits the checkpoint (:meth:`.Checkpointer.commit`).
+
+        Raises:
+            RuntimeError: always.
+        """
+        msg = "a peer writes its share with save_share(); the coordinator commits the checkpoint"
+        raise RuntimeError(msg)
+
+    async def settle(self) -> tuple[int, int]:
+        """Wait until this peer's workers are idle; the messages and progress batches they
+        have sent and received in all then.
+
+        A coordinator asks every peer in turn; once two rounds return the same counts and
+        the sums of sent and received agree, nothing is in flight anywhere and the dataflow
+        is quiescent (no worker wakes again before more input): the moment to call
+        :meth:`save_share` on every peer.
+        """
+        await self._wait_for(lambda: counters(self.workers)[0])
+        _, sent, received = counters(self.workers)
+        return sent, received
+
+    async def save_share(self, sequence: int, committed: int) -> dict[str, Any]:
+        """Write this peer's share of checkpoint ``sequence`` (quiescent: see
+        :meth:`settle`); the manifest fragment for the coordinator's commit (with
+        :meth:`header`). ``committed``: the last checkpoint the coordinator committed
+        (what this peer wrote for an earlier one that was not committed is written again).
+
+        Raises:
+            CheckpointError: the share could not be written.
+        """
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            msg = "save_share(): this peer was started without checkpoint=LOCATION"
+            raise ValueError(msg)
+        self._promote(committed)
+        try:
+            capture = checkpointer.capture(
+                self.layout,
+                self.workers,
+                self.builder.stores,
+                current=False,
+                pending=True,
+                first=self.index * self.local,
+            )
+            fragment = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
+        except BaseException:
+            checkpointer.failed()
+            raise
+        self._share = (capture, fragment, sequence)
+        return fragment
+
+    def _promote(self, committed: int) -> None:
+        """What the share written last became: part of checkpoint ``committed``, or not."""
+        share, self._share = self._share, None
+        checkpointer = self.checkpointer
+        if share is None or checkpointer is None:
+            return
+        capture, fragment, sequence = share
+        if sequence == committed:
+            checkpointer.committed(capture, fragment, sequence)
+        else:
+            checkpointer.failed()
+
+    def header(self, time: int, sequence: int) -> dict[str, Any]:
+        """What the manifest of checkpoint ``sequence`` at ``time`` says of the job."""
+        return self._header(time, sequence)
 
     def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
         return pipeline.instantiate(workers, exchange_outputs=self._exchange_outputs)
@@ -164,6 +265,26 @@ class Peer:
         """:meth:`Job.statistics` of this peer's workers."""
         return self.job.statistics()
 
+    # -- checkpoints (see open_peer) ---------------------------------------------------------
+    @property
+    def resumed_at(self) -> int | None:
+        """The time this peer resumed at from a checkpoint (``None``: it started afresh)."""
+        return self.job.resumed_at
+
+    async def settle(self) -> tuple[int, int]:
+        """:meth:`PeerJob.settle`: once this peer's workers are idle, what they sent and
+        received."""
+        return await self.job.settle()
+
+    async def save_share(self, sequence: int, committed: int) -> dict[str, Any]:
+        """:meth:`PeerJob.save_share`: this peer's share of checkpoint ``sequence``."""
+        return await self.job.save_share(sequence, committed)
+
+    def header(self, sequence: int) -> dict[str, Any]:
+        """What the manifest of checkpoint ``sequence``, at this peer's time, says of the
+        job (the same on every peer)."""
+        return self.job.header(self.job.time, sequence)
+
 
 def _threaded(rendezvous: Callable[[str], Sequence[str]]) -> Rendezvous:
     async def call(address: str) -> Sequence[str]:
@@ -204,8 +325,9 @@ async def open_peer(
     fuse: bool = True,
     connect_timeout: float = 120.0,
     gc_threshold: int | None = GC_THRESHOLD,
+    checkpoint: Any = None,
 ) -> AsyncIterator[Peer]:
-    """Run peer ``index`` of ``peers`` inside trio, one time per :meth:`Peer.step`.
+    r"""Run peer ``index`` of ``peers`` inside trio, one time per :meth:`Peer.step`.
 
     ``rendezvous(my_address)`` returns every peer's ``"host:port"`` in index order (it may
     block: it runs in a thread). Every peer must be given the same ``secret`` (at least 16
@@ -215,12 +337,26 @@ async def open_peer(
     for the other peers after the rendezvous. Leaving the block closes the inputs and waits
     until the dataflow has finished on every peer.
 
+    ``checkpoint``: the location of the job's durable state. The peer resumes its share from
+    the checkpoint there, if any (:attr:`Peer.resumed_at`); checkpoints are taken by whoever
+    coordinates the peers: every peer :meth:`Peer.settle`\ s until the counts agree
+    (:func:`~deltaflow.scheduler.checkpoint.settled`), writes its share
+    (:meth:`Peer.save_share`), and the coordinator commits the shares
+    (:meth:`~deltaflow.scheduler.checkpoint.Checkpointer.commit`, with :meth:`Peer.header`).
+
     Raises:
         ValueError: the peers run different dataflows; a secret under 16 bytes.
         OperatorError: user code failed on some peer.
         PeerLostError: another peer went away, or did not connect in time.
     """
-    job = PeerJob(pipeline, index=index, peers=peers, local=workers_per_peer, fuse=fuse)
+    job = PeerJob(
+        pipeline,
+        index=index,
+        peers=peers,
+        local=workers_per_peer,
+        fuse=fuse,
+        checkpoint=checkpoint,
+    )
     security = (check_secret(secret), host, tls)
     async with _running(job, _threaded(rendezvous), security, connect_timeout, gc_threshold):
         yield Peer(job)

@@ -4,6 +4,17 @@ Chains of stateless linear operators (``map``, ``filter``, ``flat_map``, ...) wh
 intermediate results feed exactly one consumer on the same worker become one actor: a batch
 then crosses the whole chain in one activation instead of one actor switch per step.
 
+A linear chain that reads an operator's output on the same worker (or a dissolved union of
+such outputs) runs inside that operator's actor, as an *outlet* of the output port: what the
+operator sends on the port goes through the chain's steps once, then on to the chain's
+readers (exchanged by their keys), beside the port's other readers, which get it as sent. The
+chain is then no actor of its own: no activation, no message and no progress-tracked ports
+per batch it transforms; the tracker sees the chain's readers wired to the port itself (a
+linear chain moves no time back, so the port's capabilities cover what it sends). This is
+what keeps a chain before an exchange (``reach.map(flip).join(...)``) from costing an actor
+per batch with several workers, where it cannot be absorbed into the arrangement's inlet as
+with one.
+
 A ``concat`` with a single consumer is not an actor at all: its inputs are wired straight into
 the consumer's input port, which then has several incoming edges (a port already takes
 messages from every worker, so from several upstream ports is no different). Inside a loop
@@ -58,6 +69,14 @@ class PhysicalNode:
 
 
 @attrs.frozen
+class OutletEdge(Edge):
+    """An edge whose data pass through an outlet's ``steps`` (a linear chain run by the
+    sending actor) before they are routed by the pact."""
+
+    steps: tuple[Step, ...] = ()
+
+
+@attrs.frozen
 class InletSpec:
     """An arrangement absorbed into a port of its only reader, with the linear steps before it.
 
@@ -82,6 +101,9 @@ class Plan:
     physical_of: dict[int, int]
     progress: ProgressGraph
     routes: list[list[list[tuple[int, int, Any]]]]
+    #: Per actor and output port, its outlets: each chain's steps and the routes of what
+    #: they make (the ``routes`` of the port get what the actor sends, as it is).
+    outlets: list[list[list[tuple[tuple[Step, ...], list[tuple[int, int, Any]]]]]]
 
     def summary(self, node: int, inp: int, out: int) -> PathSummary | None:
         """The internal summary from input ``inp`` to output ``out`` (None: not connected)."""
@@ -105,8 +127,10 @@ def make_plan(spec: DataflowSpec, *, fuse: bool = True, workers: int | None = No
         _dissolve_unions(nodes, consumers, merged)
         _fuse_chains(nodes, consumers, merged)
         _absorb_inlets(nodes, consumers, merged, workers)
+        _absorb_outlets(nodes, consumers, merged)
     physical, physical_of = _physical_nodes(nodes, merged)
-    return Plan(physical, physical_of, _progress_graph(physical), _routes(physical))
+    routes, outlets = _routes(physical)
+    return Plan(physical, physical_of, _progress_graph(physical), routes, outlets)
 
 
 @attrs.define
@@ -123,6 +147,8 @@ class _Merged:
             ``i``, with the linear chain ending at ``chain_of[j]`` if there is one.
         chain_of: see ``inlets``.
         inlet_of: ``inlet_of[x] = i`` for an absorbed arrangement and its chain.
+        outlet_of: ``outlet_of[x] = [(u, p), ...]``: the linear chain ending at ``x`` runs
+            as an outlet of output ``p`` of each node ``u``.
     """
 
     steps_of: dict[int, list[Step]]
@@ -132,16 +158,25 @@ class _Merged:
     inlets: dict[int, dict[int, int]] = attrs.field(factory=dict)
     chain_of: dict[int, int] = attrs.field(factory=dict)
     inlet_of: dict[int, int] = attrs.field(factory=dict)
+    outlet_of: dict[int, list[tuple[int, int]]] = attrs.field(factory=dict)
 
     def owner(self, node: int) -> int:
-        """The logical node whose actor runs ``node``."""
+        """The logical node whose actor runs ``node`` (for a chain run as outlets, the
+        actor of the first of them)."""
         while node in self.absorbed:
             node = self.absorbed[node]
+        if node in self.outlet_of:
+            return self.owner(self.outlet_of[node][0][0])
         return self.inlet_of.get(node, node)
 
     def is_kept(self, node: int) -> bool:
         """True when ``node`` runs as an actor of its own."""
-        return node not in self.absorbed and node not in self.unions and node not in self.inlet_of
+        return (
+            node not in self.absorbed
+            and node not in self.unions
+            and node not in self.inlet_of
+            and node not in self.outlet_of
+        )
 
 
 _Consumers = dict[tuple[int, int], list[tuple[int, int]]]
@@ -222,6 +257,27 @@ def _absorb_inlets(
             merged.inlet_of[up] = i
 
 
+def _absorb_outlets(nodes: list[NodeSpec], consumers: _Consumers, merged: _Merged) -> None:
+    """Run each linear chain that would be an actor of its own, and reads on the same worker
+    and scope the output of an actor (or a dissolved union of such outputs), as an outlet of
+    each of those outputs."""
+    for i in range(len(nodes)):
+        if i not in merged.steps_of or not merged.is_kept(i) or len(nodes[i].inputs) != 1:
+            continue
+        edge = merged.source_of.get(i, nodes[i].inputs[0])
+        sources = _expand(edge, merged.unions)
+        depth = nodes[i].depth
+        if all(
+            e.node >= 0
+            and e.node != i  # a chain feeding itself is a cycle: the progress graph judges it
+            and not e.pact.is_exchange
+            and merged.is_kept(e.node)
+            and nodes[e.node].depth == depth
+            for e in sources
+        ):
+            merged.outlet_of[i] = [(e.node, e.port) for e in sources]
+
+
 def _physical_nodes(
     nodes: list[NodeSpec], merged: _Merged
 ) -> tuple[list[PhysicalNode], dict[int, int]]:
@@ -247,16 +303,16 @@ def _physical_node(
             logical_inputs[port] = source_of.get(tail, nodes[tail].inputs[0])
         else:
             logical_inputs[port] = nodes[j].inputs[0]
-    inputs = [
-        [
-            Edge(physical_of[merged.owner(x.node)], x.port, x.pact) if x.node >= 0 else x
-            for x in _expand(e, merged.unions)
-        ]
-        for e in logical_inputs
-    ]
+    inputs = [[_physical_edge(x, merged, physical_of) for x in _expand_outlets(e, merged)]
+              for e in logical_inputs]  # fmt: skip
     factory = n.factory
     name = n.name
-    logical = [j for j in range(len(nodes)) if j not in merged.unions and merged.owner(j) == i]
+    logical = [
+        j
+        for j in range(len(nodes))
+        if j not in merged.unions
+        and (merged.owner(j) == i or any(u == i for u, _ in merged.outlet_of.get(j, ())))
+    ]
     if i in source_of:
         steps = steps_of[i]
         name = " -> ".join(s.label for s in steps)
@@ -273,6 +329,30 @@ def _physical_node(
     )
 
 
+def _expand_outlets(edge: Edge, merged: _Merged) -> list[Edge]:
+    """The logical edges ``edge`` stands for once unions are dissolved and chains run as
+    outlets: from a chain run as outlets, one from each output running it, with its steps."""
+    out: list[Edge] = []
+    for e in _expand(edge, merged.unions):
+        ups = merged.outlet_of.get(e.node)
+        if ups is None:
+            out.append(e)
+        else:
+            steps = tuple(merged.steps_of[e.node])
+            out += [OutletEdge(u, p, e.pact, steps) for u, p in ups]
+    return out
+
+
+def _physical_edge(edge: Edge, merged: _Merged, physical_of: dict[int, int]) -> Edge:
+    """``edge`` with its source numbered as the actor that runs it."""
+    if edge.node < 0:
+        return edge
+    node = physical_of[merged.owner(edge.node)]
+    if isinstance(edge, OutletEdge):
+        return OutletEdge(node, edge.port, edge.pact, edge.steps)
+    return Edge(node, edge.port, edge.pact)
+
+
 def _progress_graph(physical: list[PhysicalNode]) -> ProgressGraph:
     """The progress tracker's graph of the actors' ports, validated: an input never
     connected, or a cycle whose times do not strictly increase, is rejected before anything
@@ -281,26 +361,44 @@ def _progress_graph(physical: list[PhysicalNode]) -> ProgressGraph:
     for pn in physical:
         builder.add_node(pn.name, len(pn.inputs), pn.outputs, pn.summaries)
     for idx, pn in enumerate(physical):
+        added = set()
         for port, edges in enumerate(pn.inputs):
             for e in edges:
                 if e.node < 0:
                     msg = f"operator {pn.name!r}: input {port} was never connected"
                     raise ValueError(msg)
-                builder.add_edge((e.node, e.port), (idx, port))
+                # Two chains run as outlets of one port may feed one input: one edge says
+                # all the tracker needs (data reach the input both ways).
+                if (e.node, e.port, port) not in added:
+                    added.add((e.node, e.port, port))
+                    builder.add_edge((e.node, e.port), (idx, port))
     return builder.build()
 
 
-def _routes(physical: list[PhysicalNode]) -> list[list[list[tuple[int, int, Any]]]]:
-    """Per actor and output port, the ``(actor, input port, exchange key)`` it sends to: the
-    edges turned around, for the workers' send side."""
-    routes: list[list[list[tuple[int, int, Any]]]] = [
-        [[] for _ in range(pn.outputs)] for pn in physical
-    ]
+Routes = list[list[list[tuple[int, int, Any]]]]
+Outlets = list[list[list[tuple[tuple[Step, ...], list[tuple[int, int, Any]]]]]]
+
+
+def _routes(physical: list[PhysicalNode]) -> tuple[Routes, Outlets]:
+    """Per actor and output port, the ``(actor, input port, exchange key)`` it sends to, and
+    its outlets' steps with theirs: the edges turned around, for the workers' send side."""
+    routes: Routes = [[[] for _ in range(pn.outputs)] for pn in physical]
+    outlets: Outlets = [[[] for _ in range(pn.outputs)] for pn in physical]
     for idx, pn in enumerate(physical):
         for port, edges in enumerate(pn.inputs):
             for e in edges:
-                routes[e.node][e.port].append((idx, port, e.pact.key))
-    return routes
+                route = (idx, port, e.pact.key)
+                if not isinstance(e, OutletEdge):
+                    routes[e.node][e.port].append(route)
+                    continue
+                chains = outlets[e.node][e.port]
+                for steps, chain_routes in chains:
+                    if steps == e.steps:
+                        chain_routes.append(route)
+                        break
+                else:
+                    chains.append((e.steps, [route]))
+    return routes, outlets
 
 
 def _expand(edge: Edge, unions: dict[int, list[Edge]]) -> list[Edge]:

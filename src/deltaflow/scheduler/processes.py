@@ -35,6 +35,7 @@ to a :class:`ProcessPool` that keeps them between jobs (the test suite uses one)
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -48,9 +49,10 @@ import attrs
 import cloudpickle  # type: ignore[import-untyped]
 import trio
 
-from ..errors import PeerLostError
+from ..errors import CheckpointError, JobClosedError, PeerLostError
 from ..framework.antichain import Antichain
 from ..operators.base import UpdateBatch
+from .checkpoint import settled
 from .collector import GC_THRESHOLD
 from .handshake import new_secret
 from .mesh import CONNECT_TIMEOUT_S, first_error
@@ -170,6 +172,11 @@ class _RemoteFeed:
     def push(self, time: Any, data: list[Any], diffs: list[int]) -> None:
         self._send("push", time, data, diffs)
 
+    def stand_at(self, time: Any, closed: bool) -> None:
+        """Where a checkpoint left the input (the process, resumed from it, knows)."""
+        self._time = time
+        self._closed = closed
+
     @property
     def time(self) -> Any:
         return self._time
@@ -210,6 +217,9 @@ class _Control:
         self.ended = False
         self.pool: ProcessPool | None = None
         self._nursery: trio.Nursery | None = None
+        #: Per process, its answer to the checkpoint request under way (see
+        #: :meth:`ProcessJob.checkpoint`).
+        self.replies: dict[int, Any] = {}
         #: The processes that have bound their mesh's port, and those whose mesh is connected.
         self._bound: set[int] = set()
         self._ready: set[int] = set()
@@ -378,6 +388,8 @@ class _Control:
                 record = logger.makeRecord(name, level, "(worker process)", 0, text, (), None)
                 record.processName = f"deltaflow worker process {p}"
                 logger.handle(record)
+        elif kind in ("settled", "checkpointed", "checkpoint-failed"):
+            self.replies[p] = message
         elif kind == "done":
             self._report(p, message[1], message[2])
             self.done += 1
@@ -489,6 +501,7 @@ class ProcessJob(Job):
         gc_threshold: int | None = GC_THRESHOLD,
         history: int | None = None,
         profile: bool = False,
+        checkpoint: Any = None,
     ) -> None:
         if processes.__class__ is not int or processes < 1:
             msg = f"processes must be a positive int, not {processes!r}"
@@ -506,12 +519,15 @@ class ProcessJob(Job):
         self._failed_event = trio.Event()
         # Pickled before ``build`` runs here: what it leaves on the pipeline (a probe bound
         # to this job) is not for the processes, which build their own.
+        location = None if checkpoint is None else os.fspath(checkpoint)
         self._spec: bytes = cloudpickle.dumps(
             {"pipeline": pipeline, "peers": processes, "local": self.local, "fuse": fuse,
-             "gc_threshold": gc_threshold, "profile": profile}
+             "gc_threshold": gc_threshold, "profile": profile, "checkpoint": location}
         )  # fmt: skip
         # With counting on, the counts here are the sums of those the processes report.
-        super().__init__(pipeline, workers, fuse=fuse, history=history, profile=profile)
+        super().__init__(
+            pipeline, workers, fuse=fuse, history=history, profile=profile, checkpoint=checkpoint
+        )
         control = cast("_Control", self.transport)
         for name, handle in self.inputs.items():
             feeds: list[Any] = [_RemoteFeed(control, name, w) for w in range(workers)]
@@ -534,10 +550,19 @@ class ProcessJob(Job):
         for link in self.control.links:
             link.flush_now()
 
+    def _writer(self) -> str:
+        return "caller"
+
     async def _start(self) -> None:
         """Start (or take from the pool) the processes and connect them; on any failure end
-        those already started."""
+        those already started. With a checkpoint at the location, every process resumes its
+        workers from it, and the caller its outputs."""
         assert self.control is not None
+        manifest = None
+        if self.checkpointer is not None:
+            manifest = await trio.to_thread.run_sync(self.checkpointer.store.latest)
+            if manifest is not None:
+                self._check_manifest(manifest)
         start = _time.perf_counter()
         try:
             await self.control.start(self._spec)
@@ -545,6 +570,102 @@ class ProcessJob(Job):
             self.control.shutdown(clean=False)
             raise
         self.startup_s = _time.perf_counter() - start
+        if manifest is not None:
+            await self._resume(manifest)
+
+    async def _resume(self, manifest: dict[str, Any]) -> None:
+        """The outputs' collections at the checkpoint (the processes resumed the rest)."""
+        checkpointer = self.checkpointer
+        assert checkpointer is not None
+        restore = functools.partial(
+            checkpointer.restore,
+            manifest,
+            self.layout,
+            [],
+            self.total_workers,
+            self.builder.stores,
+            current=True,
+            pending=False,
+        )
+        await trio.to_thread.run_sync(restore)
+        self._stand_at(manifest)
+
+    def _stand_at(self, manifest: dict[str, Any]) -> None:
+        time = int(manifest["time"])
+        self.time = time
+        self.resumed_at = time
+        for name, handle in self.inputs.items():
+            closed = bool(manifest["inputs"].get(name, {}).get("closed"))
+            handle.closed = closed
+            for feed in handle._feeds:
+                cast("_RemoteFeed", feed).stand_at(time, closed)
+
+    # -- checkpoints: the processes write their shares, the caller commits ------------------
+    async def _ask(self, message: Any) -> list[Any]:
+        """Send ``message`` to every process; their answers, once all have answered.
+
+        Raises:
+            CheckpointError: a process could not do what was asked.
+        """
+        control = self.control
+        assert control is not None
+        control.replies = {}
+        for link in control.links:
+            link.queue(message)
+            link.flush_now()
+        await self._wait_until(
+            lambda: len(control.replies) == self.peers or self.failed or control.ended
+        )
+        if self.error is not None:
+            self.raise_error()
+        if len(control.replies) < self.peers:
+            msg = "the job finished while a checkpoint was being taken"
+            raise JobClosedError(msg)
+        replies = [control.replies[p] for p in range(self.peers)]
+        failed = [r[1] for r in replies if r[0] == "checkpoint-failed"]
+        if failed:
+            raise CheckpointError("; ".join(failed))
+        return replies
+
+    async def checkpoint(self) -> int:
+        """As :meth:`Job.checkpoint`: each process writes its workers' share once the
+        dataflow is quiescent, the caller its outputs' collections and the manifest."""
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            msg = "checkpoint(): this job was opened without checkpoint=LOCATION"
+            raise ValueError(msg)
+        self.check_usable()
+        self._check_not_checkpointing("checkpoint()")
+        self._checkpointing = True
+        try:
+            time = self.time
+            self.flush()
+            await self._wait_for(lambda: self._complete_before(time))
+            # Rounds of idle counts until two agree and nothing is in flight (see
+            # PeerJob.settle): no process wakes again before the caller feeds it.
+            last: list[tuple[int, int]] | None = None
+            while True:
+                counts = [(r[1], r[2]) for r in await self._ask(("settle",))]
+                if settled(last, counts):
+                    break
+                last = counts
+            sequence = checkpointer.sequence
+            try:
+                replies = await self._ask(("checkpoint", sequence, sequence - 1))
+                capture = checkpointer.capture(
+                    self.layout, [], self.builder.stores, current=True, pending=False
+                )
+                own = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
+                fragments = [own, *(r[1] for r in replies)]
+                header = self._header(time, sequence)
+                await trio.to_thread.run_sync(checkpointer.commit, header, fragments)
+            except BaseException:
+                checkpointer.failed()
+                raise
+            checkpointer.committed(capture, own, sequence)
+        finally:
+            self._checkpointing = False
+        return time
 
     def _placement(self) -> str:
         return f"{self.peers * self.local} workers, {self.peers} processes"
@@ -601,6 +722,7 @@ class _ChildJob(PeerJob):
             fuse=spec["fuse"],
             exchange_outputs=False,
             profile=spec.get("profile", False),
+            checkpoint=spec.get("checkpoint"),
         )
         self._published: dict[str, list[tuple[Any, list[tuple[Any, int]]]]] = {}
         self._sent: dict[str, Antichain] = {}
@@ -650,6 +772,21 @@ class _ChildJob(PeerJob):
         super().fail(exc)
         if first:
             self.control.queue(("error", ErrorReport.of(exc)))
+
+    async def answer(self, message: Any) -> None:
+        """A checkpoint request from the caller: settle, or write this process's share."""
+        try:
+            if message[0] == "settle":
+                self.control.queue(("settled", *await self.settle()))
+            else:
+                _, sequence, committed = message
+                fragment = await self.save_share(sequence, committed)
+                self.control.queue(("checkpointed", fragment))
+        except CheckpointError as exc:
+            self.control.queue(("checkpoint-failed", str(exc)))
+        except Exception as exc:  # reported, not raised: the job goes on without it
+            self.control.queue(("checkpoint-failed", f"worker process {self.index}: {exc!r}"))
+        self.control.flush_now()
 
     def apply(self, message: Any) -> None:
         """A feed operation from the caller."""
@@ -719,6 +856,9 @@ async def _run_job(control: Link, given: _Job) -> None:
                     if m[0] == "peers":
                         addresses[:] = m[1]
                         peers_known.set()
+                    elif m[0] in ("settle", "checkpoint"):
+                        assert job is not None
+                        nursery.start_soon(job.answer, m)
                     else:
                         assert job is not None  # feeds come once the caller heard "ready"
                         job.apply(m)
@@ -739,6 +879,7 @@ async def _run_job(control: Link, given: _Job) -> None:
                     return list(addresses)
 
                 await job.connect(rendezvous, secret=given.secret, connect_timeout=given.timeout)
+                await job._start()  # resumes from the checkpoint location, if it holds one
             except Exception as exc:
                 # Reported to the caller, which ends this process.
                 failure = exc

@@ -15,6 +15,7 @@ with`` block closes the inputs and waits until every output is complete.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -54,6 +55,7 @@ def open(
     history: int | None = None,
     profile: bool = False,
     progress: bool | float = False,
+    checkpoint: str | os.PathLike[str] | None = None,
 ) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
@@ -77,6 +79,12 @@ def open(
             :meth:`Job.statistics` (also on when the ``deltaflow`` logger is at ``DEBUG``).
         progress: show a progress line on stderr (time reached, updates/s, elapsed): ``True``
             at once, a number of seconds once the job has run that long.
+        checkpoint: a directory (local, or a URI pyarrow's filesystems or fsspec reach, such
+            as ``s3://bucket/path``) where the job keeps its durable state. If it holds a
+            checkpoint the job resumes from it (``job.resumed_at``); ``await
+            job.checkpoint()`` writes one, and leaving the block normally writes one at
+            ``job.time`` (see :meth:`Job.checkpoint`). ``None``: the state lives only in the
+            job.
 
     Returns:
         An async context manager giving the running :class:`Job`.
@@ -84,7 +92,9 @@ def open(
     Raises:
         ValueError: ``workers``, ``processes`` or ``gc_threshold`` is not a positive int,
             ``processes`` does not divide ``workers``, ``history`` is not a non-negative
-            int, or ``progress`` not a bool or a number of seconds.
+            int, or ``progress`` not a bool or a number of seconds; when entered, the
+            checkpoint location holds a checkpoint of another pipeline.
+        CheckpointError: when entered, the checkpoint location cannot be read.
     """
     if progress is not True and progress is not False:
         check_progress(progress)
@@ -100,10 +110,16 @@ def open(
             gc_threshold=gc_threshold,
             history=history,
             profile=profile,
+            checkpoint=checkpoint,
         )
     else:
         job = Job(
-            pipeline, 1 if workers is None else workers, fuse=fuse, history=history, profile=profile
+            pipeline,
+            1 if workers is None else workers,
+            fuse=fuse,
+            history=history,
+            profile=profile,
+            checkpoint=checkpoint,
         )
     return _OpenJob(job, gc_threshold, progress=progress)
 

@@ -36,6 +36,7 @@ import trio
 from ..errors import OperatorError
 from ..framework.lattice import Product
 from ..framework.progress import ProgressTracker
+from ..operators.linear import LinearOperator
 from .actor import Actor
 from .capability import Capability
 
@@ -102,11 +103,30 @@ class Worker:
                     plan.routes[idx],
                     _min_time(node.depth),
                     inlets,
+                    [
+                        [(LinearOperator(steps), routes) for steps, routes in chains]
+                        for chains in plan.outlets[idx]
+                    ],
                 )
             )
             self._is_active.append(False)
+        #: Data messages and progress batches this worker sent to workers (each worker a
+        #: progress batch reaches counts once, this one included) and received from them:
+        #: summed over every worker, equal once nothing is in flight (a job waits for that
+        #: before a checkpoint).
+        self.sent = 0
+        self.received = 0
+        # The capabilities each node starts with, per output port (None: one per port at
+        # the least time of its scope; a resumed job starts from a checkpoint's).
+        self._initial: dict[int, list[list[Time]]] | None = None
+        self.tracker = self._start_tracker()
+
+    def _start_tracker(self) -> ProgressTracker:
+        """A tracker counting every worker's initial capabilities (each worker starts with
+        the same), propagated, and the actors' frontiers read from it."""
+        plan = self.plan
         # Inputs of operators that never read their frontiers: the tracker keeps none for them.
-        self.tracker = ProgressTracker(
+        tracker = ProgressTracker(
             plan.progress,
             [
                 (actor.index, port)
@@ -115,23 +135,39 @@ class Worker:
                 for port in range(len(actor.mailboxes))
             ],
         )
-        # Every worker starts holding one capability per output port at the least time; all
-        # trackers count all workers' initial capabilities before anything runs.
-        for idx, node in enumerate(plan.nodes):
-            t0 = _min_time(node.depth)
-            for port in range(node.outputs):
-                self.tracker.update_source(idx, port, t0, peers)
-        self.tracker.propagate()
+        for idx in range(len(plan.nodes)):
+            for port, times in enumerate(self._initial_times(idx)):
+                for t in times:
+                    tracker.update_source(idx, port, t, self.peers)
+        tracker.propagate()
         for idx, actor in enumerate(self.actors):
             if actor.watches_frontiers:
                 for port in range(len(actor.frontiers)):
-                    actor.frontiers[port] = self.tracker.frontier(idx, port)
+                    actor.frontiers[port] = tracker.frontier(idx, port)
+        return tracker
+
+    def _initial_times(self, node: int) -> list[list[Time]]:
+        """The times of the capabilities ``node`` starts with, per output port."""
+        outputs = self.plan.nodes[node].outputs
+        if self._initial is None:
+            return [[_min_time(self.plan.nodes[node].depth)] for _ in range(outputs)]
+        return self._initial.get(node) or [[] for _ in range(outputs)]
+
+    def start_at(self, initial: dict[int, list[list[Time]]]) -> None:
+        """Start (before running) from these capabilities, per node and output port, instead
+        of one per port at the least time: those a checkpoint found held, on every worker
+        alike (see :mod:`.checkpoint`); a node not named starts with none."""
+        self._initial = initial
+        self.tracker = self._start_tracker()
 
     def initialize(self) -> None:
         """Hand every operator its initial capabilities (most drop them at once)."""
         for actor in self.actors:
-            t0 = _min_time(self.plan.nodes[actor.index].depth)
-            caps = [Capability._initial(actor, port, t0) for port in range(actor.outputs)]
+            caps = [
+                Capability._initial(actor, port, t)
+                for port, times in enumerate(self._initial_times(actor.index))
+                for t in times
+            ]
             self._guard(actor, lambda a=actor, c=caps: a.operator.initialize(a, c))
             self.activate(actor.index)
 
@@ -155,6 +191,7 @@ class Worker:
             actor.mailboxes[port].append((time, payload))
             self.activate(node)
         else:
+            self.sent += 1
             self.transport.send_data(self.index, worker, node, port, time, payload)
 
     def deliver_fresh(self, node: int, port: int, time: Any, payload: Any) -> None:
@@ -183,6 +220,7 @@ class Worker:
 
     def receive(self, node: int, port: int, time: Any, payload: Any) -> None:
         """A message from another worker arrived (called by the transport)."""
+        self.received += 1
         actor = self.actors[node]
         if actor.fresh[port] >= 0:
             self._announce(actor, port)
@@ -191,6 +229,7 @@ class Worker:
 
     def receive_progress(self, changes: list[ProgressChange]) -> None:
         """A progress batch arrived (called by the transport)."""
+        self.received += 1
         self.inbox.append(changes)
         self._wake.set()
 
@@ -249,6 +288,7 @@ class Worker:
             fresh_ports.clear()
         if self.pending:
             changes, self.pending = self.pending, []
+            self.sent += self.peers
             self.transport.broadcast_progress(self.index, changes)
         if self.inbox:
             tracker = self.tracker

@@ -4,20 +4,31 @@ The tracker keeps times as their coordinates, outermost first (``sort_key(time)`
 for ``t``, ``(t, i)`` for ``Product(t, i)``): tuples hash and compare at C speed, and their
 lexicographic order is a linear extension of the product partial order (:func:`coords_le`).
 
-:func:`update_counted` is the one rule that keeps a *counted frontier* (a dict of signed
-counts plus the list of its minimal positive-count times, the semantics of
+:func:`update_counted` is the one rule that keeps a *counted frontier* (a :class:`Counts` of
+signed counts plus the list of its minimal positive-count times, the semantics of
 :class:`~deltaflow.framework.antichain.MutableAntichain`) up to date under one change.
+
+When a frontier element's count drops to zero, the positive times it hid may join the
+frontier (they are *exposed*). Few times are counted at most locations, and a scan of them
+finds those; a location that counts many (messages in flight at hundreds of times, as when
+many rounds are known at once and workers exchange them) keeps its positive times sorted too
+(:attr:`Counts.positive`), so that what an element's removal exposes is found from its place
+in that order, usually at once, not by a scan of every count each time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
+
+from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
 from ..lattice import Product, Time
 from ..summary import PathSummary
 
 __all__ = [
     "Coords",
+    "Counts",
     "check_counted",
     "coords_le",
     "coords_map",
@@ -112,8 +123,36 @@ def coords_map(summary: PathSummary) -> Callable[[Coords], Coords]:
     return apply
 
 
+class Counts(dict[Coords, int]):
+    """The signed counts of a counted frontier, by time: a dict, which once it has held more
+    than :data:`SORTED_AT` times also keeps its positive times in order (``positive``).
+
+    >>> counts = Counts({(1, 0): 2, (0, 3): -1})
+    >>> counts.positive is None, counts[(1, 0)]
+    (True, 2)
+    """
+
+    __slots__ = ("positive",)
+
+    #: Past this many counted times, the positive ones are kept sorted as well.
+    SORTED_AT = 24
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        #: The times with a positive count in lexicographic order, or ``None`` while the
+        #: counts are few (:func:`update_counted` keeps it up to date once it exists).
+        self.positive: SortedList | None = None
+
+    def sorted_positive(self) -> SortedList:
+        """:attr:`positive`, made now if it does not exist yet."""
+        positive = self.positive
+        if positive is None:
+            positive = self.positive = SortedList(t for t, c in self.items() if c > 0)
+        return positive
+
+
 def update_counted(
-    counts: dict[Coords, int], frontier: list[Coords], t: Coords, d: int
+    counts: Counts, frontier: list[Coords], t: Coords, d: int
 ) -> list[tuple[Coords, int]] | None:
     """Add ``d`` (non-zero) to the count of ``t`` and keep ``frontier`` its minimal positive times.
 
@@ -130,6 +169,12 @@ def update_counted(
         counts[t] = new
     else:
         del counts[t]
+    positive = counts.positive
+    if positive is not None and (old > 0) != (new > 0):
+        if new > 0:
+            positive.add(t)
+        else:
+            positive.remove(t)
     le = coords_le
     if d > 0:
         if old > 0 or new <= 0:
@@ -169,13 +214,43 @@ def update_counted(
     return [(t, -1)]
 
 
-def _exposed(
-    counts: dict[Coords, int], frontier: list[Coords], t: Coords
-) -> list[tuple[Coords, int]]:
-    """Add to ``frontier`` the positive times that the removal of ``t`` exposed; return them."""
+def _exposed(counts: Counts, frontier: list[Coords], t: Coords) -> list[tuple[Coords, int]]:
+    """Add to ``frontier`` the positive times that the removal of ``t`` exposed; return them.
+
+    Only positive times above ``t`` can be exposed. They are visited in lexicographic order
+    (a linear extension of the partial order, so a later one never dominates an earlier one):
+    those of a scan of every count, or, for many counts, those from ``t``'s place in
+    :attr:`Counts.positive` on, where the first one not dominated ends the search for one
+    coordinate, and one with ``t``'s inner coordinate for two (every later candidate is
+    above it).
+    """
     le = coords_le
-    # Only times above ``t`` can be exposed. Visiting them in lexicographic order (a linear
-    # extension of the partial order) means a later one never dominates an earlier one.
+    if len(counts) > Counts.SORTED_AT or counts.positive is not None:
+        positive = counts.sorted_positive()
+        if len(t) > 2:
+            return _expose(frontier, [u for u in positive.irange(minimum=t) if le(t, u)])
+        moved: list[tuple[Coords, int]] = []
+        if len(t) == 1:
+            for u in positive.irange(minimum=t):  # a total order: the first one, if any
+                frontier.append(u)
+                return [(u, 1)]
+            return moved
+        t0, t1 = t
+        best = None  # the least inner coordinate exposed so far
+        for u in positive.irange(minimum=t):
+            u1 = u[1]
+            if u1 < t1 or (best is not None and u1 >= best):
+                continue
+            for f in frontier:
+                if f[0] <= u[0] and f[1] <= u1:
+                    break
+            else:
+                frontier.append(u)
+                moved.append((u, 1))
+                best = u1
+                if u1 == t1:
+                    break
+        return moved
     if len(t) == 2:
         t0, t1 = t
         exposed = [u for u, c in counts.items() if c > 0 and t0 <= u[0] and t1 <= u[1]]
@@ -183,6 +258,12 @@ def _exposed(
         exposed = [u for u, c in counts.items() if c > 0 and le(t, u)]
     if len(exposed) > 1:
         exposed.sort()
+    return _expose(frontier, exposed)
+
+
+def _expose(frontier: list[Coords], exposed: list[Coords]) -> list[tuple[Coords, int]]:
+    """Add to ``frontier`` each of ``exposed`` (sorted) that no element dominates."""
+    le = coords_le
     moved = []
     for u in exposed:
         for f in frontier:
@@ -209,10 +290,12 @@ def minimal(times: list[Coords]) -> list[Coords]:
     return out
 
 
-def check_counted(counts: dict[Coords, int], frontier: list[Coords], where: str) -> None:
+def check_counted(counts: Counts, frontier: list[Coords], where: str) -> None:
     """Assert that ``frontier`` holds exactly the minimal positive-count times of ``counts``."""
     assert all(c != 0 for c in counts.values()), (where, counts)
     positive = [t for t, c in counts.items() if c > 0]
+    if counts.positive is not None:
+        assert list(counts.positive) == sorted(positive), (where, counts.positive, positive)
     minimal = {t for t in positive if not any(u != t and coords_le(u, t) for u in positive)}
     assert len(frontier) == len(set(frontier)), (where, frontier)
     assert set(frontier) == minimal, (where, frontier, minimal)

@@ -16,6 +16,7 @@ from ..antichain import Antichain
 from ..lattice import Time, less_equal, sort_key
 from .coords import (
     Coords,
+    Counts,
     check_counted,
     coords_map,
     from_coords,
@@ -132,9 +133,9 @@ class ProgressTracker:
     TIME_CACHE_SIZE = 4096
 
     graph: ProgressGraph
-    _stamps: list[dict[Coords, int]]
+    _stamps: list[Counts]
     _stamp_frontiers: list[list[Coords]]
-    _counts: list[dict[Coords, int]]
+    _counts: list[Counts]
     _frontiers: list[list[Coords]]
     _antichains: list[Antichain | None]
     _pending: dict[tuple[int, Coords], int]
@@ -163,9 +164,9 @@ class ProgressTracker:
     def __init__(self, graph: ProgressGraph, unwatched: Iterable[Port] = ()) -> None:
         self.graph = graph
         n = graph.location_count
-        self._stamps = [{} for _ in range(n)]
+        self._stamps = [Counts() for _ in range(n)]
         self._stamp_frontiers = [[] for _ in range(n)]
-        self._counts = [{} for _ in range(n)]
+        self._counts = [Counts() for _ in range(n)]
         self._frontiers = [[] for _ in range(n)]
         self._antichains = [_EMPTY] * n
         self._pending = {}

@@ -93,6 +93,7 @@ def add_rule(
             last: bool = last,
             label: str = label,
             indexes: list[IndexRegistry] = indexes,
+            position: int = i,
         ) -> RuleOperator:
             runners = [p.runner(w, tally) for p in group]
             stores = [r.store(w) for r in indexes]
@@ -105,6 +106,8 @@ def add_rule(
                 whole=whole,
                 stores=stores,
                 prepare=prepare if first else None,
+                route=group[0].route,
+                layout=(position, len(groups)),
             )
 
         inputs = [current, *(r.output for r in indexes)]

@@ -36,10 +36,12 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
 from ..base import Interest, Operator
+from ..durable import Changes
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
     from ..base import OperatorContext
+    from ..durable import StateSink, StateSource
 
 __all__ = [
     "History",
@@ -170,11 +172,14 @@ class IndexStore:
     #: Compact once the store holds more updates than this, and then whenever it has doubled.
     COMPACT_ABOVE: ClassVar[int] = 4096
 
-    __slots__ = ("keys", "limit", "readers", "size")
+    __slots__ = ("changes", "keys", "limit", "readers", "size")
 
     def __init__(self) -> None:
         self.keys: dict[Any, KeyRows] = {}
         self.size = 0
+        #: The keys given updates since a checkpoint last took the store (compaction moves
+        #: no update a lookup can still tell apart, so it is not a change).
+        self.changes = Changes()
         #: The operators reading this store (each says how far back it may still look).
         self.readers: list[Reader] = []
         #: Compact once the store holds more updates than this (see :meth:`compact`).
@@ -183,12 +188,15 @@ class IndexStore:
     def insert(self, data: list[Any], times: list[Time], diffs: list[int], split: Split) -> None:
         """Add updates ``(data[i], times[i], diffs[i])``, each split into ``(key, val)``."""
         keys = self.keys
+        changed = self.changes.keys
         for d, t, r in zip(data, times, diffs):
             key, val = split(d)
             rows = keys.get(key)
             if rows is None:
                 rows = keys[key] = KeyRows()
             rows.add(val, t, r)
+            if changed is not None:
+                changed.add(key)
         self.size += len(data)
 
     def compact(self) -> None:
@@ -226,6 +234,10 @@ class IndexStore:
         return 0 if rows is None else rows.upto(time, strict)
 
 
+def _rows(rows: KeyRows) -> list[tuple[Any, Time, int]]:
+    return list(zip(rows.vals, rows.times, rows.diffs))
+
+
 class IndexRegistry:
     """The stores of one index, one per worker, for the operators that read it.
 
@@ -258,6 +270,26 @@ class IndexOperator(Operator):
         self.name = name
         self.store = store
         self.split = split
+
+    def save(self, sink: StateSink) -> None:
+        """Hand the store to a checkpoint (the keys given updates since the previous one)."""
+        store = self.store
+        sink.index("index", store.keys, ("val", "time", "diff"), store.changes.take(), rows=_rows)
+
+    def load(self, source: StateSource) -> None:
+        """Take this worker's share of a checkpoint's index back."""
+        groups = source.index("index")
+        if groups is None:
+            return
+        store = self.store
+        store.changes.keys = set()
+        keys = store.keys
+        for key, rows in groups.items():
+            kr = keys[key] = KeyRows()
+            for val, t, r in rows:
+                kr.add(val, t, r)
+        store.size = len(groups)
+        store.limit = max(store.COMPACT_ABOVE, 2 * store.size)
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Insert what arrived."""

@@ -47,13 +47,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from ...framework.antichain import Antichain
+from ...framework.durable.tables import Rows
 from ...framework.lattice import join as time_join, less_equal
 from ..base import Interest, Operator, UpdateBatch
+from ..durable import covering
 from .index import updates_of
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
     from ..base import Capability, OperatorContext
+    from ..durable import StateSink, StateSource
     from .index import History, IndexRegistry, IndexStore, KeyRows
 
 __all__ = [
@@ -577,9 +580,16 @@ class RuleOperator(Operator):
         whole: bool = False,
         stores: Sequence[IndexStore] = (),
         prepare: Callable[[Any], Any] | None = None,
+        route: Callable[[Record], Any] | None = None,
+        layout: tuple[int, int] = (0, 1),
     ) -> None:
         self.name = name
         self.prepare = prepare
+        #: The key a record is exchanged by into this operator (``None``: not exchanged),
+        #: and which of how many operators of its rule this is: what a checkpoint needs to
+        #: hand stashed records back to the right worker and operator.
+        self.route = route
+        self.layout = layout
         self.runners = runners
         self.waits = waits
         self.first = first
@@ -593,6 +603,60 @@ class RuleOperator(Operator):
         self.seen: tuple[Any, ...] | None = None
         for store in stores:
             store.readers.append(self)
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """Keep capabilities for records a restored state stashed (none on a fresh start)."""
+        self.caps = covering(capabilities, self.stash)
+
+    def save(self, sink: StateSink) -> None:
+        """Hand the records waiting for their indexes to a checkpoint.
+
+        Raises:
+            RuntimeError: records are still being worked through (not quiescent).
+        """
+        if self.jobs:
+            msg = f"{self.name}: records still under way at a checkpoint"
+            raise RuntimeError(msg)
+        route = self.route
+        recs = [rec for rs, _ in self.stash.values() for rec in rs]
+        sink.rows(
+            "stash",
+            Rows({
+                "key": [None] * len(recs) if route is None else [route(rec) for rec in recs],
+                "rec": recs,
+                "time": [t for t, (rs, _) in self.stash.items() for _ in rs],
+                "diff": [r for _, ds in self.stash.values() for r in ds],
+            }),
+            None if route is None else "key",
+        )  # fmt: skip
+        sink.value("layout", list(self.layout))
+
+    def load(self, source: StateSource) -> None:
+        """Take this worker's share of the stashed records back.
+
+        Raises:
+            ValueError: there are some, and the rule was split into operators otherwise when
+                they were saved (a checkpoint of one worker resumed on several, or back).
+        """
+        rows = source.rows("stash")
+        if rows is None or not len(rows):
+            return
+        layout = source.value("layout")
+        if layout is not None and tuple(layout) != self.layout:
+            msg = (
+                f"{self.name}: the checkpoint holds records of this rule waiting for later "
+                f"times as operator {layout[0]} of {layout[1]}, and this job splits the rule "
+                f"into {self.layout[1]}: resume it with a worker count on the same side of one"
+            )
+            raise ValueError(msg)
+        cols = rows.columns
+        for rec, t, r in zip(cols["rec"], cols["time"], cols["diff"]):
+            slot = self.stash.get(t)
+            if slot is None:
+                self.stash[t] = ([rec], [r])
+            else:
+                slot[0].append(rec)
+                slot[1].append(r)
 
     def lowest(self) -> Any:
         """The least time this operator may still look its indexes up as of (``None``: never

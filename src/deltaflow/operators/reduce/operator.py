@@ -64,6 +64,8 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from deltaflow.framework.antichain import Antichain
+from deltaflow.framework.durable.store import decode_frontier, encode_frontier
+from deltaflow.framework.durable.tables import Rows
 from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
@@ -71,6 +73,7 @@ from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
 
 from ..base import Interest, Operator, UpdateBatch
+from ..durable import Changes, StateSink, StateSource, covering, restore_trace
 from ..history import AdvanceTo, KeyedHistory
 from ..values import as_count
 from .accumulation import difference
@@ -81,6 +84,8 @@ from .paths import Activation, KeyPath, path_for
 from .total import correct_total
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from deltaflow.framework.lattice import Time
 
     from ..base import Capability, OperatorContext
@@ -88,6 +93,36 @@ if TYPE_CHECKING:
 __all__ = ["ReduceOperator"]
 
 _first = itemgetter(0)
+
+
+def _counts(acc: dict[Any, int]) -> list[tuple[Any, int]]:
+    return list(acc.items())
+
+
+def _keyed_rows(index: dict[Any, list[Any]], columns: tuple[str, ...] | None) -> Rows:
+    """``{key: [row, ...]}`` as a table with a ``key`` column (``columns=None``: each row is
+    a bare time)."""
+    keys = [k for k, rows in index.items() for _ in rows]
+    flat = [r for rows in index.values() for r in rows]
+    if columns is None:
+        return Rows({"key": keys, "time": flat})
+    return Rows({"key": keys, **{c: [r[i] for r in flat] for i, c in enumerate(columns)}})
+
+
+def _unkeyed(rows: Rows | None, columns: tuple[str, ...] | None) -> dict[Any, list[Any]]:
+    """The ``{key: [row, ...]}`` of a table :func:`_keyed_rows` made."""
+    out: dict[Any, list[Any]] = {}
+    if rows is None or not len(rows):
+        return out
+    cols = rows.columns
+    values: Any = cols["time"] if columns is None else zip(*(cols[c] for c in columns))
+    for key, value in zip(cols["key"], values):
+        have = out.get(key)
+        if have is None:
+            out[key] = [value]
+        else:
+            have.append(value)
+    return out
 
 
 def _universal_first(pair: tuple[Any, int]) -> Any:
@@ -172,8 +207,10 @@ class ReduceOperator(Operator):
         self.readers: list[TraceReader] = []
         if output is not None:
             self.readers.append(output.reader())
-        # Partial orders: new update times per key, and pending (deferred) times per key and
-        # per time (to find the keys whose pending times the frontier has passed).
+        # Partial orders: the batches of messages the frontier has not passed yet, by their
+        # time (see ``_due``), new update times per key, and pending (deferred) times per key
+        # and per time (to find the keys whose pending times the frontier has passed).
+        self.waiting: dict[Time, list[Any]] = {}
         self.seeds: dict[Any, list[Time]] = {}
         self.pending: dict[Any, list[Time]] = {}
         self.pending_keys: dict[Time, set[Any]] = {}
@@ -186,9 +223,16 @@ class ReduceOperator(Operator):
         self.accs: dict[Any, dict[Any, int]] = {}
         self.outs: dict[Any, dict[Any, int]] = {}
         self.buffered_low: int | None = None
+        # Totally ordered times: the keys whose accumulations changed since a checkpoint last
+        # took them (see .durable).
+        self.changed = Changes()
         # Times of messages received but not yet processed.
         self.unprocessed: set[Time] = set()
         self.caps: list[Capability] = []
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """Keep capabilities for what a restored state still owes (nothing on a fresh start)."""
+        self.caps = covering(capabilities, self._owed())
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Take in new batches; when the frontier moved, correct the output up to it."""
@@ -217,11 +261,14 @@ class ReduceOperator(Operator):
                     else:
                         rows.append((val, t, diff))
         else:
-            seeds = self.seeds
-            store = self.inputs.extend_noting_times
+            waiting = self.waiting
             for time, batch in messages:
                 unprocessed.add(time)
-                store(batch.updates(), seeds)
+                batches = waiting.get(time)
+                if batches is None:
+                    waiting[time] = [batch]
+                else:
+                    batches.append(batch)
 
     # ------------------------------------------------------------------ evaluation
 
@@ -301,12 +348,25 @@ class ReduceOperator(Operator):
         return self._gathered(act)
 
     def _due(self, upper: Antichain) -> dict[Any, list[Time]]:
-        """The keys to correct at ``upper`` with their seeds: the new times, and the pending
-        times the frontier has passed. A pending time still beyond ``upper`` stays pending,
-        untouched: the corrections it stands for are at times ``>=`` it, all beyond ``upper``
-        too, so this round's search needs neither it nor its joins (they are found once it is
-        due, with every time stored by then). A key is corrected when it has new times or a
-        due pending time."""
+        """The keys to correct at ``upper`` with their seeds: the times of the updates of the
+        messages the frontier has passed (stored now), and the pending times it has passed.
+
+        What is still beyond ``upper`` waits, untouched: the corrections a time beyond
+        ``upper`` stands for are at times ``>=`` it, all beyond ``upper`` too, so this round's
+        search needs neither it nor its joins (they are found once it is due, with every time
+        stored by then). A message still beyond ``upper`` (another worker's data for the next
+        loop turn, arrived before this worker's frontier passed the current one) is not even
+        stored: its updates are beyond every time read this round, and its times, stored,
+        would only be joined with this round's seeds into times to defer. So each is searched
+        once, when the frontier passes it. A key is corrected when it has new times or a due
+        pending time."""
+        waiting = self.waiting
+        if waiting:
+            store = self.inputs.extend_noting_times
+            seeds = self.seeds
+            for time in [t for t in waiting if not upper.less_equal(t)]:
+                for batch in waiting.pop(time):
+                    store(batch.updates(), seeds)
         seeds, self.seeds = self.seeds, {}
         pending_keys = self.pending_keys
         if not pending_keys:
@@ -429,6 +489,7 @@ class ReduceOperator(Operator):
             if self.buffered_low is not None:
                 owed.append(self.buffered_low)
         else:
+            owed.extend(self.waiting)
             owed.extend(self.pending_keys)
         return owed
 
@@ -455,6 +516,65 @@ class ReduceOperator(Operator):
         for cap in held.values():
             cap.drop()
         self.caps = new
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, sink: StateSink) -> None:
+        """Hand the state to a checkpoint (see :mod:`..durable`): per key its input and
+        output (histories, or with int times the accumulations at the frontier), and what
+        waits for the frontier (updates at later times, owed times)."""
+        sink.value("upper", encode_frontier(self.upper))
+        if self.total:
+            changed = self.changed.take()
+            counts = ("val", "count")
+            sink.index("accs", self.accs, counts, changed, rows=_counts)
+            again = None if changed is None else set(changed)
+            sink.index("outs", self.outs, counts, again, rows=_counts)
+            sink.rows("buffered", _keyed_rows(self.buffered, ("val", "time", "diff")), "key")
+        else:
+            if self.waiting:
+                # Messages the frontier has not passed are stored as updates and seeds, as
+                # if read at once (a resumed job searches them when due, deferring what the
+                # frontier has not passed): one state to save, not another kind of it.
+                store = self.inputs.extend_noting_times
+                for time, batches in self.waiting.items():
+                    self.unprocessed.add(time)
+                    for batch in batches:
+                        store(batch.updates(), self.seeds)
+                self.waiting.clear()
+            self.inputs.save(sink, "inputs")
+            self.outputs.save(sink, "outputs")
+            sink.rows("seeds", _keyed_rows(self.seeds, None), "key")
+            sink.rows("pending", _keyed_rows(self.pending, None), "key")
+        if self.output is not None:
+            # (Its upper lags the frontier by rounds without corrections, on each worker
+            # apart: resumed, it starts at the frontier, the operator's ``upper``.)
+            sink.batches("trace", self.output.batches())
+
+    def load(self, source: StateSource) -> None:
+        """Take this worker's share of a checkpoint's state back (before the first
+        activation)."""
+        upper = source.value("upper")
+        if upper is not None:
+            self.upper = decode_frontier(upper)
+        if self.total:
+            for name, into in (("accs", self.accs), ("outs", self.outs)):
+                groups = source.index(name)
+                if groups is not None:
+                    into.update((k, dict(rows)) for k, rows in groups.items())
+                    self.changed.keys = set()
+            self.buffered = _unkeyed(source.rows("buffered"), ("val", "time", "diff"))
+            low = [t for rows in self.buffered.values() for _, t, _ in rows]
+            self.buffered_low = min(low) if low else None
+        else:
+            self.inputs.load(source.index("inputs"))
+            self.outputs.load(source.index("outputs"))
+            self.seeds = _unkeyed(source.rows("seeds"), None)
+            self.unprocessed = {t for times in self.seeds.values() for t in times}
+            for key, times in _unkeyed(source.rows("pending"), None).items():
+                self.defer(key, times)
+        if self.output is not None and upper is not None:
+            restore_trace(self.output, source.rows("trace"), upper)
 
     def _check(self) -> None:
         """Assert the operator's invariants (capabilities cover owed work, indexes agree)."""

@@ -54,6 +54,7 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
     """
     bound: Any = upper.elements[0] if upper.elements else None
     buffered, op.buffered = op.buffered, {}
+    op.changed.note_all(buffered)
     accs = op.accs
     outs = op.outs
     evaluate = op.evaluate

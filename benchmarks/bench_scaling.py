@@ -1,0 +1,166 @@
+"""What more workers buy: each workload at one worker, two workers in one process, and two
+processes (one worker each), side by side in one run, with the machine's capacity beside them.
+
+* ``capacity`` — a pure-Python loop alone, then in two processes at once (2.0 on an idle
+  2-core machine; the figures below mean something only where it reads 1.8 or more). It is
+  taken at the start and at the end of the run.
+* ``scaling.w2.static`` — W2's load and 1,000 single-edge rounds known up front (one
+  ``df.run``): rounds/s of the rounds (the load's own ``df.run`` subtracted).
+* ``scaling.w2.interactive`` — W2, one round at a time (``df.open``): rounds/s.
+* ``scaling.w4x10.load`` — W4 at ten times its size (1,000,000 nodes, 2,000,000 edges): the
+  initial load's seconds, from the job open to time 0 complete.
+* ``scaling.w1.static`` — W1's 10,000 single-record rounds known up front: rounds/s.
+
+Each figure gives ``one`` (workers=1), ``workers_2`` (one process) and ``processes_2``, their
+ratios to ``one`` (``speedup_*``: above 1 is faster), and the single-update throughput per
+worker (``per_worker``: rounds/s per worker). Every configuration runs in a child process of
+its own, in turn, so each has the machine to itself as far as the others go.
+
+    python benchmarks/bench_scaling.py [--quick] [--only w2s,w2i,w4,w1]
+
+Prints one JSON line per figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+import trio
+from bench_processes import bench_capacity
+from bench_workloads import (
+    Bfs,
+    KeyCount,
+    Reachability,
+    _singles,
+    _static_inputs,
+    accumulate,
+    answer_w4,
+)
+from workloads import w1_count, w2_reach, w4_bfs
+
+import deltaflow as df
+
+CONFIGS = {"one": (1, 1), "workers_2": (2, 1), "processes_2": (2, 2)}
+
+
+def emit(record: dict[str, Any]) -> None:
+    print(json.dumps(record), flush=True)
+
+
+# -- one measurement, in the child ---------------------------------------------------------
+def _static(make: Any, load: dict[str, list[Any]], changing: str, rounds: Any, cfg: Any) -> Any:
+    workers, processes = cfg
+    load_only: Any = _static_inputs(load, changing, [])
+    start = time.perf_counter()
+    df.run(make(), workers, processes=processes, **load_only)
+    load_s = time.perf_counter() - start
+    everything: Any = _static_inputs(load, changing, rounds)
+    start = time.perf_counter()
+    out = df.run(make(), workers, processes=processes, **everything)
+    total_s = time.perf_counter() - start
+    return {"rounds_per_s": len(rounds) / max(total_s - load_s, 1e-9), "load_s": load_s,
+            "total_s": total_s, "answer": len(accumulate(out))}  # fmt: skip
+
+
+async def _interactive(cfg: Any, rounds: Any) -> dict[str, Any]:
+    workers, processes = cfg
+    roots, init, _ = w2_reach()
+    async with df.open(Reachability(), workers, processes=processes) as job:
+        job.inputs["roots"].insert_many(roots)
+        job.inputs["edges"].insert_many(init)
+        await job.advance_to(1)
+        edges = job.inputs["edges"]
+        start = time.perf_counter()
+        for t, ((ins, ret),) in enumerate(rounds, start=1):
+            edges.insert(ins)
+            edges.remove(ret)
+            await job.advance_to(t + 1)
+        elapsed = time.perf_counter() - start
+        pairs = len(job.output.at(len(rounds)))
+    return {"rounds_per_s": len(rounds) / elapsed, "answer": pairs}
+
+
+async def _w4_load(cfg: Any, root: int, edges: list[Any]) -> dict[str, Any]:
+    workers, processes = cfg
+    async with df.open(Bfs(), workers, processes=processes) as job:
+        start = time.perf_counter()
+        job.inputs["roots"].insert(root)
+        job.inputs["edges"].insert_many(edges)
+        await job.advance_to(1)
+        load_s = time.perf_counter() - start
+        answer = answer_w4(job.output.at(0))
+    return {"load_s": load_s, "answer": answer["reached"]}
+
+
+def measure(what: str, config: str, quick: bool) -> dict[str, Any]:
+    cfg = CONFIGS[config]
+    if what == "w2s":
+        roots, init, rounds = w2_reach()
+        singles = _singles(rounds[: 200 if quick else 1000])
+        return _static(Reachability, {"roots": roots, "edges": init}, "edges", singles, cfg)
+    if what == "w2i":
+        _, _, rounds = w2_reach()
+        return trio.run(_interactive, cfg, _singles(rounds[: 100 if quick else 500]))
+    if what == "w4":
+        nodes = 100_000 if quick else 1_000_000
+        root, edges, _ = w4_bfs(nodes=nodes, edges=2 * nodes, rounds=1)
+        return trio.run(_w4_load, cfg, root, edges)
+    assert what == "w1"
+    init, rounds = w1_count()
+    singles = _singles(rounds[: 2_000 if quick else 10_000])
+    return _static(KeyCount, {"records": init}, "records", singles, cfg)
+
+
+# -- the runner ------------------------------------------------------------------------------
+FIGURES = {"w2s": "scaling.w2.static", "w2i": "scaling.w2.interactive",
+           "w4": "scaling.w4x10.load", "w1": "scaling.w1.static"}  # fmt: skip
+TARGETS = {"w2s": {"processes_2": 1.7, "workers_2": 0.95}, "w2i": {"processes_2": 0.8,
+           "workers_2": 0.95}, "w4": {"processes_2": 1.7, "workers_2": 0.95},
+           "w1": {"workers_2": 0.95}}  # fmt: skip
+
+
+def _child(what: str, config: str, quick: bool) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", what, config] + (["--quick"] if quick else [])
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def bench(what: str, quick: bool) -> None:
+    results = {config: _child(what, config, quick) for config in CONFIGS}
+    answers = {r["answer"] for r in results.values()}
+    record: dict[str, Any] = {"figure": FIGURES[what], **results, "same_answer": len(answers) == 1}
+    for config in ("workers_2", "processes_2"):
+        if "rounds_per_s" in results["one"]:
+            ratio = results[config]["rounds_per_s"] / results["one"]["rounds_per_s"]
+        else:
+            ratio = results["one"]["load_s"] / results[config]["load_s"]
+        record[f"speedup_{config}"] = ratio
+    if "rounds_per_s" in results["one"]:
+        record["per_worker"] = {c: results[c]["rounds_per_s"] / CONFIGS[c][0] for c in CONFIGS}
+    record["targets"] = TARGETS[what]
+    emit(record)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--child"]:
+        emit(measure(args[1], args[2], "--quick" in args))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer rounds")
+    parser.add_argument("--only", default="w2s,w2i,w4,w1")
+    ns = parser.parse_args(args)
+    bench_capacity()
+    for what in ns.only.split(","):
+        bench(what, ns.quick)
+    bench_capacity()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

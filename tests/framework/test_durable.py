@@ -1,0 +1,266 @@
+"""Durable state's building blocks: columns, tables and the checkpoint store.
+
+Columns must give back exactly the values written (same classes, nested ones too), whatever
+codec their values choose; a chain of whole and partial index segments must read back as the
+index it stands for (a dict model); rows are routed to workers as the exchanges route them;
+the store must switch manifests atomically, find every damaged byte, and clean up.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from deltaflow.errors import CheckpointError
+from deltaflow.framework.durable.columns import decode_column, encode_column, prepared
+from deltaflow.framework.durable.store import CheckpointStore, _ArrowFiles
+from deltaflow.framework.durable.tables import (
+    Groups,
+    GroupsReader,
+    Rows,
+    owners,
+    resolve_groups,
+)
+from deltaflow.framework.hashing import worker_of
+from deltaflow.framework.lattice import Product
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same classes all the way down (``1`` is not ``True`` nor ``1.0``)."""
+    if a.__class__ is not b.__class__:
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+class Record:
+    """A user class: written as a pickle."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Record) and other.x == self.x
+
+    def __hash__(self) -> int:
+        return hash(self.x)
+
+
+atoms = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.integers(-5, 300),
+    st.floats(),
+    st.booleans(),
+    st.text(max_size=5),
+    st.binary(max_size=5),
+    st.none(),
+    st.just(()),
+    st.builds(Record, st.integers()),
+)
+times = st.recursive(
+    st.integers(0, 2**40), lambda inner: st.builds(Product, inner, inner), max_leaves=4
+)
+values = st.recursive(
+    st.one_of(atoms, times), lambda inner: st.tuples(inner, inner) | st.tuples(inner), max_leaves=6
+)
+
+
+@settings(max_examples=150)
+@given(
+    column=st.one_of(
+        st.lists(values, max_size=12),
+        st.lists(st.sampled_from([0, 5, -3]), max_size=40),
+        st.lists(st.tuples(st.integers(0, 9), st.text(max_size=2)), max_size=20),
+        st.lists(st.sampled_from([Product(1, 2), Product(3, 0)]), max_size=40),
+        st.lists(times, max_size=20),
+    ),
+    dictionary=st.booleans(),
+)
+def test_columns_read_back_exactly(column: list[Any], dictionary: bool) -> None:
+    """Any column of hashable values decodes to values equal and of the same classes."""
+    encoded = encode_column(column, dictionary=dictionary)
+    back = decode_column(encoded.array, json.loads(json.dumps(encoded.spec)))
+    assert len(back) == len(column)
+    assert all(_same(a, b) for a, b in zip(column, back)), (column, back, encoded.spec)
+
+
+@given(
+    column=st.one_of(
+        st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=20),
+        st.lists(st.builds(Product, st.integers(0, 2**40), st.integers(0, 2**40)), min_size=1),
+        st.lists(st.builds(Product, st.integers(-5, 5), st.integers(0, 3)), min_size=1),
+    ),
+    kind=st.sampled_from(["int", "time"]),
+)
+def test_prepared_columns_read_back_exactly(column: list[Any], kind: str) -> None:
+    """Columns of known kinds go through numpy and come back as they were."""
+    if kind == "int" and column[0].__class__ is not int:
+        kind = "time"
+    encoded = encode_column(prepared(column, kind))
+    back = decode_column(encoded.array, encoded.spec)
+    assert all(_same(a, b) for a, b in zip(column, back))
+
+
+def test_repeated_times_read_back_as_shared_objects() -> None:
+    """A compacted state's few distinct times come back as one object each."""
+    column = [Product(4, i % 3) for i in range(100)]
+    for values in (column, prepared(column, "time")):
+        encoded = encode_column(values, dictionary=True)
+        back = decode_column(encoded.array, encoded.spec)
+        assert back == column and len({id(t) for t in back}) == 3
+
+
+def test_an_unknown_codec_is_an_error() -> None:
+    """A codec from a newer version is named, never guessed."""
+    encoded = encode_column([1, 2])
+    with pytest.raises(ValueError, match="unknown column codec"):
+        decode_column(encoded.array, {"k": "zigzag"})
+
+
+# -- tables ----------------------------------------------------------------------------------
+index_strategy = st.dictionaries(
+    st.integers(0, 30),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5), st.integers(-2, 2)), min_size=1,
+             max_size=4),
+    max_size=12,
+)  # fmt: skip
+
+
+@settings(max_examples=200)
+@given(base=index_strategy, changes=st.lists(index_strategy, max_size=4), data=st.data())
+def test_a_chain_of_partial_segments_reads_back_as_the_index(
+    base: dict[int, list[Any]], changes: list[dict[int, list[Any]]], data: st.DataObject
+) -> None:
+    """Whole segment, then partial ones (changed keys with their rows, deleted keys): the
+    newest segment holding or deleting a key wins; routed to any worker count, the shares
+    are the model's keys each worker owns."""
+    names = ("val", "time", "diff")
+    model = dict(base)
+    chain = [GroupsReader(Groups.from_index(base, names).to_batch())]
+    for change in changes:
+        gone = data.draw(st.lists(st.sampled_from(sorted(model)), max_size=3)) if model else []
+        current = {**model, **change}
+        for key in gone:
+            current.pop(key, None)
+        touched = set(change) | set(gone)
+        segment = Groups.from_index(current, names, sorted(touched))
+        assert segment.partial and set(segment.deleted) == set(gone)
+        chain.append(GroupsReader(segment.to_batch()))
+        model = current
+    assert resolve_groups(chain).to_index() == model
+    workers = data.draw(st.integers(1, 4))
+    for w in range(workers):
+        share = resolve_groups(chain, lambda r, w=w: owners(r.keys, workers, ints=True) == w)
+        assert share.to_index() == {k: v for k, v in model.items() if worker_of(k, workers) == w}
+
+
+@given(keys=st.lists(st.one_of(st.integers(-5, 2**62), st.text(max_size=3),
+                               st.tuples(st.integers(), st.text(max_size=2))), max_size=20),
+       workers=st.integers(1, 5))  # fmt: skip
+def test_rows_go_to_the_worker_the_exchanges_route_them_to(keys: list[Any], workers: int) -> None:
+    """The owner of a saved row is the worker ``stable_hash(key) % workers``."""
+    expected = [worker_of(k, workers) for k in keys]
+    assert owners(keys, workers).tolist() == expected
+    if all(k.__class__ is int for k in keys):
+        assert owners(keys, workers, ints=True).tolist() == expected
+
+
+def test_rows_round_trip() -> None:
+    """A table of rows reads back column by column."""
+    rows = Rows({"key": ["a", "b"], "time": [Product(1, 0), Product(1, 0)], "diff": [1, -1]})
+    assert Rows.from_batch(rows.to_batch()).columns == rows.columns
+    assert len(Rows.concat([rows, rows])) == 4
+
+
+# -- the store --------------------------------------------------------------------------------
+def _commit(store: CheckpointStore, sequence: int, payload: list[int]) -> dict[str, Any]:
+    out = store.new_file(sequence, "t")
+    ref = out.add([Rows({"x": payload}).to_batch()])
+    info = store.write(out)
+    manifest = {"sequence": sequence, "files": {out.name: info}, "nodes": {"n": ref}}
+    store.commit(manifest)
+    store.collect_garbage(manifest)
+    return manifest
+
+
+def _read(store: CheckpointStore) -> list[int] | None:
+    manifest = store.latest()
+    if manifest is None:
+        return None
+    (batch,) = store.reader(manifest).batches(manifest["nodes"]["n"])
+    values: list[int] = Rows.from_batch(batch).columns["x"]
+    return values
+
+
+def test_the_store_switches_manifests_and_keeps_only_what_they_need(tmp_path: Path) -> None:
+    """The highest manifest is current; older ones and unused data files are removed; a
+    temporary manifest left by a crash is ignored (and removed later)."""
+    store = CheckpointStore(tmp_path)
+    assert store.latest() is None
+    _commit(store, 1, [1, 2])
+    (tmp_path / "checkpoint-000002.json.tmp-dead").write_text("{trunc")
+    _commit(store, 2, [3])
+    assert _read(store) == [3]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-000002.json", "data"]
+    assert len(list((tmp_path / "data").iterdir())) == 1
+
+
+def test_a_torn_temporary_manifest_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
+    """A crash before the rename: the previous manifest is still the current one."""
+    store = CheckpointStore(tmp_path)
+    _commit(store, 1, [7])
+    (tmp_path / "checkpoint-000002.json.tmp-1234").write_text('{"format": "deltaflow-che')
+    assert _read(store) == [7]
+
+
+def test_every_damaged_byte_is_found(tmp_path: Path) -> None:
+    """A data file changed in any byte, or cut short, is an error naming it."""
+    store = CheckpointStore(tmp_path)
+    _commit(store, 1, list(range(100)))
+    (data,) = (tmp_path / "data").iterdir()
+    raw = data.read_bytes()
+    for i in range(0, len(raw), max(1, len(raw) // 13)):
+        damaged = bytearray(raw)
+        damaged[i] ^= 0x01
+        data.write_bytes(bytes(damaged))
+        with pytest.raises(CheckpointError, match=data.name):
+            _read(store)
+    data.write_bytes(raw[:-1])
+    with pytest.raises(CheckpointError, match="corrupted"):
+        _read(store)
+    data.write_bytes(raw)
+    assert _read(store) == list(range(100))
+
+
+def test_a_store_through_a_pyarrow_filesystem() -> None:
+    """Locations pyarrow's filesystems reach (here its in-memory one) work the same way."""
+    store = CheckpointStore("mock:///state")
+    assert isinstance(store.files, _ArrowFiles)
+    _commit(store, 1, [5])
+    _commit(store, 2, [6, 7])
+    assert _read(store) == [6, 7]
+    assert store.sequences() == [2]
+
+
+def test_an_unknown_scheme_is_a_clear_error() -> None:
+    """A URI nothing here can reach says so (and what would reach it)."""
+    with pytest.raises(ValueError, match="fsspec"):
+        CheckpointStore("nosuchscheme://bucket/state")
+
+
+def test_numpy_ints_of_every_width_round_trip() -> None:
+    """Ints are written in the narrowest type holding them and read back as Python ints."""
+    for bound in (100, 30_000, 2_000_000_000, 2**62):
+        column = [bound, -bound, 0]
+        back = decode_column(*(lambda c: (c.array, c.spec))(encode_column(column)))
+        assert back == column and all(v.__class__ is int for v in back)
+    assert encode_column(np.array([1, 2])).spec == {"k": "int"}
