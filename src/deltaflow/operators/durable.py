@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from .base import Capability
 
 __all__ = [
-    "LOGGED_PER_ROW",
     "Appended",
     "Changes",
     "Durable",
@@ -89,12 +88,6 @@ class Changes:
         return keys
 
 
-#: A history is written whole again once the rows its logs hold would pass this many per row
-#: it holds (a resume appends them all; compaction folds them again as it reads them); a log
-#: longer than that is dropped as it grows (the next checkpoint writes the history whole).
-LOGGED_PER_ROW = 3
-
-
 class Appended:
     """The updates appended to a history of keyed lists of ``(val, time, diff)`` rows since a
     checkpoint last took it, in the order appended: rows appended one by one (each with its
@@ -103,9 +96,10 @@ class Appended:
     outgrew the history, so nothing is logged.
 
     The rows and batches are those the history was given (no copy); a log keeps what a
-    compaction has since folded away alive until the next checkpoint, so it is kept to
-    :data:`LOGGED_PER_ROW` times the history's rows (:meth:`bound`): between checkpoints far
-    apart, a log would otherwise grow with every update.
+    compaction has since folded away alive until the next checkpoint (memory the rounds would
+    otherwise reuse), so it is dropped once it holds more updates than the history holds rows
+    (:meth:`bound`): the next checkpoint writes the history whole then, fewer rows than the
+    log, and checkpoints far apart keep no log growing with every update.
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> log = Appended()
@@ -144,18 +138,18 @@ class Appended:
             self.logged += len(batch)
 
     def bound(self, size: int) -> None:
-        """Stop logging if the log holds more than :data:`LOGGED_PER_ROW` times ``size``
-        updates (the history's rows): the next checkpoint takes the history whole anyway.
+        """Stop logging if the log holds more updates than ``size`` (the history's rows): the
+        next checkpoint takes the history whole.
 
         >>> log = Appended(); log.take()
         >>> for i in range(4): log.add("k", (i, 0, 1))
-        >>> log.bound(2); log.keys is None
+        >>> log.bound(4); log.keys is None
         False
-        >>> log.bound(1); log.keys is None
+        >>> log.bound(3); log.keys is None
         True
         """
         keys = self.keys
-        if keys is not None and self.logged + len(keys) > LOGGED_PER_ROW * size:
+        if keys is not None and self.logged + len(keys) > size:
             self.forget()
 
     def take(self) -> tuple[list[Any], list[Any], list[Any], list[Any]] | None:

@@ -26,8 +26,7 @@ Writing is incremental: an index is written whole the first time, then only its 
 since (a *partial* segment replacing those keys), until the partial segments outgrow the
 whole one; a history (lists that only grow but for compaction) is written whole, then as
 *logs* of the rows appended since (each read after the segments before it, extending its
-keys' lists), until the logs outgrow
-:data:`~deltaflow.operators.durable.LOGGED_PER_ROW` times the history; a trace's
+keys' lists), until the logs outgrow :data:`LOGGED_PER_ROW` times the history; a trace's
 batches are written once each. Storage, atomic commit and checks are
 :mod:`deltaflow.framework.durable.store`'s.
 """
@@ -62,7 +61,7 @@ from ..framework.durable.tables import (
     owners,
     resolve_groups,
 )
-from ..operators.durable import LOGGED_PER_ROW, trace_rows
+from ..operators.durable import trace_rows
 from .collector import collector_paused
 
 if TYPE_CHECKING:
@@ -83,6 +82,9 @@ __all__ = [
 
 #: An index is written whole again once this many partial segments follow the whole one.
 LONGEST_CHAIN = 16
+#: A history is written whole again once the rows its logs hold would pass this many per row
+#: it holds (a resume appends them all; compaction folds them again as it reads them).
+LOGGED_PER_ROW = 3
 
 
 # -- naming state independently of the layout ----------------------------------------------
