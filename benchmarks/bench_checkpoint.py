@@ -13,7 +13,9 @@
   rounds (``with_over_without``; ``cpu_with_over_without`` by the process's CPU time, which
   the machine's other jobs disturb less), taken in turn, 100 rounds at a time, in one job
   each, so both see the same machine (each checkpoint waits until its data file and
-  manifest are on disk).
+  manifest are on disk). ``checkpoint_cpu_over_rounds``: the checkpoints' CPU time over the
+  rounds' of the job without (what the checkpoints cost, apart from what the checkpointing
+  job's rounds cost).
 
 Each phase runs in a child process of its own (the figures are whole-process: start-up of
 the interpreter excluded, everything from ``df.open`` on included).
@@ -126,7 +128,7 @@ async def _w2_pair(location: Path, rounds: list[Any]) -> dict[str, Any]:
     rounds ``CHUNK`` at a time in turn."""
     roots, init, _ = w2_reach()
     spent = {"with": 0.0, "without": 0.0}
-    cpu = {"with": 0.0, "without": 0.0}
+    cpu = {"with": 0.0, "without": 0.0, "checkpoints": 0.0}
     async with (
         df.open(Reachability(), checkpoint=location) as kept,
         df.open(Reachability()) as plain,
@@ -146,7 +148,9 @@ async def _w2_pair(location: Path, rounds: list[Any]) -> dict[str, Any]:
                     edges.remove(ret)
                     await job.advance_to(t + 1)
                 if job is kept:
+                    before = time.process_time()
                     await job.checkpoint()
+                    cpu["checkpoints"] += time.process_time() - before
                 spent[name] += time.perf_counter() - start
                 cpu[name] += time.process_time() - start_cpu
         same = kept.output.at(len(rounds)) == plain.output.at(len(rounds))
@@ -154,7 +158,8 @@ async def _w2_pair(location: Path, rounds: list[Any]) -> dict[str, Any]:
     return {"rounds": n, "with_rounds_per_s": n / spent["with"],
             "without_rounds_per_s": n / spent["without"],
             "with_over_without": spent["without"] / spent["with"],
-            "cpu_with_over_without": cpu["without"] / cpu["with"], "same_answer": same,
+            "cpu_with_over_without": cpu["without"] / cpu["with"],
+            "checkpoint_cpu_over_rounds": cpu["checkpoints"] / cpu["without"], "same_answer": same,
             "checkpoints": n // CHUNK}  # fmt: skip
 
 
