@@ -220,3 +220,52 @@ def test_another_pipelines_checkpoint_or_a_lost_one_is_refused(spark: Any, tmp_p
         with pytest.raises(df.CheckpointError, match="micro-batches 0 to 0 is missing"):
             running.process_all_available()
     assert sunk_rows(spark, query) == expected(1)
+
+
+def test_several_outputs_to_tables_resume_and_are_sunk_once(spark: Any, tmp_path: Path) -> None:
+    """A ``build()`` returning a dict, each output to its own table: micro-batch 1 sunk into
+    both tables but not checkpointed (the manifest's name taken), then the query restarted
+    with another worker count: each table holds df.run's output for its output, once."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    location = tmp_path / "query"
+    tables = {"words": "checkpointed_words", "lengths": "checkpointed_lengths"}
+    batches = [["cat", "horse"], ["cat", "dog"], ["emu", "cat"]]
+
+    def start(partitions: int) -> Any:
+        words = spark.readStream.schema("word string").option("maxFilesPerTrigger", 1)
+        return dfspark.stream(
+            pipes.Split(),
+            spark,
+            words=words.json(str(directory)),
+            schema={"words": "word string", "lengths": "length int, words long"},
+            table=tables,
+            partitions=partitions,
+            checkpoint_location=str(location),
+        )
+
+    def write(b: int) -> None:
+        path = tmp_path / f".{b}.json"
+        path.write_text("".join(json.dumps({"word": w}) + "\n" for w in batches[b]))
+        os.utime(path, (_EPOCH + b, _EPOCH + b))
+        path.rename(directory / f"{b}.json")
+
+    blocker = location / "deltaflow" / "checkpoint-000002.json"
+    with start(2) as running:
+        write(0)
+        running.process_all_available()
+        blocker.mkdir()
+        write(1)
+        with pytest.raises(df.CheckpointError):
+            running.process_all_available()
+    blocker.rmdir()
+    with start(1) as running:
+        assert running.resumed_at == 1
+        running.process_all_available()
+        write(2)
+        running.process_all_available()
+    updates = [(w, b, 1) for b, rows in enumerate(batches) for w in rows]
+    want = df.run(pipes.Split(), words=updates)
+    got = {name: sorted(tuple(r) for r in spark.table(t).collect()) for name, t in tables.items()}
+    assert got["words"] == sorted((w, t, d) for w, t, d in want["words"])
+    assert got["lengths"] == sorted((n, k, t, d) for (n, k), t, d in want["lengths"])
