@@ -105,12 +105,29 @@ STATE_FOLDER = "deltaflow"
 
 
 def state_location(checkpoint_location: str) -> str:
-    """Where the workers' checkpoints of a stream with ``checkpoint_location`` are kept.
+    """Where the workers' checkpoints of a stream with ``checkpoint_location`` (qualified:
+    :func:`qualified`) are kept.
 
     >>> state_location("s3://bucket/queries/words/")
     's3://bucket/queries/words/deltaflow'
     """
     return f"{checkpoint_location.rstrip('/')}/{STATE_FOLDER}"
+
+
+def qualified(spark: SparkSession, location: str) -> str:
+    """``location`` as Spark resolves a checkpoint location: against its default filesystem
+    and the driver's working directory. A local one becomes an absolute path (the workers,
+    in the executors' own directories, reach the same place), another a full URI
+    (``hdfs://namenode:8020/...`` where HDFS is the default).
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    uri = path.getFileSystem(conf).makeQualified(path).toUri()
+    if uri.getScheme() == "file":
+        return str(uri.getPath())
+    return str(uri.toString())
 
 
 def _receive_or_lost(sock: socket.socket) -> Any:
@@ -292,13 +309,15 @@ class SparkStream:
         """Check that every worker resumed where the driver found the checkpoint.
 
         Raises:
-            CheckpointError: the checkpoint changed meanwhile (another job on the location).
+            CheckpointError: the workers found another checkpoint there (the executors reach
+                another place by that name, or another job uses the location).
         """
         if self._state is not None and any(r != self.resumed_at for r in self._resumed):
             msg = (
                 f"the workers resumed at times {self._resumed} from "
-                f"{self._state.store.describe()}, where it was at {self.resumed_at} when the "
-                "stream started: is another job using the location?"
+                f"{self._state.store.describe()}, where the driver found a checkpoint at "
+                f"{self.resumed_at}: do the executors reach the same location as the driver "
+                "(a shared filesystem), and does no other job use it?"
             )
             raise CheckpointError(msg)
 
@@ -677,7 +696,7 @@ def stream(
         raise ValueError(msg)
     state, manifest = None, None
     if checkpoint_location is not None:
-        state, manifest = _open_state(pipeline, checkpoint_location, n)
+        state, manifest = _open_state(pipeline, qualified(spark, checkpoint_location), n)
     what = f"dfspark.stream of {type(pipeline).__name__} with partitions={n}"
     require_slots(sc, n + 1, f"{what} (plus one for micro-batches)")
     shipment = ship(pipeline)
