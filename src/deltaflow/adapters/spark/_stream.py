@@ -659,8 +659,8 @@ def stream(
             up holding what an uninterrupted query's would (a ``foreach_batch`` sink may be
             given the micro-batch the query stopped in again, with the same changes). Any
             location Spark and pyarrow's filesystems (or fsspec) both reach: a local or
-            shared directory, ``hdfs://``, ``s3://``... Without it the state lives only in
-            the running job.
+            shared directory, ``hdfs://``, ``s3://``... (resolved as Spark resolves it,
+            :func:`qualified`). Without it the state lives only in the running job.
         secret, tls: as for :func:`~deltaflow.adapters.spark.run`: the workers' connections
             to each other and to the driver are authenticated with ``secret`` (a fresh one
             by default) and encrypted with ``tls`` when given.
