@@ -2,15 +2,25 @@
 
 Edges are ``(src, dst)`` pairs: a collection of them is an index by source, as ``join_map``
 reads it. Each algorithm is a function over collections, for use inside a pipeline's
-``build``, and a :class:`~deltaflow.Pipeline` with inputs ``roots`` and ``edges`` that runs it
-alone. Each has a plain-Python twin computing the same answer from scratch, for checking
-results (tests, ``--check`` in the examples, the benchmarks' recompute baseline).
+``build`` (inside a loop's step too: its loops nest in the step's), and a
+:class:`~deltaflow.Pipeline` that runs it alone. Each has a plain-Python twin computing the
+same answer from scratch, for checking results (tests, ``--check`` in the examples, the
+benchmarks' recompute baseline).
 
 * :func:`reachability` / :class:`Reachability`: ``(root, node)`` for every ``node`` reachable
   from a root (a root reaches itself), by ``iterate`` and ``distinct``;
   :func:`reachable_pairs` in plain Python.
 * :func:`bfs` / :class:`Bfs`: ``(node, distance)``, the fewest hops from any root, by
   ``iterate`` and ``min``; :func:`bfs_distances` in plain Python.
+* :func:`propagate` / :class:`Propagate`: ``(node, label)``, the smallest label of the
+  labelled nodes that reach ``node`` (itself included); :func:`propagate_at` lets labels enter
+  the loop at rounds that grow with a priority of theirs, so that small labels spread first
+  and fewer labels are ever replaced; :func:`propagated_labels` in plain Python.
+* :func:`scc` / :class:`Scc`: ``(node, label)`` for every node of the edges, the label the
+  smallest node of its strongly connected component; :func:`strongly_connected` the edges
+  inside components; :func:`scc_labels` in plain Python.
+* :func:`connected_components` / :class:`ConnectedComponents`: the same for weakly connected
+  components (edges read both ways); :func:`component_labels` in plain Python.
 
     >>> import deltaflow as df
     >>> edges = [((0, 1), 0, 1), ((1, 2), 0, 1), ((1, 2), 1, -1)]
@@ -18,25 +28,57 @@ results (tests, ``--check`` in the examples, the benchmarks' recompute baseline)
     [((0, 0), 0, 1), ((0, 1), 0, 1), ((0, 2), 0, 1), ((0, 2), 1, -1)]
     >>> sorted(reachable_pairs([0], [(0, 1), (1, 2)]))
     [(0, 0), (0, 1), (0, 2)]
+    >>> cycle = [((0, 1), 0, 1), ((1, 2), 0, 1), ((2, 0), 0, 1), ((2, 0), 1, -1)]
+    >>> for update in df.run(Scc(), edges=cycle):
+    ...     print(update)
+    ((0, 0), 0, 1)
+    ((1, 0), 0, 1)
+    ((2, 0), 0, 1)
+    ((1, 0), 1, -1)
+    ((1, 1), 1, 1)
+    ((2, 0), 1, -1)
+    ((2, 2), 1, 1)
+    >>> scc_labels([(0, 1), (1, 2), (2, 0), (2, 3)])
+    {0: 0, 1: 0, 2: 0, 3: 3}
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 from .operators.collection import Collection, Pipeline
+from .operators.iterate import LoopScope, Variable
 
 __all__ = [
+    "ROUNDS_PER_LEVEL",
     "Bfs",
+    "ConnectedComponents",
+    "Propagate",
     "Reachability",
+    "Scc",
     "bfs",
     "bfs_distances",
+    "component_labels",
+    "connected_components",
+    "node_priority",
+    "propagate",
+    "propagate_at",
+    "propagated_labels",
     "reachability",
     "reachable_pairs",
+    "scc",
+    "scc_labels",
+    "strongly_connected",
 ]
 
 Node = TypeVar("Node", bound=Hashable)
+Label = TypeVar("Label")
+
+ROUNDS_PER_LEVEL = 256
+"""Rounds between the priority levels of :func:`propagate_at`: labels of priority ``p`` enter
+at round ``ROUNDS_PER_LEVEL * p.bit_length()``, time enough for the labels of the levels
+before to have spread (rounds where nothing happens cost nothing)."""
 
 
 def reachability(roots: Collection, edges: Collection) -> Collection:
@@ -70,6 +112,140 @@ def bfs(roots: Collection, edges: Collection) -> Collection:
     return roots.map(lambda r: (r, 0)).iterate(step)
 
 
+def _forward(_src: Any, label: Any, dst: Any) -> tuple[Any, Any]:
+    return (dst, label)
+
+
+def _swap(edge: tuple[Any, Any]) -> tuple[Any, Any]:
+    return (edge[1], edge[0])
+
+
+def _endpoints(edge: tuple[Any, Any]) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    return ((edge[0], edge[0]), (edge[1], edge[1]))
+
+
+def _own_label(edge: tuple[Any, Any]) -> tuple[Any, Any]:
+    return (edge[1], edge[1])
+
+
+def node_priority(label: Any) -> int:
+    """The default priority of a label (:func:`propagate_at`): a non-negative int is its own
+    priority, anything else ``0`` (it enters at once).
+
+    >>> node_priority(12), node_priority(-3), node_priority("a")
+    (12, 0, 0)
+    """
+    return label if label.__class__ is int and label > 0 else 0
+
+
+def _propagate_core(
+    edges: Collection, nodes: Collection, priority: Callable[[Any], int] | None
+) -> Collection:
+    """Label propagation as differential dataflow writes it: the loop variable holds the
+    proposals (empty at first, so only changes circulate and no ``consolidate`` is needed),
+    the labels are the smallest of the proposals and the nodes' own labels, and a node's
+    label is proposed to every node it has an edge to."""
+    deeper = nodes if nodes.scope.depth >= edges.scope.depth else edges
+    builder = nodes.builder
+    parent = builder.loop_parent(deeper.scope, "propagate()")
+    with LoopScope(parent=parent, name="propagate", builder=builder) as scope:
+        proposals = Variable(scope)
+        if priority is None:
+            entered = nodes.enter(scope)
+        else:
+
+            def at(node_label: tuple[Any, Any]) -> int:
+                return ROUNDS_PER_LEVEL * priority(node_label[1]).bit_length()
+
+            entered = nodes.enter_at(scope, at)
+        labels = proposals.concat(entered).min()
+        proposals.set(labels.join_map(edges, _forward))
+    return labels.leave()
+
+
+def propagate(edges: Collection, nodes: Collection) -> Collection:
+    """``(node, label)``: for every node reached from a labelled one (``nodes`` holds
+    ``(node, label)`` pairs; ``edges`` ``(src, dst)`` pairs), the smallest label of the
+    labelled nodes that reach it, itself included.
+
+    Labels must be ordered by ``<``. Every label enters the loop at once; see
+    :func:`propagate_at` for a prioritised version that usually does far less work.
+    """
+    return _propagate_core(edges, nodes, None)
+
+
+def propagate_at(
+    edges: Collection, nodes: Collection, priority: Callable[[Any], int] = node_priority
+) -> Collection:
+    """:func:`propagate`, each label entering the loop at a round that grows with
+    ``priority(label)`` (a non-negative int): at round ``ROUNDS_PER_LEVEL * p.bit_length()``
+    for priority ``p``.
+
+    With priorities that grow with the labels (the default, :func:`node_priority`, for int
+    labels), small labels spread before large ones enter: a node's label is replaced
+    O(log n) times instead of once per larger label that reaches it first. The answer is the
+    same whatever the priorities (the fixed point does not depend on when a label enters).
+    """
+    return _propagate_core(edges, nodes, priority)
+
+
+def _trim_edges(
+    cycle: Collection, edges: Collection, priority: Callable[[Any], int] | None
+) -> Collection:
+    """The edges of ``edges`` whose ends get one label from propagation along ``cycle`` (each
+    node labelled by itself), reversed: ``(dst, src)``."""
+    labels = _propagate_core(cycle, edges.map(_own_label), priority)
+    by_dst = edges.join_map(labels, _labelled_src).arrange_by_key()
+    return by_dst.join_core(labels.arrange_by_key(), _same_label)
+
+
+def _labelled_src(src: Any, dst: Any, label: Any) -> tuple[Any, tuple[Any, Any]]:
+    return (dst, (src, label))
+
+
+def _same_label(dst: Any, src_label: tuple[Any, Any], label: Any) -> tuple[tuple[Any, Any], ...]:
+    return ((dst, src_label[0]),) if src_label[1] == label else ()
+
+
+def strongly_connected(
+    edges: Collection, priority: Callable[[Any], int] | None = node_priority
+) -> Collection:
+    """The edges of ``edges`` whose two ends lie in one strongly connected component.
+
+    Differential dataflow's ``strongly_connected``: a loop that keeps an edge while forward
+    propagation of the smallest node reaching each node (along the edges kept so far), then
+    backward propagation along the reversed edges, label its two ends alike; each
+    propagation a loop nested in it (prioritised with ``priority``, see
+    :func:`propagate_at`; ``None``: every label at once).
+    """
+
+    def step(inner: Collection) -> Collection:
+        forward = _trim_edges(inner, edges, priority)
+        return _trim_edges(forward, edges.map(_swap), priority)
+
+    return edges.iterate(step)
+
+
+def scc(edges: Collection, priority: Callable[[Any], int] | None = node_priority) -> Collection:
+    """``(node, label)`` for every node of ``edges``, ``label`` the smallest node of its
+    strongly connected component (nodes are ordered by ``<``).
+
+    The labels are propagated along :func:`strongly_connected`'s edges, prioritised with
+    ``priority`` (see :func:`propagate_at`; ``None``: every label at once).
+    """
+    return _propagate_core(strongly_connected(edges, priority), edges.flat_map(_endpoints), priority)
+
+
+def connected_components(
+    edges: Collection, priority: Callable[[Any], int] | None = node_priority
+) -> Collection:
+    """``(node, label)`` for every node of ``edges``, ``label`` the smallest node of its
+    weakly connected component (``edges`` read both ways), prioritised with ``priority``
+    (see :func:`propagate_at`; ``None``: every label at once)."""
+    both = edges.concat(edges.map(_swap))
+    return _propagate_core(both, edges.flat_map(_endpoints), priority)
+
+
 class Reachability(Pipeline):
     """Pairs ``(root, node)`` such that ``node`` is reachable from ``root`` (see
     :func:`reachability`); inputs ``roots`` (nodes) and ``edges`` (``(src, dst)`` pairs)."""
@@ -84,6 +260,30 @@ class Bfs(Pipeline):
 
     def build(self, roots: Collection, edges: Collection) -> Collection:
         return bfs(roots, edges)
+
+
+class Propagate(Pipeline):
+    """``(node, label)``: the smallest label reaching each node (see :func:`propagate_at`);
+    inputs ``nodes`` (``(node, label)`` pairs) and ``edges`` (``(src, dst)`` pairs)."""
+
+    def build(self, nodes: Collection, edges: Collection) -> Collection:
+        return propagate_at(edges, nodes)
+
+
+class Scc(Pipeline):
+    """``(node, label)``: each node of ``edges`` labelled with the smallest node of its
+    strongly connected component (see :func:`scc`)."""
+
+    def build(self, edges: Collection) -> Collection:
+        return scc(edges)
+
+
+class ConnectedComponents(Pipeline):
+    """``(node, label)``: each node of ``edges`` labelled with the smallest node of its
+    weakly connected component (see :func:`connected_components`)."""
+
+    def build(self, edges: Collection) -> Collection:
+        return connected_components(edges)
 
 
 def _adjacency(edges: Iterable[tuple[Node, Node]]) -> dict[Node, list[Node]]:
@@ -134,3 +334,109 @@ def bfs_distances(roots: Iterable[Node], edges: Iterable[tuple[Node, Node]]) -> 
                     nxt.append(m)
         frontier = nxt
     return dist
+
+
+def propagated_labels(
+    edges: Iterable[tuple[Node, Node]], nodes: Iterable[tuple[Node, Label]]
+) -> dict[Node, Label]:
+    """:func:`propagate` in plain Python: from the labelled nodes in increasing label order, a
+    search that labels every node it reaches that has no label yet (the first label to reach
+    a node is its smallest).
+
+    >>> propagated_labels([(0, 1), (1, 2), (3, 1)], [(3, "a"), (0, "b"), (0, "c")])
+    {3: 'a', 1: 'a', 2: 'a', 0: 'b'}
+    """
+    adj = _adjacency(edges)
+    out: dict[Node, Label] = {}
+    for node, label in sorted(nodes, key=lambda nl: nl[1]):  # type: ignore[arg-type,return-value]
+        if node in out:
+            continue
+        out[node] = label
+        stack = [node]
+        while stack:
+            for m in adj.get(stack.pop(), ()):
+                if m not in out:
+                    out[m] = label
+                    stack.append(m)
+    return out
+
+
+def scc_labels(edges: Iterable[tuple[Node, Node]]) -> dict[Node, Node]:
+    """:func:`scc` in plain Python: Tarjan's algorithm (iterative), every node of ``edges``
+    labelled with the smallest node of its strongly connected component.
+
+    >>> scc_labels([(0, 1), (1, 0), (1, 2), (2, 3), (3, 2), (4, 4)])
+    {0: 0, 1: 0, 2: 2, 3: 2, 4: 4}
+    """
+    adj = _adjacency(edges)
+    for dsts in list(adj.values()):
+        for d in dsts:
+            adj.setdefault(d, [])
+    index: dict[Node, int] = {}
+    low: dict[Node, int] = {}
+    on_stack: set[Node] = set()
+    stack: list[Node] = []
+    labels: dict[Node, Node] = {}
+    for root in adj:
+        if root in index:
+            continue
+        work = [(root, iter(adj[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for m in successors:
+                if m not in index:
+                    index[m] = low[m] = len(index)
+                    stack.append(m)
+                    on_stack.add(m)
+                    work.append((m, iter(adj[m])))
+                    break
+                if m in on_stack:
+                    low[node] = min(low[node], index[m])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        component.append(m)
+                        if m == node:
+                            break
+                    smallest = min(component)  # type: ignore[type-var]
+                    for m in component:
+                        labels[m] = smallest
+    return {n: labels[n] for n in adj}
+
+
+def component_labels(edges: Iterable[tuple[Node, Node]]) -> dict[Node, Node]:
+    """:func:`connected_components` in plain Python: union-find, every node of ``edges``
+    labelled with the smallest node of its weakly connected component.
+
+    >>> component_labels([(0, 1), (2, 1), (3, 4)])
+    {0: 0, 1: 0, 2: 0, 3: 3, 4: 3}
+    """
+    parent: dict[Node, Node] = {}
+
+    def find(n: Node) -> Node:
+        root = n
+        while parent[root] != root:
+            root = parent[root]
+        while parent[n] != root:
+            parent[n], n = root, parent[n]
+        return root
+
+    for a, b in edges:
+        parent.setdefault(a, a)
+        parent.setdefault(b, b)
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            if rb < ra:  # type: ignore[operator]
+                ra, rb = rb, ra
+            parent[rb] = ra
+    return {n: find(n) for n in parent}
