@@ -3,9 +3,9 @@
 Edges are ``(src, dst)`` pairs: a collection of them is an index by source, as ``join_map``
 reads it. Each algorithm is a function over collections, for use inside a pipeline's
 ``build`` (inside a loop's step too: its loops nest in the step's), and a
-:class:`~deltaflow.Pipeline` that runs it alone. Each has a plain-Python twin computing the
-same answer from scratch, for checking results (tests, ``--check`` in the examples, the
-benchmarks' recompute baseline).
+:class:`~deltaflow.Pipeline` that runs it alone. Reachability and BFS have plain-Python twins
+computing the same answer from scratch, which the examples' ``--check`` uses; the newer
+algorithms are checked against networkx in the tests and benchmarks.
 
 * :func:`reachability` / :class:`Reachability`: ``(root, node)`` for every ``node`` reachable
   from a root (a root reaches itself), by ``iterate`` and ``distinct``;
@@ -15,12 +15,12 @@ benchmarks' recompute baseline).
 * :func:`propagate` / :class:`Propagate`: ``(node, label)``, the smallest label of the
   labelled nodes that reach ``node`` (itself included); :func:`propagate_at` lets labels enter
   the loop at rounds that grow with a priority of theirs, so that small labels spread first
-  and fewer labels are ever replaced; :func:`propagated_labels` in plain Python.
+  and fewer labels are ever replaced.
 * :func:`scc` / :class:`Scc`: ``(node, label)`` for every node of the edges, the label the
   smallest node of its strongly connected component; :func:`strongly_connected` the edges
-  inside components; :func:`scc_labels` in plain Python.
+  inside components.
 * :func:`connected_components` / :class:`ConnectedComponents`: the same for weakly connected
-  components (edges read both ways); :func:`component_labels` in plain Python.
+  components (edges read both ways).
 
     >>> import deltaflow as df
     >>> edges = [((0, 1), 0, 1), ((1, 2), 0, 1), ((1, 2), 1, -1)]
@@ -38,8 +38,6 @@ benchmarks' recompute baseline).
     ((1, 1), 1, 1)
     ((2, 0), 1, -1)
     ((2, 2), 1, 1)
-    >>> scc_labels([(0, 1), (1, 2), (2, 0), (2, 3)])
-    {0: 0, 1: 0, 2: 0, 3: 3}
 """
 
 from __future__ import annotations
@@ -59,21 +57,17 @@ __all__ = [
     "Scc",
     "bfs",
     "bfs_distances",
-    "component_labels",
     "connected_components",
     "node_priority",
     "propagate",
     "propagate_at",
-    "propagated_labels",
     "reachability",
     "reachable_pairs",
     "scc",
-    "scc_labels",
     "strongly_connected",
 ]
 
 Node = TypeVar("Node", bound=Hashable)
-Label = TypeVar("Label")
 
 ROUNDS_PER_LEVEL = 256
 """Rounds between the priority levels of :func:`propagate_at`: labels of priority ``p`` enter
@@ -233,7 +227,9 @@ def scc(edges: Collection, priority: Callable[[Any], int] | None = node_priority
     The labels are propagated along :func:`strongly_connected`'s edges, prioritised with
     ``priority`` (see :func:`propagate_at`; ``None``: every label at once).
     """
-    return _propagate_core(strongly_connected(edges, priority), edges.flat_map(_endpoints), priority)
+    return _propagate_core(
+        strongly_connected(edges, priority), edges.flat_map(_endpoints), priority
+    )
 
 
 def connected_components(
@@ -334,109 +330,3 @@ def bfs_distances(roots: Iterable[Node], edges: Iterable[tuple[Node, Node]]) -> 
                     nxt.append(m)
         frontier = nxt
     return dist
-
-
-def propagated_labels(
-    edges: Iterable[tuple[Node, Node]], nodes: Iterable[tuple[Node, Label]]
-) -> dict[Node, Label]:
-    """:func:`propagate` in plain Python: from the labelled nodes in increasing label order, a
-    search that labels every node it reaches that has no label yet (the first label to reach
-    a node is its smallest).
-
-    >>> propagated_labels([(0, 1), (1, 2), (3, 1)], [(3, "a"), (0, "b"), (0, "c")])
-    {3: 'a', 1: 'a', 2: 'a', 0: 'b'}
-    """
-    adj = _adjacency(edges)
-    out: dict[Node, Label] = {}
-    for node, label in sorted(nodes, key=lambda nl: nl[1]):  # type: ignore[arg-type,return-value]
-        if node in out:
-            continue
-        out[node] = label
-        stack = [node]
-        while stack:
-            for m in adj.get(stack.pop(), ()):
-                if m not in out:
-                    out[m] = label
-                    stack.append(m)
-    return out
-
-
-def scc_labels(edges: Iterable[tuple[Node, Node]]) -> dict[Node, Node]:
-    """:func:`scc` in plain Python: Tarjan's algorithm (iterative), every node of ``edges``
-    labelled with the smallest node of its strongly connected component.
-
-    >>> scc_labels([(0, 1), (1, 0), (1, 2), (2, 3), (3, 2), (4, 4)])
-    {0: 0, 1: 0, 2: 2, 3: 2, 4: 4}
-    """
-    adj = _adjacency(edges)
-    for dsts in list(adj.values()):
-        for d in dsts:
-            adj.setdefault(d, [])
-    index: dict[Node, int] = {}
-    low: dict[Node, int] = {}
-    on_stack: set[Node] = set()
-    stack: list[Node] = []
-    labels: dict[Node, Node] = {}
-    for root in adj:
-        if root in index:
-            continue
-        work = [(root, iter(adj[root]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, successors = work[-1]
-            for m in successors:
-                if m not in index:
-                    index[m] = low[m] = len(index)
-                    stack.append(m)
-                    on_stack.add(m)
-                    work.append((m, iter(adj[m])))
-                    break
-                if m in on_stack:
-                    low[node] = min(low[node], index[m])
-            else:
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        m = stack.pop()
-                        on_stack.discard(m)
-                        component.append(m)
-                        if m == node:
-                            break
-                    smallest = min(component)  # type: ignore[type-var]
-                    for m in component:
-                        labels[m] = smallest
-    return {n: labels[n] for n in adj}
-
-
-def component_labels(edges: Iterable[tuple[Node, Node]]) -> dict[Node, Node]:
-    """:func:`connected_components` in plain Python: union-find, every node of ``edges``
-    labelled with the smallest node of its weakly connected component.
-
-    >>> component_labels([(0, 1), (2, 1), (3, 4)])
-    {0: 0, 1: 0, 2: 0, 3: 3, 4: 3}
-    """
-    parent: dict[Node, Node] = {}
-
-    def find(n: Node) -> Node:
-        root = n
-        while parent[root] != root:
-            root = parent[root]
-        while parent[n] != root:
-            parent[n], n = root, parent[n]
-        return root
-
-    for a, b in edges:
-        parent.setdefault(a, a)
-        parent.setdefault(b, b)
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            if rb < ra:  # type: ignore[operator]
-                ra, rb = rb, ra
-            parent[rb] = ra
-    return {n: find(n) for n in parent}

@@ -675,7 +675,8 @@ class Collection:
         """
         check_function("enter_at", "at", at, 1)
         raw: object = scope
-        if not isinstance(raw, Scope) or raw.parent is None:
+        parent = raw.parent if isinstance(raw, Scope) else None
+        if parent is None:
             msg = f"enter_at: scope must be a loop scope (a collection's .scope), not {raw!r}"
             raise TypeError(msg)
         if self.scope is scope or self.scope not in scope.ancestors():
@@ -684,7 +685,7 @@ class Collection:
                 f"{scope.describe()}: only a scope nested in the collection's can be entered"
             )
             raise ValueError(msg)
-        outer = self.enter_scope(scope.parent)
+        outer = self.enter_scope(parent)
         name = f"enter_at:{scope.name}({describe_callable(at)})"
         return outer._add(
             name,
