@@ -21,8 +21,9 @@ Figures (one JSON line each):
   ``ratio_p50`` (deltaflow's p50 over networkx's), ``p99_over_p50``, the targets where the
   issue set them, and ``check`` (``"ok"`` when every output equals networkx's labels);
 * ``scc.<formulation>.n<nodes>.counts``: per change, medians over the changes of the
-  workers' ``activations`` and ``steps``, and of the distinct ``times`` per loop depth that
-  messages carried (from a second run with the same changes).
+  workers' ``activations`` and progress ``steps``, reduction key ``evaluations`` and the
+  distinct times per loop depth that messages carried (``times_depth<d>``), from a second
+  run with the same changes.
 
 Run: ``python benchmarks/bench_scc.py [--quick] [--sizes 300,3000] [--changes 100]
 [--workers 1] [--processes 0]`` (``--quick``: 300 and 3,000 nodes, 30 changes).
@@ -45,6 +46,7 @@ from bench_workloads import emit
 import deltaflow as df
 from deltaflow.framework.lattice import Product
 from deltaflow.graphs import scc
+from deltaflow.operators.reduce.operator import ReduceOperator
 from deltaflow.scheduler.actor import Actor
 
 __all__ = ["SccAll", "SccAt", "graph", "main"]
@@ -164,8 +166,9 @@ async def incremental(
 async def counts(
     formulation: str, initial: list[Edge], steps: list[tuple[Edge, int]], config: dict[str, int]
 ) -> dict[str, Any]:
-    """Medians over the changes of activations, steps and the distinct times per loop depth
-    that messages carried."""
+    """Medians over the changes of activations, progress steps, reduction key evaluations
+    (``logic`` runs, every reduction together) and the distinct times per loop depth that
+    messages carried."""
     seen: list[set[Any]] = [set()]
     drain = Actor.messages
 
@@ -174,9 +177,17 @@ async def counts(
         seen[-1].update(t for t, _ in box)
         return box
 
-    per: dict[str, list[int]] = {"activations": [], "steps": []}
+    evaluate = ReduceOperator.evaluate
+    evaluations = [0]
+
+    def counted(op: ReduceOperator, key: Any, acc: dict[Any, int]) -> dict[Any, int]:
+        evaluations[0] += 1
+        return evaluate(op, key, acc)
+
+    per: dict[str, list[int]] = {"activations": [], "steps": [], "evaluations": []}
     depths: dict[int, list[int]] = {}
     Actor.messages = messages  # type: ignore[method-assign]
+    ReduceOperator.evaluate = counted  # type: ignore[method-assign]
     try:
         async with df.open(PIPELINES[formulation](), **config) as job:
             job.inputs["edges"].insert_many(initial)
@@ -184,16 +195,19 @@ async def counts(
             for t, (edge, diff) in enumerate(steps, 1):
                 before = [(w["activations"], w["steps"]) for w in job.statistics()["workers"]]
                 seen.append(set())
+                evaluations[0] = 0
                 job.inputs["edges"].insert_many([edge], [diff])
                 await job.advance_to(t + 1)
                 after = [(w["activations"], w["steps"]) for w in job.statistics()["workers"]]
                 per["activations"].append(sum(a for a, _ in after) - sum(a for a, _ in before))
                 per["steps"].append(sum(s for _, s in after) - sum(s for _, s in before))
+                per["evaluations"].append(evaluations[0])
                 by_depth = Counter(_depth(x) for x in seen[-1])
                 for d in range(3):
                     depths.setdefault(d, []).append(by_depth.get(d, 0))
     finally:
         Actor.messages = drain  # type: ignore[method-assign]
+        ReduceOperator.evaluate = evaluate  # type: ignore[method-assign]
     return {
         **{k: statistics.median(v) for k, v in per.items()},
         **{f"times_depth{d}": statistics.median(v) for d, v in depths.items()},

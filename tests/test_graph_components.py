@@ -223,6 +223,14 @@ async def test_churn_matches_networkx(name: str, seed: int, workers: int) -> Non
     assert checks == 26
 
 
+@pytest.mark.parametrize("workers_", [3, 4])
+@pytest.mark.parametrize("name", ["scc_all", "scc_at"])
+async def test_churn_at_three_and_four_workers(name: str, workers_: int) -> None:
+    """The same with labels exchanged among three and four workers."""
+    checks = await _check_churn(name, 4, nodes=14, n_edges=22, changes=12, workers=workers_)
+    assert checks == 13
+
+
 @pytest.mark.parametrize("name", ["scc_all", "scc_at", "weak"])
 async def test_churn_on_two_processes(name: str) -> None:
     """The same on two processes (a worker each), where labels cross between processes."""

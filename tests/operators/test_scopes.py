@@ -150,7 +150,8 @@ def test_loop_scope_in_a_with_block_nests(workers: int, xs: list[Update]) -> Non
     assert_matches_oracle(out, {"xs": xs}, model)
 
 
-def test_a_collection_of_any_enclosing_scope_enters_a_loop_three_deep() -> None:
+@pytest.mark.parametrize("n_workers", [1, 2, 3, 4])
+def test_a_collection_of_any_enclosing_scope_enters_a_loop_three_deep(n_workers: int) -> None:
     """Collections of the top scope and of each enclosing loop enter a loop three levels
     deep, and the loop nests there whatever scope its own start came from."""
     seen: list[int] = []
@@ -168,7 +169,7 @@ def test_a_collection_of_any_enclosing_scope_enters_a_loop_three_deep() -> None:
 
         return xs.iterate(one)
 
-    out = df.run(pipeline_of(build), xs=[(1, 0, 1), (2, 1, 1), (1, 2, -1)])
+    out = df.run(pipeline_of(build), workers=n_workers, xs=[(1, 0, 1), (2, 1, 1), (1, 2, -1)])
     assert seen == [3]
 
     def model(xs: set[int]) -> set[int]:
