@@ -188,7 +188,9 @@ def _trim_edges(
 ) -> Collection:
     """The edges of ``edges`` whose ends get one label from propagation along ``cycle`` (each
     node labelled by itself), reversed: ``(dst, src)``."""
-    labels = _propagate_core(cycle, edges.map(_own_label), priority)
+    # Each node once: a change of in-degree alone then never reaches the propagation, whose
+    # reductions would reconsider the node at every round its history holds.
+    labels = _propagate_core(cycle, edges.map(_own_label).distinct(), priority)
     by_dst = edges.join_map(labels, _labelled_src).arrange_by_key()
     return by_dst.join_core(labels.arrange_by_key(), _same_label)
 
@@ -227,9 +229,8 @@ def scc(edges: Collection, priority: Callable[[Any], int] | None = node_priority
     The labels are propagated along :func:`strongly_connected`'s edges, prioritised with
     ``priority`` (see :func:`propagate_at`; ``None``: every label at once).
     """
-    return _propagate_core(
-        strongly_connected(edges, priority), edges.flat_map(_endpoints), priority
-    )
+    nodes = edges.flat_map(_endpoints).distinct()  # each once, as in _trim_edges
+    return _propagate_core(strongly_connected(edges, priority), nodes, priority)
 
 
 def connected_components(
@@ -239,7 +240,8 @@ def connected_components(
     weakly connected component (``edges`` read both ways), prioritised with ``priority``
     (see :func:`propagate_at`; ``None``: every label at once)."""
     both = edges.concat(edges.map(_swap))
-    return _propagate_core(both, edges.flat_map(_endpoints), priority)
+    nodes = edges.flat_map(_endpoints).distinct()  # each once, as in _trim_edges
+    return _propagate_core(both, nodes, priority)
 
 
 class Reachability(Pipeline):
