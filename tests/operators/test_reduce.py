@@ -24,7 +24,7 @@ from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import history as H, reduce as R
-from deltaflow.operators.base import Interest, UpdateBatch
+from deltaflow.operators.base import UpdateBatch
 from deltaflow.operators.reduce import paths as reduce_paths
 from deltaflow.operators.reduce.interesting_times import InterestingTimes
 from deltaflow.testing import accumulate, example
@@ -346,9 +346,6 @@ class FakeContext:
 
     def activate(self) -> None:
         pass
-
-    def set_interest(self, interest: Interest) -> None:
-        self.interest = interest
 
     def run(self, op: R.ReduceOperator, frontier: Antichain | None = None) -> None:
         if frontier is not None:

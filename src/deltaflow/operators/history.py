@@ -272,7 +272,11 @@ class KeyedHistory:
             return rows
         if retry:
             retry.pop(key, None)
-        self._compact(key, rows, advance)
+        if self._compact(key, rows, advance) == n:
+            # Nothing met: in a loop, a key's updates at distinct rounds stay apart whatever
+            # the outer frontier, so try again only once the list has grown.
+            retry[key] = n + self.long()
+            return rows
         return self.rows.get(key, [])
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:
