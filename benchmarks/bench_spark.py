@@ -26,11 +26,27 @@ of its own (so one's memory does not slow the next) and prints JSON lines:
   reading its rows into Python tuples and returning them: ``mapInArrow(barrier=True)``
   (Arrow both ways) and ``rdd.barrier().mapPartitions`` with ``createDataFrame`` (rows
   pickled both ways).
+* ``w4x10.cluster_run``, ``w4x10.cluster_stream`` — ``spark_run`` and ``spark_stream`` on a
+  standalone cluster started for the figure (a master and two workers of two slots, each its
+  own JVM, on loopback; ``_standalone.StandaloneCluster``), 2 partitions; ``startup_s``
+  includes starting the cluster.
+* ``stream_w1.local`` / ``stream_w1.cluster`` — W1-style counting streamed: the keyed count of
+  ``workloads.w1_count`` (10,000 keys), micro-batch 0 its ``--batch-rows`` (100,000) initial
+  records and every later one as many rows (half of them records in, as many of the oldest
+  out: a FIFO window), in ``--batch-files`` (1) parquet files each, ``--batches`` in all;
+  ``local[3]`` or the standalone cluster, 2 partitions. The sink sums each micro-batch's
+  output in Spark (every output row computed, one row to the driver). ``rows_per_s``: the
+  rows of micro-batches 1.. over the time from micro-batch 0's end to the last one's;
+  ``batch_median_s``: a micro-batch's median ``foreachBatch`` time; ``driver_cpu_ms``: the
+  driver's Python process CPU per micro-batch over the same span.
 
-Every figure carries ``check``: the final answer equals the from-scratch BFS.
+Every figure carries ``check``: the final answer equals the from-scratch BFS (the W1 answer
+for ``stream_w1``).
 
 Run: ``python benchmarks/bench_spark.py [--quick] [--only one_process,processes2,spark_run,
-spark_stream,paths] [--rounds 100]`` (``--quick``: W4 at its own size, fewer rounds).
+spark_stream,paths,cluster_run,cluster_stream,stream_w1,stream_w1_cluster] [--rounds 100]
+[--batches 11]`` (``--quick``: W4 at its own size, fewer rounds and micro-batches; by default
+every system but the ``stream_w1`` ones).
 """
 
 from __future__ import annotations
@@ -46,7 +62,13 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SYSTEMS = ("one_process", "processes2", "spark_run", "spark_stream", "paths")
+SYSTEMS = (
+    "one_process", "processes2", "spark_run", "spark_stream", "paths", "cluster_run",
+    "cluster_stream",
+)  # fmt: skip
+STREAM_W1 = ("stream_w1", "stream_w1_cluster")
+#: The standalone cluster's workers and slots on each; its executors' heap.
+CLUSTER_WORKERS, CLUSTER_CORES, CLUSTER_MEMORY = 2, 2, "2g"
 FULL = {"nodes": 1_000_000, "edges": 2_000_000}
 QUICK = {"nodes": 100_000, "edges": 200_000}
 
@@ -124,6 +146,38 @@ def session(cores: int) -> tuple[Any, float]:
     return spark, time.perf_counter() - start
 
 
+def cluster_session(tmp: Path) -> tuple[Any, float, Any]:
+    """A session on a standalone cluster started under ``tmp``, the seconds to start both and
+    run a job, and the cluster (to stop after the session)."""
+    from deltaflow.adapters.spark._standalone import StandaloneCluster
+
+    start = time.perf_counter()
+    cluster = StandaloneCluster(
+        tmp / "cluster",
+        workers=CLUSTER_WORKERS,
+        cores=CLUSTER_CORES,
+        memory="3g",
+        executor_memory=CLUSTER_MEMORY,
+    )
+    cluster.start()
+    config = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+    if os.environ.get("PYTHONPATH"):
+        # The executors import what the driver imports (a tree under test on the path).
+        config["spark.executorEnv.PYTHONPATH"] = os.environ["PYTHONPATH"]
+    spark = cluster.session("deltaflow-bench", config)
+    spark.range(10).count()
+    spark.sparkContext.parallelize(range(10), 2).map(lambda x: x).count()
+    return spark, time.perf_counter() - start, cluster
+
+
+def session_for(tmp: Path, cores: int, on_cluster: bool) -> tuple[Any, float, Any]:
+    """A local session with ``cores`` slots, or one on a fresh standalone cluster."""
+    if on_cluster:
+        return cluster_session(tmp)
+    spark, startup = session(cores)
+    return spark, startup, None
+
+
 def write_parquet(path: Path, columns: dict[str, list[int]]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -131,23 +185,23 @@ def write_parquet(path: Path, columns: dict[str, list[int]]) -> None:
     pq.write_table(pa.table({k: pa.array(v, pa.int64()) for k, v in columns.items()}), path)
 
 
-def edges_and_session(tmp: Path, init: list[Any]) -> tuple[Any, float]:
-    """The edges written as parquet under ``tmp/edges``, and a ``local[2]`` session."""
+def write_edges(tmp: Path, init: list[Any]) -> None:
+    """The edges written as parquet under ``tmp/edges``."""
     (tmp / "edges").mkdir()
     write_parquet(
         tmp / "edges" / "0.parquet", {"src": [s for s, _ in init], "dst": [d for _, d in init]}
     )
-    return session(2)
 
 
-def run_spark(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def run_spark(args: argparse.Namespace, tmp: Path, on_cluster: bool = False) -> dict[str, Any]:
     from bench_workloads import Bfs
 
     from deltaflow.adapters import spark as dfspark
     from deltaflow.adapters.spark._batch import phase_timings
 
     root, init, _ = data(args)
-    spark, startup = edges_and_session(tmp, init)
+    write_edges(tmp, init)
+    spark, startup, cluster = session_for(tmp, 2, on_cluster)
     record: dict[str, Any] = {"startup_s": startup, "edges": len(init)}
     try:
         edges = spark.read.parquet(str(tmp / "edges"))
@@ -166,10 +220,12 @@ def run_spark(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         record["check"] = check(final, root, init, [])
     finally:
         spark.stop()
+        if cluster is not None:
+            cluster.stop()
     return record
 
 
-def run_stream(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def run_stream(args: argparse.Namespace, tmp: Path, on_cluster: bool = False) -> dict[str, Any]:
     from bench_workloads import Bfs
 
     from deltaflow.adapters import spark as dfspark
@@ -187,7 +243,7 @@ def run_stream(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             tmp / "edges" / f"{t:05d}.parquet",
             {"src": [new[0], old[0]], "dst": [new[1], old[1]], "diff": [1, -1]},
         )
-    spark, startup = session(3)
+    spark, startup, cluster = session_for(tmp, 3, on_cluster)
     record: dict[str, Any] = {"startup_s": startup, "edges": len(init), "rounds": len(rounds)}
     final: dict[Any, int] = {}
     ends: list[float] = []
@@ -228,13 +284,92 @@ def run_stream(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         record["check"] = check({k: v for k, v in final.items() if v}, root, init, rounds)
     finally:
         spark.stop()
+        if cluster is not None:
+            cluster.stop()
+    return record
+
+
+def w1_batches(args: argparse.Namespace) -> tuple[list[list[tuple[int, int]]], dict[str, int]]:
+    """W1's records as micro-batches of ``(key, diff)`` rows (see the module), and the W1
+    answer after all of them."""
+    from workloads import w1_count, w1_expected
+
+    half = args.batch_rows // 2
+    init, rounds = w1_count(initial=2 * half, rounds=half * (args.batches - 1))
+    batches = [[(k, 1) for k in init]]
+    for b in range(args.batches - 1):
+        part = rounds[b * half : (b + 1) * half]
+        batches.append([(new, 1) for new, _ in part] + [(old, -1) for _, old in part])
+    return batches, w1_expected(init, rounds)
+
+
+def run_stream_w1(args: argparse.Namespace, tmp: Path, on_cluster: bool) -> dict[str, Any]:
+    from bench_workloads import KeyCount
+
+    from deltaflow.adapters import spark as dfspark
+
+    batches, want = w1_batches(args)
+    (tmp / "records").mkdir()
+    files = args.batch_files
+    for b, rows in enumerate(batches):
+        for f in range(files):
+            write_parquet(
+                tmp / "records" / f"{b:05d}-{f}.parquet",
+                {"key": [k for k, _ in rows[f::files]], "diff": [d for _, d in rows[f::files]]},
+            )
+    spark, startup, cluster = session_for(tmp, 3, on_cluster)
+    record: dict[str, Any] = {"startup_s": startup, "batch_rows": len(batches[1]), "files": files}
+    ends: list[float] = []
+    cpu: list[float] = []
+    totals = {"keys": 0, "checksum": 0}
+
+    def sink(frame: Any, _batch_id: int) -> None:
+        # Every output row computed in Spark; one row to the driver.
+        (row,) = frame.selectExpr("sum(diff)", "sum(key * n * diff)").collect()
+        totals["keys"] += row[0] or 0
+        totals["checksum"] += row[1] or 0
+        ends.append(time.perf_counter())
+        cpu.append(time.process_time())
+
+    try:
+        read = spark.readStream.option("maxFilesPerTrigger", files)
+        records = read.schema("key long, diff long").parquet(str(tmp / "records"))
+        with dfspark.stream(
+            KeyCount(),
+            spark,
+            records=records,
+            schema="key long, n long",
+            foreach_batch=sink,
+            partitions=2,
+        ) as running:
+            running.process_all_available()
+            seconds = running.batch_seconds
+            later_feeds = sorted(getattr(running, "feed_seconds", [])[1:])
+            workers = sorted(running.worker_seconds[1:])
+        record["batches"] = len(ends)
+        if later_feeds:
+            record["feed_median_s"] = later_feeds[len(later_feeds) // 2]
+        record["worker_median_s"] = workers[len(workers) // 2]
+        rows = sum(len(b) for b in batches[1:])
+        record["rows_per_s"] = rows / (ends[-1] - ends[0])
+        # The driver's own (Python) CPU per micro-batch after the first.
+        record["driver_cpu_ms"] = (cpu[-1] - cpu[0]) / (len(cpu) - 1) * 1e3
+        record["first_batch_s"] = seconds[0]
+        later = sorted(seconds[1:])
+        record["batch_median_s"] = later[len(later) // 2]
+        record["check"] = "ok" if totals == want else f"MISMATCH {totals} != {want}"
+    finally:
+        spark.stop()
+        if cluster is not None:
+            cluster.stop()
     return record
 
 
 def run_paths(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """The edges through barrier tasks and back, by Arrow and by the RDD path."""
     _, init, _ = data(args)
-    spark, startup = edges_and_session(tmp, init)
+    write_edges(tmp, init)
+    spark, startup = session(2)
     record: dict[str, Any] = {"startup_s": startup, "rows": len(init)}
 
     def arrow_task(batches: Any) -> Any:
@@ -281,6 +416,12 @@ def child(system: str, args: argparse.Namespace) -> None:
             record = run_spark(args, Path(tmp))
         elif system == "spark_stream":
             record = run_stream(args, Path(tmp))
+        elif system == "cluster_run":
+            record = run_spark(args, Path(tmp), on_cluster=True)
+        elif system == "cluster_stream":
+            record = run_stream(args, Path(tmp), on_cluster=True)
+        elif system in STREAM_W1:
+            record = run_stream_w1(args, Path(tmp), on_cluster=system == "stream_w1_cluster")
         else:
             record = run_paths(args, Path(tmp))
     import resource
@@ -294,10 +435,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="W4 at its own size")
     parser.add_argument("--only", default=",".join(SYSTEMS))
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--batches", type=int, default=None, help="stream_w1's micro-batches")
+    parser.add_argument("--batch-rows", type=int, default=None, help="rows per micro-batch")
+    parser.add_argument("--batch-files", type=int, default=1, help="files per micro-batch")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 20 if args.quick else 100
+    if args.batches is None:
+        args.batches = 4 if args.quick else 11
+    if args.batch_rows is None:
+        args.batch_rows = 20_000 if args.quick else 100_000
     if args.child:
         child(args.child, args)
         return
@@ -307,6 +455,8 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, dict[str, Any]] = {}
     for system in args.only.split(","):
         cmd = [sys.executable, __file__, "--child", system, "--rounds", str(args.rounds)]
+        cmd += ["--batches", str(args.batches), "--batch-rows", str(args.batch_rows)]
+        cmd += ["--batch-files", str(args.batch_files)]
         if args.quick:
             cmd.append("--quick")
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -316,13 +466,16 @@ def main(argv: list[str] | None = None) -> None:
             continue
         record = json.loads(lines[-1].removeprefix("RESULT "))
         results[system] = record
-        if system == "spark_run" and "processes2" in results:
+        if system in ("spark_run", "cluster_run") and "processes2" in results:
             p2 = results["processes2"]
             record["vs_processes2"] = record["load_s"] / (p2["start_s"] + p2["load_s"])
             record["target_vs_processes2"] = 1.3
-        if system == "spark_stream":
+        if system in ("spark_stream", "cluster_stream"):
             record["target_worker_median_ms"] = 10.0
-        figure = "spark.paths" if system == "paths" else f"{name}.{system}"
+        if system in STREAM_W1:
+            figure = "stream_w1.cluster" if system.endswith("cluster") else "stream_w1.local"
+        else:
+            figure = "spark.paths" if system == "paths" else f"{name}.{system}"
         emit({"figure": figure, **record})
 
 

@@ -47,3 +47,9 @@ def _random_schedule(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     with scheduled(zlib.crc32(request.node.nodeid.encode())):
         yield
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cluster`` run last: their Spark session replaces the local one (a process
+    holds one Spark context at a time)."""
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)

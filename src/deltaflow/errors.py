@@ -14,6 +14,7 @@ __all__ = [
     "OperatorTypeError",
     "OperatorValueError",
     "PeerLostError",
+    "RemoteTraceback",
     "SubscriptionOverflowError",
 ]
 
@@ -72,6 +73,20 @@ class PeerLostError(DeltaflowError):
 class SubscriptionOverflowError(DeltaflowError):
     """A subscription with a ``max_buffer`` fell that many times behind and was ended; the job
     and its other readers go on."""
+
+
+class RemoteTraceback(Exception):
+    """The traceback, as text, of an exception raised in another process (a worker process, a
+    Spark task): the ``__cause__`` of the copy raised here, so that a printed traceback shows
+    where the original was raised.
+
+    >>> print(RemoteTraceback("Traceback (most recent call last): ..."))
+    <BLANKLINE>
+    Traceback (most recent call last): ...
+    """
+
+    def __str__(self) -> str:
+        return "\n" + str(self.args[0] if self.args else "")
 
 
 class CheckpointError(DeltaflowError):

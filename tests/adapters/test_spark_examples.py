@@ -14,14 +14,10 @@ pytestmark = pytest.mark.spark
 
 def load(name: str) -> ModuleType:
     """Import ``examples/<name>.py`` (its sibling modules importable, as when run as a
-    script); Spark ships its pipeline to the executors by value."""
-    from pyspark import cloudpickle
-
+    script); the adapter sends its pipeline to the executors by value."""
     if str(EXAMPLES) not in sys.path:
         sys.path.append(str(EXAMPLES))
-    module = import_example(name)
-    cloudpickle.register_pickle_by_value(module)
-    return module
+    return import_example(name)
 
 
 def test_spark_reachability_example(spark: Any, capsys: pytest.CaptureFixture[str]) -> None:

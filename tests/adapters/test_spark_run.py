@@ -8,6 +8,7 @@ compares the rows with the flattened updates.
 from __future__ import annotations
 
 import random
+import sys
 import time
 from typing import Any
 
@@ -168,14 +169,21 @@ def test_nulls_in_data_columns_are_none(spark: Any) -> None:
     assert rows(out) == sorted(((n, s, 0, 1) for n, s in xs), key=repr)
 
 
+def is_spark_error(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the exception Spark raised for a failed job."""
+    return exc is not None and type(exc).__module__.startswith(("py4j", "pyspark"))
+
+
 def test_null_time_names_input_column_and_row(spark: Any) -> None:
-    """A null time fails the job with the input, the column and the row in the message."""
+    """A null time fails the job with the ValueError df.run raises for it: the input, the
+    column and the row in the message, Spark's exception its cause."""
     xs = spark.createDataFrame([(1, 0), (2, None)], "x long, time long")
-    with pytest.raises(Exception, match=r"input 'xs': column 'time' is null in the row \(x=2\)"):
+    with pytest.raises(ValueError, match=r"input 'xs': column 'time' is null in the row \(x=2\)"):
         dfspark.run(pipes.Identity(), spark, xs=xs, schema="x long", partitions=2)
     xs = spark.createDataFrame([("a", 1, None)], "x string, time long, diff long")
-    with pytest.raises(Exception, match=r"column 'diff' is null in the row \(x='a'\)"):
+    with pytest.raises(ValueError, match=r"column 'diff' is null in the row \(x='a'\)") as info:
         dfspark.run(pipes.Identity(), spark, xs=xs, schema="x string", partitions=2)
+    assert type(info.value) is ValueError and is_spark_error(info.value.__cause__)
 
 
 def test_declared_input_columns_by_name_and_type(spark: Any) -> None:
@@ -207,14 +215,14 @@ def test_non_integer_time_is_an_error_before_any_job(spark: Any) -> None:
 
 
 def test_output_that_does_not_fit_the_schema(spark: Any) -> None:
-    """A datum that does not fit names the output, the datum and the column."""
+    """A datum that does not fit is a TypeError naming the output, the datum and the column."""
     xs = spark.createDataFrame([("a", "b")], "x string, y string")
     with pytest.raises(
-        Exception, match=r"output 'output': datum \('a', 'b'\) does not fit column 'y' \(bigint\)"
+        TypeError, match=r"output 'output': datum \('a', 'b'\) does not fit column 'y' \(bigint\)"
     ):
         dfspark.run(pipes.Identity(), spark, xs=xs, schema="x string, y long", partitions=2)
     with pytest.raises(
-        Exception, match=r"datum \('a', 'b'\) has 2 field\(s\) but the schema has 3"
+        TypeError, match=r"datum \('a', 'b'\) has 2 field\(s\) but the schema has 3"
     ):
         dfspark.run(
             pipes.Identity(), spark, xs=xs, schema="x string, y string, z long", partitions=2
@@ -222,14 +230,68 @@ def test_output_that_does_not_fit_the_schema(spark: Any) -> None:
 
 
 def test_failing_user_code_fails_the_job_quickly(spark: Any) -> None:
-    """User code raising in one task fails the Spark job within seconds, with the user's
-    message and the operator's name."""
+    """User code raising in one task fails the job within seconds with the OperatorError
+    df.run raises: the operator's name, the user's exception type and message, and no more;
+    Spark's exception is its cause."""
     xs = spark.createDataFrame([(n,) for n in range(40)], "x long")
     start = time.monotonic()
-    with pytest.raises(Exception, match="thirteen is unlucky") as info:
+    with pytest.raises(df.OperatorError) as info:
         dfspark.run(pipes.Fails(), spark, xs=xs, schema="x long", partitions=3)
     assert time.monotonic() - start < 30
-    assert "map(" in str(info.value) and "explode" in str(info.value)
+    with pytest.raises(df.OperatorError) as local:
+        df.run(pipes.Fails(), xs=[(n, 0, 1) for n in range(40)])
+    assert str(info.value) == str(local.value)
+    assert str(info.value).endswith("raised ValueError: thirteen is unlucky")
+    assert "map(" in info.value.operator and "explode" in info.value.operator
+    assert is_spark_error(info.value.__cause__)
+    assert "thirteen is unlucky" in str(info.value.__cause__)
+
+
+def test_a_pipeline_from_a_module_the_executors_cannot_import(spark: Any, tmp_path: Any) -> None:
+    """A pipeline whose class and helper function live in modules only the driver can import
+    (a directory on the driver's path alone) runs as df.run does: they travel by value."""
+    (tmp_path / "unshipped_helpers.py").write_text(
+        "def halve(x):\n    if x < 0:\n        raise ArithmeticError(f'{x} < 0')\n"
+        "    return x // 2\n"
+    )
+    (tmp_path / "unshipped_pipes.py").write_text(
+        "import deltaflow as df\nfrom unshipped_helpers import halve\n\n"
+        "class Halves(df.Pipeline):\n    def build(self, xs):\n"
+        "        return xs.map(halve).map(lambda h: (h % 3, h)).count()\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import unshipped_pipes  # type: ignore[import-not-found]
+
+        xs = [(x, x % 3, 1) for x in range(30)]
+        out = dfspark.run(
+            unshipped_pipes.Halves(),
+            spark,
+            xs=spark.createDataFrame(xs, "x long, time long, diff long"),
+            schema="half long, n long",
+            partitions=2,
+        )
+        assert rows(out) == expected(df.run(unshipped_pipes.Halves(), xs=triples(xs)))
+        negative = spark.createDataFrame([(-4,)], "x long")
+        with pytest.raises(df.OperatorError, match="raised ArithmeticError: -4 < 0") as info:
+            dfspark.run(unshipped_pipes.Halves(), spark, xs=negative, schema="h long, n long")
+        assert "unshipped_helpers.halve" in info.value.operator
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("unshipped_pipes", "unshipped_helpers"):
+            sys.modules.pop(name, None)
+
+
+def test_a_module_the_executors_lack_is_named_before_the_job(spark: Any) -> None:
+    """An installed module the executors cannot import is a ModuleNotFoundError naming it and
+    the fix, from a small job before the barrier job."""
+    from deltaflow.adapters.spark._ship import require_importable
+
+    with pytest.raises(ModuleNotFoundError, match="cannot import 'no_such_module_32'") as info:
+        require_importable(spark.sparkContext, ["json", "no_such_module_32"], "this test")
+    assert info.value.name == "no_such_module_32"
+    assert "addPyFile" in str(info.value) and str(info.value).startswith("this test: ")
+    require_importable(spark.sparkContext, ["json", "deltaflow.graphs"], "this test")
 
 
 def test_too_few_slots_is_a_clear_error(spark: Any) -> None:

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.spark
 dfspark = pytest.importorskip("deltaflow.adapters.spark")
 from deltaflow.adapters.spark import _batch, _stream  # noqa: E402
 from deltaflow.adapters.spark._convert import OutputLayout, tag_inputs  # noqa: E402
+from deltaflow.adapters.spark._ship import ship  # noqa: E402
 
 EDGES = random_edges(7, 12, 30, 3)
 
@@ -46,7 +47,8 @@ def test_strangers_on_the_workers_mesh_change_nothing(spark: Any, tmp_path: Path
     )
     output = OutputLayout.of("degree long, n long", single=True, names=list(builder.stores))
     security = _batch._Security.of(None, None)
-    task = _batch.barrier_task(pipeline, 2, layouts, output, security, None, FileGather(tmp_path))
+    shipped = ship(pipeline).blob
+    task = _batch.barrier_task(shipped, 2, layouts, output, security, None, FileGather(tmp_path))
     tagged = tag_inputs(spark, layouts, frames).repartition(2)
     result: list[Any] = []
 
@@ -123,6 +125,43 @@ def test_strangers_on_the_stream_driver_are_refused_and_logged(
     refusals = [r.getMessage() for r in caplog.records if "stream driver refused" in r.getMessage()]
     for stranger in crowd:
         assert any(f"from {stranger.name} " in r for r in refusals), (stranger.name, refusals)
+
+
+def test_strangers_on_the_stream_workers_ports_change_nothing(spark: Any, tmp_path: Path) -> None:
+    """The ports where a stream's workers take its micro-batches' rows stay open while it runs:
+    strangers of every kind on them, connected between micro-batches and held open, hold up
+    no micro-batch, none is decoded, and every micro-batch is right."""
+    marker = tmp_path / "marker"
+    directory = tmp_path / "in"
+    directory.mkdir()
+    sink = Collected()
+    crowd: list[Stranger] = []
+    try:
+        with dfspark.stream(
+            pipes.WordCount(),
+            spark,
+            lines=source(spark, directory, "line string, diff long"),
+            schema="word string, n long",
+            foreach_batch=sink,
+            partitions=2,
+        ) as running:
+            for b, rows_ in enumerate(BATCHES):
+                for address in running._addresses:
+                    crowd += [
+                        Stranger(split_address(address), payload(a, marker, "mesh"))
+                        for a in ATTACKS
+                    ]
+                write_batch(directory, b, rows_)
+                start = time.monotonic()
+                running.process_all_available()
+                assert time.monotonic() - start < 30
+    finally:
+        for s in crowd:
+            s.close()
+    updates = [(r["line"], b, r["diff"]) for b, rs in enumerate(BATCHES) for r in rs]
+    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
+    assert sorted(row for rs in sink.batches.values() for row in rs) == want
+    assert not marker.exists(), "a worker loaded a stranger's pickle"
 
 
 def test_a_users_secret_and_tls_end_to_end(spark: Any, tmp_path: Path) -> None:

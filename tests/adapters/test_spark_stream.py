@@ -21,14 +21,17 @@ dfspark = pytest.importorskip("deltaflow.adapters.spark")
 
 
 class Collected:
-    """A ``foreach_batch`` sink that keeps every micro-batch's rows, by batch id."""
+    """A ``foreach_batch`` sink that keeps every micro-batch's rows, by batch id; it reads the
+    frame twice (a count, then the rows), as a sink may."""
 
     def __init__(self) -> None:
         self.batches: dict[int, list[tuple[Any, ...]]] = {}
         self.lock = threading.Lock()
 
     def __call__(self, frame: Any, batch_id: int) -> None:
+        count = frame.count()
         rows = [tuple(r) for r in frame.collect()]
+        assert len(rows) == count
         with self.lock:
             self.batches[batch_id] = rows
 
@@ -79,6 +82,33 @@ def test_micro_batches_match_run_and_keep_state(spark: Any, tmp_path: Path) -> N
         stats = running.statistics()
     assert stats["batches"] == len(BATCHES)
     assert ("the", 2, 1, -1) in sink.batches[1]  # the count of 'the' moved from 2 to 3
+
+
+def test_micro_batches_over_several_partitions(spark: Any, tmp_path: Path) -> None:
+    """A micro-batch spread over several partitions (some of them empty) is read by as many
+    tasks, each dealing its rows to the workers: every micro-batch equals df.run's, and the
+    workers were fed each micro-batch's rows exactly once."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    sink = Collected()
+    lines = source(spark, directory, "line string, diff long").repartition(5)
+    updates: list[tuple[Any, int, int]] = []
+    with dfspark.stream(
+        pipes.WordCount(),
+        spark,
+        lines=lines,
+        schema="word string, n long",
+        foreach_batch=sink,
+        partitions=3,
+    ) as running:
+        for b, rows in enumerate(BATCHES):
+            write_batch(directory, b, rows)
+            running.process_all_available()
+            updates += [(r["line"], b, r["diff"]) for r in rows]
+        fed = list(running.batch_rows)
+    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
+    assert sorted(row for rows in sink.batches.values() for row in rows) == want
+    assert fed == [len(rows) for rows in BATCHES]
 
 
 def test_parquet_sink_and_stop_frees_the_slots(spark: Any, tmp_path: Path) -> None:
@@ -140,8 +170,9 @@ def test_dict_outputs_to_tables(spark: Any, tmp_path: Path) -> None:
 
 
 def test_failing_worker_fails_the_query(spark: Any, tmp_path: Path) -> None:
-    """User code raising in a worker stops the query with the user's message and the
-    operator's name, within seconds."""
+    """User code raising in a worker stops the query within seconds with the OperatorError
+    df.run raises (the operator's name, the user's exception and message), from the query's
+    exception."""
     directory = tmp_path / "in"
     directory.mkdir()
     xs = spark.readStream.schema("x long").option("maxFilesPerTrigger", 1).json(str(directory))
@@ -153,13 +184,18 @@ def test_failing_worker_fails_the_query(spark: Any, tmp_path: Path) -> None:
         running.process_all_available()
         write_batch(directory, 1, [{"x": 13}])
         start = time.monotonic()
-        with pytest.raises(Exception, match="thirteen is unlucky") as info:
+        with pytest.raises(df.OperatorError) as info:
             running.process_all_available()
         assert time.monotonic() - start < 30
-        assert "explode" in str(info.value)
     finally:
         running.stop()
-    assert running.failure is not None and "thirteen is unlucky" in running.failure
+    with pytest.raises(df.OperatorError) as local:
+        df.run(pipes.Fails(), xs=[(1, 0, 1), (2, 0, 1), (13, 1, 1)])
+    assert str(info.value) == str(local.value)
+    assert "explode" in info.value.operator
+    assert type(info.value.__cause__).__module__.startswith("pyspark")
+    assert running.error is info.value
+    assert running.failure == f"OperatorError: {local.value}"
 
 
 def test_bad_row_fails_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
@@ -173,11 +209,32 @@ def test_bad_row_fails_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
     try:
         write_batch(directory, 0, [{"x": 1, "diff": 1}, {"x": 2}])
         with pytest.raises(
-            Exception, match=r"input 'xs': column 'diff' is null in the row \(x=2\)"
+            ValueError, match=r"input 'xs': column 'diff' is null in the row \(x=2\)"
+        ) as info:
+            running.process_all_available()
+        assert type(info.value) is ValueError
+    finally:
+        running.stop()
+
+
+def test_output_that_does_not_fit_stops_the_query_naming_it(spark: Any, tmp_path: Path) -> None:
+    """An output datum that does not fit the schema (found where the sink reads the output)
+    stops the query with the TypeError df.run's conversion raises, naming the output."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    xs = spark.readStream.schema("x string").json(str(directory))
+    running = dfspark.stream(
+        pipes.Identity(), spark, xs=xs, schema="x long", foreach_batch=Collected(), partitions=2
+    )
+    try:
+        write_batch(directory, 0, [{"x": "a"}])
+        with pytest.raises(
+            TypeError, match=r"output 'output': datum 'a' does not fit column 'x' \(bigint\)"
         ):
             running.process_all_available()
     finally:
         running.stop()
+    assert isinstance(running.error, TypeError)
 
 
 def test_streaming_inputs_are_checked(spark: Any, tmp_path: Path) -> None:

@@ -172,6 +172,8 @@ def test_a_user_error_on_one_peer_stops_every_peer() -> None:
     in_threads(2, body)
     assert len(errors) == 2
     assert all("ZeroDivisionError" in str(e) and "map" in e.operator for e in errors)  # type: ignore[attr-defined]
+    # The peer that heard of it over the mesh has the user's exception as the cause too.
+    assert all(type(e.__cause__) is ZeroDivisionError for e in errors)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))

@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.reference import assert_matches_oracle
 from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of, run_shape
 
 import deltaflow as df
+from deltaflow.errors import OperatorTypeError, OperatorValueError, RemoteTraceback
 from deltaflow.scheduler.processes import ProcessPool
 from deltaflow.testing import collect
 
@@ -213,6 +215,115 @@ def test_user_error_in_a_process_names_the_operator() -> None:
     with pytest.raises(df.OperatorError, match="ZeroDivisionError") as info:
         df.run(pipeline_of(bad), workers=4, processes=2, xs=[(x, 0, 1) for x in range(10)])
     assert "map" in info.value.operator
+
+
+class Unlucky(Exception):
+    """A user exception whose constructor takes other arguments than its ``args``: it does
+    not unpickle."""
+
+    def __init__(self, number: int, why: str) -> None:
+        super().__init__(f"{number} is {why}")
+
+
+def reciprocal(x: int) -> int:
+    return 1 // x
+
+
+def unlucky(x: int) -> int:
+    if x == 13:
+        raise Unlucky(x, "unlucky")
+    return x
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_users_exception_is_the_cause_at_any_process_count(processes: int) -> None:
+    """The OperatorError of a failing function says the same at any process count, and its
+    ``__cause__`` is the user's exception (from another process: a copy, carrying the
+    traceback text of where it was raised)."""
+
+    def bad(xs: df.Collection) -> df.Collection:
+        return xs.map(reciprocal)
+
+    with pytest.raises(df.OperatorError) as info:
+        df.run(pipeline_of(bad), workers=2, processes=processes, xs=[(0, 0, 1), (1, 0, 1)])
+    exc = info.value
+    assert str(exc).endswith("raised ZeroDivisionError: integer division or modulo by zero")
+    assert type(exc.__cause__) is ZeroDivisionError
+    assert exc.__cause__.args == ("integer division or modulo by zero",)
+    if processes > 1:
+        remote = exc.__cause__.__cause__
+        assert isinstance(remote, RemoteTraceback)
+        assert "return 1 // x" in str(remote) and "ZeroDivisionError" in str(remote)
+        printed = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        assert "return 1 // x" in printed
+
+
+def test_an_exception_that_does_not_unpickle_arrives_as_its_traceback_text() -> None:
+    """A user exception that cannot be rebuilt here still arrives: the OperatorError names it
+    and its ``__cause__`` is the traceback text, with its type and message."""
+
+    class Pipe(df.Pipeline):
+        def build(self, xs: df.Collection) -> df.Collection:
+            return xs.map(unlucky)
+
+    with pytest.raises(df.OperatorError, match="raised Unlucky: 13 is unlucky") as info:
+        df.run(Pipe(), processes=2, xs=[(x, 0, 1) for x in range(20)])
+    remote = info.value.__cause__
+    assert isinstance(remote, RemoteTraceback)
+    assert "Unlucky: 13 is unlucky" in str(remote) and "raise Unlucky" in str(remote)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_operator_value_and_type_errors_arrive_as_themselves(processes: int) -> None:
+    """A ``sum`` that comes to NaN is an OperatorValueError (so a ValueError) and values that
+    ``min`` cannot compare an OperatorTypeError, at any process count."""
+
+    def total(xs: df.Collection) -> df.Collection:
+        return xs.sum()
+
+    def lowest(xs: df.Collection) -> df.Collection:
+        return xs.min()
+
+    infinities = [(("s1", float("inf")), 0, 1), (("s1", -float("inf")), 0, 1)]
+    with pytest.raises(ValueError, match="sum: key 's1' adds up to NaN") as info:
+        df.run(pipeline_of(total), workers=2, processes=processes, xs=infinities)
+    assert isinstance(info.value, OperatorValueError)
+    assert info.value.operator == "sum"
+    mixed = [(("k", 1), 0, 1), (("k", "x"), 0, 1)]
+    with pytest.raises(TypeError, match="min: key 'k' has values") as type_info:
+        df.run(pipeline_of(lowest), workers=2, processes=processes, xs=mixed)
+    assert isinstance(type_info.value, OperatorTypeError)
+
+
+def interrupt(x: int) -> int:
+    if x == 3:
+        raise KeyboardInterrupt
+    return x
+
+
+def test_keyboard_interrupt_in_user_code_stays_itself() -> None:
+    """A KeyboardInterrupt raised by user code in a worker process leaves run() as a
+    KeyboardInterrupt, whichever process raised it."""
+
+    def interrupted(xs: df.Collection) -> df.Collection:
+        return xs.map(interrupt)
+
+    for workers in (2, 4):
+        with pytest.raises(KeyboardInterrupt):
+            df.run(pipeline_of(interrupted), workers=workers, processes=2,
+                   xs=[(x, 0, 1) for x in range(8)])  # fmt: skip
+
+
+async def test_keyboard_interrupt_leaves_open_as_itself() -> None:
+    """The same while the job is open: ``advance_to`` raises the KeyboardInterrupt."""
+
+    def interrupted(xs: df.Collection) -> df.Collection:
+        return xs.map(interrupt)
+
+    with pytest.raises(KeyboardInterrupt):
+        async with df.open(pipeline_of(interrupted), processes=2) as job:
+            job.inputs["xs"].insert_many(range(5))
+            await job.advance_to(1)
 
 
 async def test_user_error_while_open() -> None:

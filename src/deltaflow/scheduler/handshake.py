@@ -35,6 +35,7 @@ import hashlib
 import hmac
 import secrets
 import socket
+import ssl
 import struct
 
 import attrs
@@ -46,14 +47,19 @@ __all__ = [
     "HELLO_SIZE",
     "LISTEN",
     "PROOF_SIZE",
+    "REFUSED",
     "HandshakeError",
     "Hello",
+    "accept",
     "authenticate",
     "authenticate_socket",
     "check_proof",
     "check_secret",
+    "dial",
     "new_secret",
     "proof",
+    "reason",
+    "secured",
 ]
 
 #: Seconds a connection has to complete the exchange; past it, it is closed as a stranger.
@@ -211,6 +217,76 @@ async def authenticate(
     check_proof(secret, DIAL, theirs, mine, await _receive_exactly(stream, PROOF_SIZE))
     await stream.send_all(proof(secret, LISTEN, mine, theirs))
     return theirs
+
+
+#: What a connection that fails the exchange raises: all of it is caught, logged, refused.
+REFUSED = (
+    HandshakeError,
+    trio.TooSlowError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    OSError,
+    ssl.SSLError,
+)
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong with a connection, in a few words for a log record or an error."""
+    if isinstance(exc, trio.TooSlowError):
+        return f"no answer within {HANDSHAKE_TIMEOUT_S} s"
+    if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
+        exc = exc.__cause__  # trio wraps what TLS or the socket said
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS failed: {exc}"
+    return str(exc) or type(exc).__name__
+
+
+async def secured(
+    stream: trio.SocketStream, tls: ssl.SSLContext | None, *, server: bool
+) -> trio.abc.Stream:
+    """``stream``, or TLS over it (the TLS handshake done) when ``tls`` is a context."""
+    if tls is None:
+        return stream
+    secure = trio.SSLStream(stream, tls, server_side=server)
+    await secure.do_handshake()
+    return secure
+
+
+async def dial(
+    host: str, port: int, secret: bytes, mine: Hello, tls: ssl.SSLContext | None = None
+) -> tuple[trio.abc.Stream, Hello]:
+    """Connect to ``host:port`` and run the exchange as the dialer (inside TLS with a client
+    ``tls`` context), within :data:`HANDSHAKE_TIMEOUT_S`: the authenticated stream and the
+    listener's hello. The caller checks the hello's index and context.
+
+    Raises:
+        One of :data:`REFUSED` (the connection is closed).
+    """
+    stream = await trio.open_tcp_stream(host, port)
+    try:
+        with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+            secure = await secured(stream, tls, server=False)
+            hello = await authenticate(secure, secret, mine, dialer=True)
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+    return secure, hello
+
+
+async def accept(
+    stream: trio.SocketStream, secret: bytes, mine: Hello, tls: ssl.SSLContext | None = None
+) -> tuple[trio.abc.Stream, Hello]:
+    """Run the exchange as the listener on an accepted ``stream`` (inside TLS with a server
+    ``tls`` context), within :data:`HANDSHAKE_TIMEOUT_S`: the authenticated stream and the
+    dialer's hello. The caller checks the hello, and logs and closes a refused stream.
+
+    Raises:
+        One of :data:`REFUSED`.
+    """
+    with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+        secure = await secured(stream, tls, server=True)
+        hello = await authenticate(secure, secret, mine, dialer=False)
+    return secure, hello
 
 
 # -- over a blocking socket ----------------------------------------------------------------

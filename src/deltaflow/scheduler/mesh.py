@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
@@ -48,7 +47,16 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..errors import PeerLostError
-from .handshake import HANDSHAKE_TIMEOUT_S, HandshakeError, Hello, authenticate, check_secret
+from .handshake import (
+    HANDSHAKE_TIMEOUT_S,
+    REFUSED as _REFUSED,
+    HandshakeError,
+    Hello,
+    authenticate,
+    check_secret,
+    reason as _reason,
+    secured as _secured,
+)
 from .tcp import Link
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport there
@@ -95,34 +103,12 @@ def _split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def _secured(
-    stream: trio.SocketStream, tls: ssl.SSLContext | None, *, server: bool
-) -> trio.abc.Stream:
-    """``stream``, or TLS over it (the TLS handshake done) when ``tls`` is a context."""
-    if tls is None:
-        return stream
-    secure = trio.SSLStream(stream, tls, server_side=server)
-    await secure.do_handshake()
-    return secure
-
-
 def _address_of(stream: trio.SocketStream) -> str:
     try:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
         return "an unknown address"
     return f"{host}:{port}"
-
-
-#: What a connection that fails the exchange raises: all of it is caught, logged, refused.
-_REFUSED = (
-    HandshakeError,
-    trio.TooSlowError,
-    trio.BrokenResourceError,
-    trio.ClosedResourceError,
-    OSError,
-    ssl.SSLError,
-)
 
 
 async def connect_mesh(
@@ -266,17 +252,6 @@ async def connect_mesh(
     finally:
         await listener.aclose()
     return links
-
-
-def _reason(exc: BaseException) -> str:
-    """What went wrong with a connection, in a few words for a log record or an error."""
-    if isinstance(exc, trio.TooSlowError):
-        return f"no answer within {HANDSHAKE_TIMEOUT_S} s"
-    if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
-        exc = exc.__cause__  # trio wraps what TLS or the socket said
-        if isinstance(exc, ssl.SSLError):
-            return f"TLS failed: {exc}"
-    return str(exc) or type(exc).__name__
 
 
 def _refuse(who: str, port: int, index: int, reason: str) -> None:

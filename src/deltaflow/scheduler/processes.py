@@ -45,10 +45,11 @@ import time as _time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+import attrs
 import cloudpickle  # type: ignore[import-untyped]
 import trio
 
-from ..errors import CheckpointError, JobClosedError, OperatorError, PeerLostError
+from ..errors import CheckpointError, JobClosedError, PeerLostError
 from ..framework.antichain import Antichain
 from ..operators.base import UpdateBatch
 from .checkpoint import settled
@@ -56,6 +57,7 @@ from .collector import GC_THRESHOLD
 from .handshake import new_secret
 from .mesh import CONNECT_TIMEOUT_S, first_error
 from .peer import PeerJob
+from .remote_errors import ErrorReport
 from .runtime import Job, _OpenJob
 from .tcp import FrameError, Link, describe_workers
 
@@ -362,12 +364,7 @@ class _Control:
         return f"the worker process of {self._describe(p)} {how}"
 
     def _error(self, message: Any) -> BaseException:
-        _, name, text, operator = message
-        if operator is not None:
-            return OperatorError(text, operator=operator)
-        if name == PeerLostError.__name__:
-            return PeerLostError(text)
-        return CheckpointError(text) if name == CheckpointError.__name__ else RuntimeError(text)
+        return cast("ErrorReport", message[1]).rebuild(RuntimeError)
 
     def _handle(self, p: int, message: Any) -> None:
         job = self.job
@@ -774,8 +771,7 @@ class _ChildJob(PeerJob):
         first = self.error is None
         super().fail(exc)
         if first:
-            operator = exc.operator if isinstance(exc, OperatorError) else None
-            self.control.queue(("error", type(exc).__name__, str(exc), operator))
+            self.control.queue(("error", ErrorReport.of(exc)))
 
     async def answer(self, message: Any) -> None:
         """A checkpoint request from the caller: settle, or write this process's share."""
@@ -888,15 +884,19 @@ async def _run_job(control: Link, given: _Job) -> None:
                 # Reported to the caller, which ends this process.
                 failure = exc
                 text = f"worker process {given.index}: {exc!r}"
-                control.queue(("error", type(exc).__name__, text, None))
+                report = attrs.evolve(ErrorReport.of(exc), message=text, args=(text,))
+                control.queue(("error", report))
                 reading.cancel()
                 control.close_after_queued()
                 return
             control.queue(("ready",))
             control.flush_now()
-            with contextlib.suppress(Exception):
-                async with _OpenJob(job, job.gc_threshold):
-                    await job._wait_for(job._finished)
+            try:
+                with contextlib.suppress(Exception):  # ``job.fail`` reported it to the caller
+                    async with _OpenJob(job, job.gc_threshold):
+                        await job._wait_for(job._finished)
+            except KeyboardInterrupt as exc:
+                job.fail(exc)  # reported too (unless a failure came first)
             reading.cancel()
             control.queue(("done", job._stats(), job._counts()))
             control.close_after_queued()

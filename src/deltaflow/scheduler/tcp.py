@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..errors import OperatorError, PeerLostError
+from ..errors import PeerLostError
 from ..operators.base import UpdateBatch
+from .remote_errors import ErrorReport
 
 if TYPE_CHECKING:
     from .transport import ProgressChange
@@ -472,8 +473,7 @@ class TcpTransport:
         if self._reported:
             return
         self._reported = True
-        operator = exc.operator if isinstance(exc, OperatorError) else None
-        message = ("error", type(exc).__name__, str(exc), operator)
+        message = ("error", ErrorReport.of(exc))
         for link in self.links.values():
             link.queue(message)
 
@@ -507,8 +507,7 @@ class TcpTransport:
                 _, sender, offset, data, diffs = m
                 self._parts.setdefault((sender, offset), []).append(UpdateBatch(data, diffs))
             elif kind == "error":
-                _, name, text, operator = m
-                self.on_error(_remote_error(link.peer, name, text, operator))
+                self.on_error(_remote_error(link.peer, m[1]))
             else:  # "bye"
                 return True
         return False
@@ -570,10 +569,7 @@ def describe_workers(process: int, local: int) -> str:
     return f"{workers} (process {process})"
 
 
-def _remote_error(peer: int, name: str, text: str, operator: str | None) -> BaseException:
-    """The local copy of an error another process reported."""
-    if operator is not None:
-        return OperatorError(text, operator=operator)
-    if name == PeerLostError.__name__:
-        return PeerLostError(text)
-    return PeerLostError(f"process {peer} failed: {name}: {text}")
+def _remote_error(peer: int, report: ErrorReport) -> BaseException:
+    """The local copy of an error another process reported: deltaflow's errors and built-in
+    exceptions as themselves, anything else as that process's failure."""
+    return report.rebuild(lambda text: PeerLostError(f"process {peer} failed: {text}"))

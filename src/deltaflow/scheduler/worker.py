@@ -339,6 +339,11 @@ class Worker:
             job.fail(exc)
         except Exception as exc:  # a runtime bug: still never hang the application
             job.fail(exc)
+        except KeyboardInterrupt as exc:
+            # Raised by user code (or Ctrl-C): it leaves the job as itself, and a job spread
+            # over processes tells the others what it was.
+            job.fail(exc)
+            raise
         finally:
             self.finished = True
             job.notify()

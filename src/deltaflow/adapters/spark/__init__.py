@@ -19,8 +19,13 @@ and ``.interval`` low (e.g. ``3`` and ``2s``) so Spark's own check fails fast to
 job takes the slots first.
 
 Environment: every task binds ``SPARK_LOCAL_IP`` when set (on one machine set it to
-``127.0.0.1``), and the executors' Python must have deltaflow and the pipeline's module
-(``PYSPARK_PYTHON``, ``--py-files``).
+``127.0.0.1``). The pipeline travels with the job, the modules it uses that are not installed
+on the driver by value (:mod:`._ship`); the executors' Python must have deltaflow and the
+installed packages the pipeline uses, which a small job checks before the workers start.
+
+Errors: a task's error is raised on the driver as :func:`deltaflow.run` raises it (an
+:class:`~deltaflow.OperatorError`, the ``ValueError`` of a bad row), from Spark's exception
+(:mod:`._errors`).
 
 Importing this module imports pyspark; ``import deltaflow`` never does.
 """

@@ -39,6 +39,8 @@ from ...scheduler.handshake import check_secret, new_secret
 from ...scheduler.peer import run_peer
 from ...scheduler.tls import TLS
 from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
+from ._errors import reported, translated
+from ._ship import require_importable, ship, unship
 from ._slots import require_slots, task_host
 
 if TYPE_CHECKING:
@@ -197,7 +199,7 @@ def _all_gather(ctx: Any, address: str) -> list[str]:
 
 
 def barrier_task(
-    pipeline: Pipeline,
+    shipped: bytes,
     peers: int,
     layouts: list[InputLayout],
     output: OutputLayout,
@@ -205,41 +207,45 @@ def barrier_task(
     timings: Accumulator[Timings] | None,
     gather: Gather = _all_gather,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The function of :func:`run`'s barrier tasks (for ``mapInArrow``): read the task's
-    partition, meet the other tasks (``gather``: one ``allGather``), connect the mesh
-    authenticated with ``security``, run to the end, yield the output as Arrow batches."""
+    """The function of :func:`run`'s barrier tasks (for ``mapInArrow``): unpickle the
+    ``shipped`` pipeline (:func:`~._ship.ship`), read the task's partition, meet the other
+    tasks (``gather``: one ``allGather``), connect the mesh authenticated with ``security``,
+    run to the end, yield the output as Arrow batches. An error leaves it reported
+    (:func:`~._errors.reported`)."""
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
 
-        ctx = BarrierTaskContext.get()
-        started = time.time()
-        clock = time.perf_counter
-        start = clock()
-        feed = read_partition(layouts, batches)
-        read = clock()
-        gathered = [0.0]
+        with reported():
+            ctx = BarrierTaskContext.get()
+            started = time.time()
+            clock = time.perf_counter
+            start = clock()
+            pipeline = unship(shipped)
+            feed = read_partition(layouts, batches)
+            read = clock()
+            gathered = [0.0]
 
-        def rendezvous(address: str) -> list[str]:
-            begin = clock()
-            addresses = gather(ctx, address)
-            gathered[0] = clock() - begin
-            return addresses
+            def rendezvous(address: str) -> list[str]:
+                begin = clock()
+                addresses = gather(ctx, address)
+                gathered[0] = clock() - begin
+                return addresses
 
-        with second_to_fail():
-            result = run_peer(
-                pipeline,
-                index=ctx.partitionId(),
-                peers=peers,
-                rendezvous=rendezvous,
-                secret=security.secret,
-                tls=security.tls,
-                feed=feed,
-                host=task_host(),
-                connect_timeout=RENDEZVOUS_TIMEOUT_S,
-            )
-        ran = clock()
-        yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
+            with second_to_fail():
+                result = run_peer(
+                    pipeline,
+                    index=ctx.partitionId(),
+                    peers=peers,
+                    rendezvous=rendezvous,
+                    secret=security.secret,
+                    tls=security.tls,
+                    feed=feed,
+                    host=task_host(),
+                    connect_timeout=RENDEZVOUS_TIMEOUT_S,
+                )
+            ran = clock()
+            yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
         if timings is not None:
             timings.add(
                 {
@@ -301,9 +307,13 @@ def run(
         TypeError, ValueError: bad arguments, or input columns of the wrong type, checked
             before any job runs.
         RuntimeError: fewer than ``partitions`` free task slots.
-        pyspark.errors.PySparkException: the job failed; the message carries the task's
-            error: user code raising (with the operator's name), a bad row (naming the
-            input, the column and the row), an output datum that does not fit the schema.
+        ModuleNotFoundError: the executors cannot import a module the pipeline needs (an
+            installed package; the user's own modules travel with the pipeline), naming it.
+        OperatorError: user code raised, naming the operator and the user's exception;
+            the job's Spark exception is its ``__cause__`` (so for every error below).
+        ValueError, TypeError: a bad row (naming the input, the column and the row), an
+            output datum that does not fit the schema (naming the output and the column).
+        pyspark.errors.PySparkException: Spark failed the job for a reason of its own.
 
     Example::
 
@@ -319,11 +329,16 @@ def run(
         raise ValueError(msg)
     security = _Security.of(secret, tls)
     tagged = tag_inputs(spark, layouts, frames).repartition(n)
-    task = barrier_task(pipeline, n, layouts, output, security, _timings)
+    shipment = ship(pipeline)
+    task = barrier_task(shipment.blob, n, layouts, output, security, _timings)
     timings = _timings
-    require_slots(sc, n, f"dfspark.run with partitions={n}")
+    what = f"dfspark.run of {type(pipeline).__name__} with partitions={n}"
+    require_slots(sc, n, what)
+    require_importable(sc, shipment.by_reference, what)
     if timings is not None:
         timings.add({"submitted": time.time()})
-    combined = tagged.mapInArrow(task, output.combined, barrier=True).localCheckpoint(eager=True)
+    with translated():
+        barrier = tagged.mapInArrow(task, output.combined, barrier=True)
+        combined = barrier.localCheckpoint(eager=True)
     frames_out = output.split(combined)
     return frames_out["output"] if output.single else frames_out

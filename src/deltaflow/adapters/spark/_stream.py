@@ -1,24 +1,29 @@
 """``stream``: a pipeline kept running in one barrier job, one time per streaming micro-batch.
 
 How it runs: :func:`stream` starts a long-lived barrier job (from a driver thread) whose
-``partitions`` tasks each host one worker of the dataflow (:func:`deltaflow.scheduler.peer.
-open_peer`: one ``allGather``, then their own TCP mesh), and a Structured Streaming query
-over the inputs whose ``foreachBatch`` function drives them. Each worker connects back to a
-small TCP server on the driver; like the workers' mesh, the server admits only connections
-that prove they hold the secret the driver made for this stream and shipped in the tasks'
-closure (:mod:`deltaflow.scheduler.handshake`), and stops listening once every worker is in.
-For micro-batch ``b``, the driver reads the batch's rows as
-Arrow, turns them into ``(data, diff)`` changes (checking every row), deals them out to the
-workers, and each worker steps its dataflow through one time and answers with the output
-changes that ended on it; their union is the micro-batch's output changes, which go to the
-sink as a DataFrame of the schema's columns plus ``time`` (the batch id) and ``diff``.
+``partitions`` tasks each host one worker of the dataflow, and a Structured Streaming query
+over the inputs whose ``foreachBatch`` function drives them (the tasks are in
+:mod:`._stream_tasks`). Each worker connects back to a small TCP server on the driver; like
+the workers' mesh, the server admits only connections that prove they hold the secret the
+driver made for this stream and shipped in the tasks' closure
+(:mod:`deltaflow.scheduler.handshake`), and stops listening once every worker is in.
+
+The rows never pass through the driver. For micro-batch ``b`` the driver runs one job whose
+tasks read the micro-batch's partitions and deal their rows out to the workers directly;
+collects a row per partition and worker fed (the ids and the row count); tells every worker
+to step through one time with the rows it was fed (the dataflow's exchanges route them to
+their owners); and hands the sink a DataFrame whose tasks fetch each worker's output changes
+of ``b`` from it: the schema's columns plus ``time`` (the batch id) and ``diff``. What
+crosses the driver per micro-batch is the batch id, the partitions' ids and each worker's
+"done".
 
 The workers keep the pipeline's state from one micro-batch to the next: nothing is
 recomputed. That state lives only in the job: a restarted query starts from empty
 collections (use a fresh checkpoint location).
 
 Slots: ``partitions`` for the workers as long as the stream runs, and at least one more for
-each micro-batch's own Spark jobs (reading the source, writing the sink).
+each micro-batch's own Spark jobs (reading and dealing the rows, fetching the output, the
+sink's writing).
 
 Failure: user code raising in a worker fails the micro-batch with the worker's message (the
 operator named), so the query stops with it; the barrier job fails too, and a later
@@ -30,34 +35,34 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import pickle
 import socket
 import statistics
-import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
-import pyarrow as pa
-import trio
 
 from ...errors import DeltaflowError, PeerLostError
-from ...scheduler.handshake import (
-    HANDSHAKE_TIMEOUT_S,
-    HandshakeError,
-    Hello,
-    authenticate,
-    authenticate_socket,
-)
-from ...scheduler.peer import open_peer
-from ...scheduler.tcp import MAX_FRAME, FrameError
+from ...scheduler.handshake import HANDSHAKE_TIMEOUT_S, HandshakeError, Hello, authenticate_socket
+from ...scheduler.tcp import FrameError
 from ...scheduler.tls import TLS
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
-from ._convert import InputLayout, OutputLayout, read_changes, tag_inputs
+from ._convert import InputLayout, OutputLayout, tag_inputs
+from ._errors import from_spark, from_text, report_text, translated
+from ._ship import require_importable, ship
 from ._slots import require_slots, task_host
+from ._stream_tasks import (
+    DRIVER,
+    FED_SCHEMA,
+    feed_task,
+    fetch_task,
+    receive,
+    send,
+    worker_task,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -65,7 +70,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SparkStream", "stream"]
 
-_HEADER = struct.Struct("!Q")
 _log = logging.getLogger("deltaflow")
 
 Sink = Callable[[Any, int], object]
@@ -73,144 +77,13 @@ Sink = Callable[[Any, int], object]
 them for a ``build()`` returning a dict)."""
 
 
-def _frame(obj: object) -> bytes:
-    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(len(body)) + body
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = []
-    while size:
-        chunk = sock.recv(min(size, 1 << 20))
-        if not chunk:
-            msg = "the worker closed its connection"
-            raise EOFError(msg)
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
-def _check_size(size: int) -> None:
-    """Refuse a frame longer than a link accepts (a broken peer), before reading it."""
-    if size > MAX_FRAME:
-        msg = f"a frame of {size} bytes announced (at most {MAX_FRAME} are accepted)"
-        raise FrameError(msg)
-
-
-def _receive(sock: socket.socket) -> Any:
-    (size,) = _HEADER.unpack(_read_exactly(sock, _HEADER.size))
-    _check_size(size)
-    return pickle.loads(_read_exactly(sock, size))
-
-
 def _receive_or_lost(sock: socket.socket) -> Any:
     """A worker's reply, or an ``("error", ...)`` one when its connection is gone."""
     try:
-        return _receive(sock)
+        return receive(sock)
     except (OSError, EOFError, FrameError) as exc:
-        return ("error", f"{PeerLostError.__name__}: lost a worker's connection ({exc})")
-
-
-class _Reader:
-    """Length-prefixed pickled messages from a trio stream (the worker's side)."""
-
-    def __init__(self, stream: trio.abc.Stream) -> None:
-        self.stream = stream
-        self.buffer = bytearray()
-
-    async def _fill(self, size: int) -> None:
-        while len(self.buffer) < size:
-            chunk = await self.stream.receive_some(1 << 20)
-            if not chunk:
-                msg = "the driver closed its connection"
-                raise EOFError(msg)
-            self.buffer += chunk
-
-    async def receive(self) -> Any:
-        await self._fill(_HEADER.size)
-        (size,) = _HEADER.unpack_from(self.buffer)
-        _check_size(size)
-        await self._fill(_HEADER.size + size)
-        body = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
-        del self.buffer[: _HEADER.size + size]
-        return pickle.loads(body)
-
-
-#: What a stream's workers and its driver say they run in their handshake.
-_CONTEXT = b"deltaflow stream driver"
-
-
-async def _dial_driver(driver: tuple[str, int], index: int, security: _Security) -> trio.abc.Stream:
-    """A connection to the driver's server, authenticated (and over TLS with ``tls``).
-
-    Raises:
-        PeerLostError: the driver could not be reached or failed the exchange.
-    """
-    stream = await trio.open_tcp_stream(*driver)
-    try:
-        with trio.fail_after(HANDSHAKE_TIMEOUT_S):
-            secure: trio.abc.Stream = stream
-            if security.tls is not None:
-                secure = trio.SSLStream(stream, security.tls.context(server=False))
-                await secure.do_handshake()
-            hello = await authenticate(
-                secure, security.secret, Hello.fresh(index, _CONTEXT), dialer=True
-            )
-            if hello.context.rstrip(b"\0") != _CONTEXT:
-                msg = "the driver's end is not a deltaflow stream"
-                raise HandshakeError(msg)
-    except (HandshakeError, trio.TooSlowError, trio.BrokenResourceError, OSError) as exc:
-        await trio.aclose_forcefully(stream)
-        msg = f"worker {index} could not authenticate the driver at {driver}: {exc}"
-        raise PeerLostError(msg) from exc
-    return secure
-
-
-def _worker_task(
-    pipeline: Any, peers: int, driver: tuple[str, int], security: _Security
-) -> Callable[[Iterable[int]], Iterator[Any]]:
-    """The barrier task's function: host one worker, step it as the driver says."""
-
-    def task(_rows: Iterable[int]) -> Iterator[Any]:
-        from pyspark import BarrierTaskContext
-
-        ctx = BarrierTaskContext.get()
-        index = ctx.partitionId()
-
-        async def main() -> None:
-            async with open_peer(
-                pipeline,
-                index=index,
-                peers=peers,
-                rendezvous=ctx.allGather,
-                secret=security.secret,
-                tls=security.tls,
-                host=task_host(),
-                connect_timeout=RENDEZVOUS_TIMEOUT_S,
-            ) as peer:
-                stream = await _dial_driver(driver, index, security)
-                reader = _Reader(stream)
-                try:
-                    while True:
-                        message = await reader.receive()
-                        if message[0] == "stop":
-                            break
-                        _, batch_id, changes = message
-                        start = time.perf_counter()
-                        out = await peer.step(changes)
-                        spent = time.perf_counter() - start
-                        await stream.send_all(_frame(("done", batch_id, out, spent)))
-                except Exception as exc:
-                    with contextlib.suppress(OSError, trio.BrokenResourceError):
-                        await stream.send_all(_frame(("error", f"{type(exc).__name__}: {exc}")))
-                    raise
-                finally:
-                    await trio.aclose_forcefully(stream)
-
-        trio.run(main)
-        return iter(())
-
-    return task
+        lost = PeerLostError(f"lost a worker's connection ({exc})")
+        return ("error", report_text(lost))
 
 
 @attrs.define(eq=False, repr=False)
@@ -229,16 +102,24 @@ class SparkStream:
     peers: int
     _server: socket.socket
     _group: str
+    _security: _Security
     query: StreamingQuery | None = None
     _thread: threading.Thread | None = None
     _links: list[socket.socket] = attrs.field(factory=list)
+    #: Each worker's ``host:port``, where the micro-batches' tasks reach it.
+    _addresses: list[str] = attrs.field(factory=list)
     _job_error: BaseException | None = None
-    _failure: str | None = None
+    #: The error that stopped the stream (raised again by the query's waiting methods).
+    _error: BaseException | None = None
     _stopped: bool = False
     #: Per micro-batch: the slowest worker's seconds from changes in to output complete.
     worker_seconds: list[float] = attrs.field(factory=list)
-    #: Per micro-batch: seconds in the ``foreachBatch`` function (read, step, sink).
+    #: Per micro-batch: seconds in the ``foreachBatch`` function (feed, step, sink).
     batch_seconds: list[float] = attrs.field(factory=list)
+    #: Per micro-batch: how many rows its partitions fed the workers.
+    batch_rows: list[int] = attrs.field(factory=list)
+    #: Per micro-batch: seconds of the job that reads its rows and deals them out.
+    feed_seconds: list[float] = attrs.field(factory=list)
 
     def _start_workers(self, job: Callable[[], object]) -> None:
         """Run the workers' barrier job in a driver thread; its failure is kept."""
@@ -271,6 +152,7 @@ class SparkStream:
             DeltaflowError: the workers' job ended first.
         """
         links: dict[int, socket.socket] = {}
+        addresses: dict[int, str] = {}
         pending: set[socket.socket] = set()
         arrived = threading.Condition()
         refused: list[str] = []
@@ -285,19 +167,22 @@ class SparkStream:
                     with arrived:
                         pending.add(sock)
                 hello = authenticate_socket(
-                    sock, security.secret, Hello.fresh(0, _CONTEXT), dialer=False
+                    sock, security.secret, Hello.fresh(0, DRIVER), dialer=False
                 )
-                if hello.context.rstrip(b"\0") != _CONTEXT:
+                if hello.context.rstrip(b"\0") != DRIVER:
                     msg = "it is not a worker of a deltaflow stream"
                     raise HandshakeError(msg)
+                # Authenticated: what it says may be decoded.
+                _, address = receive(sock)
                 with arrived:
                     if not 0 <= hello.index < self.peers or hello.index in links:
                         msg = f"it claims to be worker {hello.index}, which is connected already"
                         raise HandshakeError(msg)
                     links[hello.index] = sock
+                    addresses[hello.index] = str(address)
                     pending.discard(sock)
                     arrived.notify_all()
-            except (HandshakeError, OSError, ValueError) as exc:
+            except (HandshakeError, OSError, ValueError, EOFError, FrameError) as exc:
                 reason = "no answer in time" if isinstance(exc, TimeoutError) else str(exc)
                 with arrived:
                     pending.discard(sock)
@@ -321,7 +206,8 @@ class SparkStream:
                     if len(links) == self.peers:
                         break
                 if self._join(0):
-                    self._raise_job_error("the workers' job ended before every worker connected")
+                    what = "the workers' job ended before every worker connected"
+                    self._fail(self._workers_error(what))
                 if time.monotonic() > deadline:
                     missing = sorted(set(range(self.peers)) - links.keys())
                     what = f"; refused meanwhile: {'; '.join(refused)}" if refused else ""
@@ -345,51 +231,64 @@ class SparkStream:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
         self._links = [links[i] for i in range(self.peers)]
+        self._addresses = [addresses[i] for i in range(self.peers)]
 
-    def _raise_job_error(self, what: str) -> None:
-        self._join(30)
-        msg = f"{what}: {self._failure or self._job_error or 'no error reported'}"
-        raise DeltaflowError(msg) from self._job_error
+    def _workers_error(self, what: str, reported: str | None = None) -> BaseException:
+        """The workers' error: the one a worker ``reported``, else their job's (a task's own
+        error when Spark's exception carries it), else ``what`` happened."""
+        error = None if reported is None else from_text(reported)
+        if error is None and self._join(30) and self._job_error is not None:
+            error = from_spark(self._job_error) or self._job_error
+        return error if error is not None else DeltaflowError(f"{what}: no error reported")
+
+    def _fail(self, error: BaseException) -> NoReturn:
+        """Stop the stream with ``error`` (or the error that stopped it first)."""
+        if self._error is None:
+            self._error = error
+        raise self._error
 
     def _on_batch(self, frame: DataFrame, batch_id: int) -> None:
-        """The ``foreachBatch`` function: one time through the workers, changes to the sink."""
+        """The ``foreachBatch`` function: one time through the workers, changes to the sink;
+        whatever fails stops the stream with its error."""
+        if self._error is not None:
+            raise self._error
+        try:
+            self._step(frame, batch_id)
+        except Exception as exc:
+            self._fail(exc)
+
+    def _step(self, frame: DataFrame, batch_id: int) -> None:
+        """Feed micro-batch ``batch_id``'s rows to the workers, step them, sink the output."""
         start = time.perf_counter()
-        if self._failure is not None:
-            self._raise_job_error("the workers have failed")
-        table = frame.toArrow() if hasattr(frame, "toArrow") else _collect_arrow(frame)
-        changes = read_changes(self.layouts, table.to_batches())
-        n = self.peers
+        feeding = frame.mapInArrow(
+            feed_task(batch_id, self._addresses, self.layouts, self._security), FED_SCHEMA
+        )
+        with translated():
+            fed = feeding.collect()
+        self.feed_seconds.append(time.perf_counter() - start)
+        parts: list[list[int]] = [[] for _ in self._links]
+        for part, worker, _ in fed:
+            parts[worker].append(int(part))
         try:
             for w, link in enumerate(self._links):
-                part = {name: rows[w::n] for name, rows in changes.items()}
-                link.sendall(_frame(("step", batch_id, part)))
-            results: dict[str, list[tuple[Any, Any, int]]] = {n: [] for n in self.output.names}
-            slowest = 0.0
+                send(link, ("step", batch_id, sorted(parts[w])))
             replies = [_receive_or_lost(link) for link in self._links]
-            errors = [r[1] for r in replies if r[0] == "error"]
-            if errors:
-                # A worker that lost a peer says less than the one whose code failed.
-                told = [e for e in errors if not e.startswith(PeerLostError.__name__)]
-                self._failure = (told or errors)[0]
-                self._raise_job_error(f"micro-batch {batch_id} failed in a worker")
-            for reply in replies:
-                _, _, out, spent = reply
-                slowest = max(slowest, spent)
-                named = out if isinstance(out, dict) else {"output": out}
-                for name, updates in named.items():
-                    results[name].extend((d, batch_id, r) for d, _, r in updates)
         except (OSError, EOFError) as exc:
-            self._failure = self._failure or str(exc)
-            self._raise_job_error(f"micro-batch {batch_id}: lost a worker")
-        self.worker_seconds.append(slowest)
-        batches = list(self.output.to_arrow(results))
-        schema = self.output.combined
-        if batches:
-            combined = _frame_of(self.spark, pa.Table.from_batches(batches), schema)
-        else:
-            combined = self.spark.createDataFrame([], schema)
+            lost = PeerLostError(f"micro-batch {batch_id}: lost a worker ({exc})")
+            self._fail(self._workers_error(str(lost), report_text(lost)))
+        errors = [r[1] for r in replies if r[0] == "error"]
+        if errors:
+            # A worker that lost a peer says less than the one whose code failed.
+            what = f"micro-batch {batch_id} failed in a worker"
+            self._fail(self._workers_error(what, "\n".join(errors)))
+        self.worker_seconds.append(max(r[2] for r in replies))
+        self.batch_rows.append(sum(int(row[2]) for row in fed))
+        n = self.peers
+        fetch = fetch_task(batch_id, self._addresses, self.output, self._security)
+        combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
         frames = self.output.split(combined)
-        self.sink(frames["output"] if self.output.single else frames, batch_id)
+        with translated():
+            self.sink(frames["output"] if self.output.single else frames, batch_id)
         self.batch_seconds.append(time.perf_counter() - start)
 
     def stop(self) -> None:
@@ -402,7 +301,7 @@ class SparkStream:
             self.query.stop()
         for link in self._links:
             with contextlib.suppress(OSError):
-                link.sendall(_frame(("stop",)))
+                send(link, ("stop",))
         if not self._join(60):
             self.spark.sparkContext.cancelJobGroup(self._group)
             self._join(30)
@@ -411,27 +310,57 @@ class SparkStream:
         self._server.close()
 
     @property
+    def error(self) -> BaseException | None:
+        """The error that stopped the stream, once one did: as :func:`deltaflow.run` would
+        raise it (an :class:`~deltaflow.OperatorError` naming the operator, the
+        ``ValueError`` of a bad row...)."""
+        if self._error is None and self._job_error is not None:
+            self._error = from_spark(self._job_error) or self._job_error
+        return self._error
+
+    @property
     def failure(self) -> str | None:
-        """The workers' error, once they have failed (``"OperatorError: operator ..."``)."""
-        if self._failure is None and self._job_error is not None:
-            return str(self._job_error)
-        return self._failure
+        """:attr:`error` as text (``"OperatorError: operator ..."``), once there is one."""
+        error = self.error
+        return None if error is None else f"{type(error).__name__}: {error}"
+
+    @contextlib.contextmanager
+    def _raising_ours(self) -> Iterator[None]:
+        """The query's exception raises the error that stopped the stream, from it."""
+        try:
+            yield
+        except Exception as exc:
+            error = self.error if self._error is not None else from_spark(exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
 
     def process_all_available(self) -> None:
-        """Block until every row available now has gone through the workers and the sink."""
+        """Block until every row available now has gone through the workers and the sink.
+
+        Raises:
+            OperatorError, ValueError, TypeError: what stopped the stream (user code raising,
+                a bad row...), as :func:`deltaflow.run` raises it, from the query's exception.
+        """
         assert self.query is not None
-        self.query.processAllAvailable()
+        with self._raising_ours():
+            self.query.processAllAvailable()
 
     def await_termination(self, timeout: int | None = None) -> bool | None:
-        """Wait for the query to end (see ``StreamingQuery.awaitTermination``)."""
+        """Wait for the query to end (see ``StreamingQuery.awaitTermination``); raises as
+        :meth:`process_all_available` does."""
         assert self.query is not None
-        return self.query.awaitTermination(timeout)
+        with self._raising_ours():
+            return self.query.awaitTermination(timeout)
 
     def statistics(self) -> dict[str, Any]:
-        """Micro-batches run, and the median seconds per micro-batch: in the workers (from
-        changes in to output complete) and in the whole ``foreachBatch`` function."""
+        """Micro-batches run and rows fed, and the median seconds per micro-batch: reading and
+        dealing its rows, in the workers (from changes in to output complete), and in the
+        whole ``foreachBatch`` function (the sink's work included)."""
         return {
             "batches": len(self.batch_seconds),
+            "rows": sum(self.batch_rows),
+            "feed_median_s": statistics.median(self.feed_seconds or [0.0]),
             "worker_median_s": statistics.median(self.worker_seconds or [0.0]),
             "batch_median_s": statistics.median(self.batch_seconds or [0.0]),
         }
@@ -441,19 +370,6 @@ class SparkStream:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _frame_of(spark: SparkSession, table: Any, schema: Any) -> DataFrame:
-    """A DataFrame of an Arrow table: directly on Spark 4, through pandas on 3.5."""
-    try:
-        return spark.createDataFrame(table, schema)
-    except TypeError:
-        return spark.createDataFrame(table.to_pandas(), schema)
-
-
-def _collect_arrow(frame: DataFrame) -> Any:
-    """A DataFrame's rows as an Arrow table where ``DataFrame.toArrow`` is missing (3.5)."""
-    return pa.Table.from_batches(frame._collect_as_arrow())  # type: ignore[operator]
 
 
 def _sink_of(
@@ -568,18 +484,21 @@ def stream(
     if n.__class__ is not int or n < 1:
         msg = f"partitions must be a positive int, not {partitions!r}"
         raise ValueError(msg)
-    require_slots(sc, n + 1, f"dfspark.stream with partitions={n} (plus one for micro-batches)")
+    what = f"dfspark.stream of {type(pipeline).__name__} with partitions={n}"
+    require_slots(sc, n + 1, f"{what} (plus one for micro-batches)")
+    shipment = ship(pipeline)
+    require_importable(sc, shipment.by_reference, what)
     host = sc.getConf().get("spark.driver.host") or task_host()
     security = _Security.of(secret, tls)
     server = socket.create_server((host, 0))
     group = f"deltaflow-stream-{uuid.uuid4().hex}"
-    task = _worker_task(pipeline, n, (host, server.getsockname()[1]), security)
+    task = worker_task(shipment.blob, n, (host, server.getsockname()[1]), security)
 
     def job() -> None:
         sc.setJobGroup(group, "deltaflow stream workers", interruptOnCancel=True)
         sc.parallelize(range(n), n).barrier().mapPartitions(task).collect()
 
-    running = SparkStream(spark, layouts, output, sink, n, server, group)
+    running = SparkStream(spark, layouts, output, sink, n, server, group, security)
     try:
         running._start_workers(job)
         running._accept(security, RENDEZVOUS_TIMEOUT_S)

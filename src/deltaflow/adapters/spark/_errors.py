@@ -1,0 +1,95 @@
+"""A task's error raised on the driver as itself, not as Spark's.
+
+A failed task fails its Spark job with a JVM exception (a ``Py4JJavaError``, a
+``StreamingQueryException``) of a few hundred lines, the task's Python traceback somewhere
+inside. So every deltaflow task runs under :func:`reported`: an error leaving it becomes a
+:class:`TaskFailed` whose message ends with the error's
+:class:`~deltaflow.scheduler.remote_errors.ErrorReport` as text (JSON, never a pickle). The
+driver makes Spark's calls under :func:`translated`, which finds the report in Spark's
+exception and raises the error it describes - the :class:`~deltaflow.OperatorError` naming
+the operator and the user's exception, the ``ValueError`` of a bad row, the ``TypeError`` of
+an output datum that does not fit the schema - chained to Spark's exception (its
+``__cause__``), which keeps the whole story within reach.
+
+    >>> try:
+    ...     with translated():
+    ...         try:
+    ...             with reported():
+    ...                 raise ValueError("input 'xs': column 'time' is null in the row (x=2)")
+    ...         except TaskFailed as failed:
+    ...             raise RuntimeError(f"Job aborted: ... {failed} ...") from None
+    ... except ValueError as exc:
+    ...     print(exc, "<-", type(exc.__cause__).__name__)
+    input 'xs': column 'time' is null in the row (x=2) <- RuntimeError
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+
+import attrs
+
+from ...errors import PeerLostError
+from ...scheduler.remote_errors import ErrorReport
+
+__all__ = ["TaskFailed", "from_spark", "from_text", "report_text", "reported", "translated"]
+
+_MARK = "deltaflow-error:"
+_FOUND = re.compile(r"\[deltaflow-error:([A-Za-z0-9+/=]+)\]")
+
+
+class TaskFailed(Exception):
+    """A deltaflow task's error on its way to the driver: ``"Kind: message"``, then the
+    report that :func:`translated` reads."""
+
+
+def report_text(exc: BaseException) -> str:
+    """``exc`` as the text a :class:`TaskFailed` carries (and any channel of text can): its
+    kind and message, the traceback of the user's exception behind it (Spark shows only the
+    last exception of a chain), and the report."""
+    report = ErrorReport.of(exc, with_cause=False)
+    brief = attrs.evolve(report, traceback="")  # the text above carries it already
+    return f"{type(exc).__name__}: {exc}\n\n{report.traceback}\n[{_MARK}{brief.to_text()}]"
+
+
+@contextlib.contextmanager
+def reported() -> Iterator[None]:
+    """Run a task's body: an error leaving it leaves as a :class:`TaskFailed` (from it)."""
+    try:
+        yield
+    except Exception as exc:
+        raise TaskFailed(report_text(exc)) from exc
+
+
+def from_spark(exc: BaseException) -> BaseException | None:
+    """The error a deltaflow task reported inside Spark's exception ``exc`` (the first one
+    other than a lost peer's, which only follows from another's failure), or ``None``."""
+    return from_text(str(exc))
+
+
+def from_text(text: str) -> BaseException | None:
+    """The error of the first report in ``text`` other than a lost peer's (else the first
+    report's), or ``None`` when it holds none."""
+    reports = []
+    for found in _FOUND.finditer(text):
+        with contextlib.suppress(ValueError):
+            reports.append(ErrorReport.from_text(found.group(1)))
+    if not reports:
+        return None
+    told = [r for r in reports if r.kind != PeerLostError.__name__]
+    return (told or reports)[0].rebuild()
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Make Spark's calls: an exception carrying a task's report raises that error instead,
+    from Spark's exception."""
+    try:
+        yield
+    except Exception as exc:
+        error = from_spark(exc)
+        if error is None:
+            raise
+        raise error from exc

@@ -1,0 +1,404 @@
+"""The tasks of a :func:`~._stream.stream`: the workers that keep the dataflow, and each
+micro-batch's tasks that feed them and fetch their output.
+
+**Workers.** The stream's long-lived barrier job has one task per worker (:func:`worker_task`).
+Each hosts one peer of the dataflow (:func:`deltaflow.scheduler.peer.open_peer`: one
+``allGather``, then the workers' own authenticated mesh), listens on a port of its own for the
+micro-batches' tasks, and dials the driver, to which it says that port. From then on the driver
+sends it, per micro-batch ``b``, only ``("step", b, parts)``: the ids of the micro-batch's
+partitions whose rows have reached this worker. The worker takes those rows, steps its peer
+through one time (every worker does, so the time closes everywhere) and answers ``("done", b,
+seconds)``; it keeps the output changes that ended on it until the next step.
+
+**Feeding.** Each partition of micro-batch ``b`` is read by a task of its own (:func:`feed_task`,
+``mapInArrow`` over the micro-batch's DataFrame): it turns its rows into ``(data, diff)``
+changes (checking every row, so a bad row fails that task naming it) and deals them out
+round-robin to the workers over connections of its own; the dataflow's exchanges route them
+from there to the workers that own them, as for :func:`~._batch.run`. The task returns a row
+per worker it fed (the partition's id, the worker's, how many rows), so all the driver
+collects per micro-batch is a few small rows per partition.
+
+**Output.** The sink's DataFrame is ``spark.range(workers)`` mapped by :func:`fetch_task`: task
+``w`` fetches worker ``w``'s output changes of ``b`` and returns them as Arrow batches (the time
+column is ``b``). It is computed wherever and as often as the sink's actions ask for it.
+
+Every connection - worker to driver, task to worker, workers among themselves - opens with
+the handshake of :mod:`deltaflow.scheduler.handshake` on the stream's secret, which the tasks
+carry in their closures: nothing on it is decoded before the other end has proved it holds
+the secret. A worker's port stays open while the stream runs (its micro-batches' tasks come
+and go); a stranger on it is refused and logged, each connection handled on its own with a
+deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import pickle
+import socket
+import struct
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import trio
+
+from ...errors import PeerLostError
+from ...scheduler.handshake import REFUSED, HandshakeError, Hello, accept, dial, reason
+from ...scheduler.peer import Peer, open_peer
+from ...scheduler.tcp import MAX_FRAME, FrameError, Link
+from ._batch import RENDEZVOUS_TIMEOUT_S, _Security
+from ._convert import InputLayout, OutputLayout, read_changes
+from ._errors import from_text, report_text, reported
+from ._ship import unship
+from ._slots import task_host
+
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["DRIVER", "FEED", "feed_task", "fetch_task", "receive", "send", "worker_task"]
+
+_log = logging.getLogger("deltaflow")
+
+#: What the ends of a connection say they run in their handshake: a worker and the driver,
+#: a micro-batch's task and a worker.
+DRIVER = b"deltaflow stream driver"
+FEED = b"deltaflow stream feed"
+
+Changes = dict[str, list[tuple[Any, int]]]
+
+# -- the driver's connections: length-prefixed pickles -------------------------------------
+_HEADER = struct.Struct("!Q")
+
+
+def send(sock: socket.socket, message: object) -> None:
+    """Write one message on a blocking socket (the driver's end)."""
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HEADER.pack(len(body)) + body)
+
+
+def _check_size(size: int) -> None:
+    """Refuse a frame longer than a link accepts (a broken peer), before reading it."""
+    if size > MAX_FRAME:
+        msg = f"a frame of {size} bytes announced (at most {MAX_FRAME} are accepted)"
+        raise FrameError(msg)
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = sock.recv(min(size, 1 << 20))
+        if not chunk:
+            msg = "the worker closed its connection"
+            raise EOFError(msg)
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive(sock: socket.socket) -> Any:
+    """Read one message from a blocking socket (the driver's end).
+
+    Raises:
+        EOFError, OSError: the connection broke.
+        FrameError: the message announces more than a link accepts.
+    """
+    (size,) = _HEADER.unpack(_read_exactly(sock, _HEADER.size))
+    _check_size(size)
+    return pickle.loads(_read_exactly(sock, size))
+
+
+class _Reader:
+    """Messages from the driver, on the worker's trio stream."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+
+    async def _fill(self, size: int) -> None:
+        while len(self.buffer) < size:
+            chunk = await self.stream.receive_some(1 << 20)
+            if not chunk:
+                msg = "the driver closed its connection"
+                raise EOFError(msg)
+            self.buffer += chunk
+
+    async def receive(self) -> Any:
+        await self._fill(_HEADER.size)
+        (size,) = _HEADER.unpack_from(self.buffer)
+        _check_size(size)
+        await self._fill(_HEADER.size + size)
+        body = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
+        del self.buffer[: _HEADER.size + size]
+        return pickle.loads(body)
+
+    async def send(self, message: object) -> None:
+        body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        await self.stream.send_all(_HEADER.pack(len(body)) + body)
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+async def _dial(
+    address: tuple[str, int], security: _Security, index: int, context: bytes, who: str
+) -> trio.abc.Stream:
+    """An authenticated connection to ``address``, whose end must run ``context``.
+
+    Raises:
+        PeerLostError: it could not be reached, or failed the exchange (``who`` it is).
+    """
+    tls = security.tls.context(server=False) if security.tls is not None else None
+    try:
+        stream, hello = await dial(*address, security.secret, Hello.fresh(index, context), tls)
+    except REFUSED as exc:
+        msg = f"could not reach and authenticate {who} at {address[0]}:{address[1]}: {reason(exc)}"
+        raise PeerLostError(msg) from exc
+    if hello.context.rstrip(b"\0") != context:
+        await trio.aclose_forcefully(stream)
+        msg = f"{who} at {address[0]}:{address[1]} is not one (it runs {hello.context!r})"
+        raise PeerLostError(msg)
+    return stream
+
+
+# -- a worker ------------------------------------------------------------------------------
+class _Worker:
+    """One worker of a stream: its peer, the rows fed to it per micro-batch and partition,
+    and the output of its last step."""
+
+    def __init__(self, peer: Peer, index: int, security: _Security) -> None:
+        self.peer = peer
+        self.index = index
+        self.security = security
+        self.fed: dict[int, dict[int, Changes]] = {}
+        self.output: tuple[int, Any] | None = None
+
+    async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen for the micro-batches' tasks; report ``"host:port"`` when listening."""
+        host = task_host()
+        listeners = await trio.open_tcp_listeners(0, host=host)
+        for extra in listeners[1:]:
+            await extra.aclose()
+        listener = listeners[0]
+        port = listener.socket.getsockname()[1]
+        tls = self.security.tls.context(server=True) if self.security.tls is not None else None
+        async with listener, trio.open_nursery() as nursery:
+            task_status.started(f"{host}:{port}")
+            while True:
+                stream = await listener.accept()
+                nursery.start_soon(self._answer, stream, tls, port)
+
+    async def _answer(
+        self, stream: trio.SocketStream, tls: ssl.SSLContext | None, port: int
+    ) -> None:
+        """One task's request: rows of a partition to keep, or the last step's output."""
+        try:
+            host, remote = stream.socket.getpeername()[:2]
+            who = f"{host}:{remote}"
+        except OSError:
+            who = "an unknown address"
+        mine = Hello.fresh(self.index, FEED)
+        try:
+            secure, hello = await accept(stream, self.security.secret, mine, tls)
+            if hello.context.rstrip(b"\0") != FEED:
+                msg = "it is not a task of a deltaflow stream"
+                raise HandshakeError(msg)
+        except REFUSED as exc:
+            _log.warning(
+                "stream worker %d refused a connection from %s to port %d: %s",
+                self.index, who, port, reason(exc),
+            )  # fmt: skip
+            await trio.aclose_forcefully(stream)
+            return
+        link = Link(secure, -1)
+        try:
+            (request,) = await link.receive()
+            if request[0] == "feed":
+                _, batch, part, changes = request
+                self.fed.setdefault(batch, {})[part] = changes
+                await link.send_frame([("fed", batch, part)])
+            elif request[0] == "fetch":
+                batch = request[1]
+                if self.output is None or self.output[0] != batch:
+                    gone = LookupError(
+                        f"worker {self.index} holds no output of micro-batch {batch}"
+                    )
+                    await link.send_frame([("error", report_text(gone))])
+                else:
+                    await link.send_frame([("out", batch, self.output[1])])
+        except (EOFError, FrameError, *REFUSED):
+            pass  # the task went away: it fails on its own
+        finally:
+            await trio.aclose_forcefully(secure)
+
+    async def obey(self, driver: _Reader) -> None:
+        """Step as the driver says, until it says stop.
+
+        Raises:
+            RuntimeError: a step's partitions did not all reach this worker.
+            OperatorError: user code failed (here or on another worker).
+        """
+        while True:
+            message = await driver.receive()
+            if message[0] == "stop":
+                return
+            _, batch, parts = message
+            fed = self.fed.pop(batch, {})
+            missing = [p for p in parts if p not in fed]
+            if missing:
+                msg = (
+                    f"micro-batch {batch}: the rows of partition(s) {missing} did not reach "
+                    f"worker {self.index}"
+                )
+                raise RuntimeError(msg)
+            changes: Changes = {}
+            for part in parts:
+                for name, rows in fed[part].items():
+                    changes.setdefault(name, []).extend(rows)
+            start = time.perf_counter()
+            out = await self.peer.step(changes)
+            spent = time.perf_counter() - start
+            self.output = (batch, out)
+            await driver.send(("done", batch, spent))
+
+
+def worker_task(
+    shipped: bytes, peers: int, driver: tuple[str, int], security: _Security
+) -> Callable[[Iterable[int]], Iterator[Any]]:
+    """The workers' barrier task: host worker ``partitionId`` of the ``shipped`` pipeline
+    until the driver says stop (see the module)."""
+
+    def task(_rows: Iterable[int]) -> Iterator[Any]:
+        from pyspark import BarrierTaskContext
+
+        ctx = BarrierTaskContext.get()
+        index = ctx.partitionId()
+
+        async def main() -> None:
+            async with open_peer(
+                unship(shipped),
+                index=index,
+                peers=peers,
+                rendezvous=ctx.allGather,
+                secret=security.secret,
+                tls=security.tls,
+                host=task_host(),
+                connect_timeout=RENDEZVOUS_TIMEOUT_S,
+            ) as peer:
+                worker = _Worker(peer, index, security)
+                async with trio.open_nursery() as nursery:
+                    address = await nursery.start(worker.serve)
+                    stream = await _dial(driver, security, index, DRIVER, "the stream's driver")
+                    link = _Reader(stream)
+                    try:
+                        await link.send(("address", address))
+                        await worker.obey(link)
+                    except Exception as exc:
+                        # The driver may be gone already: then its side reports the loss.
+                        lost = (OSError, trio.BrokenResourceError)
+                        with trio.move_on_after(5), contextlib.suppress(*lost):
+                            await link.send(("error", report_text(exc)))
+                        raise
+                    finally:
+                        await trio.aclose_forcefully(stream)
+                    nursery.cancel_scope.cancel()
+
+        with reported():
+            trio.run(main)
+        return iter(())
+
+    return task
+
+
+# -- a micro-batch's tasks -----------------------------------------------------------------
+async def _request(
+    address: str, worker: int, security: _Security, message: tuple[Any, ...], batch: int
+) -> Any:
+    """Send one request to a worker and return its answer.
+
+    Raises:
+        PeerLostError: the worker could not be reached, or went away.
+    """
+    who = f"worker {worker} of the stream"
+    stream = await _dial(_split_address(address), security, 0, FEED, who)
+    link = Link(stream, worker)
+    try:
+        await link.send_frame([message])
+        (answer,) = await link.receive()
+    except (EOFError, FrameError, *REFUSED) as exc:
+        msg = f"micro-batch {batch}: lost {who} at {address} ({reason(exc)})"
+        raise PeerLostError(msg) from exc
+    finally:
+        await trio.aclose_forcefully(stream)
+    return answer
+
+
+def feed_task(
+    batch: int, addresses: Sequence[str], layouts: Sequence[InputLayout], security: _Security
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The function (for ``mapInArrow``) of micro-batch ``batch``'s feeding tasks: read the
+    partition's rows as changes, deal them out round-robin to the workers at ``addresses``,
+    and return a row ``(part, worker, rows)`` for each worker fed (an empty partition feeds
+    none)."""
+
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        with reported():
+            context = TaskContext.get()
+            assert context is not None
+            part = context.partitionId()
+            changes = read_changes(layouts, batches)
+            n = len(addresses)
+            shares = [{name: rows[w::n] for name, rows in changes.items()} for w in range(n)]
+            sizes = [sum(len(rows) for rows in share.values()) for share in shares]
+            fed = [w for w in range(n) if sizes[w]]
+
+            async def deal() -> None:
+                async with trio.open_nursery() as nursery:
+                    for w in fed:
+                        message = ("feed", batch, part, shares[w])
+                        nursery.start_soon(_request, addresses[w], w, security, message, batch)
+
+            if fed:
+                trio.run(deal)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([part] * len(fed), pa.int64()),
+                        pa.array(fed, pa.int32()),
+                        pa.array([sizes[w] for w in fed], pa.int64()),
+                    ],
+                    names=["part", "worker", "rows"],
+                )
+
+    return task
+
+
+#: The schema of what a feeding task returns.
+FED_SCHEMA = "part long, worker int, rows long"
+
+
+def fetch_task(
+    batch: int, addresses: Sequence[str], output: OutputLayout, security: _Security
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The function (for ``mapInArrow`` over ``spark.range(workers)``) of the tasks that
+    fetch micro-batch ``batch``'s output from the workers, as Arrow batches at time
+    ``batch``."""
+
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        with reported():
+            workers = [int(w) for b in batches for w in b.column(0).to_pylist()]
+            for w in workers:
+                request = ("fetch", batch)
+                answer = trio.run(_request, addresses[w], w, security, request, batch)
+                if answer[0] == "error":
+                    raise from_text(answer[1]) or RuntimeError(answer[1])
+                out = answer[2]
+                named: Mapping[str, Any] = out if isinstance(out, dict) else {"output": out}
+                stamped = {n: [(d, batch, r) for d, _, r in u] for n, u in named.items()}
+                yield from output.to_arrow(stamped)
+
+    return task
