@@ -39,12 +39,17 @@ of its own (so one's memory does not slow the next) and prints JSON lines:
   rows of micro-batches 1.. over the time from micro-batch 0's end to the last one's;
   ``batch_median_s``: a micro-batch's median ``foreachBatch`` time; ``driver_cpu_ms``: the
   driver's Python process CPU per micro-batch over the same span.
+* ``stream_w1_checkpointed`` — ``stream_w1.local`` with ``checkpoint_location``: the workers'
+  state checkpointed with every micro-batch; also ``checkpoint_median_s`` (a micro-batch's
+  checkpoint: settle, shares written, manifest committed) and ``state_mb`` (the checkpoint's
+  size on disk at the end).
 
 Every figure carries ``check``: the final answer equals the from-scratch BFS (the W1 answer
 for ``stream_w1``).
 
 Run: ``python benchmarks/bench_spark.py [--quick] [--only one_process,processes2,spark_run,
-spark_stream,paths,cluster_run,cluster_stream,stream_w1,stream_w1_cluster] [--rounds 100]
+spark_stream,paths,cluster_run,cluster_stream,stream_w1,stream_w1_cluster,
+stream_w1_checkpointed] [--rounds 100]
 [--batches 11]`` (``--quick``: W4 at its own size, fewer rounds and micro-batches; by default
 every system but the ``stream_w1`` ones).
 """
@@ -66,7 +71,7 @@ SYSTEMS = (
     "one_process", "processes2", "spark_run", "spark_stream", "paths", "cluster_run",
     "cluster_stream",
 )  # fmt: skip
-STREAM_W1 = ("stream_w1", "stream_w1_cluster")
+STREAM_W1 = ("stream_w1", "stream_w1_cluster", "stream_w1_checkpointed")
 #: The standalone cluster's workers and slots on each; its executors' heap.
 CLUSTER_WORKERS, CLUSTER_CORES, CLUSTER_MEMORY = 2, 2, "2g"
 FULL = {"nodes": 1_000_000, "edges": 2_000_000}
@@ -303,7 +308,9 @@ def w1_batches(args: argparse.Namespace) -> tuple[list[list[tuple[int, int]]], d
     return batches, w1_expected(init, rounds)
 
 
-def run_stream_w1(args: argparse.Namespace, tmp: Path, on_cluster: bool) -> dict[str, Any]:
+def run_stream_w1(
+    args: argparse.Namespace, tmp: Path, on_cluster: bool, checkpointed: bool = False
+) -> dict[str, Any]:
     from bench_workloads import KeyCount
 
     from deltaflow.adapters import spark as dfspark
@@ -334,6 +341,7 @@ def run_stream_w1(args: argparse.Namespace, tmp: Path, on_cluster: bool) -> dict
     try:
         read = spark.readStream.option("maxFilesPerTrigger", files)
         records = read.schema("key long, diff long").parquet(str(tmp / "records"))
+        location = str(tmp / "query") if checkpointed else None
         with dfspark.stream(
             KeyCount(),
             spark,
@@ -341,9 +349,17 @@ def run_stream_w1(args: argparse.Namespace, tmp: Path, on_cluster: bool) -> dict
             schema="key long, n long",
             foreach_batch=sink,
             partitions=2,
+            checkpoint_location=location,
         ) as running:
             running.process_all_available()
             seconds = running.batch_seconds
+            if checkpointed:
+                saves = sorted(running.checkpoint_seconds[1:])
+                record["checkpoint_median_s"] = saves[len(saves) // 2]
+                record["first_checkpoint_s"] = running.checkpoint_seconds[0]
+                state = tmp / "query" / "deltaflow"
+                size = sum(f.stat().st_size for f in state.rglob("*") if f.is_file())
+                record["state_mb"] = size / 1e6
             later_feeds = sorted(getattr(running, "feed_seconds", [])[1:])
             workers = sorted(running.worker_seconds[1:])
         record["batches"] = len(ends)
@@ -421,7 +437,12 @@ def child(system: str, args: argparse.Namespace) -> None:
         elif system == "cluster_stream":
             record = run_stream(args, Path(tmp), on_cluster=True)
         elif system in STREAM_W1:
-            record = run_stream_w1(args, Path(tmp), on_cluster=system == "stream_w1_cluster")
+            record = run_stream_w1(
+                args,
+                Path(tmp),
+                on_cluster=system == "stream_w1_cluster",
+                checkpointed=system == "stream_w1_checkpointed",
+            )
         else:
             record = run_paths(args, Path(tmp))
     import resource
@@ -473,7 +494,9 @@ def main(argv: list[str] | None = None) -> None:
         if system in ("spark_stream", "cluster_stream"):
             record["target_worker_median_ms"] = 10.0
         if system in STREAM_W1:
-            figure = "stream_w1.cluster" if system.endswith("cluster") else "stream_w1.local"
+            figure = {"stream_w1_cluster": "stream_w1.cluster"}.get(system, "stream_w1.local")
+            if system == "stream_w1_checkpointed":
+                figure = "stream_w1.checkpointed"
         else:
             figure = "spark.paths" if system == "paths" else f"{name}.{system}"
         emit({"figure": figure, **record})

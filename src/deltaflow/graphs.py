@@ -2,15 +2,25 @@
 
 Edges are ``(src, dst)`` pairs: a collection of them is an index by source, as ``join_map``
 reads it. Each algorithm is a function over collections, for use inside a pipeline's
-``build``, and a :class:`~deltaflow.Pipeline` with inputs ``roots`` and ``edges`` that runs it
-alone. Each has a plain-Python twin computing the same answer from scratch, for checking
-results (tests, ``--check`` in the examples, the benchmarks' recompute baseline).
+``build`` (inside a loop's step too: its loops nest in the step's), and a
+:class:`~deltaflow.Pipeline` that runs it alone. Reachability and BFS have plain-Python twins
+computing the same answer from scratch, which the examples' ``--check`` uses; the newer
+algorithms are checked against networkx in the tests and benchmarks.
 
 * :func:`reachability` / :class:`Reachability`: ``(root, node)`` for every ``node`` reachable
   from a root (a root reaches itself), by ``iterate`` and ``distinct``;
   :func:`reachable_pairs` in plain Python.
 * :func:`bfs` / :class:`Bfs`: ``(node, distance)``, the fewest hops from any root, by
   ``iterate`` and ``min``; :func:`bfs_distances` in plain Python.
+* :func:`propagate` / :class:`Propagate`: ``(node, label)``, the smallest label of the
+  labelled nodes that reach ``node`` (itself included); :func:`propagate_at` lets labels enter
+  the loop at rounds that grow with a priority of theirs, so that small labels spread first
+  and fewer labels are ever replaced.
+* :func:`scc` / :class:`Scc`: ``(node, label)`` for every node of the edges, the label the
+  smallest node of its strongly connected component; :func:`strongly_connected` the edges
+  inside components.
+* :func:`connected_components` / :class:`ConnectedComponents`: the same for weakly connected
+  components (edges read both ways).
 
     >>> import deltaflow as df
     >>> edges = [((0, 1), 0, 1), ((1, 2), 0, 1), ((1, 2), 1, -1)]
@@ -18,25 +28,51 @@ results (tests, ``--check`` in the examples, the benchmarks' recompute baseline)
     [((0, 0), 0, 1), ((0, 1), 0, 1), ((0, 2), 0, 1), ((0, 2), 1, -1)]
     >>> sorted(reachable_pairs([0], [(0, 1), (1, 2)]))
     [(0, 0), (0, 1), (0, 2)]
+    >>> cycle = [((0, 1), 0, 1), ((1, 2), 0, 1), ((2, 0), 0, 1), ((2, 0), 1, -1)]
+    >>> for update in df.run(Scc(), edges=cycle):
+    ...     print(update)
+    ((0, 0), 0, 1)
+    ((1, 0), 0, 1)
+    ((2, 0), 0, 1)
+    ((1, 0), 1, -1)
+    ((1, 1), 1, 1)
+    ((2, 0), 1, -1)
+    ((2, 2), 1, 1)
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 from .operators.collection import Collection, Pipeline
+from .operators.iterate import LoopScope, Variable
 
 __all__ = [
+    "ROUNDS_PER_LEVEL",
     "Bfs",
+    "ConnectedComponents",
+    "Propagate",
     "Reachability",
+    "Scc",
     "bfs",
     "bfs_distances",
+    "connected_components",
+    "node_priority",
+    "propagate",
+    "propagate_at",
     "reachability",
     "reachable_pairs",
+    "scc",
+    "strongly_connected",
 ]
 
 Node = TypeVar("Node", bound=Hashable)
+
+ROUNDS_PER_LEVEL = 256
+"""Rounds between the priority levels of :func:`propagate_at`: labels of priority ``p`` enter
+at round ``ROUNDS_PER_LEVEL * p.bit_length()``, time enough for the labels of the levels
+before to have spread (rounds where nothing happens cost nothing)."""
 
 
 def reachability(roots: Collection, edges: Collection) -> Collection:
@@ -70,6 +106,144 @@ def bfs(roots: Collection, edges: Collection) -> Collection:
     return roots.map(lambda r: (r, 0)).iterate(step)
 
 
+def _forward(_src: Any, label: Any, dst: Any) -> tuple[Any, Any]:
+    return (dst, label)
+
+
+def _swap(edge: tuple[Any, Any]) -> tuple[Any, Any]:
+    return (edge[1], edge[0])
+
+
+def _endpoints(edge: tuple[Any, Any]) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    return ((edge[0], edge[0]), (edge[1], edge[1]))
+
+
+def _own_label(edge: tuple[Any, Any]) -> tuple[Any, Any]:
+    return (edge[1], edge[1])
+
+
+def node_priority(label: Any) -> int:
+    """The default priority of a label (:func:`propagate_at`): a non-negative int is its own
+    priority, anything else ``0`` (it enters at once).
+
+    >>> node_priority(12), node_priority(-3), node_priority("a")
+    (12, 0, 0)
+    """
+    return label if label.__class__ is int and label > 0 else 0
+
+
+def _propagate_core(
+    edges: Collection, nodes: Collection, priority: Callable[[Any], int] | None
+) -> Collection:
+    """Label propagation as differential dataflow writes it: the loop variable holds the
+    proposals (empty at first, so only changes circulate and no ``consolidate`` is needed),
+    the labels are the smallest of the proposals and the nodes' own labels, and a node's
+    label is proposed to every node it has an edge to."""
+    deeper = nodes if nodes.scope.depth >= edges.scope.depth else edges
+    builder = nodes.builder
+    parent = builder.loop_parent(deeper.scope, "propagate()")
+    with LoopScope(parent=parent, name="propagate", builder=builder) as scope:
+        proposals = Variable(scope)
+        if priority is None:
+            entered = nodes.enter(scope)
+        else:
+
+            def at(node_label: tuple[Any, Any]) -> int:
+                return ROUNDS_PER_LEVEL * priority(node_label[1]).bit_length()
+
+            entered = nodes.enter_at(scope, at)
+        labels = proposals.concat(entered).min()
+        proposals.set(labels.join_map(edges, _forward))
+    return labels.leave()
+
+
+def propagate(edges: Collection, nodes: Collection) -> Collection:
+    """``(node, label)``: for every node reached from a labelled one (``nodes`` holds
+    ``(node, label)`` pairs; ``edges`` ``(src, dst)`` pairs), the smallest label of the
+    labelled nodes that reach it, itself included.
+
+    Labels must be ordered by ``<``. Every label enters the loop at once; see
+    :func:`propagate_at` for a prioritised version that usually does far less work.
+    """
+    return _propagate_core(edges, nodes, None)
+
+
+def propagate_at(
+    edges: Collection, nodes: Collection, priority: Callable[[Any], int] = node_priority
+) -> Collection:
+    """:func:`propagate`, each label entering the loop at a round that grows with
+    ``priority(label)`` (a non-negative int): at round ``ROUNDS_PER_LEVEL * p.bit_length()``
+    for priority ``p``.
+
+    With priorities that grow with the labels (the default, :func:`node_priority`, for int
+    labels), small labels spread before large ones enter: a node's label is replaced
+    O(log n) times instead of once per larger label that reaches it first. The answer is the
+    same whatever the priorities (the fixed point does not depend on when a label enters).
+    """
+    return _propagate_core(edges, nodes, priority)
+
+
+def _trim_edges(
+    cycle: Collection, edges: Collection, priority: Callable[[Any], int] | None
+) -> Collection:
+    """The edges of ``edges`` whose ends get one label from propagation along ``cycle`` (each
+    node labelled by itself), reversed: ``(dst, src)``."""
+    # Each node once: a change of in-degree alone then never reaches the propagation, whose
+    # reductions would reconsider the node at every round its history holds.
+    labels = _propagate_core(cycle, edges.map(_own_label).distinct(), priority)
+    by_dst = edges.join_map(labels, _labelled_src).arrange_by_key()
+    return by_dst.join_core(labels.arrange_by_key(), _same_label)
+
+
+def _labelled_src(src: Any, dst: Any, label: Any) -> tuple[Any, tuple[Any, Any]]:
+    return (dst, (src, label))
+
+
+def _same_label(dst: Any, src_label: tuple[Any, Any], label: Any) -> tuple[tuple[Any, Any], ...]:
+    return ((dst, src_label[0]),) if src_label[1] == label else ()
+
+
+def strongly_connected(
+    edges: Collection, priority: Callable[[Any], int] | None = node_priority
+) -> Collection:
+    """The edges of ``edges`` whose two ends lie in one strongly connected component.
+
+    Differential dataflow's ``strongly_connected``: a loop that keeps an edge while forward
+    propagation of the smallest node reaching each node (along the edges kept so far), then
+    backward propagation along the reversed edges, label its two ends alike; each
+    propagation a loop nested in it (prioritised with ``priority``, see
+    :func:`propagate_at`; ``None``: every label at once).
+    """
+
+    def step(inner: Collection) -> Collection:
+        forward = _trim_edges(inner, edges, priority)
+        return _trim_edges(forward, edges.map(_swap), priority)
+
+    return edges.iterate(step)
+
+
+def scc(edges: Collection, priority: Callable[[Any], int] | None = node_priority) -> Collection:
+    """``(node, label)`` for every node of ``edges``, ``label`` the smallest node of its
+    strongly connected component (nodes are ordered by ``<``).
+
+    The labels are propagated along :func:`strongly_connected`'s edges, prioritised with
+    ``priority`` (see :func:`propagate_at`; ``None``: every label at once).
+    """
+    nodes = edges.flat_map(_endpoints).distinct()  # each once, as in _trim_edges
+    return _propagate_core(strongly_connected(edges, priority), nodes, priority)
+
+
+def connected_components(
+    edges: Collection, priority: Callable[[Any], int] | None = node_priority
+) -> Collection:
+    """``(node, label)`` for every node of ``edges``, ``label`` the smallest node of its
+    weakly connected component (``edges`` read both ways), prioritised with ``priority``
+    (see :func:`propagate_at`; ``None``: every label at once)."""
+    both = edges.concat(edges.map(_swap))
+    nodes = edges.flat_map(_endpoints).distinct()  # each once, as in _trim_edges
+    return _propagate_core(both, nodes, priority)
+
+
 class Reachability(Pipeline):
     """Pairs ``(root, node)`` such that ``node`` is reachable from ``root`` (see
     :func:`reachability`); inputs ``roots`` (nodes) and ``edges`` (``(src, dst)`` pairs)."""
@@ -84,6 +258,30 @@ class Bfs(Pipeline):
 
     def build(self, roots: Collection, edges: Collection) -> Collection:
         return bfs(roots, edges)
+
+
+class Propagate(Pipeline):
+    """``(node, label)``: the smallest label reaching each node (see :func:`propagate_at`);
+    inputs ``nodes`` (``(node, label)`` pairs) and ``edges`` (``(src, dst)`` pairs)."""
+
+    def build(self, nodes: Collection, edges: Collection) -> Collection:
+        return propagate_at(edges, nodes)
+
+
+class Scc(Pipeline):
+    """``(node, label)``: each node of ``edges`` labelled with the smallest node of its
+    strongly connected component (see :func:`scc`)."""
+
+    def build(self, edges: Collection) -> Collection:
+        return scc(edges)
+
+
+class ConnectedComponents(Pipeline):
+    """``(node, label)``: each node of ``edges`` labelled with the smallest node of its
+    weakly connected component (see :func:`connected_components`)."""
+
+    def build(self, edges: Collection) -> Collection:
+        return connected_components(edges)
 
 
 def _adjacency(edges: Iterable[tuple[Node, Node]]) -> dict[Node, list[Node]]:

@@ -2,11 +2,13 @@
 its own, which import nothing of the driver's but installed packages.
 
 A pipeline from a module only the driver can import runs as ``df.run`` does, a failing user
-function fails with ``df.run``'s error, and a stream keeps its state across micro-batches.
+function fails with ``df.run``'s error, and a stream keeps its state across micro-batches, and
+across a restart on its checkpoint location.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -143,3 +145,40 @@ def test_a_stream_across_micro_batches(cluster: Any, tmp_path: Path) -> None:
     got = sorted(row for batch_rows in sink.batches.values() for row in batch_rows)
     assert got == want
     assert sorted(sink.batches) == list(range(len(BATCHES)))
+
+
+def test_a_stream_restarted_on_a_relative_checkpoint_location(cluster: Any, tmp_path: Path) -> None:
+    """A checkpoint location relative to the driver's working directory means the same place
+    to the workers, in the executors' own directories: stopped after two micro-batches and
+    restarted on it, the stream resumes its state and its changes equal df.run's."""
+    from tests.adapters.spark_pipelines import WordCount
+
+    jvm = cluster.sparkContext._jvm
+    location = os.path.relpath(tmp_path / "query", jvm.System.getProperty("user.dir"))
+    assert not os.path.isabs(location)
+    directory = tmp_path / "in"
+    directory.mkdir()
+    sink = Collected()
+
+    def start() -> Any:
+        return dfspark.stream(
+            WordCount(),
+            cluster,
+            lines=source(cluster, directory, "line string, diff long"),
+            schema="word string, n long",
+            foreach_batch=sink,
+            partitions=2,
+            checkpoint_location=location,
+        )
+
+    for run, (first, last) in enumerate([(0, 2), (2, len(BATCHES))]):
+        with start() as running:
+            assert running.resumed_at == (first or None)
+            for b in range(first, last):
+                write_batch(directory, b, BATCHES[b])
+                running.process_all_available()
+        assert (tmp_path / "query" / "deltaflow" / f"checkpoint-{last:06d}.json").exists(), run
+    updates = [(r["line"], b, r["diff"]) for b, batch in enumerate(BATCHES) for r in batch]
+    want = sorted((w, n, t, d) for (w, n), t, d in df.run(WordCount(), lines=updates))
+    got = sorted(row for batch_rows in sink.batches.values() for row in batch_rows)
+    assert got == want

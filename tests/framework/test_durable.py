@@ -236,6 +236,16 @@ def test_the_store_switches_manifests_and_keeps_only_what_they_need(tmp_path: Pa
     assert len(list((tmp_path / "data").iterdir())) == 1
 
 
+def test_a_checkpoint_without_data_files_makes_its_location(tmp_path: Path) -> None:
+    """A manifest naming no data file (a job whose state is all empty) is committed into a
+    location that does not exist yet."""
+    store = CheckpointStore(tmp_path / "new" / "state")
+    store.commit({"sequence": 1, "files": {}, "nodes": {}})
+    manifest = store.latest()
+    assert manifest is not None
+    assert manifest["sequence"] == 1
+
+
 def test_a_torn_temporary_manifest_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
     """A crash before the rename: the previous manifest is still the current one."""
     store = CheckpointStore(tmp_path)

@@ -18,7 +18,8 @@ loop body is entered into the loop automatically.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -35,7 +36,7 @@ from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact, identity_
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
 from .join import JoinOperator
 from .linear import Concat, Consolidate, Exchange, LinearOperator, Step, temporal_filter_logic
-from .scope import ScopeOperator
+from .scope import EnterAt, ScopeOperator
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -47,7 +48,16 @@ __all__ = ["Arranged", "Collection", "DataflowBuilder", "Pipeline", "Scope"]
 
 @attrs.define(eq=False)
 class Scope:
-    """A (possibly nested) timestamp scope: depth 0 is the top, with ``int`` times."""
+    """A (possibly nested) timestamp scope: depth 0 is the top, with ``int`` times.
+
+    A collection's scope is ``collection.scope``; a loop's body runs in a scope nested in the
+    one the loop was started in, one ``Product`` level deeper.
+
+    >>> top = Scope()
+    >>> inner = Scope(Scope(top, "outer"), "inner")
+    >>> inner.depth, inner.describe()
+    (2, "'inner' in 'outer'")
+    """
 
     parent: Scope | None = None
     name: str = "top"
@@ -65,6 +75,19 @@ class Scope:
             out.append(s)
             s = s.parent
         return out
+
+    def site(self) -> str | None:
+        """Where the user made the scope (``file:line``), when known."""
+        return None
+
+    def describe(self) -> str:
+        """The scope as errors name it: its name and where it was made, then the same for
+        every loop scope it is nested in (two ``iterate`` calls make two scopes of one name)."""
+        parts = []
+        for s in self.ancestors()[:-1]:
+            site = s.site()
+            parts.append(f"{s.name!r}" if site is None else f"{s.name!r} (made at {site})")
+        return " in ".join(parts) or "the top scope"
 
 
 @attrs.define(eq=False)
@@ -88,6 +111,54 @@ class DataflowBuilder:
     layout_nodes: set[int] = attrs.field(factory=set)
     _entered: dict[tuple[int, int, int], Collection] = attrs.field(factory=dict)
     _arranged: dict[tuple[int, int, bool], Arranged] = attrs.field(factory=dict)
+    #: The loop scopes whose bodies are being built, outermost first (see :meth:`building`).
+    _open: list[Scope] = attrs.field(factory=list)
+
+    @property
+    def open_scope(self) -> Scope:
+        """The innermost loop scope whose body is being built (the top scope outside any)."""
+        return self._open[-1] if self._open else self.top
+
+    def open_body(self, scope: Scope) -> None:
+        """Mark ``scope``'s body as being built: loops started meanwhile nest in it."""
+        self._open.append(scope)
+
+    def close_body(self, scope: Scope) -> None:
+        """``scope``'s body is built (see :meth:`open_body`)."""
+        if scope in self._open:
+            self._open.remove(scope)
+
+    @contextmanager
+    def building(self, scope: Scope) -> Iterator[None]:
+        """:meth:`open_body` for the ``with`` block, :meth:`close_body` after it."""
+        self.open_body(scope)
+        try:
+            yield
+        finally:
+            self.close_body(scope)
+
+    def loop_parent(self, scope: Scope, what: str) -> Scope:
+        """The scope a loop started from a collection of ``scope`` nests in.
+
+        A loop started while another loop's body is being built nests in that body, whatever
+        the scope of the collection it starts from (the collection enters it); started from a
+        collection of a scope nested deeper still, it nests there.
+
+        Raises:
+            ValueError: ``scope`` neither encloses the open loop scope nor is nested in it (a
+                loop's collection kept and used in another loop).
+        """
+        current = self.open_scope
+        if scope is current or scope in current.ancestors():
+            return current
+        if current in scope.ancestors():
+            return scope
+        msg = (
+            f"{what} started from a collection of scope {scope.describe()} while building "
+            f"the body of scope {current.describe()}: a loop's collections can be used only "
+            "inside it (and in loops nested in it); .leave() it to a scope enclosing both"
+        )
+        raise ValueError(msg)
 
     def new_input(self, name: str) -> Collection:
         """Add the source node of input ``name``."""
@@ -196,9 +267,9 @@ class Collection:
         chain = scope.ancestors()
         if self.scope not in chain:
             msg = (
-                f"a collection of scope {_label(self.scope)} cannot be used in scope "
-                f"{_label(scope)}: only collections of enclosing scopes enter a loop "
-                "(a loop's collections reach the outside through .leave())"
+                f"a collection of scope {self.scope.describe()} cannot be used in scope "
+                f"{scope.describe()}: only collections of enclosing scopes enter a loop; "
+                ".leave() it to a scope enclosing both, or compute it inside this loop"
             )
             raise ValueError(msg)
         path = chain[: chain.index(self.scope)]
@@ -580,6 +651,51 @@ class Collection:
         """This collection as seen from the nested ``scope`` (round 0)."""
         return self.enter_scope(scope)
 
+    def enter_at(self, scope: Scope, at: Callable[[Any], int]) -> Collection:
+        """This collection as seen from the nested loop ``scope``, each datum present from
+        round ``at(datum)`` on (a non-negative int) instead of from round 0.
+
+        Prioritised propagation: labels entering a loop at rounds that grow with their size
+        let small labels spread first, so large ones are replaced less often (differential
+        dataflow's ``enter_at``; see :func:`deltaflow.graphs.propagate_at`). A scope nested
+        several levels deep is entered at round 0 of the levels in between.
+
+        The fixed point does not depend on the rounds data enter at; how much work reaching
+        it takes does. The smallest value per key, each ``(key, value)`` entering at round
+        ``value``:
+
+        >>> import deltaflow as df
+        >>> class Smallest(df.Pipeline):
+        ...     def build(self, xs):
+        ...         def step(x):
+        ...             return x.concat(xs.enter_at(x.scope, lambda kv: kv[1])).min()
+        ...         return xs.filter(lambda kv: False).iterate(step)
+        >>> df.run(Smallest(), xs=[(("a", 3), 0, 1), (("a", 1), 0, 1), (("a", 1), 1, -1)])
+        [(('a', 1), 0, 1), (('a', 1), 1, -1), (('a', 3), 1, 1)]
+        """
+        check_function("enter_at", "at", at, 1)
+        raw: object = scope
+        parent = raw.parent if isinstance(raw, Scope) else None
+        if parent is None:
+            msg = f"enter_at: scope must be a loop scope (a collection's .scope), not {raw!r}"
+            raise TypeError(msg)
+        if self.scope is scope or self.scope not in scope.ancestors():
+            msg = (
+                f"enter_at: a collection of scope {self.scope.describe()} cannot enter scope "
+                f"{scope.describe()}: only a scope nested in the collection's can be entered"
+            )
+            raise ValueError(msg)
+        outer = self.enter_scope(parent)
+        name = f"enter_at:{scope.name}({describe_callable(at)})"
+        return outer._add(
+            name,
+            lambda _w, _n: EnterAt(at, name),
+            [outer],
+            summaries={(0, 0): PathSummary.enter()},
+            scope=scope,
+            align=False,
+        )
+
     # -- delta queries (operators/delta) -----------------------------------------------------
     def half_join(self, other: Collection, *, strict: bool = False) -> Collection:
         """Each ``(k, a)`` update meets ``other``'s ``(k, b)`` updates as of its own time: at
@@ -610,13 +726,6 @@ class Collection:
         from .delta.extenders import extend
 
         return extend(self, *extenders)
-
-
-def _label(scope: Scope) -> str:
-    """A scope's name, with where it was made when known (loop scopes: two ``iterate`` calls
-    make two scopes of the same name)."""
-    site = getattr(scope, "created_at", None)
-    return f"{scope.name!r}" if site is None else f"{scope.name!r} (made at {site})"
 
 
 def _first(pair: Any) -> Any:

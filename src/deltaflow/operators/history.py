@@ -79,7 +79,8 @@ class KeyedHistory:
     twice are compacted (no other can shrink). :meth:`compacted` compacts a list longer than
     :data:`COMPACT_WRITTEN` as its reader meets it (to a frontier every time still to be read
     is beyond, so no accumulation that will be read changes; a list of distinct values, which
-    cannot shrink, is looked at again once it has grown by that much), and :meth:`tidy`
+    cannot shrink, or one whose last compaction freed nothing, is looked at again once it has
+    grown by that much), and :meth:`tidy`
     compacts all of them when the total has doubled since the last full pass, so the history
     of keys that are never touched again is bounded too, at amortised constant cost per
     update (the next full pass waits for the total to grow by a factor of twice the
@@ -342,7 +343,11 @@ class KeyedHistory:
             return rows
         if retry:
             retry.pop(key, None)
-        self._compact(key, rows, advance)
+        if self._compact(key, rows, advance) == n:
+            # Nothing met: in a loop, a key's updates at distinct rounds stay apart whatever
+            # the outer frontier, so try again only once the list has grown.
+            retry[key] = n + self.long()
+            return rows
         return self.rows.get(key, [])
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> None:

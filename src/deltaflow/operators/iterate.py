@@ -183,7 +183,12 @@ class LoopScope(Scope):
             msg = "a LoopScope needs an enclosing scope (use loop_scope(collection))"
             raise ValueError(msg)
 
+    def site(self) -> str:
+        """Where the user made the scope (``file:line``)."""
+        return self.created_at
+
     def __enter__(self) -> LoopScope:
+        self.builder.open_body(self)
         return self
 
     def __exit__(
@@ -192,6 +197,7 @@ class LoopScope(Scope):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.builder.close_body(self)
         if exc_type is None:
             _raise_unset([v for v in self.variables if not v.is_set])
 
@@ -207,7 +213,10 @@ class LoopScope(Scope):
 def loop_scope(outer: Collection | LoopScope, name: str = "loop") -> LoopScope:
     """A new loop scope nested in ``outer`` (a collection's scope, or a loop scope).
 
-    Create :class:`Variable`\\ s in it for mutual recursion; see :class:`Variable`.
+    Create :class:`Variable`\\ s in it for mutual recursion; see :class:`Variable`. Inside the
+    body of another loop (an ``iterate`` step, a ``with`` block of a loop scope), a scope made
+    from a collection of an enclosing scope nests in that body, as ``iterate`` does. Used as a
+    context manager, loops started inside the ``with`` block nest in it.
 
     >>> import deltaflow as df
     >>> builder = DataflowBuilder()
@@ -219,7 +228,9 @@ def loop_scope(outer: Collection | LoopScope, name: str = "loop") -> LoopScope:
     if isinstance(outer, LoopScope):
         return LoopScope(parent=outer, name=name, builder=outer.builder)
     collection = _as_collection(outer, "the argument of loop_scope() (or a LoopScope)")
-    return LoopScope(parent=collection.scope, name=name, builder=collection.builder)
+    builder = collection.builder
+    parent = builder.loop_parent(collection.scope, "loop_scope()")
+    return LoopScope(parent=parent, name=name, builder=builder)
 
 
 @attrs.define(eq=False, repr=False, init=False)
@@ -439,16 +450,16 @@ def _into_scope(collection: Collection, scope: Scope, what: str) -> Collection:
         return collection
     if scope in collection.scope.ancestors():
         msg = (
-            f"{what} is a collection of scope {collection.scope.name!r} (depth "
-            f"{collection.scope.depth}), nested inside scope {scope.name!r} (depth "
+            f"{what} is a collection of scope {collection.scope.describe()} (depth "
+            f"{collection.scope.depth}), nested inside scope {scope.describe()} (depth "
             f"{scope.depth}): call .leave() on it first"
         )
         raise ValueError(msg)
     if collection.scope not in scope.ancestors():
         msg = (
-            f"{what} is a collection of scope {collection.scope.name!r}, which does not "
-            f"enclose scope {scope.name!r}: a loop's collections can only be used inside it, "
-            "and reach the outside through .leave()"
+            f"{what} is a collection of scope {collection.scope.describe()}, which does not "
+            f"enclose scope {scope.describe()}: a loop's collections can only be used inside "
+            "it, and reach the outside through .leave()"
         )
         raise ValueError(msg)
     return collection.enter_scope(scope)
@@ -461,9 +472,11 @@ def iterate(
 ) -> Collection:
     """The fixed point of ``step`` starting from ``collection``, at every time.
 
-    Opens a loop scope nested in ``collection``'s, where the variable ``x`` starts as
-    ``collection`` (round 0) and ``x[i + 1] = step(x[i])``. Collections of enclosing scopes
-    used inside ``step`` are entered automatically; ``step`` may itself call ``iterate``.
+    Opens a loop scope, where the variable ``x`` starts as ``collection`` (round 0) and
+    ``x[i + 1] = step(x[i])``. Collections of enclosing scopes used inside ``step`` are entered
+    automatically; ``step`` may itself call ``iterate``. The loop nests in ``collection``'s
+    scope, or, when it is started inside the step of another loop, in that loop (whatever
+    scope ``collection`` comes from: it enters the loop).
 
     Args:
         collection: the starting value.
@@ -474,7 +487,8 @@ def iterate(
         limit: apply ``step`` at most ``limit`` times (``None``: until nothing changes).
 
     Returns:
-        The result in ``collection``'s scope: ``step``'s output accumulated over all rounds.
+        The result in the scope the loop nests in: ``step``'s output accumulated over all
+        rounds.
 
     Raises:
         TypeError: ``step`` did not return a collection.
@@ -489,9 +503,12 @@ def iterate(
     """
     collection = _as_collection(collection, "the argument of iterate()")
     check_function("iterate", "step", step, 1)
-    scope = LoopScope(parent=collection.scope, name="iterate", builder=collection.builder)
+    builder = collection.builder
+    parent = builder.loop_parent(collection.scope, "iterate()")
+    scope = LoopScope(parent=parent, name="iterate", builder=builder)
     variable = Variable.from_collection(collection.enter_scope(scope), limit)
-    result = _as_collection(step(variable), "what the step of iterate() returns")
+    with builder.building(scope):
+        result = _as_collection(step(variable), "what the step of iterate() returns")
     if result.builder is not collection.builder:
         msg = "the step of iterate() returned a collection of another pipeline (or job)"
         raise ValueError(msg)

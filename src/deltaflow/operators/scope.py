@@ -1,20 +1,30 @@
-"""Crossing a scope boundary: ``enter`` (``t -> Product(t, 0)``), ``leave`` (drop the round).
+"""Crossing a scope boundary: ``enter`` (``t -> Product(t, 0)``), ``leave`` (drop the round),
+and ``enter_at`` (``t -> Product(t, at(datum))``).
 
 Leaving a loop scope sums every round of a time into the outer time: it is only a projection
 of times, and consolidation happens in whatever reads the result.
+
+Entering at a round of the datum's own (differential dataflow's ``enter_at``) makes a datum
+present in the loop from that round on instead of from round 0: prioritised label propagation
+lets small labels spread before large ones arrive, so that fewer labels are ever replaced. The
+path summary is still ``enter`` (``Product(t, 0)``): every round a datum enters at is beyond
+it, so the progress tracker's view stays a lower bound.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from ..errors import OperatorTypeError, OperatorValueError
 from ..framework.lattice import Product
-from .base import Interest, Operator
+from .base import Interest, Operator, UpdateBatch
+from .values import as_count
 
 if TYPE_CHECKING:
     from .base import OperatorContext
 
-__all__ = ["ScopeOperator"]
+__all__ = ["EnterAt", "ScopeOperator"]
 
 
 class ScopeOperator(Operator):
@@ -40,3 +50,57 @@ class ScopeOperator(Operator):
         else:
             for time, batch in ctx.messages(0):
                 send(0, time.outer, batch)  # type: ignore[union-attr]
+
+
+class EnterAt(Operator):
+    """Enter a nested scope at a round per datum: ``(d, t, r)`` becomes
+    ``(d, Product(t, at(d)), r)``.
+
+    ``at(d)`` must be a non-negative int (numpy integers count); anything else stops the job
+    with an error naming the operator, the datum and the value.
+
+    >>> op = EnterAt(lambda n: n.bit_length(), "enter_at")
+    >>> op.rounds(UpdateBatch([1, 4, 5, 0], [1, 1, -1, 2]))
+    [(1, [1], [1]), (3, [4, 5], [1, -1]), (0, [0], [2])]
+    """
+
+    interest = Interest.NEVER
+    stateless = True
+    reads_frontiers = False
+
+    def __init__(self, at: Callable[[Any], int], name: str) -> None:
+        self.at = at
+        self.name = name
+
+    def rounds(self, batch: UpdateBatch) -> list[tuple[int, list[Any], list[int]]]:
+        """The batch's updates grouped by the round each enters at, ``(round, data, diffs)``,
+        in the order the rounds first appear."""
+        groups: dict[int, tuple[list[Any], list[int]]] = {}
+        for d, r, n in zip(batch.data, batch.diffs, map(self.at, batch.data)):
+            if n.__class__ is not int or n < 0:
+                n = self._checked(d, n)
+            group = groups.get(n)
+            if group is None:
+                groups[n] = ([d], [r])
+            else:
+                group[0].append(d)
+                group[1].append(r)
+        return [(n, data, diffs) for n, (data, diffs) in groups.items()]
+
+    def _checked(self, datum: Any, n: Any) -> int:
+        """``n`` as a round, or the error naming this operator, ``datum`` and ``n``."""
+        r = as_count(n)
+        if r is None:
+            msg = f"{self.name}: for {datum!r} it gave the round {n!r}; rounds are ints"
+            raise OperatorTypeError(msg, operator=self.name)
+        if r < 0:
+            msg = f"{self.name}: for {datum!r} it gave the round {n!r}; rounds are >= 0"
+            raise OperatorValueError(msg, operator=self.name)
+        return r
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Forward every batch, each update at the round it enters at."""
+        send = ctx.send
+        for time, batch in ctx.messages(0):
+            for n, data, diffs in self.rounds(batch):
+                send(0, Product(time, n), UpdateBatch(data, diffs))

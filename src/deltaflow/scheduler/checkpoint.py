@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Checkpointer",
     "StateLayout",
+    "check_pipeline",
     "counters",
     "merge_fragments",
     "settled",
@@ -170,6 +171,22 @@ def state_layout(builder: DataflowBuilder, plan: Plan) -> StateLayout:
         if spec[i].name.startswith("input:")
     }
     return StateLayout(hashlib.sha256(text.encode()).hexdigest(), nodes, input_actors)
+
+
+def check_pipeline(manifest: Mapping[str, Any], layout: StateLayout, where: str, name: str) -> None:
+    """Refuse a checkpoint (``manifest``, read from ``where``) of another pipeline than
+    ``name``, whose state is named by ``layout``.
+
+    Raises:
+        ValueError: its operators, inputs or outputs differ (naming ``where``).
+    """
+    if manifest.get("fingerprint") != layout.fingerprint:
+        msg = (
+            f"{where} holds a checkpoint of another pipeline "
+            f"({manifest.get('pipeline')!r}: other inputs, outputs or operators than "
+            f"{name}'s); resume it with that pipeline, or give this one another location"
+        )
+        raise ValueError(msg)
 
 
 def counters(workers: Sequence[Worker]) -> tuple[bool, int, int]:

@@ -30,7 +30,7 @@ from ..framework.durable.store import encode_frontier
 from ..operators.collection import DataflowBuilder, Pipeline
 from ..operators.delta.build import statistics as delta_statistics
 from . import observe
-from .checkpoint import Checkpointer, StateLayout, counters, state_layout
+from .checkpoint import Checkpointer, StateLayout, check_pipeline, counters, state_layout
 from .collector import collector_tuned
 from .handles import InputHandle, OutputHandle
 from .plan import make_plan
@@ -179,15 +179,9 @@ class Job:
         Raises:
             ValueError: its operators, inputs or outputs differ from this job's.
         """
-        if manifest.get("fingerprint") != self.layout.fingerprint:
-            assert self.checkpointer is not None
-            msg = (
-                f"{self.checkpointer.store.describe()} holds a checkpoint of another pipeline "
-                f"({manifest.get('pipeline')!r}: other inputs, outputs or operators than "
-                f"{type(self.pipeline).__name__}'s); resume it with that pipeline, or give "
-                "this one another location"
-            )
-            raise ValueError(msg)
+        assert self.checkpointer is not None
+        where = self.checkpointer.store.describe()
+        check_pipeline(manifest, self.layout, where, type(self.pipeline).__name__)
 
     async def _resume(self, manifest: dict[str, Any]) -> None:
         """Take the state of ``manifest`` (the location's current checkpoint) into the

@@ -74,13 +74,26 @@ def check_nan(input_name: str, data: Any) -> None:
         raise ValueError(msg)
 
 
-def check_nans(input_name: str, data: list[Any]) -> None:
-    """:func:`check_nan` on every datum of ``data``."""
+def check_nans(input_name: str, data: Iterable[Any]) -> None:
+    """:func:`check_nan` on every datum of ``data``: the first datum holding a NaN is named.
+
+    The items of a flat tuple are looked at here, without a call each: a tuple of ints and
+    strings (keys, pairs, rows) costs a pass over its items.
+
+    >>> check_nans("xs", [(1, "a"), 2, "b"])
+    >>> check_nans("xs", [(1, 0.5), (2, float("nan"))])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: input 'xs': datum (2, nan) holds a NaN, which equals nothing: ...
+    """
     for d in data:
         c = d.__class__
-        if c is int or c is str:
-            continue
-        if has_nan(d):
+        if c is tuple:
+            for x in d:
+                xc = x.__class__
+                if xc is not int and xc is not str and has_nan(x):
+                    check_nan(input_name, d)
+        elif c is not int and c is not str and has_nan(d):
             check_nan(input_name, d)
 
 
@@ -112,6 +125,10 @@ def validate_updates(
         raise TypeError(msg) from None
     by_time: dict[int, tuple[list[Any], list[int]]] = {}
     get = by_time.get
+    # Every datum in the order fed, checked for NaNs as one batch: before the error of a
+    # malformed update (the first bad update is the one named), else at the end.
+    seen: list[Any] = []
+    note = seen.append
     upd: Any = None
     try:
         for upd in it:
@@ -122,17 +139,18 @@ def validate_updates(
             if time.__class__ is not int or diff.__class__ is not int or time < 0:
                 time, diff = _explain(name, upd)  # numpy integers pass, as ints
             hash(data)
-            if data.__class__ is not int and data.__class__ is not str and has_nan(data):
-                check_nan(name, data)
+            note(data)
             slot = get(time)
             if slot is None:
                 slot = by_time[time] = ([], [])
             slot[0].append(data)
             slot[1].append(diff)
-    except (_Malformed, TypeError) as exc:
+    except (_Malformed, TypeError, ValueError) as exc:
         bad = exc.args[0] if isinstance(exc, _Malformed) else upd
+        check_nans(name, seen)  # what came before the bad update (never noted) first
         _explain(name, bad)
-        raise  # pragma: no cover - _explain always raises for a rejected update
+        raise  # the error came from the iterable itself (``bad`` is the update before it)
+    check_nans(name, seen)
     return by_time
 
 

@@ -18,8 +18,26 @@ crosses the driver per micro-batch is the batch id, the partitions' ids and each
 "done".
 
 The workers keep the pipeline's state from one micro-batch to the next: nothing is
-recomputed. That state lives only in the job: a restarted query starts from empty
-collections (use a fresh checkpoint location).
+recomputed. Without a ``checkpoint_location`` that state lives only in the job.
+
+Checkpoints: with ``checkpoint_location=L`` (Spark's own checkpoint location, where it logs
+the offsets of every micro-batch and commits each once ``foreachBatch`` returns), the workers'
+state is checkpointed under ``L/deltaflow`` (:mod:`deltaflow.scheduler.checkpoint`'s format)
+with every micro-batch, micro-batch ids being the dataflow's times. For micro-batch ``b``,
+inside ``foreachBatch``: the workers step through time ``b``, the sink takes the changes,
+then the driver has the workers settle (rounds of their message counts until nothing is in
+flight), each write its share, and commits the manifest at time ``b + 1``; only then does
+``foreachBatch`` return and Spark commit ``b``. So Spark's commit of ``b`` implies the
+checkpoint holds ``b``. A query restarted on ``L`` has its workers resume at the checkpoint's
+time ``T`` and Spark resume at its first uncommitted micro-batch ``b0 <= T``: micro-batches
+``b0 .. T - 1`` (run and sunk, the checkpoint committed, Spark stopped before committing
+them) are skipped, not applied twice, and their sink is not called again; ``b0 = T`` (run,
+perhaps sunk, not checkpointed) is applied again, to the state from before it, with the same
+rows (Spark re-reads the offsets it logged): its changes are the same as the first time.
+The ``path`` and ``table`` sinks then write it only if they do not hold changes at time
+``T`` already, so their contents are an uninterrupted run's; a ``foreach_batch`` sink may see
+that micro-batch again. ``b0 > T`` means the checkpoint lacks micro-batches Spark committed
+(``L/deltaflow`` replaced or removed): an error, not a silent gap.
 
 Slots: ``partitions`` for the workers as long as the stream runs, and at least one more for
 each micro-batch's own Spark jobs (reading and dealing the rows, fetching the output, the
@@ -45,8 +63,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 
-from ...errors import DeltaflowError, PeerLostError
+from ...errors import CheckpointError, DeltaflowError, PeerLostError
+from ...operators.collection import Pipeline
+from ...scheduler.checkpoint import Checkpointer, check_pipeline, settled, state_layout
 from ...scheduler.handshake import HANDSHAKE_TIMEOUT_S, HandshakeError, Hello, authenticate_socket
+from ...scheduler.plan import make_plan
 from ...scheduler.tcp import FrameError
 from ...scheduler.tls import TLS
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
@@ -76,6 +97,38 @@ Sink = Callable[[Any, int], object]
 """A ``foreachBatch``-style sink: ``sink(frame, batch_id)``, the frame a DataFrame (a dict of
 them for a ``build()`` returning a dict)."""
 
+Holds = Callable[[str, int], bool]
+"""``holds(output, time)``: whether a sink already holds changes of ``output`` at ``time``."""
+
+#: Where, under a stream's checkpoint location, its workers' state is kept.
+STATE_FOLDER = "deltaflow"
+
+
+def state_location(checkpoint_location: str) -> str:
+    """Where the workers' checkpoints of a stream with ``checkpoint_location`` (qualified:
+    :func:`qualified`) are kept.
+
+    >>> state_location("s3://bucket/queries/words/")
+    's3://bucket/queries/words/deltaflow'
+    """
+    return f"{checkpoint_location.rstrip('/')}/{STATE_FOLDER}"
+
+
+def qualified(spark: SparkSession, location: str) -> str:
+    """``location`` as Spark resolves a checkpoint location: against its default filesystem
+    and the driver's working directory. A local one becomes an absolute path (the workers,
+    in the executors' own directories, reach the same place), another a full URI
+    (``hdfs://namenode:8020/...`` where HDFS is the default).
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    uri = path.getFileSystem(conf).makeQualified(path).toUri()
+    if uri.getScheme() == "file":
+        return str(uri.getPath())
+    return str(uri.toString())
+
 
 def _receive_or_lost(sock: socket.socket) -> Any:
     """A worker's reply, or an ``("error", ...)`` one when its connection is gone."""
@@ -103,6 +156,12 @@ class SparkStream:
     _server: socket.socket
     _group: str
     _security: _Security
+    #: Where the workers' state is checkpointed (``None``: it lives only in the job).
+    _state: Checkpointer | None = None
+    #: Says whether the path or table sink holds an output's changes at a time already.
+    _holds: Holds | None = None
+    #: The time the workers resumed at from the checkpoint (``None``: they started afresh).
+    resumed_at: int | None = None
     query: StreamingQuery | None = None
     _thread: threading.Thread | None = None
     _links: list[socket.socket] = attrs.field(factory=list)
@@ -120,6 +179,16 @@ class SparkStream:
     batch_rows: list[int] = attrs.field(factory=list)
     #: Per micro-batch: seconds of the job that reads its rows and deals them out.
     feed_seconds: list[float] = attrs.field(factory=list)
+    #: Per micro-batch: seconds to checkpoint the workers' state (with checkpoint_location).
+    checkpoint_seconds: list[float] = attrs.field(factory=list)
+    #: Micro-batches skipped as re-runs of ones the checkpoint holds already.
+    skipped: list[int] = attrs.field(factory=list)
+    #: The workers' time: the micro-batch they step through next.
+    _time: int = 0
+    #: The number of the next checkpoint.
+    _sequence: int = 1
+    #: Per worker, the time it resumed at (as it said when it connected).
+    _resumed: list[int | None] = attrs.field(factory=list)
 
     def _start_workers(self, job: Callable[[], object]) -> None:
         """Run the workers' barrier job in a driver thread; its failure is kept."""
@@ -153,6 +222,7 @@ class SparkStream:
         """
         links: dict[int, socket.socket] = {}
         addresses: dict[int, str] = {}
+        resumed: dict[int, int | None] = {}
         pending: set[socket.socket] = set()
         arrived = threading.Condition()
         refused: list[str] = []
@@ -173,13 +243,14 @@ class SparkStream:
                     msg = "it is not a worker of a deltaflow stream"
                     raise HandshakeError(msg)
                 # Authenticated: what it says may be decoded.
-                _, address = receive(sock)
+                _, address, resumed_at = receive(sock)
                 with arrived:
                     if not 0 <= hello.index < self.peers or hello.index in links:
                         msg = f"it claims to be worker {hello.index}, which is connected already"
                         raise HandshakeError(msg)
                     links[hello.index] = sock
                     addresses[hello.index] = str(address)
+                    resumed[hello.index] = None if resumed_at is None else int(resumed_at)
                     pending.discard(sock)
                     arrived.notify_all()
             except (HandshakeError, OSError, ValueError, EOFError, FrameError) as exc:
@@ -232,6 +303,23 @@ class SparkStream:
                     sock.shutdown(socket.SHUT_RDWR)
         self._links = [links[i] for i in range(self.peers)]
         self._addresses = [addresses[i] for i in range(self.peers)]
+        self._resumed = [resumed[i] for i in range(self.peers)]
+
+    def _check_resumed(self) -> None:
+        """Check that every worker resumed where the driver found the checkpoint.
+
+        Raises:
+            CheckpointError: the workers found another checkpoint there (the executors reach
+                another place by that name, or another job uses the location).
+        """
+        if self._state is not None and any(r != self.resumed_at for r in self._resumed):
+            msg = (
+                f"the workers resumed at times {self._resumed} from "
+                f"{self._state.store.describe()}, where the driver found a checkpoint at "
+                f"{self.resumed_at}: do the executors reach the same location as the driver "
+                "(a shared filesystem), and does no other job use it?"
+            )
+            raise CheckpointError(msg)
 
     def _workers_error(self, what: str, reported: str | None = None) -> BaseException:
         """The workers' error: the one a worker ``reported``, else their job's (a task's own
@@ -257,8 +345,27 @@ class SparkStream:
         except Exception as exc:
             self._fail(exc)
 
+    def _ask(self, messages: list[tuple[Any, ...]], batch_id: int) -> list[Any]:
+        """Send each worker its message; their answers (a worker's error stops the stream)."""
+        try:
+            for message, link in zip(messages, self._links, strict=True):
+                send(link, message)
+            replies = [_receive_or_lost(link) for link in self._links]
+        except (OSError, EOFError) as exc:
+            lost = PeerLostError(f"micro-batch {batch_id}: lost a worker ({exc})")
+            self._fail(self._workers_error(str(lost), report_text(lost)))
+        errors = [r[1] for r in replies if r[0] == "error"]
+        if errors:
+            # A worker that lost a peer says less than the one whose code failed.
+            what = f"micro-batch {batch_id} failed in a worker"
+            self._fail(self._workers_error(what, "\n".join(errors)))
+        return replies
+
     def _step(self, frame: DataFrame, batch_id: int) -> None:
-        """Feed micro-batch ``batch_id``'s rows to the workers, step them, sink the output."""
+        """Feed micro-batch ``batch_id``'s rows to the workers, step them, sink the output,
+        checkpoint the workers' state (with a checkpoint location)."""
+        if self._state is not None and not self._in_turn(batch_id):
+            return
         start = time.perf_counter()
         feeding = frame.mapInArrow(
             feed_task(batch_id, self._addresses, self.layouts, self._security), FED_SCHEMA
@@ -269,27 +376,71 @@ class SparkStream:
         parts: list[list[int]] = [[] for _ in self._links]
         for part, worker, _ in fed:
             parts[worker].append(int(part))
-        try:
-            for w, link in enumerate(self._links):
-                send(link, ("step", batch_id, sorted(parts[w])))
-            replies = [_receive_or_lost(link) for link in self._links]
-        except (OSError, EOFError) as exc:
-            lost = PeerLostError(f"micro-batch {batch_id}: lost a worker ({exc})")
-            self._fail(self._workers_error(str(lost), report_text(lost)))
-        errors = [r[1] for r in replies if r[0] == "error"]
-        if errors:
-            # A worker that lost a peer says less than the one whose code failed.
-            what = f"micro-batch {batch_id} failed in a worker"
-            self._fail(self._workers_error(what, "\n".join(errors)))
+        steps = [("step", batch_id, sorted(p)) for p in parts]
+        replies = self._ask(steps, batch_id)
         self.worker_seconds.append(max(r[2] for r in replies))
         self.batch_rows.append(sum(int(row[2]) for row in fed))
         n = self.peers
         fetch = fetch_task(batch_id, self._addresses, self.output, self._security)
         combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
         frames = self.output.split(combined)
-        with translated():
-            self.sink(frames["output"] if self.output.single else frames, batch_id)
+        if self._holds is not None and batch_id == self.resumed_at:
+            # Run before, perhaps sunk, not checkpointed: what a sink holds already stays.
+            frames = {name: f for name, f in frames.items() if not self._holds(name, batch_id)}
+        if frames:
+            with translated():
+                self.sink(frames["output"] if self.output.single else frames, batch_id)
+        if self._state is not None:
+            saving = time.perf_counter()
+            self._checkpoint(self._state, batch_id)
+            self.checkpoint_seconds.append(time.perf_counter() - saving)
+        self._time = batch_id + 1
         self.batch_seconds.append(time.perf_counter() - start)
+
+    def _in_turn(self, batch_id: int) -> bool:
+        """Whether micro-batch ``batch_id`` is the workers' next time (False: a re-run of one
+        the checkpoint holds already, skipped).
+
+        Raises:
+            CheckpointError: Spark committed micro-batches the checkpoint does not hold.
+        """
+        if batch_id < self._time:
+            self.skipped.append(batch_id)
+            _log.info(
+                "micro-batch %d skipped: the checkpoint holds it already (time %d)",
+                batch_id,
+                self._time,
+            )
+            return False
+        if batch_id > self._time:
+            assert self._state is not None
+            msg = (
+                f"Spark runs micro-batch {batch_id} but {self._state.store.describe()} holds "
+                f"the workers' state up to micro-batch {self._time - 1} only: the state of "
+                f"micro-batches {self._time} to {batch_id - 1} is missing (was it removed or "
+                "replaced?); start the query on a fresh checkpoint location"
+            )
+            raise CheckpointError(msg)
+        return True
+
+    def _checkpoint(self, state: Checkpointer, batch_id: int) -> None:
+        """Checkpoint the workers at time ``batch_id + 1``: settle, write the shares, commit.
+
+        Raises:
+            CheckpointError: a share or the manifest could not be written.
+        """
+        last: list[tuple[int, int]] | None = None
+        while True:
+            replies = self._ask([("settle",)] * self.peers, batch_id)
+            counts = [(int(r[1]), int(r[2])) for r in replies]
+            if settled(last, counts):
+                break
+            last = counts
+        sequence = self._sequence
+        replies = self._ask([("save", sequence, sequence - 1)] * self.peers, batch_id)
+        header = replies[0][2]
+        state.commit(header, [r[1] for r in replies])
+        self._sequence = sequence + 1
 
     def stop(self) -> None:
         """Stop the query, then the workers (their job ends); idempotent. A failure of the
@@ -354,14 +505,18 @@ class SparkStream:
             return self.query.awaitTermination(timeout)
 
     def statistics(self) -> dict[str, Any]:
-        """Micro-batches run and rows fed, and the median seconds per micro-batch: reading and
-        dealing its rows, in the workers (from changes in to output complete), and in the
-        whole ``foreachBatch`` function (the sink's work included)."""
+        """Micro-batches run and rows fed, micro-batches skipped (re-runs the checkpoint held
+        already), and the median seconds per micro-batch: reading and dealing its rows, in
+        the workers (from changes in to output complete), checkpointing the workers' state
+        (0 without a checkpoint location), and in the whole ``foreachBatch`` function (the
+        sink's work and the checkpoint included)."""
         return {
             "batches": len(self.batch_seconds),
             "rows": sum(self.batch_rows),
+            "skipped": len(self.skipped),
             "feed_median_s": statistics.median(self.feed_seconds or [0.0]),
             "worker_median_s": statistics.median(self.worker_seconds or [0.0]),
+            "checkpoint_median_s": statistics.median(self.checkpoint_seconds or [0.0]),
             "batch_median_s": statistics.median(self.batch_seconds or [0.0]),
         }
 
@@ -373,34 +528,57 @@ class SparkStream:
 
 
 def _sink_of(
+    spark: SparkSession,
     output: OutputLayout,
     foreach_batch: Sink | None,
     path: str | None,
     table: str | Mapping[str, str] | None,
-) -> Sink:
-    """The one sink given, as a ``foreachBatch``-style function."""
+) -> tuple[Sink, Holds | None]:
+    """The one sink given, as a ``foreachBatch``-style function; for the path and table
+    sinks, also a function saying whether they hold an output's changes at a time already
+    (every change of micro-batch ``b`` is at time ``b``, and each is appended by one Spark
+    job, committed whole)."""
     given = [s for s in (foreach_batch, path, table) if s is not None]
     if len(given) != 1:
         msg = "pass exactly one sink: foreach_batch=, path= (parquet) or table="
         raise TypeError(msg)
     if foreach_batch is not None:
-        return foreach_batch
+        return foreach_batch, None
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    def has_time(frame: DataFrame, at: int) -> bool:
+        return bool(frame.where(F.col("time") == at).limit(1).count())
+
     if path is not None:
         root = path
+
+        def folder(name: str) -> str:
+            return root if output.single else f"{root}/{name}"
 
         def to_parquet(frames: Any, _batch_id: int) -> None:
             if output.single:
                 frames.write.mode("append").parquet(root)
             else:
                 for name, frame in frames.items():
-                    frame.write.mode("append").parquet(f"{root}/{name}")
+                    frame.write.mode("append").parquet(folder(name))
 
-        return to_parquet
+        def parquet_holds(name: str, at: int) -> bool:
+            try:
+                written = spark.read.parquet(folder(name))
+            except AnalysisException:
+                return False  # nothing written there yet (no such path, or no files)
+            return has_time(written, at)
+
+        return to_parquet, parquet_holds
     assert table is not None
     if output.single != isinstance(table, str):
         msg = "table= is one table name for one output, a dict of names by output for several"
         raise TypeError(msg)
     names = table
+
+    def table_of(name: str) -> str:
+        return names if isinstance(names, str) else names[name]
 
     def to_table(frames: Any, _batch_id: int) -> None:
         if isinstance(names, str):
@@ -409,7 +587,30 @@ def _sink_of(
             for name, frame in frames.items():
                 frame.write.mode("append").saveAsTable(names[name])
 
-    return to_table
+    def table_holds(name: str, at: int) -> bool:
+        t = table_of(name)
+        return spark.catalog.tableExists(t) and has_time(spark.table(t), at)
+
+    return to_table, table_holds
+
+
+def _open_state(
+    pipeline: Pipeline, checkpoint_location: str, workers: int
+) -> tuple[Checkpointer, dict[str, Any] | None]:
+    """The checkpointer of a stream's workers' state under ``checkpoint_location``, and the
+    manifest of the checkpoint there (``None``: none), checked to be ``pipeline``'s.
+
+    Raises:
+        ValueError: the location holds a checkpoint of another pipeline (naming it).
+        CheckpointError: the checkpoint there cannot be read.
+    """
+    state = Checkpointer(state_location(checkpoint_location), "driver")
+    manifest = state.store.latest()
+    if manifest is not None:
+        builder = pipeline.instantiate(workers, exchange_outputs=True)
+        layout = state_layout(builder, make_plan(builder.spec, workers=workers))
+        check_pipeline(manifest, layout, state.store.describe(), type(pipeline).__name__)
+    return state, manifest
 
 
 def stream(
@@ -452,7 +653,14 @@ def stream(
         trigger: keyword arguments of ``DataStreamWriter.trigger`` (e.g.
             ``{"processingTime": "1 second"}``); Spark's default without it.
         checkpoint_location: the query's checkpoint location (Spark picks a temporary one
-            without it).
+            without it), where the workers' state is checkpointed too (in ``deltaflow``
+            below it) with every micro-batch: a query restarted on it resumes the workers'
+            state at the micro-batch Spark resumes from, and its path and table sinks end
+            up holding what an uninterrupted query's would (a ``foreach_batch`` sink may be
+            given the micro-batch the query stopped in again, with the same changes). Any
+            location Spark and pyarrow's filesystems (or fsspec) both reach: a local or
+            shared directory, ``hdfs://``, ``s3://``... (resolved as Spark resolves it,
+            :func:`qualified`). Without it the state lives only in the running job.
         secret, tls: as for :func:`~deltaflow.adapters.spark.run`: the workers' connections
             to each other and to the driver are authenticated with ``secret`` (a fresh one
             by default) and encrypted with ``tls`` when given.
@@ -464,6 +672,8 @@ def stream(
 
     Raises:
         TypeError, ValueError: bad arguments, a non-streaming input, a ``time`` column.
+        ValueError: ``checkpoint_location`` holds a checkpoint of another pipeline.
+        CheckpointError: the checkpoint there cannot be read.
         RuntimeError: fewer than ``partitions + 1`` free task slots.
         DeltaflowError: the workers did not start.
 
@@ -478,12 +688,15 @@ def stream(
         msg = "stream() needs at least one streaming input"
         raise TypeError(msg)
     output = OutputLayout.of(schema, single=builder.single_output, names=list(builder.stores))
-    sink = _sink_of(output, foreach_batch, path, table)
+    sink, holds = _sink_of(spark, output, foreach_batch, path, table)
     sc = spark.sparkContext
     n = max(1, sc.defaultParallelism - 1) if partitions is None else partitions
     if n.__class__ is not int or n < 1:
         msg = f"partitions must be a positive int, not {partitions!r}"
         raise ValueError(msg)
+    state, manifest = None, None
+    if checkpoint_location is not None:
+        state, manifest = _open_state(pipeline, qualified(spark, checkpoint_location), n)
     what = f"dfspark.stream of {type(pipeline).__name__} with partitions={n}"
     require_slots(sc, n + 1, f"{what} (plus one for micro-batches)")
     shipment = ship(pipeline)
@@ -492,16 +705,21 @@ def stream(
     security = _Security.of(secret, tls)
     server = socket.create_server((host, 0))
     group = f"deltaflow-stream-{uuid.uuid4().hex}"
-    task = worker_task(shipment.blob, n, (host, server.getsockname()[1]), security)
+    where = None if state is None else state.store.location
+    task = worker_task(shipment.blob, n, (host, server.getsockname()[1]), security, where)
 
     def job() -> None:
         sc.setJobGroup(group, "deltaflow stream workers", interruptOnCancel=True)
         sc.parallelize(range(n), n).barrier().mapPartitions(task).collect()
 
-    running = SparkStream(spark, layouts, output, sink, n, server, group, security)
+    running = SparkStream(spark, layouts, output, sink, n, server, group, security, state, holds)
+    if manifest is not None:
+        running.resumed_at = running._time = int(manifest["time"])
+        running._sequence = int(manifest["sequence"]) + 1
     try:
         running._start_workers(job)
         running._accept(security, RENDEZVOUS_TIMEOUT_S)
+        running._check_resumed()
         writer = tag_inputs(spark, layouts, frames).writeStream.foreachBatch(running._on_batch)
         if trigger:
             writer = writer.trigger(**trigger)

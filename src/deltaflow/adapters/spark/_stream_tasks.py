@@ -4,11 +4,15 @@ micro-batch's tasks that feed them and fetch their output.
 **Workers.** The stream's long-lived barrier job has one task per worker (:func:`worker_task`).
 Each hosts one peer of the dataflow (:func:`deltaflow.scheduler.peer.open_peer`: one
 ``allGather``, then the workers' own authenticated mesh), listens on a port of its own for the
-micro-batches' tasks, and dials the driver, to which it says that port. From then on the driver
-sends it, per micro-batch ``b``, only ``("step", b, parts)``: the ids of the micro-batch's
-partitions whose rows have reached this worker. The worker takes those rows, steps its peer
-through one time (every worker does, so the time closes everywhere) and answers ``("done", b,
-seconds)``; it keeps the output changes that ended on it until the next step.
+micro-batches' tasks, and dials the driver, to which it says that port (and the time it
+resumed at from a checkpoint, if it did). From then on the driver sends it, per micro-batch
+``b``, only ``("step", b, parts)``: the ids of the micro-batch's partitions whose rows have
+reached this worker. The worker takes those rows, steps its peer through one time (every
+worker does, so the time closes everywhere) and answers ``("done", b, seconds)``; it keeps the
+output changes that ended on it until the next step. A stream that keeps checkpoints then
+asks it to ``("settle",)`` (answered with the messages its workers sent and received, once
+idle) until the counts agree, and to ``("save", sequence, committed)`` its share of the
+checkpoint (answered with the manifest fragment it wrote and the manifest's header).
 
 **Feeding.** Each partition of micro-batch ``b`` is read by a task of its own (:func:`feed_task`,
 ``mapInArrow`` over the micro-batch's DataFrame): it turns its rows into ``(data, diff)``
@@ -235,16 +239,26 @@ class _Worker:
             await trio.aclose_forcefully(secure)
 
     async def obey(self, driver: _Reader) -> None:
-        """Step as the driver says, until it says stop.
+        """Step as the driver says, until it says stop; settle and write this worker's share
+        of a checkpoint when it says so (see :func:`~._stream.stream`'s checkpoints).
 
         Raises:
             RuntimeError: a step's partitions did not all reach this worker.
             OperatorError: user code failed (here or on another worker).
+            CheckpointError: this worker's share of a checkpoint could not be written.
         """
         while True:
             message = await driver.receive()
             if message[0] == "stop":
                 return
+            if message[0] == "settle":
+                await driver.send(("settled", *await self.peer.settle()))
+                continue
+            if message[0] == "save":
+                _, sequence, committed = message
+                fragment = await self.peer.save_share(sequence, committed)
+                await driver.send(("saved", fragment, self.peer.header(sequence)))
+                continue
             _, batch, parts = message
             fed = self.fed.pop(batch, {})
             missing = [p for p in parts if p not in fed]
@@ -266,10 +280,15 @@ class _Worker:
 
 
 def worker_task(
-    shipped: bytes, peers: int, driver: tuple[str, int], security: _Security
+    shipped: bytes,
+    peers: int,
+    driver: tuple[str, int],
+    security: _Security,
+    checkpoint: str | None = None,
 ) -> Callable[[Iterable[int]], Iterator[Any]]:
     """The workers' barrier task: host worker ``partitionId`` of the ``shipped`` pipeline
-    until the driver says stop (see the module)."""
+    until the driver says stop (see the module), its state resumed from the ``checkpoint``
+    location when that holds one."""
 
     def task(_rows: Iterable[int]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
@@ -287,6 +306,7 @@ def worker_task(
                 tls=security.tls,
                 host=task_host(),
                 connect_timeout=RENDEZVOUS_TIMEOUT_S,
+                checkpoint=checkpoint,
             ) as peer:
                 worker = _Worker(peer, index, security)
                 async with trio.open_nursery() as nursery:
@@ -294,7 +314,7 @@ def worker_task(
                     stream = await _dial(driver, security, index, DRIVER, "the stream's driver")
                     link = _Reader(stream)
                     try:
-                        await link.send(("address", address))
+                        await link.send(("address", address, peer.resumed_at))
                         await worker.obey(link)
                     except Exception as exc:
                         # The driver may be gone already: then its side reports the loss.

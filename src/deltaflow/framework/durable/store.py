@@ -383,6 +383,7 @@ class CheckpointStore:
         temporary = f"{name}.tmp-{secrets.token_hex(4)}"
         body = json.dumps(manifest, separators=(",", ":")).encode()
         try:
+            self.files.makedirs("")  # a job whose state is all empty wrote no data file
             self.files.write(temporary, [body])
             self.files.replace(temporary, name)
         except OSError as exc:
