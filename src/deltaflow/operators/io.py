@@ -64,6 +64,12 @@ class InputFeed:
             slot[0].extend(data)
             slot[1].extend(diffs)
 
+    def stand_at(self, time: Time, closed: bool) -> None:
+        """Where a checkpoint left the input: its capability at ``time``, dropped if
+        ``closed``."""
+        self.time = time
+        self.closed = closed
+
 
 class InputOperator(Operator):
     """The source of one named input on one worker."""

@@ -187,17 +187,25 @@ class Job:
         """Take the state of ``manifest`` (the location's current checkpoint) into the
         workers and outputs, and stand at its time."""
         self._check_manifest(manifest)
+        await self._restore(manifest, self.workers, current=True, pending=True)
+
+    async def _restore(
+        self, manifest: dict[str, Any], workers: list[Worker], *, current: bool, pending: bool
+    ) -> None:
+        """Restore ``workers``' state (and the outputs': their collections with ``current``,
+        their updates at later times with ``pending``) from ``manifest``, off the event loop,
+        and stand at its time."""
         checkpointer = self.checkpointer
         assert checkpointer is not None
         restore = functools.partial(
             checkpointer.restore,
             manifest,
             self.layout,
-            self.workers,
+            workers,
             self.total_workers,
             self.builder.stores,
-            current=True,
-            pending=True,
+            current=current,
+            pending=pending,
         )
         await trio.to_thread.run_sync(restore)
         self._stand_at(manifest)
@@ -211,8 +219,7 @@ class Job:
             closed = bool(manifest["inputs"].get(name, {}).get("closed"))
             handle.closed = closed
             for feed in handle._feeds:
-                feed.time = time
-                feed.closed = closed
+                feed.stand_at(time, closed)
 
     def _placement(self) -> str:
         """How many workers in how many processes, for the log: ``"2 workers, 1 process"``."""

@@ -24,7 +24,6 @@ meet on one peer and the peers' results, put together, are ``df.run``'s output.
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -97,20 +96,7 @@ class PeerJob(Job):
         """Take this peer's share of the checkpoint: its workers' state, and (the peer of
         worker 0) the outputs' updates at later times."""
         self._check_manifest(manifest)
-        checkpointer = self.checkpointer
-        assert checkpointer is not None
-        restore = functools.partial(
-            checkpointer.restore,
-            manifest,
-            self.layout,
-            self.workers,
-            self.total_workers,
-            self.builder.stores,
-            current=False,
-            pending=self.index == 0,
-        )
-        await trio.to_thread.run_sync(restore)
-        self._stand_at(manifest)
+        await self._restore(manifest, self.workers, current=False, pending=self.index == 0)
 
     # -- this peer's share of a checkpoint (a coordinator commits the whole) ----------------
     def _checkpoints_itself(self) -> bool:

@@ -35,7 +35,6 @@ to a :class:`ProcessPool` that keeps them between jobs (the test suite uses one)
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import socket
@@ -575,30 +574,7 @@ class ProcessJob(Job):
 
     async def _resume(self, manifest: dict[str, Any]) -> None:
         """The outputs' collections at the checkpoint (the processes resumed the rest)."""
-        checkpointer = self.checkpointer
-        assert checkpointer is not None
-        restore = functools.partial(
-            checkpointer.restore,
-            manifest,
-            self.layout,
-            [],
-            self.total_workers,
-            self.builder.stores,
-            current=True,
-            pending=False,
-        )
-        await trio.to_thread.run_sync(restore)
-        self._stand_at(manifest)
-
-    def _stand_at(self, manifest: dict[str, Any]) -> None:
-        time = int(manifest["time"])
-        self.time = time
-        self.resumed_at = time
-        for name, handle in self.inputs.items():
-            closed = bool(manifest["inputs"].get(name, {}).get("closed"))
-            handle.closed = closed
-            for feed in handle._feeds:
-                cast("_RemoteFeed", feed).stand_at(time, closed)
+        await self._restore(manifest, [], current=True, pending=False)
 
     # -- checkpoints: the processes write their shares, the caller commits ------------------
     async def _ask(self, message: Any) -> list[Any]:
