@@ -24,7 +24,8 @@ run: $(RUN_STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
-	$(PY) -m pytest -q --schedule tests    # again, under randomized delivery schedules
+	# again, under randomized delivery schedules, with the columnar kernels at every batch size
+	$(PY) -m pytest -q --schedule --kernels=always tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

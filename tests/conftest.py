@@ -1,6 +1,8 @@
 """Shared fixtures: a ``workers`` fixture over 1 and 2 workers, hypothesis profiles, and
 ``--schedule``: every job of every test delivered through a randomized schedule
-(:mod:`tests.schedule`), the interleavings of workers in separate processes."""
+(:mod:`tests.schedule`), the interleavings of workers in separate processes; ``--kernels``:
+which path bulk integer work takes (:mod:`deltaflow.framework.kernels`), ``always`` to run
+the columnar kernels on every test's small inputs, ``never`` for the general path alone."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 from tests.schedule import scheduled
+
+from deltaflow.framework import kernels
 
 settings.register_profile(
     "default", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
@@ -36,6 +40,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="deliver every job's messages and progress through a randomized schedule",
     )
+    parser.addoption(
+        "--kernels",
+        choices=kernels.MODES,
+        default=None,
+        help="columnar kernels for integer data: auto (by batch size), always, never "
+        f"(default: ${kernels.ENV} or auto)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``--kernels`` holds for the whole run, processes the tests start included."""
+    chosen = config.getoption("--kernels")
+    if chosen is not None:
+        kernels.set_mode(chosen)
 
 
 @pytest.fixture(autouse=True)
