@@ -228,7 +228,8 @@ def pathway_python(given: str | None) -> tuple[str | None, str | None]:
 
 
 def _child(cmd: list[str]) -> dict[str, Any]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=HERE)
+    env = {**os.environ, "PATHWAY_THREADS": "1"}  # one worker (Pathway's default, made sure)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=HERE, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
