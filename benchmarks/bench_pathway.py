@@ -55,6 +55,7 @@ HERE = Path(__file__).resolve().parent
 WORKLOADS = ("w1", "w2", "w3")
 MODES = ("interactive", "static")
 QUICK_ROUNDS = {"w1": 1_000, "w2": 200, "w3": 300}
+CHILD_S = 3_600  # one run of either system; past it the run is an error, not a hang
 TARGETS = {"w1": 3.0, "w2": 2.0, "w3": 2.0}  # static, deltaflow over Pathway
 
 
@@ -229,7 +230,12 @@ def pathway_python(given: str | None) -> tuple[str | None, str | None]:
 
 def _child(cmd: list[str]) -> dict[str, Any]:
     env = {**os.environ, "PATHWAY_THREADS": "1"}  # one worker (Pathway's default, made sure)
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=HERE, env=env)
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, cwd=HERE, env=env, timeout=CHILD_S
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"no answer after {CHILD_S} s: {' '.join(cmd[1:])}"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]

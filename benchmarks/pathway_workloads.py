@@ -52,6 +52,7 @@ import pandas as pd
 import pathway as pw
 
 DATA, TICK, ROOT = 0, 1, 2  # kinds of input rows
+WAIT_S = 600  # a commit whose output never ends is an error, not a hang
 
 
 class Row(pw.Schema):
@@ -181,8 +182,9 @@ def interactive(workload: str, data: Any, wait: bool = True) -> dict[str, Any]:
                 else:
                     self.delete(rid=rid, kind=kind, a=a, b=b)
             self.commit()
-            if wait or not t:
-                ended.acquire()
+            if (wait or not t) and not ended.acquire(timeout=WAIT_S):
+                msg = f"no output for commit {t} after {WAIT_S} s"
+                raise TimeoutError(msg)
 
         def run(self) -> None:
             marks["start"] = time.perf_counter()
