@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.durable.store import decode_frontier, encode_frontier
 from deltaflow.framework.durable.tables import Rows
+from deltaflow.framework.kernels import use_kernel
 from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
@@ -78,7 +79,7 @@ from ..history import AdvanceTo, KeyedHistory
 from ..values import as_count
 from .accumulation import difference
 from .chains import least, pair_row
-from .columnar import counting_kernel
+from .columnar import KERNEL_MIN, counting_kernel
 from .counting import ByCount, RowCounts
 from .logics import COLUMNS, FOLDS, Logic
 from .paths import Activation, KeyPath, path_for
@@ -221,10 +222,10 @@ class ReduceOperator(Operator):
         # operator has output, per key (see KeyedHistory).
         self.inputs = KeyedHistory(unit=by_count is not None)
         self.outputs = KeyedHistory(unit=by_count is not None)
-        # Totally ordered times: the batches received since the last correction (their
-        # updates are read when the frontier moves: all in columns, or buffered per key),
-        # each key's unapplied updates and its accumulations so far.
-        self.incoming: list[Any] = []
+        # Totally ordered times: the batches a kernel may take, received since the last
+        # correction (read whole when the frontier moves), each key's unapplied updates and
+        # its accumulations so far.
+        self.incoming: list[tuple[Time, Any]] = []
         self.buffered: dict[Any, list[tuple[Any, int, int]]] = {}
         self.accs: dict[Any, dict[Any, int]] = {}
         self.outs: dict[Any, dict[Any, int]] = {}
@@ -257,10 +258,19 @@ class ReduceOperator(Operator):
     def _receive(self, messages: list[tuple[Time, Any]]) -> None:
         unprocessed = self.unprocessed
         if self.total:
-            incoming = self.incoming
-            for time, batch in messages:
+            for time, _ in messages:
                 unprocessed.add(time)
-                incoming.append(batch)
+            # Batches a kernel may take wait whole for the frontier (see .total); the others'
+            # updates are buffered per key now.
+            kernel = self.kernel
+            if kernel is not None:
+                size = (
+                    len(messages[0][1]) if len(messages) == 1 else sum(len(b) for _, b in messages)
+                )
+                if use_kernel(size, threshold=KERNEL_MIN):
+                    self.incoming.extend(messages)
+                    return
+            self.buffer(messages)
         else:
             waiting = self.waiting
             for time, batch in messages:
@@ -271,10 +281,11 @@ class ReduceOperator(Operator):
                 else:
                     batches.append(batch)
 
-    def buffer(self, batches: list[Any]) -> None:
-        """Int times: add the updates of ``batches`` to each key's unapplied ones."""
+    def buffer(self, messages: list[tuple[Time, Any]]) -> None:
+        """Int times: add the updates of the messages' batches to each key's unapplied
+        ones."""
         buffered = self.buffered
-        for batch in batches:
+        for _, batch in messages:
             for key, val, t, diff in batch.updates():
                 rows = buffered.get(key)
                 if rows is None:

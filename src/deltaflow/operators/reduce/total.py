@@ -58,19 +58,19 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
     (and a sort of its live values) per distinct new time.
     """
     bound: Any = upper.elements[0] if upper.elements else None
-    incoming = op.incoming
     kernel = op.kernel
-    if kernel is not None and (incoming or op.buffered):
-        # (Each buffered key holds one update or more: its count stands for them.)
-        size = sum(map(len, incoming)) + len(op.buffered)
-        if use_kernel(size, threshold=KERNEL_MIN):
+    if kernel is not None:
+        incoming = op.incoming
+        # Batches received for the kernel, or many keys whose updates an earlier frontier
+        # left waiting (each holds one update or more: their number stands for the updates').
+        if incoming or (
+            op.buffered_low is not None and use_kernel(len(op.buffered), threshold=KERNEL_MIN)
+        ):
             op.incoming = []
-            fixes = correct_counts(op, kernel, incoming, bound)
+            fixes = correct_counts(op, kernel, [batch for _, batch in incoming], bound)
             if fixes is not None:
                 return fixes
-    if incoming:
-        op.incoming = []
-        op.buffer(incoming)
+            op.buffer(incoming)  # not all ints: the per-key sweep, below
     buffered, op.buffered = op.buffered, {}
     op.changed.note_all(buffered)
     accs = op.accs
