@@ -32,6 +32,7 @@ from deltaflow.operators.reduce.columnar import (
     int_columns,
 )
 from deltaflow.operators.reduce.logics import threshold_functions
+from deltaflow.testing import accumulate
 
 INT_KEYS = st.integers(-3, 3)
 INT_VALS = st.integers(-2, 4)
@@ -447,3 +448,21 @@ def test_a_checkpoint_between_kernel_batches_resumes_exactly(
     data += _as_input(name, [((k, v), max(t, cut), r) for (k, v), t, r in second])
     sent = [(d, t, r) for (d, t), r in outputs[1][0].items()]
     assert_matches_oracle(sent, {"xs": data}, _oracle(name))
+
+
+class _Huge(df.Pipeline):
+    def build(self, xs: df.Collection) -> df.Collection:
+        return xs.threshold(lambda _k, n: n * 2**70)
+
+
+@pytest.mark.parametrize("mode", ["always", "never"])
+def test_threshold_counts_beyond_64_bits_are_exact(mode: str) -> None:
+    """A ``threshold`` whose counts leave 64 bits falls back to the per-key path."""
+    xs = [(k, t, 1) for k in range(5) for t in range(3)]
+    previous = kernels.set_mode(mode)
+    try:
+        out = df.run(_Huge(), xs=xs)
+    finally:
+        kernels.set_mode(previous)
+    want = Counter(dict.fromkeys(range(5), 3 * 2**70))
+    assert accumulate(out, 2) == want

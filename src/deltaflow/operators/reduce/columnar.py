@@ -298,7 +298,10 @@ def _apply(
             now = kernel.columns(after)
             was = kernel.columns(prior)
         else:
-            now, was = _by_count(by_count, keys, outs, group_key, first, after)
+            try:
+                now, was = _by_count(by_count, keys, outs, group_key, first, after)
+            except OverflowError:  # a count beyond 64 bits: the per-key path's Python ints
+                return None
         fixes = _unit_fixes(keys, group_key, times, now - was)
         for key, c in zip(keys, now[final].tolist()):
             if c:
