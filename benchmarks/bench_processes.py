@@ -5,6 +5,9 @@
   (``workers=1``) and with ``processes=2`` (two workers, one per process), side by side in one
   run; the processes' start-up (interpreters started, pipeline shipped, mesh connected) is
   reported apart (``startup_s``).
+* ``w4x10.peak_rss`` — the peak resident memory of those loads, each in a fresh process: the
+  process holding a one-process job (the generated edges included, and their share before
+  the job opens), and with ``processes=2`` the caller and the largest worker.
 * ``w2.interactive`` — W2 (reachability) single-edge rounds/s in one process and with
   ``processes=2``.
 * ``tcp.batch`` — one update batch of 10,000,000 ``(int, int)`` pairs from a worker in one
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,15 +91,39 @@ async def _w4_load(processes: int, root: int, edges: list[Any]) -> dict[str, Any
     }
 
 
-def bench_w4x10(quick: bool) -> None:
-    nodes, n_edges = (100_000, 200_000) if quick else (1_000_000, 2_000_000)
+def _w4x10_child(processes: int, nodes: int, n_edges: int) -> None:
+    """One W4x10 load in this (fresh) process: its figures and the peak resident memory of
+    this process and of the worker processes it started."""
     root, edges, _ = w4_bfs(nodes=nodes, edges=n_edges, rounds=1)
-    one = trio.run(_w4_load, 1, root, edges)
-    two = trio.run(_w4_load, 2, root, edges)
+    generated_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result = trio.run(_w4_load, processes, root, edges)
+    result["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["data_rss_mb"] = generated_mb
+    if processes > 1:
+        result["workers_max_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(json.dumps(result), flush=True)
+
+
+def bench_w4x10(quick: bool) -> None:
+    """The W4x10 load in one process and with ``processes=2``, each in a fresh process so
+    that its peak resident memory is its own (``max_rss_mb``: the process holding the job,
+    the generated edges included, ``data_rss_mb`` their share before the job opens;
+    ``workers_max_rss_mb``: the largest worker process)."""
+    nodes, n_edges = (100_000, 200_000) if quick else (1_000_000, 2_000_000)
+    runs = []
+    for processes in (1, 2):
+        cmd = [sys.executable, __file__, "--w4x10-child", str(processes), str(nodes),
+               str(n_edges)]  # fmt: skip
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout.splitlines()[-1]))
+    one, two = runs
     emit({"figure": "w4x10.load", "nodes": nodes, "edges": n_edges, "one_process": one,
           "processes_2": two, "speedup": one["load_s"] / two["load_s"],
           "same_answer": one["reached"] == two["reached"] and one["dist_sum"] == two["dist_sum"],
           "target": 1.6})  # fmt: skip
+    emit({"figure": "w4x10.peak_rss", "one_process_max_rss_mb": one["max_rss_mb"],
+          "data_rss_mb": one["data_rss_mb"], "processes_2_max_rss_mb": two["max_rss_mb"],
+          "processes_2_workers_max_rss_mb": two.get("workers_max_rss_mb")})  # fmt: skip
 
 
 # -- W2 interactive ------------------------------------------------------------------------
@@ -322,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--receiver"]:
         _receiver(args[1], int(args[2]))
+        return 0
+    if args[:1] == ["--w4x10-child"]:
+        _w4x10_child(int(args[1]), int(args[2]), int(args[3]))
         return 0
     if args[:1] == ["--pinger"]:
         _pinger(args[1], int(args[2]))
