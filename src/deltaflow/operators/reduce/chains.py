@@ -13,7 +13,9 @@ times under ``total_order=False`` are one line too (``x`` is ``None``).
 The transposed shape, a *row*, is that of a static run: every new time of the key is
 ``Product(_, y)`` for one iteration ``y`` and its history lies at iterations ``<= y`` (each
 iteration brings new times from many rounds at once). The same sweep runs along the row,
-ordered by the outer coordinate (:func:`pair_row`).
+ordered by the outer coordinate (:func:`pair_row`). In nested loops a row of times
+``Product(Product(p, i), y)`` under one ``p`` is a chain along ``i`` (:func:`nested_row`): the
+shape of a key whose new times come from several iterations of the enclosing loop at once.
 
 Checking the shape costs one pass over the key's times; a key off a line or row takes the
 general search (:mod:`.general`). The output history's positions count as interesting as well
