@@ -199,7 +199,7 @@ def _split(
     there (once at an earlier round, once at a later one; compaction has not met them yet) are
     not. A time off the line (outer coordinate not ``<= x``) takes the key off the line when
     ``off_line_ends`` (an input time: the result is None); an output time there is below none
-    of the line's times and is skipped.
+    of the line's times and is skipped. Products are pairs and are read by index.
 
     >>> rows = [("a", (0, 1), 1), ("a", (1, 3), -1), ("a", (0, 3), 1), ("b", (1, 4), 1)]
     >>> _split(rows, 1, 2, off_line_ends=True)  # at 3 the updates cancel
@@ -207,19 +207,36 @@ def _split(
     >>> _split(rows, 0, 2, off_line_ends=True) is None, _split(rows, 0, 2, off_line_ends=False)
     (True, ({'a': 1}, [3]))
     """
-    on_line = positions(rows, x)
-    if off_line_ends and len(on_line) != len(rows):
-        return None
     acc: dict[Any, int] = {}
     get = acc.get
-    above: dict[tuple[int, Any], int] = {}
-    above_get = above.get
-    for ry, v, d in on_line:
+    above: dict[Any, int] | None = None
+    pairs = x.__class__ is int
+    # A loop nested in another: every outer coordinate is a pair of ints too (one operator's
+    # times share one shape), compared in place rather than by a call a row.
+    nested = not pairs and x is not None and x[0].__class__ is int and x[1].__class__ is int
+    xo, xi = x if nested else (0, 0)
+    for v, r, d in rows:
+        if x is None:
+            ry = r
+        elif (
+            (r[0] <= x)
+            if pairs
+            else ((o := r[0])[0] <= xo and o[1] <= xi)
+            if nested
+            else less_equal(r[0], x)
+        ):
+            ry = r[1]
+        elif off_line_ends:
+            return None
+        else:
+            continue
         if ry <= low:
             acc[v] = get(v, 0) + d
+        elif above is None:
+            above = {(ry, v): d}
         else:
             k = (ry, v)
-            above[k] = above_get(k, 0) + d
+            above[k] = above.get(k, 0) + d
     return acc, [ry for (ry, _), d in above.items() if d] if above else []
 
 
