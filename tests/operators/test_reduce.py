@@ -433,7 +433,11 @@ def drive(
             deliver(step)
         if lag and lag[i % len(lag)]:
             ctx.run(op)
+        done = len(ctx.sent)
         ctx.run(op, f)
+        # Corrections only at times the frontier has passed: what lies beyond it waits.
+        early_sent = [t for _, t, _ in ctx.sent[done:] if f.less_equal(t)]
+        assert not early_sent, f"sent at {early_sent} beyond the frontier {f}"
     return ctx.sent, ctx, op
 
 
@@ -654,6 +658,101 @@ def test_row_frontiers_match_oracle(name: str, updates: list[Any], lag: list[boo
         sent, ctx, op = drive(updates, [*ROW_FRONTIERS, Antichain()], logic, Product(0, 0), lag=lag)
     assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
     assert ctx.held == {} and op.pending == {}
+
+
+def nested_row_times(prefix: int, rows: tuple[int, int]) -> st.SearchStrategy[Any]:
+    """Nested-loop times ``Product(Product(prefix, i), y)`` for rows ``y`` in ``rows``."""
+    return st.builds(
+        lambda i, y: Product(Product(prefix, i), y), st.integers(0, 3), st.integers(*rows)
+    )
+
+
+# A nested loop's frontiers when every iteration of the enclosing loop is in it together (a
+# collection loaded at once): one inner round at a time for all of them, first for outer time
+# 0 (rounds 0-3), then for outer time 1 (rounds 4-7), whose rows then sit above all of 0's.
+NESTED_ROW_FRONTIERS = [
+    *(Antichain([Product(Product(0, 0), y)]) for y in range(1, 5)),
+    *(Antichain([Product(Product(1, 0), y)]) for y in range(5, 9)),
+    Antichain(),
+]
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCT_QUERIES))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_nested_row_frontiers_match_general_path_and_oracle(name: str, data: st.DataObject) -> None:
+    """Nested-loop keys whose new times lie on one row of the enclosing loop's iterations, with
+    history at that outer time and an earlier one: the nested row sweep alone corrects them
+    (the general search is never asked), sends exactly what the general path sends, and
+    output[t] = logic(input[t]) everywhere."""
+    logic, query = PRODUCT_QUERIES[name]
+    times = st.one_of(nested_row_times(0, (0, 3)), nested_row_times(1, (4, 7)))
+    updates = data.draw(
+        st.lists(
+            st.tuples(
+                st.tuples(st.sampled_from(["a", "b"]), VALS), times, st.integers(-2, 2).filter(bool)
+            ),
+            max_size=12,
+        )
+    )
+    lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    lower = Product(Product(0, 0), 0)
+
+    def not_asked(*_args: Any) -> None:
+        raise AssertionError("a key on a nested row took the general search")
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(reduce_paths, "general", not_asked)
+        sent, ctx, op = drive(updates, NESTED_ROW_FRONTIERS, logic, lower, lag=lag)
+    assert ctx.held == {} and op.pending == {}
+    general, _, _ = drive(updates, NESTED_ROW_FRONTIERS, logic, lower, lag=lag, path=GENERAL)
+    assert consolidated(sent) == consolidated(general)
+    assert_matches_oracle(sent, {"xs": updates}, query or q_parity)
+
+
+NESTED_GRID = st.builds(
+    lambda p, i, y: Product(Product(p, i), y),
+    st.integers(0, 1),
+    st.integers(0, 3),
+    st.integers(0, 4),
+)
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCT_QUERIES))
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_nested_paths_on_random_frontiers_match_general_path(
+    name: str, data: st.DataObject
+) -> None:
+    """Nested-loop keys under random frontiers, so that a step's new times lie on a row, on a
+    line, on neither, with stored times above the row, at a later outer time or incomparable:
+    every shortcut sends exactly what the general path sends, which is the oracle's answer,
+    and keeps the same in-memory output."""
+    logic, query = PRODUCT_QUERIES[name]
+    updates = data.draw(
+        st.lists(
+            st.tuples(
+                st.tuples(st.sampled_from(["a", "b"]), VALS),
+                NESTED_GRID,
+                st.integers(-2, 2).filter(bool),
+            ),
+            max_size=14,
+        )
+    )
+    frontiers = data.draw(frontier_chains(NESTED_GRID, n=6))
+    lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    early = data.draw(st.integers(0, 1))
+    lower = Product(Product(0, 0), 0)
+    runs = []
+    for path in (None, GENERAL):
+        sent, ctx, op = drive(updates, frontiers, logic, lower, lag=lag, early=early, path=path)
+        assert ctx.held == {} and op.pending == {}
+        outputs = {k: consolidated(rows) for k, rows in op.outputs.rows.items()}
+        runs.append((consolidated(sent), {k: c for k, c in outputs.items() if c}))
+    assert runs[0] == runs[1]
+    assert_matches_oracle(
+        [(d, t, r) for (d, t), r in runs[0][0].items()], {"xs": updates}, query or q_parity
+    )
 
 
 def halve(_d: Any, n: int) -> int:
@@ -980,6 +1079,41 @@ def test_line_key_with_several_positions_beyond_the_frontier() -> None:
     assert_matches_oracle(sent, {"xs": updates}, q_count)
     at = {t for _, t, _ in sent}
     assert {Product(2, 3), Product(2, 5)} <= at
+
+
+def test_nested_row_seeds_of_two_outer_times_take_the_general_search() -> None:
+    """New times on one inner row but under two outer times (incomparable iterations of the
+    enclosing loop): no one chain holds them, so the key is searched in full, and
+    output[t] = logic(input[t]) everywhere (min of 3 at ((0, 1), 2), of 1 at ((1, 0), 2),
+    and of both at their join ((1, 1), 2))."""
+    updates = [(("k", 3), Product(Product(0, 1), 2), 1), (("k", 1), Product(Product(1, 0), 2), 1)]
+    sent, ctx, op = drive(updates, [Antichain()], min_logic, Product(Product(0, 0), 0))
+    assert op.pending == {} and ctx.held == {}
+    assert_matches_oracle(sent, {"xs": updates}, q_min)
+    assert consolidated(sent) == Counter(
+        {
+            (("k", 3), Product(Product(0, 1), 2)): 1,
+            (("k", 1), Product(Product(1, 0), 2)): 1,
+            (("k", 3), Product(Product(1, 1), 2)): -1,
+        }
+    )
+
+
+def test_nested_row_pending_time_of_another_outer_time_is_not_moved_onto_the_row() -> None:
+    """A time owed under outer time 0 (((0, 2), 1): its input, 7 then 3 below it, changed
+    there) falls due in the step that brings a new time on the same inner row under outer
+    time 1: the two are on no one chain, and the owed correction is made where it is owed."""
+    updates = [(("k", 7), Product(Product(0, 2), 0), 1), (("k", 3), Product(Product(0, 0), 1), 1),
+               (("k", 1), Product(Product(1, 0), 1), 1)]  # fmt: skip
+    frontiers = [
+        Antichain([Product(Product(0, 0), 1)]),
+        Antichain([Product(Product(0, 2), 1), Product(Product(1, 0), 1)]),
+        Antichain(),
+    ]
+    sent, ctx, op = drive(updates, frontiers, min_logic, Product(Product(0, 0), 0))
+    assert op.pending == {} and ctx.held == {}
+    assert_matches_oracle(sent, {"xs": updates}, q_min)
+    assert consolidated(sent)[(("k", 7), Product(Product(0, 2), 1))] == -1
 
 
 def test_line_positions_whose_updates_cancel_are_not_interesting() -> None:

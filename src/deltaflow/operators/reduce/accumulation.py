@@ -236,7 +236,12 @@ def positions(rows: list[tuple[Any, Any, int]], x: Any) -> list[tuple[int, Any, 
         return [(t, v, d) for v, t, d in rows]
     if x.__class__ is int:  # Products are pairs: indexing is the cheapest way in
         return [(t[1], v, d) for v, t, d in rows if t[0] <= x]
-    return [(t.inner, v, d) for v, t, d in rows if less_equal(t.outer, x)]
+    xo, xi = x
+    if xo.__class__ is int and xi.__class__ is int:
+        # A loop nested in another: every time's outer coordinate is such a pair too (one
+        # operator's times share one shape), compared in place rather than by a call a row.
+        return [(t[1], v, d) for v, t, d in rows if (o := t[0])[0] <= xo and o[1] <= xi]
+    return [(t[1], v, d) for v, t, d in rows if less_equal(t[0], x)]
 
 
 def total_at(rows: list[tuple[Any, Any, int]], x: int, y: int) -> int:

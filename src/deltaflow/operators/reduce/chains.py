@@ -13,7 +13,9 @@ times under ``total_order=False`` are one line too (``x`` is ``None``).
 The transposed shape, a *row*, is that of a static run: every new time of the key is
 ``Product(_, y)`` for one iteration ``y`` and its history lies at iterations ``<= y`` (each
 iteration brings new times from many rounds at once). The same sweep runs along the row,
-ordered by the outer coordinate (:func:`pair_row`).
+ordered by the outer coordinate (:func:`pair_row`). In nested loops a row of times
+``Product(Product(p, i), y)`` under one ``p`` is a chain along ``i`` (:func:`nested_row`): the
+shape of a key whose new times come from several iterations of the enclosing loop at once.
 
 Checking the shape costs one pass over the key's times; a key off a line or row takes the
 general search (:mod:`.general`). The output history's positions count as interesting as well
@@ -39,9 +41,11 @@ from .counting import ByCount, count_chain, count_debt
 from .interesting_times import interesting_on_line
 
 if TYPE_CHECKING:
+    from deltaflow.framework.antichain import Antichain
+
     from .operator import ReduceOperator
 
-__all__ = ["count_line", "least", "line", "pair_row", "sweep_line"]
+__all__ = ["count_line", "least", "line", "nested_row", "pair_row", "sweep_line"]
 
 _first = itemgetter(0)
 
@@ -207,10 +211,20 @@ def _split(
     get = acc.get
     above: dict[Any, int] | None = None
     pairs = x.__class__ is int
+    # A loop nested in another: every outer coordinate is a pair of ints too (one operator's
+    # times share one shape), compared in place rather than by a call a row.
+    nested = not pairs and x is not None and x[0].__class__ is int and x[1].__class__ is int
+    xo, xi = x if nested else (0, 0)
     for v, r, d in rows:
         if x is None:
             ry = r
-        elif (r[0] <= x) if pairs else less_equal(r[0], x):
+        elif (
+            (r[0] <= x)
+            if pairs
+            else ((o := r[0])[0] <= xo and o[1] <= xi)
+            if nested
+            else less_equal(r[0], x)
+        ):
             ry = r[1]
         elif off_line_ends:
             return None
@@ -323,17 +337,19 @@ def sweep_line(
     bound: int | None,
     fixes: dict[Any, list[tuple[Any, Any, int]]],
     row: int | None = None,
+    prefix: Any = None,
 ) -> None:
     """Correct one key whose times form a chain, given by int positions along it.
 
     ``x`` is the line's outer coordinate (``None``: the times are ints, positions are the
     times themselves); with ``row`` the chain is the row ``Product(_, row)`` instead and
-    positions are outer coordinates (see :func:`pair_row`). ``seeds`` are the positions
-    of new and pending times; ``stored`` the positions of the stored input times that may
-    make interesting times; ``inputs`` and ``outputs`` the key's histories as
-    ``(position, val, diff)`` (only updates at or below the chain). Every correction goes
-    to ``fixes[position]`` for ints, ``fixes[(x, position)]`` on a line and
-    ``fixes[(position, row)]`` on a row.
+    positions are outer coordinates (see :func:`pair_row`), or with ``prefix`` the inner
+    coordinates of outer coordinates ``Product(prefix, position)`` (see :func:`nested_row`).
+    ``seeds`` are the positions of new and pending times; ``stored`` the positions of the
+    stored input times that may make interesting times; ``inputs`` and ``outputs`` the key's
+    histories as ``(position, val, diff)`` (only updates at or below the chain). Every
+    correction goes to ``fixes[position]`` for ints, ``fixes[(x, position)]`` on a line and
+    ``fixes[(outer, row)]`` on a row.
 
     On a chain every earlier ready time is below the next, so one sweep in position order
     keeps the accumulated input and the output (stored plus this round's corrections) up
@@ -345,8 +361,17 @@ def sweep_line(
     # still shows where the key changed. Every deferred position stays pending.
     changed = _changed_positions(outputs)
     ready, deferred = interesting_on_line(seeds, [*stored, *changed], bound)
+    if prefix is not None:
+        # Gathered by position, then moved to the outer coordinates they stand for.
+        outer = fixes
+        fixes = {}
     if deferred:
-        if row is not None:
+        if prefix is not None:
+            op.defer(
+                key,
+                [new_tuple(Product, (new_tuple(Product, (prefix, y)), row)) for y in deferred],
+            )
+        elif row is not None:
             op.defer(key, [new_tuple(Product, (y, row)) for y in deferred])
         elif x is None:
             op.defer(key, deferred)  # type: ignore[arg-type]
@@ -361,7 +386,30 @@ def sweep_line(
     by_count = op.by_count
     if by_count is not None:
         count_chain(by_count, key, x, row, ready, inputs, outputs, fixes)
-        return
+    else:
+        _sweep_values(op, key, x, row, ready, inputs, outputs, fixes)
+    if prefix is not None:
+        for (y, r), rows in fixes.items():
+            at = (new_tuple(Product, (prefix, y)), r)
+            have = outer.get(at)
+            if have is None:
+                outer[at] = rows
+            else:
+                have.extend(rows)
+
+
+def _sweep_values(
+    op: ReduceOperator,
+    key: Any,
+    x: Any,
+    row: int | None,
+    ready: list[int],
+    inputs: list[tuple[int, Any, int]],
+    outputs: list[tuple[int, Any, int]],
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> None:
+    """:func:`sweep_line`'s sweep for any reduction: ``inputs`` and ``outputs`` sorted by
+    position, ``logic`` run at each ready position where one of them changed."""
     i = j = 0
     acc: dict[Any, int] = {}
     current: dict[Any, int] = {}
@@ -411,3 +459,76 @@ def pair_row(
     stored = [p for p, _, _ in inputs]
     outputs = [(r[0], v, d) for v, r, d in written if r[1] <= y] if written else []
     sweep_line(op, key, None, xs, stored, inputs, outputs, bound, fixes, row=y)
+
+
+def nested_row(
+    op: ReduceOperator,
+    key: Any,
+    times: list[Any],
+    history: list[tuple[Any, Any, int]],
+    written: list[tuple[Any, Any, int]] | None,
+    upper: Antichain,
+    fixes: dict[Any, list[tuple[Any, Any, int]]],
+) -> bool:
+    """:func:`pair_row` for nested loops; False (nothing done) if the key's times are not on
+    such a row.
+
+    Times ``Product(Product(p, i), y)``: the key's times lie on row ``y`` under prefix ``p``
+    when every one of ``times`` is ``Product(Product(p, _), y)`` and every stored input time
+    ``Product(Product(q, j), z)`` has ``q <= p`` and ``z <= y``. Its join with a time of the
+    row is then on the row (at ``max(i, j)``) and it counts from position ``j`` on: a chain
+    along the inner coordinate of the outer loop. This is the shape of a nested loop's key
+    whose new times come from several iterations of the enclosing loop at once (the inner
+    loop of each iteration runs beside those of the others, round by round), as when a
+    collection is first loaded. Output times not ``<=`` some time of the row are skipped.
+    """
+    first = times[0]
+    y = first[1]
+    prefix = first[0][0]
+    for t in times:
+        if t[1] != y:
+            return False
+        p = t[0][0]
+        if p is not prefix and p != prefix:
+            return False
+    xs = [t[0][1] for t in times]
+    inputs: list[tuple[int, Any, int]] = []
+    for v, r, d in history:
+        if r[1] > y:
+            return False
+        o = r[0]
+        q = o[0]
+        if q is not prefix and not less_equal(q, prefix):
+            return False
+        inputs.append((o[1], v, d))
+    outputs: list[tuple[int, Any, int]] = []
+    if written:
+        for v, r, d in written:
+            o = r[0]
+            q = o[0]
+            if r[1] <= y and (q is prefix or less_equal(q, prefix)):
+                outputs.append((o[1], v, d))
+    stored = [j for j, _, _ in inputs]
+    bound = nested_row_bound(upper, prefix, y)
+    sweep_line(op, key, None, xs, stored, inputs, outputs, bound, fixes, row=y, prefix=prefix)
+    return True
+
+
+def nested_row_bound(upper: Antichain, prefix: Any, y: int) -> int | None:
+    """The smallest ``i`` with ``Product(Product(prefix, i), y)`` beyond ``upper``, or None.
+
+    It is beyond an element ``Product(Product(q, j), z)`` iff ``q <= prefix``, ``z <= y``
+    and ``j <= i``: the answer is the least such ``j``.
+
+    >>> from deltaflow.framework.antichain import Antichain
+    >>> u = Antichain([Product(Product(0, 4), 1), Product(Product(0, 2), 6)])
+    >>> nested_row_bound(u, 0, 3), nested_row_bound(u, 0, 7), nested_row_bound(u, 0, 0)
+    (4, 2, None)
+    """
+    bound: int | None = None
+    for u in upper.elements:
+        o = u[0]  # type: ignore[index]
+        j = o[1]
+        if u[1] <= y and (bound is None or j < bound) and less_equal(o[0], prefix):  # type: ignore[index]
+            bound = j
+    return bound

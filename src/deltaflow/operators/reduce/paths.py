@@ -7,8 +7,8 @@ per-key path once, from the lower bound of its input (:func:`path_for`):
   sweep (:func:`on_int_line`);
 * ``Product(int, int)`` (one loop): the key's times on one line, else on one row, else the
   general search (:func:`on_pairs`);
-* ``Product(t, int)`` with ``t`` not an int (nested loops): one line, else the general search
-  (:func:`on_lines`);
+* ``Product(t, int)`` with ``t`` not an int (nested loops): one line, else one row of the
+  enclosing loop's iterations, else the general search (:func:`on_lines`);
 * anything else: the general search (:func:`on_general`), which a test may also set as an
   operator's ``path`` to check a shortcut against it.
 
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltaflow.framework.lattice import Product
 
-from .chains import count_line, line, pair_row
+from .chains import count_line, line, nested_row, pair_row
 from .counting import RowCounts, on_row
 from .general import general
 from .interesting_times import InterestingTimes, line_bound, row_bound
@@ -179,10 +179,16 @@ def on_lines(
     written: Rows | None,
     act: Activation,
 ) -> None:
-    """``Product(t, int)`` times: the chain sweep when the key's times lie on one line."""
+    """``Product(t, int)`` times: the chain sweep when the key's times lie on one line, or
+    (nested loops, ``t`` a ``Product`` with an int inner coordinate) on one row of the
+    enclosing loop's iterations (:func:`.chains.nested_row`); else the general search."""
     x = times[0][0]
-    if not line(op, key, x, times, history, written, act.line_bound(x), act.line_fixes):
-        on_general(op, key, times, history, written, act)
+    if line(op, key, x, times, history, written, act.line_bound(x), act.line_fixes):
+        return
+    nested = x.__class__ is Product and x[1].__class__ is int
+    if nested and nested_row(op, key, times, history, written, act.upper, act.line_fixes):
+        return
+    on_general(op, key, times, history, written, act)
 
 
 def on_pairs(
