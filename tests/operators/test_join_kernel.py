@@ -27,6 +27,10 @@ from deltaflow.operators.join_kernel import SortedRuns, columns_of, joined, pair
 int_times = st.integers(0, 6)
 product_times = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
 diffs = st.sampled_from([-2, -1, 1, 1, 2])
+int_keys = st.integers(0, 5)
+pair_keys = st.tuples(
+    st.integers(-1, 2), st.integers(-(1 << 31), -(1 << 31) + 2) | st.integers(0, 2)
+)
 values = st.one_of(st.integers(-2, 3), st.sampled_from(["x", "y", (1, 2)]))
 
 
@@ -47,8 +51,9 @@ def sealed(rows: list[tuple[int, Any, Any, int]], unit: bool, low: Any) -> Batch
 def sides(draw: st.DrawFn) -> tuple[list[list[tuple[int, Any, Any, int]]], ...]:
     """The arriving batch's rows and the other side's batches' rows, one time kind."""
     time = draw(st.sampled_from([int_times, product_times]))
-    row = st.tuples(st.integers(0, 5), values, time, diffs)
-    ints = st.tuples(st.integers(0, 5), st.integers(0, 9), time, diffs)
+    key = draw(st.sampled_from([int_keys, pair_keys]))
+    row = st.tuples(key, values, time, diffs)
+    ints = st.tuples(key, st.integers(0, 9), time, diffs)
     rows = draw(st.sampled_from([row, ints]))
     one_time = draw(st.booleans())
     if one_time:  # the usual message: every update at one time
@@ -128,7 +133,8 @@ def test_kernel_matches_the_join_of_every_pair(
 def test_runs_hold_every_noted_batch_sorted(
     data: tuple[list[tuple[int, Any, Any, int]], ...],
 ) -> None:
-    """Runs merge as they grow (a run per read); together they hold every update noted."""
+    """Runs merge as they grow (a run per read); together they hold every update noted, in
+    the order of their keys' codes."""
     runs = SortedRuns()
     noted: Counter[Any] = Counter()
     for rows in data:
@@ -140,7 +146,8 @@ def test_runs_hold_every_noted_batch_sorted(
             assert keys == sorted(keys)
             vals = run.vals if isinstance(run.vals, list) else run.vals.tolist()
             times = run.times.tolist()
-            for k, v, t, r in zip(keys, vals, times, run.diffs.tolist()):
+            objs = keys if run.objs is None else run.objs
+            for k, v, t, r in zip(objs, vals, times, run.diffs.tolist()):
                 held[(k, v, Product(*t) if isinstance(t, list) else t, r)] += 1
         assert held == noted
         assert runs.size == noted.total() and runs.usable(runs.size)
@@ -156,6 +163,10 @@ def test_runs_hold_every_noted_batch_sorted(
         RawBatch([1, 2], [1, 2], [Product(0, 1), Product((0, 1), 2)], [1, 1]),  # nested time
         RawBatch([1, 2], [1, 2], [0, 0], [1, 1 << 40]),  # a diff whose products may overflow
         RawBatch([1, 1 << 70], [1, 2], [0, 0], [1, 1]),  # a key beyond int64
+        RawBatch([(1, 2), (1, 2.5)], [1, 2], [0, 0], [1, 1]),  # a pair with a float
+        RawBatch([(1, 2), (1, 2, 3)], [1, 2], [0, 0], [1, 1]),  # not all pairs
+        RawBatch([(1, 2), (1, 1 << 31)], [1, 2], [0, 0], [1, 1]),  # beyond what packs
+        RawBatch([(1, 2), 3], [1, 2], [0, 0], [1, 1]),  # pairs and ints mixed
     ],
 )
 def test_batches_the_kernel_does_not_take(batch: RawBatch) -> None:
@@ -176,9 +187,12 @@ def test_runs_given_up_when_the_history_differs() -> None:
     assert other.usable(1) and other.runs() == [] and not other.valid
 
 
-class TwoPaths(df.Pipeline):
+class Triangles(df.Pipeline):
     def build(self, edges: df.Collection) -> df.Collection:
-        return edges.map(lambda ab: (ab[1], ab[0])).join_map(edges, lambda b, a, c: (a, b, c))
+        two_paths = edges.map(lambda ab: (ab[1], ab[0])).join_map(
+            edges, lambda b, a, c: ((a, c), b)
+        )
+        return two_paths.semijoin(edges)
 
 
 @settings(max_examples=25, deadline=None)
@@ -194,7 +208,7 @@ def test_join_operator_same_output_either_path(edges: list[tuple[Any, int, int]]
     for mode in ("always", "never"):
         previous = kernels.set_mode(mode)
         try:
-            out = df.run(TwoPaths(), edges=edges)
+            out = df.run(Triangles(), edges=edges)
         finally:
             kernels.set_mode(previous)
         per_time: dict[int, Counter[Any]] = defaultdict(Counter)

@@ -382,7 +382,12 @@ class JoinOperator(Operator):
         if not runs:
             return
         cols = columns_of(item.batch)
-        if cols is None or cols.times.ndim != runs[0].times.ndim:
+        first = runs[0]
+        if (
+            cols is None
+            or cols.times.ndim != first.times.ndim
+            or (cols.objs is None) != (first.objs is None)
+        ):
             return
         if kernels.mode() == "auto" and count_pairs(cols, runs) > PAIRS_PER_ROW * n:
             return

@@ -2,8 +2,8 @@
 
 A join pairs every update ``(k, a, t1, r1)`` of an arriving batch with every update
 ``(k, b, t2, r2)`` of the other side, making ``(logic(k, a, b), join(t1, t2), r1 * r2)``
-(:mod:`.join`). When the keys are ints and the times ints or ``Product`` of two ints, the
-pairs are found for a whole batch at once: the other side's keys sorted
+(:mod:`.join`). When the keys are ints or pairs of ints (packed into one int64 code) and
+the times ints or ``Product`` of two ints, the pairs are found for a whole batch at once: the other side's keys sorted
 (:class:`SortedRuns`), ``np.searchsorted`` gives each arriving key's run of matches, and
 ``np.repeat`` spells the pairs out; the times join as a vectorised maximum and the diffs
 multiply as arrays. Only ``logic`` runs per pair (it is the user's Python), mapped over the
@@ -34,7 +34,7 @@ import numpy as np
 
 from ..framework.lattice import Product
 from ..framework.trace.batch import Batch
-from ..framework.trace.codec import INT_CODEC, PRODUCT
+from ..framework.trace.codec import INT_CODEC, PRODUCT, TUPLE
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -59,17 +59,21 @@ _DIFF_BOUND = 1 << 31
 
 
 class Columns:
-    """One side's updates as columns: int64 ``keys``; ``vals`` an int64 array, a list of
-    objects, or None (every value ``()``); ``times`` int64, of shape ``(n,)`` for int times
-    or ``(n, 2)`` for ``Product(int, int)``; int64 ``diffs``."""
+    """One side's updates as columns: int64 ``keys`` (ints, or the codes of int pairs, see
+    :func:`_pack`, then ``objs`` holds the pairs themselves; else None); ``vals`` an int64
+    array, a list of objects, or None (every value ``()``); ``times`` int64, of shape
+    ``(n,)`` for int times or ``(n, 2)`` for ``Product(int, int)``; int64 ``diffs``."""
 
-    __slots__ = ("diffs", "keys", "times", "vals")
+    __slots__ = ("diffs", "keys", "objs", "times", "vals")
 
-    def __init__(self, keys: Any, vals: Any, times: Any, diffs: Any) -> None:
+    def __init__(
+        self, keys: Any, vals: Any, times: Any, diffs: Any, objs: list[Any] | None = None
+    ) -> None:
         self.keys = keys
         self.vals = vals
         self.times = times
         self.diffs = diffs
+        self.objs = objs
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -77,8 +81,45 @@ class Columns:
     def take(self, order: Any) -> Columns:
         """The rows at ``order`` (an int array), in that order."""
         return Columns(
-            self.keys[order], _gather(self.vals, order), self.times[order], self.diffs[order]
+            self.keys[order],
+            _gather(self.vals, order),
+            self.times[order],
+            self.diffs[order],
+            _gather(self.objs, order),
         )
+
+    def key_objects(self, rows: Any) -> list[Any]:
+        """The keys at ``rows`` as Python values."""
+        if self.objs is None:
+            return self.keys[rows].tolist()  # type: ignore[no-any-return]
+        return _gather(self.objs, rows)  # type: ignore[no-any-return]
+
+
+_PAIR_BOUND = 1 << 31
+"""Components of a pair key within ``[-_PAIR_BOUND, _PAIR_BOUND)`` pack into one int64."""
+
+
+def _pack(first: Any, second: Any) -> Any:
+    """One int64 code per pair of int32-range components: equal codes iff equal pairs (the
+    codes' order means nothing; runs are sorted by it only to be searched), or None if a
+    component is out of range."""
+    for part in (first, second):
+        if len(part) and (int(part.min()) < -_PAIR_BOUND or int(part.max()) >= _PAIR_BOUND):
+            return None
+    return (first << 32) + (second & 0xFFFFFFFF)
+
+
+def _pair_keys(keys: list[Any]) -> Any:
+    """Codes of a list of ``(int, int)`` keys (plain tuples), or None."""
+    if set(map(type, keys)) != {tuple}:
+        return None
+    try:
+        arr = np.array(keys)
+    except (ValueError, OverflowError):
+        return None
+    if arr.dtype != np.int64 or arr.ndim != 2 or arr.shape[1] != 2:
+        return None
+    return _pack(arr[:, 0], arr[:, 1])
 
 
 def _int_array(col: list[Any]) -> Any:
@@ -126,10 +167,17 @@ def columns_of(batch: Batch | RawBatch) -> Columns | None:
     """
     if len(batch) == 0:
         return None
+    objs = None
     if isinstance(batch, Batch) and batch.encoded:
-        if batch.key_codec is not INT_CODEC:
-            return None
         keys, vcodes, tcodes, diffs = batch.columns
+        kc = batch.key_codec
+        if kc is not INT_CODEC:
+            if kc.kind != TUPLE or kc.arity != 2:
+                return None
+            objs = kc.decode(keys)
+            keys = _pack(*kc.decode_arrays(keys))
+            if keys is None:
+                return None
         tc = batch.time_codec
         if tc is INT_CODEC:
             times = tcodes
@@ -146,7 +194,11 @@ def columns_of(batch: Batch | RawBatch) -> Columns | None:
         diffs = np.asarray(diffs, dtype=np.int64)
     else:
         klist, vals, tlist, dlist = batch.object_columns()
-        keys = _int_array(klist)
+        if klist[0].__class__ is tuple:
+            keys = _pair_keys(klist)
+            objs = klist
+        else:
+            keys = _int_array(klist)
         if keys is None:
             return None
         times = _time_array(tlist)
@@ -157,7 +209,7 @@ def columns_of(batch: Batch | RawBatch) -> Columns | None:
             return None
     if len(diffs) and int(np.abs(diffs).max()) >= _DIFF_BOUND:
         return None
-    return Columns(keys, vals, times, diffs)
+    return Columns(keys, vals, times, diffs, objs)
 
 
 def _gather(vals: Any, idx: Any) -> Any:
@@ -186,11 +238,15 @@ def _merge(parts: list[Columns]) -> Columns | None:
     vals = [p.vals for p in parts]
     if len({v is None for v in vals}) != 1:
         return None
+    objs = [p.objs for p in parts]
+    if len({o is None for o in objs}) != 1:
+        return None  # int keys and pair keys never meet
     whole = Columns(
         np.concatenate([p.keys for p in parts]),
         _concat(vals),
         np.concatenate([p.times for p in parts]),
         np.concatenate([p.diffs for p in parts]),
+        _concat(objs),
     )
     order = np.argsort(whole.keys, kind="stable")
     return whole.take(order)
@@ -338,7 +394,7 @@ def joined(
     parts = [(runs[ri], m) for _, m, ri in pairs]
     times = np.maximum(cols.times[rows], np.concatenate([r.times[m] for r, m in parts]))
     diffs = cols.diffs[rows] * np.concatenate([r.diffs[m] for r, m in parts])
-    keys = cols.keys[rows].tolist()
+    keys = cols.key_objects(rows)
     mine = _values(_gather(cols.vals, rows), len(keys))
     theirs: list[Any] = []
     for r, m in parts:
