@@ -3,10 +3,10 @@
 A join pairs every update ``(k, a, t1, r1)`` of an arriving batch with every update
 ``(k, b, t2, r2)`` of the other side, making ``(logic(k, a, b), join(t1, t2), r1 * r2)``
 (:mod:`.join`). When the keys are ints or pairs of ints (packed into one int64 code) and
-the times ints or ``Product`` of two ints, the pairs are found for a whole batch at once: the other side's keys sorted
-(:class:`SortedRuns`), ``np.searchsorted`` gives each arriving key's run of matches, and
-``np.repeat`` spells the pairs out; the times join as a vectorised maximum and the diffs
-multiply as arrays. Only ``logic`` runs per pair (it is the user's Python), mapped over the
+the times ints or ``Product`` of two ints, the pairs are found for a whole batch at once:
+the other side's keys sorted (:class:`SortedRuns`), ``np.searchsorted`` gives each arriving
+key's run of matches, and ``np.repeat`` spells the pairs out; the times join as a vectorised
+maximum and the diffs multiply as arrays. Only ``logic`` runs per pair (it is the user's Python), mapped over the
 gathered columns, and the output is summed per time and datum by C loops (``Counter``) when
 every diff of a time is the same, as in a load.
 
