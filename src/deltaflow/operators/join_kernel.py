@@ -6,9 +6,9 @@ A join pairs every update ``(k, a, t1, r1)`` of an arriving batch with every upd
 the times ints or ``Product`` of two ints, the pairs are found for a whole batch at once:
 the other side's keys sorted (:class:`SortedRuns`), ``np.searchsorted`` gives each arriving
 key's run of matches, and ``np.repeat`` spells the pairs out; the times join as a vectorised
-maximum and the diffs multiply as arrays. Only ``logic`` runs per pair (it is the user's Python), mapped over the
-gathered columns, and the output is summed per time and datum by C loops (``Counter``) when
-every diff of a time is the same, as in a load.
+maximum and the diffs multiply as arrays. Only ``logic`` runs per pair (it is the user's
+Python), mapped over the gathered columns, and the output is summed per time and datum by C
+loops (``Counter``) when every diff of a time is the same, as in a load.
 
 Whether a batch takes this path is chosen once per batch (:func:`columns_of`: its key, time
 and diff columns convert to int arrays or it keeps the row path), never per update.
