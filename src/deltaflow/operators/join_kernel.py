@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from itertools import pairwise
+from itertools import chain, pairwise, repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from .arrange import RawBatch
 
 __all__ = [
-    "PAIRS_PER_ROW", "THRESHOLD", "Columns", "SortedRuns", "columns_of", "count_pairs", "joined",
-    "pair_up",
+    "PAIRS_PER_ROW", "THRESHOLD", "Columns", "SortedRuns", "columns_of", "count_pairs",
+    "grouped", "joined", "pair_up",
 ]  # fmt: skip
 
 THRESHOLD = 1024
@@ -109,17 +109,23 @@ def _pack(first: Any, second: Any) -> Any:
     return (first << 32) + (second & 0xFFFFFFFF)
 
 
+def _int_pairs(pairs: list[Any]) -> Any:
+    """An ``(n, 2)`` int64 array of a list of pairs (tuples) of plain ints, or None."""
+    if set(map(len, pairs)) != {2} or set(map(type, chain.from_iterable(pairs))) != {int}:
+        return None
+    try:
+        flat = np.fromiter(chain.from_iterable(pairs), dtype=np.int64, count=2 * len(pairs))
+    except OverflowError:
+        return None
+    return flat.reshape(-1, 2)
+
+
 def _pair_keys(keys: list[Any]) -> Any:
     """Codes of a list of ``(int, int)`` keys (plain tuples), or None."""
     if set(map(type, keys)) != {tuple}:
         return None
-    try:
-        arr = np.array(keys)
-    except (ValueError, OverflowError):
-        return None
-    if arr.dtype != np.int64 or arr.ndim != 2 or arr.shape[1] != 2:
-        return None
-    return _pack(arr[:, 0], arr[:, 1])
+    arr = _int_pairs(keys)
+    return None if arr is None else _pack(arr[:, 0], arr[:, 1])
 
 
 def _int_array(col: list[Any]) -> Any:
@@ -148,13 +154,7 @@ def _time_array(times: list[Any]) -> Any:
         return _int_array(times)
     if kinds != {Product}:
         return None
-    try:
-        arr = np.array(times)
-    except (ValueError, OverflowError):
-        return None
-    if arr.dtype != np.int64 or arr.ndim != 2 or arr.shape[1] != 2:
-        return None
-    return arr
+    return _int_pairs(times)
 
 
 def columns_of(batch: Batch | RawBatch) -> Columns | None:
@@ -329,6 +329,32 @@ class SortedRuns:
                     return []
                 runs.append(merged)
         return self._runs
+
+
+def grouped(batch: Batch | RawBatch, cols: Columns) -> list[tuple[Any, list[tuple[Any, Any, int]]]]:
+    """The batch's updates grouped by key, ``(key, [(val, time, diff), ...])`` in new lists
+    (what :meth:`~.history.KeyedHistory.extend_grouped` takes), found with ``cols``' keys:
+    a slice per key instead of a dict lookup per update.
+
+    >>> from deltaflow.operators.arrange import RawBatch
+    >>> b = RawBatch([2, 1, 2], ["a", "b", "c"], [0, 0, 1], [1, 1, -1])
+    >>> grouped(b, columns_of(b))
+    [(1, [('b', 0, 1)]), (2, [('a', 0, 1), ('c', 1, -1)])]
+    """
+    ks, vs, ts, ds = batch.object_columns()
+    codes = cols.keys
+    if not _sorted(cols):
+        order = np.argsort(codes, kind="stable")
+        codes = codes[order]
+        at = order.tolist()
+        ks = list(map(ks.__getitem__, at))
+        vs = None if vs is None else list(map(vs.__getitem__, at))
+        ts = list(map(ts.__getitem__, at))
+        ds = list(map(ds.__getitem__, at))
+    rows = list(zip(repeat(()) if vs is None else vs, ts, ds))
+    starts = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist()]
+    ends = [*starts[1:], len(rows)]
+    return [(ks[lo], rows[lo:hi]) for lo, hi in zip(starts, ends)]
 
 
 def _sorted(cols: Columns) -> bool:
