@@ -22,7 +22,7 @@ from deltaflow.framework.lattice import Product, join as time_join
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.operators.arrange import RawBatch
-from deltaflow.operators.join_kernel import SortedRuns, columns_of, grouped, joined, pair_up
+from deltaflow.operators.join_kernel import SortedRuns, columns_of, joined, pair_up
 
 int_times = st.integers(0, 6)
 product_times = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
@@ -216,22 +216,3 @@ def test_join_operator_same_output_either_path(edges: list[tuple[Any, int, int]]
             per_time[t][d] += r
         results.append({t: {d: r for d, r in c.items() if r} for t, c in per_time.items()})
     assert results[0] == results[1]
-
-
-@given(data=sides(), unit=st.booleans(), as_batch=st.booleans())
-@settings(max_examples=100, deadline=None)
-def test_grouped_holds_the_batch_by_key(
-    data: tuple[list[tuple[int, Any, Any, int]], ...], unit: bool, as_batch: bool
-) -> None:
-    """What the kernel hands its history: every update once, under its key, each key once."""
-    rows = data[0]
-    low = Product(0, 0) if rows[0][2].__class__ is Product else 0
-    batch = sealed(rows, unit, low) if as_batch else raw(rows, unit)
-    cols = columns_of(batch)
-    if cols is None:
-        assert not len(batch)
-        return
-    groups = grouped(batch, cols)
-    assert len({k for k, _ in groups}) == len(groups)
-    got = Counter((k, v, t, r) for k, rs in groups for v, t, r in rs)
-    assert got == Counter(batch.updates())

@@ -52,7 +52,6 @@ from .join_kernel import (
     SortedRuns,
     columns_of,
     count_pairs,
-    grouped,
     joined,
     pair_up,
 )
@@ -156,10 +155,6 @@ class _Work:
                 # an arrangement forwarded (a ``RawBatch``) groups into new lists each time.
                 self.keep.extend_grouped(
                     self.items, owned=self.batch.__class__ is RawBatch, batch=self.batch
-                )
-            elif self.cols is not None:  # joined by the kernel: grouped by its key column
-                self.keep.extend_grouped(
-                    grouped(self.batch, self.cols), owned=True, batch=self.batch
                 )
             else:
                 self.keep.extend(self.batch.updates(), self.batch)

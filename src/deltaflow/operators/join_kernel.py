@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from itertools import chain, pairwise, repeat
+from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAIRS_PER_ROW", "THRESHOLD", "Columns", "SortedRuns", "columns_of", "count_pairs",
-    "grouped", "joined", "pair_up",
+    "joined", "pair_up",
 ]  # fmt: skip
 
 THRESHOLD = 1024
@@ -329,32 +329,6 @@ class SortedRuns:
                     return []
                 runs.append(merged)
         return self._runs
-
-
-def grouped(batch: Batch | RawBatch, cols: Columns) -> list[tuple[Any, list[tuple[Any, Any, int]]]]:
-    """The batch's updates grouped by key, ``(key, [(val, time, diff), ...])`` in new lists
-    (what :meth:`~.history.KeyedHistory.extend_grouped` takes), found with ``cols``' keys:
-    a slice per key instead of a dict lookup per update.
-
-    >>> from deltaflow.operators.arrange import RawBatch
-    >>> b = RawBatch([2, 1, 2], ["a", "b", "c"], [0, 0, 1], [1, 1, -1])
-    >>> grouped(b, columns_of(b))
-    [(1, [('b', 0, 1)]), (2, [('a', 0, 1), ('c', 1, -1)])]
-    """
-    ks, vs, ts, ds = batch.object_columns()
-    codes = cols.keys
-    if not _sorted(cols):
-        order = np.argsort(codes, kind="stable")
-        codes = codes[order]
-        at = order.tolist()
-        ks = list(map(ks.__getitem__, at))
-        vs = None if vs is None else list(map(vs.__getitem__, at))
-        ts = list(map(ts.__getitem__, at))
-        ds = list(map(ds.__getitem__, at))
-    rows = list(zip(repeat(()) if vs is None else vs, ts, ds))
-    starts = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist()]
-    ends = [*starts[1:], len(rows)]
-    return [(ks[lo], rows[lo:hi]) for lo, hi in zip(starts, ends)]
 
 
 def _sorted(cols: Columns) -> bool:
