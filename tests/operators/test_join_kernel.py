@@ -185,6 +185,12 @@ def test_runs_given_up_when_the_history_differs() -> None:
     other = SortedRuns()
     other.add(RawBatch(["a"], [1], [0], [1]))
     assert other.usable(1) and other.runs() == [] and not other.valid
+    # Runs of int keys and of pair keys (a collection may hold both) are never read together.
+    mixed = SortedRuns()
+    mixed.add(RawBatch([1, 2, 3, 4], [1, 2, 3, 4], [0] * 4, [1] * 4))
+    assert len(mixed.runs()) == 1
+    mixed.add(RawBatch([(0, 1)], [1], [0], [1]))
+    assert mixed.runs() == [] and not mixed.valid
 
 
 class Triangles(df.Pipeline):

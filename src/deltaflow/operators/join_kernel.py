@@ -316,10 +316,10 @@ class SortedRuns:
                 parts.append(cols)
             self._pending = []
             run = _merge(parts) if len(parts) > 1 or not _sorted(parts[0]) else parts[0]
-            if run is None:
-                self.drop()
-                return []
             runs = self._runs
+            if run is None or (runs and _kind(run) != _kind(runs[0])):
+                self.drop()  # (int keys and pair keys, say: their codes must never meet)
+                return []
             runs.append(run)
             while len(runs) > 1 and 2 * len(runs[-1]) >= len(runs[-2]):
                 last = runs.pop()
@@ -329,6 +329,11 @@ class SortedRuns:
                     return []
                 runs.append(merged)
         return self._runs
+
+
+def _kind(cols: Columns) -> tuple[bool, int, bool]:
+    """What runs must share to be read together: key kind, time shape, unit values."""
+    return cols.objs is None, cols.times.ndim, cols.vals is None
 
 
 def _sorted(cols: Columns) -> bool:
