@@ -35,6 +35,8 @@ One module per concept:
 * :mod:`.general` - every other key of a partial order;
 * :mod:`.total` - totally ordered (``int``) times;
 * :mod:`.counting` - ``distinct`` and ``threshold`` by plain int counts;
+* :mod:`.columnar` - ``count``, ``distinct`` and ``threshold`` at int times over batches of
+  ints, as one numpy kernel per batch (:mod:`deltaflow.framework.kernels` chooses);
 * :mod:`.logics` - the built-in logics and the operator's shortcuts for them;
 * :mod:`.reductions` - the public functions below, and :func:`reduce_core`.
 

@@ -65,6 +65,7 @@ __all__ = [
     "count_debt",
     "count_pairs",
     "on_row",
+    "order_by",
 ]
 
 ByCount = Callable[[Any, int], int]
@@ -254,7 +255,7 @@ class RowCounts:
         above = in_p > low[in_k]
         at_k = np.concatenate([seed_k, in_k[above]])
         at_p = np.concatenate([seed_p, in_p[above]])
-        order = _order(at_k, at_p)
+        order = order_by(at_k, at_p)
         at_k, at_p = at_k[order], at_p[order]
         first = np.ones(len(at_k), dtype=bool)
         first[1:] = (at_k[1:] != at_k[:-1]) | (at_p[1:] != at_p[:-1])
@@ -319,7 +320,7 @@ def _prefix_sums(
     # diffs, restarted at each key, read at the queries.
     kind = np.concatenate([np.zeros(len(k), dtype=np.int8), np.ones(len(at_k), dtype=np.int8)])
     all_k = np.concatenate([k, at_k])
-    order = _order(all_k, np.concatenate([p, at_p]), kind)
+    order = order_by(all_k, np.concatenate([p, at_p]), kind)
     diffs = np.concatenate([d, np.zeros(len(at_k), dtype=np.int64)])[order]
     running = np.cumsum(diffs)
     keys = all_k[order]
@@ -332,12 +333,12 @@ def _prefix_sums(
     return (running - base)[queries]  # type: ignore[no-any-return]
 
 
-def _order(k: np.ndarray, p: np.ndarray, kind: np.ndarray | None = None) -> np.ndarray:
+def order_by(k: np.ndarray, p: np.ndarray, kind: np.ndarray | None = None) -> np.ndarray:
     """The indices that sort by ``(k, p)``, or ``(k, p, kind)`` (stable): one ``argsort`` of
     them packed into an int64 when they fit
     (:func:`~deltaflow.framework.trace.batch.pack_int64`), else ``np.lexsort``.
 
-    >>> _order(np.array([1, 0, 1, 0]), np.array([5, 9, -2, 9]), np.array([1, 1, 0, 0]))
+    >>> order_by(np.array([1, 0, 1, 0]), np.array([5, 9, -2, 9]), np.array([1, 1, 0, 0]))
     array([3, 1, 2, 0])
     """
     if len(p):

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.durable.store import decode_frontier, encode_frontier
 from deltaflow.framework.durable.tables import Rows
+from deltaflow.framework.kernels import use_kernel
 from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
@@ -78,6 +79,7 @@ from ..history import AdvanceTo, KeyedHistory
 from ..values import as_count
 from .accumulation import difference
 from .chains import least, pair_row
+from .columnar import KERNEL_MIN, counting_kernel
 from .counting import ByCount, RowCounts
 from .logics import COLUMNS, FOLDS, Logic
 from .paths import Activation, KeyPath, path_for
@@ -198,6 +200,8 @@ class ReduceOperator(Operator):
         self.total = ints if total_order is None else (total_order and ints)
         # How a key of a partial order is corrected: one path for the shape of its times.
         self.path: KeyPath = path_for(source.lower)
+        # Int times: the numpy kernel large batches of ints take, if this logic has one.
+        self.kernel = counting_kernel(logic, positive_only, by_count) if self.total else None
         if output is not None and output.upper != source.lower:
             msg = f"{name}: the output spine must start at {source.lower!r}, not {output.upper!r}"
             raise ValueError(msg)
@@ -218,7 +222,10 @@ class ReduceOperator(Operator):
         # operator has output, per key (see KeyedHistory).
         self.inputs = KeyedHistory(unit=by_count is not None)
         self.outputs = KeyedHistory(unit=by_count is not None)
-        # Totally ordered times: each key's unapplied updates and its accumulations so far.
+        # Totally ordered times: the batches a kernel may take, received since the last
+        # correction (read whole when the frontier moves), each key's unapplied updates and
+        # its accumulations so far.
+        self.incoming: list[tuple[Time, Any]] = []
         self.buffered: dict[Any, list[tuple[Any, int, int]]] = {}
         self.accs: dict[Any, dict[Any, int]] = {}
         self.outs: dict[Any, dict[Any, int]] = {}
@@ -251,15 +258,19 @@ class ReduceOperator(Operator):
     def _receive(self, messages: list[tuple[Time, Any]]) -> None:
         unprocessed = self.unprocessed
         if self.total:
-            buffered = self.buffered
-            for time, batch in messages:
+            for time, _ in messages:
                 unprocessed.add(time)
-                for key, val, t, diff in batch.updates():
-                    rows = buffered.get(key)
-                    if rows is None:
-                        buffered[key] = [(val, t, diff)]
-                    else:
-                        rows.append((val, t, diff))
+            # Batches a kernel may take wait whole for the frontier (see .total); the others'
+            # updates are buffered per key now.
+            kernel = self.kernel
+            if kernel is not None:
+                size = (
+                    len(messages[0][1]) if len(messages) == 1 else sum(len(b) for _, b in messages)
+                )
+                if use_kernel(size, threshold=KERNEL_MIN):
+                    self.incoming.extend(messages)
+                    return
+            self.buffer(messages)
         else:
             waiting = self.waiting
             for time, batch in messages:
@@ -269,6 +280,18 @@ class ReduceOperator(Operator):
                     waiting[time] = [batch]
                 else:
                     batches.append(batch)
+
+    def buffer(self, messages: list[tuple[Time, Any]]) -> None:
+        """Int times: add the updates of the messages' batches to each key's unapplied
+        ones."""
+        buffered = self.buffered
+        for _, batch in messages:
+            for key, val, t, diff in batch.updates():
+                rows = buffered.get(key)
+                if rows is None:
+                    buffered[key] = [(val, t, diff)]
+                else:
+                    rows.append((val, t, diff))
 
     # ------------------------------------------------------------------ evaluation
 
@@ -525,6 +548,8 @@ class ReduceOperator(Operator):
         waits for the frontier (updates at later times, owed times)."""
         sink.value("upper", encode_frontier(self.upper))
         if self.total:
+            self.buffer(self.incoming)  # (one state to save: updates not yet applied)
+            self.incoming = []
             changed = self.changed.take()
             counts = ("val", "count")
             sink.index("accs", self.accs, counts, changed, rows=_counts)

@@ -5,6 +5,8 @@ times of its new updates, so the operator keeps each key's accumulated input and
 frontier (``accs`` and ``outs``) and sweeps the key's buffered updates in time order: no
 interesting-times search, no input history. Updates at or beyond the frontier stay buffered.
 (With ``total_order=False`` int times take the chain path instead, where they are one line.)
+Large batches of ints for ``count``, ``distinct`` and ``threshold`` take the numpy kernel of
+:mod:`.columnar` instead, on the same state.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.framework.kernels import use_kernel
+
 from .accumulation import record, sweep_to
+from .columnar import KERNEL_MIN, correct_counts
 
 if TYPE_CHECKING:
     from deltaflow.framework.antichain import Antichain
@@ -53,6 +58,19 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
     (and a sort of its live values) per distinct new time.
     """
     bound: Any = upper.elements[0] if upper.elements else None
+    kernel = op.kernel
+    if kernel is not None:
+        incoming = op.incoming
+        # Batches received for the kernel, or many keys whose updates an earlier frontier
+        # left waiting (each holds one update or more: their number stands for the updates').
+        if incoming or (
+            op.buffered_low is not None and use_kernel(len(op.buffered), threshold=KERNEL_MIN)
+        ):
+            op.incoming = []
+            fixes = correct_counts(op, kernel, [batch for _, batch in incoming], bound)
+            if fixes is not None:
+                return fixes
+            op.buffer(incoming)  # not all ints: the per-key sweep, below
     buffered, op.buffered = op.buffered, {}
     op.changed.note_all(buffered)
     accs = op.accs

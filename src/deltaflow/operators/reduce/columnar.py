@@ -1,0 +1,416 @@
+"""Counting reductions at int times as numpy kernels over whole batches.
+
+With totally ordered (``int``) times, ``count``, ``distinct`` and ``threshold`` answer from a
+key's *total* count alone: ``count`` outputs ``(n, 1)`` when the key's counts add up to
+``n > 0``, ``distinct`` ``((), 1)`` when ``n > 0``, ``threshold(f)`` ``((), f(key, n))``. When
+a batch's keys, values and times are plain ints (:func:`int_columns`), the operator corrects
+all of its keys at once (:func:`correct_counts`) instead of sweeping each key's updates in
+Python (:mod:`.total`):
+
+1. the updates the frontier has passed are sorted by ``(key, time)``;
+2. a running sum of their diffs, started at each key from its count before the batch, gives
+   the key's count ``n`` after each of its times;
+3. where the output changes between a time and the key's previous one, the old output is
+   retracted and the new one inserted at that time.
+
+The operator's state stays the one :mod:`.total` keeps and reads (each key's accumulation
+``{val: count}`` and output at the frontier, the updates beyond it), so the two paths take
+turns batch by batch, and checkpoints see one state. Whether a batch takes the kernel is
+decided once per batch, by :func:`deltaflow.framework.kernels.use_kernel` and by whether its
+columns are ints; which kernel, once per operator (:func:`counting_kernel`).
+
+    >>> from deltaflow.operators.arrange import RawBatch
+    >>> k, v, t, d = int_columns(RawBatch([3, 1], [7, 7], [0, 2], [1, -1]))
+    >>> k.tolist(), v.tolist(), t.tolist(), d.tolist()
+    ([3, 1], [7, 7], [0, 2], [1, -1])
+    >>> int_columns(RawBatch(["a"], None, [0], [1])) is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import numpy as np
+
+from deltaflow.framework.trace.batch import Batch
+from deltaflow.framework.trace.codec import as_int64
+from deltaflow.framework.trace.columns import all_unit, sort_consolidate_int
+
+from .counting import ByCount, order_by
+from .logics import COLUMNS, count_logic
+
+if TYPE_CHECKING:
+    from .operator import ReduceOperator
+
+__all__ = ["KERNEL_MIN", "CountKernel", "correct_counts", "counting_kernel", "int_columns"]
+
+Columns = tuple[np.ndarray, "np.ndarray | None", np.ndarray, np.ndarray]
+"""``(keys, vals, times, diffs)`` int64 columns; ``vals`` None: every value is ``()``."""
+
+Corrections = dict[Any, list[tuple[Any, Any, int]]]
+
+KERNEL_MIN: Final = 256
+"""Under ``DELTAFLOW_KERNELS=auto``, an activation of a counting reduction at int times with
+at least this many new updates takes the kernel; fewer take the per-key sweep, whose cost per
+update is higher but which has no fixed cost per numpy call."""
+
+# Counts the kernel sums stay below this in magnitude (checked before it runs), so no int64
+# sum can overflow.
+_SAFE: Final = 1 << 62
+
+
+@attrs.frozen
+class CountKernel:
+    """How a counting reduction's output follows from a key's total count ``n``.
+
+    ``by_count`` None: ``count`` (``(n, 1)`` when ``n > 0``); otherwise a reduction by self
+    with output ``((), by_count(key, n))``, and ``columns`` is ``by_count`` on a numpy column
+    of counts when it has one (``distinct``).
+    """
+
+    by_count: ByCount | None
+    columns: Callable[[np.ndarray], np.ndarray] | None
+
+
+def counting_kernel(
+    logic: Any, positive_only: bool, by_count: ByCount | None
+) -> CountKernel | None:
+    """The kernel for a reduction with this logic, or None when it has none (chosen once, when
+    the operator is made).
+
+    >>> counting_kernel(count_logic, False, None)
+    CountKernel(by_count=None, columns=None)
+    >>> counting_kernel(count_logic, True, None) is None  # positive counts only: not a total
+    True
+    """
+    if by_count is not None:
+        return CountKernel(by_count, COLUMNS.get(by_count))
+    if logic is count_logic and not positive_only:
+        return CountKernel(None, None)
+    return None
+
+
+def int_columns(batch: Any) -> Columns | None:
+    """A batch's updates as int64 columns, or None when a key, value, time or diff is not a
+    plain 64-bit int (one check per column, never per update).
+
+    The one place the reduction reads a batch's columns: an arrangement forwards a
+    :class:`~deltaflow.operators.arrange.RawBatch` (lists) or a
+    :class:`~deltaflow.framework.trace.batch.Batch` (numpy columns when large and all-int).
+    The columns returned may be the batch's own: callers must not change them.
+    """
+    if batch.__class__ is Batch:
+        if batch.columnar:
+            k, v, t, d = batch.columns
+            return k, v, t, d
+        if batch.encoded:  # tuples or products encoded into codes: not plain ints
+            return None
+    keys, vals, times, diffs = batch.object_columns()
+    return _as_columns(keys, vals, times, diffs)
+
+
+def _as_columns(
+    keys: Sequence[Any], vals: Sequence[Any] | None, times: Sequence[Any], diffs: Sequence[Any]
+) -> Columns | None:
+    k = as_int64(keys)
+    if k is None:
+        return None
+    t = as_int64(times)
+    if t is None:
+        return None
+    d = as_int64(diffs)
+    if d is None:
+        return None
+    if vals is None:
+        return k, None, t, d
+    v = as_int64(vals)
+    if v is None:
+        return None
+    return k, v, t, d
+
+
+def _buffered_columns(
+    buffered: dict[Any, list[tuple[Any, int, int]]], unit: bool
+) -> Columns | None:
+    """The updates waiting beyond an earlier frontier (``{key: [(val, time, diff)]}``) as
+    columns (``unit``: without the value column, every value being ``()``)."""
+    keys = [k for k, rows in buffered.items() for _ in rows]
+    rows = [r for rows in buffered.values() for r in rows]
+    times = [r[1] for r in rows]
+    diffs = [r[2] for r in rows]
+    vals = [r[0] for r in rows]
+    if unit:
+        return _as_columns(keys, None, times, diffs) if all_unit(vals, len(vals)) else None
+    return _as_columns(keys, vals, times, diffs)
+
+
+def correct_counts(
+    op: ReduceOperator, kernel: CountKernel, batches: list[Any], bound: int | None
+) -> Corrections | None:
+    """Apply ``batches`` and the updates ``op`` buffered earlier up to ``bound`` (the
+    frontier; None: everything), as :func:`.total.correct_total` would, in numpy columns.
+
+    Returns the corrections by time, or None, having changed nothing, when the data are not
+    all ints (or their counts could leave 64 bits): the caller then takes the per-key path.
+
+    Runtime complexity: O(n log n) numpy work for n updates, plus a Python step per key
+    touched, per output change, per distinct ``(key, val)`` (``count``) and per time with
+    output, and one ``by_count`` call per ``(key, time)`` for a ``by_count`` without a column
+    form (``threshold``).
+    """
+    parts: list[Columns] = []
+    for batch in batches:
+        cols = int_columns(batch)
+        if cols is None:
+            return None
+        parts.append(cols)
+    if op.buffered:
+        # (Reductions by self hold only the value ``()``.)
+        unit = parts[0][1] is None if parts else kernel.by_count is not None
+        old = _buffered_columns(op.buffered, unit)
+        if old is None:
+            return None
+        parts.append(old)
+    if not parts:
+        return None
+    unit = parts[0][1] is None
+    if any((p[1] is None) != unit for p in parts):
+        return None
+    if kernel.by_count is not None and not unit:
+        return None
+    k, v, t, d = _concat(parts, unit)
+    if not len(k):
+        return None
+    if max(-int(d.min()), int(d.max())) * len(d) >= _SAFE:
+        return None
+    later: Columns | None = None
+    if bound is not None:
+        due = t < bound
+        if not due.all():
+            later = (k[~due], None if v is None else v[~due], t[~due], d[~due])
+            k, t, d = k[due], t[due], d[due]
+            if v is not None:
+                v = v[due]
+    if len(k):
+        fixes = _apply(op, kernel, k, v, t, d)
+        if fixes is None:
+            return None
+    else:
+        fixes = {}
+    op.buffered = {}
+    op.buffered_low = None
+    if later is not None:
+        _buffer(op, *later)
+    return fixes
+
+
+def _concat(parts: list[Columns], unit: bool) -> Columns:
+    if len(parts) == 1:
+        return parts[0]
+    cat = np.concatenate
+    vals = None if unit else cat([p[1] for p in parts])
+    return cat([p[0] for p in parts]), vals, cat([p[2] for p in parts]), cat([p[3] for p in parts])
+
+
+def _buffer(
+    op: ReduceOperator, k: np.ndarray, v: np.ndarray | None, t: np.ndarray, d: np.ndarray
+) -> None:
+    """Keep updates beyond the frontier in ``op.buffered``, summed per ``(key, val, time)``,
+    as the per-key path does."""
+    # (Masked copies: the sort may reuse them.)
+    k, v, t, d = sort_consolidate_int(k, v, t, d, 0)
+    if not len(k):
+        return
+    buffered = op.buffered
+    vals = repeat(()) if v is None else v.tolist()
+    for key, val, time, diff in zip(k.tolist(), vals, t.tolist(), d.tolist()):
+        rows = buffered.get(key)
+        if rows is None:
+            buffered[key] = [(val, time, diff)]
+        else:
+            rows.append((val, time, diff))
+    op.buffered_low = int(t.min())
+
+
+def _apply(
+    op: ReduceOperator,
+    kernel: CountKernel,
+    k: np.ndarray,
+    v: np.ndarray | None,
+    t: np.ndarray,
+    d: np.ndarray,
+) -> Corrections | None:
+    """The kernel proper, over the updates the frontier has passed (module docstring)."""
+    order = order_by(k, t)
+    k, t, d = k[order], t[order], d[order]
+    n = len(k)
+    new_key = np.empty(n, dtype=bool)
+    new_key[0] = True
+    np.not_equal(k[1:], k[:-1], out=new_key[1:])
+    # The last update of each (key, time): where the key's count after that time is read.
+    last = np.empty(n, dtype=bool)
+    last[-1] = True
+    np.not_equal(t[1:], t[:-1], out=last[:-1])
+    last[:-1] |= new_key[1:]
+    starts = np.flatnonzero(new_key)
+    keys: list[Any] = k[starts].tolist()
+    accs = op.accs
+    outs = op.outs
+    # Each key's count before the batch (the per-key path's accumulation at the frontier).
+    if v is None:
+        base = [acc.get((), 0) if (acc := accs.get(key)) else 0 for key in keys]
+    else:
+        base = [sum(acc.values()) if (acc := accs.get(key)) else 0 for key in keys]
+    if base and max(map(abs, base)) >= _SAFE:
+        return None
+    before = np.array(base, dtype=np.int64)
+    running = np.cumsum(d)
+    # The running sum just before each key's first update, to restart the sum per key.
+    offset = before - (running[starts] - d[starts])
+    ends = np.flatnonzero(last)
+    group_key = np.cumsum(new_key)[ends] - 1  # each (key, time)'s key, as an index of ``keys``
+    after = running[ends] + offset[group_key]
+    first = np.empty(len(ends), dtype=bool)
+    first[0] = True
+    np.not_equal(group_key[1:], group_key[:-1], out=first[1:])
+    prior = np.empty_like(after)
+    prior[1:] = after[:-1]
+    prior[first] = before[group_key[first]]
+    times = t[ends]
+    final = np.empty(len(ends), dtype=bool)  # each key's last time: its count at the frontier
+    final[:-1] = first[1:]
+    final[-1] = True
+    final_n: list[int] = after[final].tolist()
+    by_count = kernel.by_count
+    if by_count is None:
+        fixes = _count_fixes(keys, group_key, times, prior, after)
+        for key, total in zip(keys, final_n):
+            if total > 0:
+                outs[key] = {total: 1}
+            else:
+                outs.pop(key, None)
+    else:
+        if kernel.columns is not None:
+            now = kernel.columns(after)
+            was = kernel.columns(prior)
+        else:
+            try:
+                now, was = _by_count(by_count, keys, outs, group_key, first, after)
+            except OverflowError:  # a count beyond 64 bits: the per-key path's Python ints
+                return None
+        fixes = _unit_fixes(keys, group_key, times, now - was)
+        for key, c in zip(keys, now[final].tolist()):
+            if c:
+                outs[key] = {(): c}
+            else:
+                outs.pop(key, None)
+    if v is None:
+        for key, total in zip(keys, final_n):
+            if total:
+                accs[key] = {(): total}
+            else:
+                accs.pop(key, None)
+    else:
+        _add_vals(accs, k, v[order], d)
+    op.changed.note_all(keys)
+    return fixes
+
+
+def _by_count(
+    by_count: ByCount,
+    keys: list[Any],
+    outs: dict[Any, dict[Any, int]],
+    group_key: np.ndarray,
+    first: np.ndarray,
+    after: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``by_count`` after each ``(key, time)`` and before it (the key's output before the
+    batch for its first time): one call per ``(key, time)``, as the per-key path makes."""
+    gk: list[int] = group_key.tolist()
+    now = np.array([by_count(keys[i], n) for i, n in zip(gk, after.tolist())], dtype=np.int64)
+    was = np.empty_like(now)
+    was[1:] = now[:-1]
+    starts = np.flatnonzero(first)
+    current = [
+        out.get((), 0) if (out := outs.get(keys[i])) else 0 for i in group_key[starts].tolist()
+    ]
+    was[starts] = current
+    return now, was
+
+
+def _count_fixes(
+    keys: list[Any],
+    group_key: np.ndarray,
+    times: np.ndarray,
+    prior: np.ndarray,
+    after: np.ndarray,
+) -> Corrections:
+    """``count``'s corrections: at each ``(key, time)`` whose total changed, ``(prior, 1)``
+    retracted if ``prior > 0`` and ``(after, 1)`` inserted if ``after > 0``."""
+    changed = prior != after
+    gone = changed & (prior > 0)
+    came = changed & (after > 0)
+    cat = np.concatenate
+    at = cat([times[gone], times[came]])
+    which = cat([group_key[gone], group_key[came]])
+    vals = cat([prior[gone], after[came]])
+    diffs = cat(
+        [np.full(int(gone.sum()), -1, dtype=np.int64), np.ones(int(came.sum()), dtype=np.int64)]
+    )
+    return _by_time(keys, which, at, vals.tolist(), diffs)
+
+
+def _unit_fixes(
+    keys: list[Any], group_key: np.ndarray, times: np.ndarray, fix: np.ndarray
+) -> Corrections:
+    """A reduction by self's corrections ``((), fix)`` where ``fix`` is not zero."""
+    nonzero = np.flatnonzero(fix)
+    return _by_time(keys, group_key[nonzero], times[nonzero], None, fix[nonzero])
+
+
+def _by_time(
+    keys: list[Any], which: np.ndarray, at: np.ndarray, vals: list[Any] | None, diffs: np.ndarray
+) -> Corrections:
+    """Corrections ``(keys[which], val, diff)`` grouped by time (``vals`` None: ``()``)."""
+    if not len(at):
+        return {}
+    order = np.argsort(at, kind="stable")
+    at = at[order]
+    ks = [keys[i] for i in which[order].tolist()]
+    ds: list[int] = diffs[order].tolist()
+    vs: Any = repeat(()) if vals is None else [vals[i] for i in order.tolist()]
+    rows = list(zip(ks, vs, ds))
+    cuts = np.flatnonzero(at[1:] != at[:-1]) + 1
+    lows = [0, *cuts.tolist()]
+    highs = [*lows[1:], len(rows)]
+    ts: list[int] = at[lows].tolist()
+    return {time: rows[lo:hi] for time, lo, hi in zip(ts, lows, highs)}
+
+
+def _add_vals(accs: dict[Any, dict[Any, int]], k: np.ndarray, v: np.ndarray, d: np.ndarray) -> None:
+    """Add the updates' diffs into each key's accumulation ``{val: count}`` (zeros dropped)."""
+    order = order_by(k, v)
+    k, v, d = k[order], v[order], d[order]
+    cut = np.empty(len(k), dtype=bool)
+    cut[0] = True
+    cut[1:] = (k[1:] != k[:-1]) | (v[1:] != v[:-1])
+    starts = np.flatnonzero(cut)
+    sums = np.add.reduceat(d, starts)
+    nonzero = sums != 0
+    starts = starts[nonzero]
+    for key, val, diff in zip(k[starts].tolist(), v[starts].tolist(), sums[nonzero].tolist()):
+        acc = accs.get(key)
+        if acc is None:
+            accs[key] = {val: diff}
+            continue
+        c = acc.get(val, 0) + diff
+        if c:
+            acc[val] = c
+        else:
+            del acc[val]
+            if not acc:
+                del accs[key]
