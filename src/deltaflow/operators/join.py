@@ -38,12 +38,23 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..framework import kernels
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, join as time_join, new_tuple
 from .arrange import RawBatch
 from .base import Interest, Operator, UpdateBatch
 from .durable import StateSink, StateSource
 from .history import AdvanceTo, KeyedHistory
+from .join_kernel import (
+    PAIRS_PER_ROW,
+    THRESHOLD,
+    Columns,
+    SortedRuns,
+    columns_of,
+    count_pairs,
+    joined,
+    pair_up,
+)
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -68,8 +79,8 @@ class _Work:
     """
 
     __slots__ = (
-        "batch", "cap", "fetched", "found", "items", "joins", "keep", "others", "pos", "row",
-        "swap", "time",
+        "batch", "cap", "cols", "fetched", "found", "items", "joins", "keep", "others", "pos",
+        "row", "runs", "swap", "time",
     )  # fmt: skip
 
     def __init__(
@@ -95,6 +106,10 @@ class _Work:
         self.others = others
         self.swap = swap
         self.keep = keep
+        # Taken by the kernel (chosen when the item reaches the head of the queue): the
+        # batch's columns, the other side's runs, and ``pos`` counts rows, not keys.
+        self.cols: Columns | None = None
+        self.runs: list[Columns] = []
 
     def start(self) -> list[tuple[Any, list[tuple[Any, Any, int]]]]:
         """The batch's keys with their rows, read when the item reaches the head of the queue
@@ -192,6 +207,8 @@ class JoinOperator(Operator):
         self.single = single
         self.spines = (left, right)
         self.histories = tuple(KeyedHistory(JOIN_COMPACT_ABOVE) if o else None for o in own)
+        # The same updates as columns, for the kernel (see :mod:`.join_kernel`).
+        self.sorted_runs = tuple(SortedRuns() if o else None for o in own)
         if all(own):
             # Nothing to acknowledge in a trace: a frontier that moves without a message
             # leaves no work (the histories only grow, and are tidied, when messages come).
@@ -324,12 +341,22 @@ class JoinOperator(Operator):
         advances: dict[bool, AdvanceTo] = {}
         while self.work and budget > 0:
             item = self.work[0]
-            out: dict[Any, dict[Any, int]] = {}
-            budget = self._join_item(ctx, item, out, budget, advances)
-            _send(ctx, out)
-            if item.pos >= len(item.start()):
+            if item.pos == 0 and item.row == 0 and item.cols is None and item.items is None:
+                self._choose_kernel(item)
+            if item.cols is not None:
+                budget = self._kernel_item(ctx, item, budget)
+                done = item.pos >= len(item.cols)
+            else:
+                out: dict[Any, dict[Any, int]] = {}
+                budget = self._join_item(ctx, item, out, budget, advances)
+                _send(ctx, out)
+                done = item.pos >= len(item.start())
+            if done:
                 item.finish()
                 self.work.popleft()
+                runs = self.sorted_runs[int(item.swap)]
+                if runs is not None:
+                    runs.add(item.batch)
         if self.work:
             # Items left for a later activation keep their time with a capability (those
             # drained now still have their message's right to mint one).
@@ -337,6 +364,46 @@ class JoinOperator(Operator):
                 if item.joins and item.cap is None:
                     item.cap = ctx.capability(item.time)
             ctx.activate()
+
+    def _choose_kernel(self, item: _Work) -> None:
+        """Give ``item`` to the kernel (:mod:`.join_kernel`) if it is large enough
+        (:mod:`..framework.kernels`), its other side is a history that the runs hold, both
+        are int columns and, unless kernels are forced, it makes few pairs per update."""
+        others = item.others
+        if not isinstance(others, KeyedHistory) or not others.rows:
+            return
+        n = len(item.batch)
+        if not kernels.use_kernel(n, threshold=THRESHOLD):
+            return
+        sorted_runs = self.sorted_runs[0 if item.swap else 1]
+        if sorted_runs is None or not sorted_runs.usable(others.size):
+            return
+        runs = sorted_runs.runs()
+        if not runs:
+            return
+        cols = columns_of(item.batch)
+        first = runs[0]
+        if (
+            cols is None
+            or cols.times.ndim != first.times.ndim
+            or (cols.objs is None) != (first.objs is None)
+        ):
+            return
+        if kernels.mode() == "auto" and count_pairs(cols, runs) > PAIRS_PER_ROW * n:
+            return
+        item.cols = cols
+        item.runs = list(runs)
+
+    def _kernel_item(self, ctx: OperatorContext, item: _Work, budget: int) -> int:
+        """Join ``item``'s rows from where it stopped with the kernel, about ``budget``
+        output updates' worth, and send them; the budget left."""
+        cols = item.cols
+        assert cols is not None
+        pairs, item.pos = pair_up(cols, item.runs, item.pos, budget)
+        send = ctx.send
+        for t, data, diffs in joined(pairs, cols, item.runs, self.logic, self.single, item.swap):
+            send(0, t, UpdateBatch(data, diffs, True))
+        return budget - max(1, sum(len(rows) for rows, _, _ in pairs))
 
     def _compacted(
         self,

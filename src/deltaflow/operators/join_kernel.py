@@ -1,0 +1,464 @@
+"""The join of a batch with the other side's updates over int columns, with numpy.
+
+A join pairs every update ``(k, a, t1, r1)`` of an arriving batch with every update
+``(k, b, t2, r2)`` of the other side, making ``(logic(k, a, b), join(t1, t2), r1 * r2)``
+(:mod:`.join`). When the keys are ints or pairs of ints (packed into one int64 code) and
+the times ints or ``Product`` of two ints, the pairs are found for a whole batch at once:
+the other side's keys sorted (:class:`SortedRuns`), ``np.searchsorted`` gives each arriving
+key's run of matches, and ``np.repeat`` spells the pairs out; the times join as a vectorised
+maximum and the diffs multiply as arrays. Only ``logic`` runs per pair (it is the user's
+Python), mapped over the gathered columns, and the output is summed per time and datum by C
+loops (``Counter``) when every diff of a time is the same, as in a load.
+
+Whether a batch takes this path is chosen once per batch (:func:`columns_of`: its key, time
+and diff columns convert to int arrays or it keeps the row path), never per update.
+
+    >>> from deltaflow.operators.arrange import RawBatch
+    >>> arriving = columns_of(RawBatch([1, 2, 2], ["a", "b", "c"], [5, 5, 6], [1, 1, -1]))
+    >>> other = SortedRuns()
+    >>> other.add(RawBatch([2, 3], ["x", "y"], [7, 0], [2, 1]))
+    >>> runs = other.runs()
+    >>> pairs, end = pair_up(arriving, runs, 0, budget=100)
+    >>> end, list(joined(pairs, arriving, runs, lambda k, a, b: (k, a, b), True, False))
+    (3, [(7, [(2, 'b', 'x'), (2, 'c', 'x')], [2, -2])])
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from itertools import chain, pairwise
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..framework.lattice import Product
+from ..framework.trace.batch import Batch
+from ..framework.trace.codec import INT_CODEC, PRODUCT, TUPLE
+
+if TYPE_CHECKING:
+    from ..framework.lattice import Time
+    from .arrange import RawBatch
+
+__all__ = [
+    "PAIRS_PER_ROW", "THRESHOLD", "Columns", "SortedRuns", "columns_of", "count_pairs",
+    "joined", "pair_up",
+]  # fmt: skip
+
+THRESHOLD = 1024
+"""Updates an arriving batch must hold (with ``DELTAFLOW_KERNELS=auto``) for its join to take
+the kernel: below it the fixed cost of the numpy calls exceeds the per-update loop's."""
+
+PAIRS_PER_ROW = 8
+"""Pairs per arriving update beyond which (with ``DELTAFLOW_KERNELS=auto``) a batch keeps the
+row path: what the kernel saves is the per-key lookup and loop, while each pair costs a call
+of ``logic`` and a sum per datum either way, a little more when spelled out in columns."""
+
+_DIFF_BOUND = 1 << 31
+"""Diffs of at most this size multiply in int64 without overflow (checked per batch)."""
+
+
+class Columns:
+    """One side's updates as columns: int64 ``keys`` (ints, or the codes of int pairs, see
+    :func:`_pack`, then ``objs`` holds the pairs themselves; else None); ``vals`` an int64
+    array, a list of objects, or None (every value ``()``); ``times`` int64, of shape
+    ``(n,)`` for int times or ``(n, 2)`` for ``Product(int, int)``; int64 ``diffs``."""
+
+    __slots__ = ("diffs", "keys", "objs", "times", "vals")
+
+    def __init__(
+        self, keys: Any, vals: Any, times: Any, diffs: Any, objs: list[Any] | None = None
+    ) -> None:
+        self.keys = keys
+        self.vals = vals
+        self.times = times
+        self.diffs = diffs
+        self.objs = objs
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def take(self, order: Any) -> Columns:
+        """The rows at ``order`` (an int array), in that order."""
+        return Columns(
+            self.keys[order],
+            _gather(self.vals, order),
+            self.times[order],
+            self.diffs[order],
+            _gather(self.objs, order),
+        )
+
+    def key_objects(self, rows: Any) -> list[Any]:
+        """The keys at ``rows`` as Python values."""
+        if self.objs is None:
+            return self.keys[rows].tolist()  # type: ignore[no-any-return]
+        return _gather(self.objs, rows)  # type: ignore[no-any-return]
+
+
+_PAIR_BOUND = 1 << 31
+"""Components of a pair key within ``[-_PAIR_BOUND, _PAIR_BOUND)`` pack into one int64."""
+
+
+def _pack(first: Any, second: Any) -> Any:
+    """One int64 code per pair of int32-range components: equal codes iff equal pairs (the
+    codes' order means nothing; runs are sorted by it only to be searched), or None if a
+    component is out of range."""
+    for part in (first, second):
+        if len(part) and (int(part.min()) < -_PAIR_BOUND or int(part.max()) >= _PAIR_BOUND):
+            return None
+    return (first << 32) + (second & 0xFFFFFFFF)
+
+
+def _int_pairs(pairs: list[Any]) -> Any:
+    """An ``(n, 2)`` int64 array of a list of pairs (tuples) of plain ints, or None."""
+    if set(map(len, pairs)) != {2} or set(map(type, chain.from_iterable(pairs))) != {int}:
+        return None
+    try:
+        flat = np.fromiter(chain.from_iterable(pairs), dtype=np.int64, count=2 * len(pairs))
+    except OverflowError:
+        return None
+    return flat.reshape(-1, 2)
+
+
+def _pair_keys(keys: list[Any]) -> Any:
+    """Codes of a list of ``(int, int)`` keys (plain tuples), or None."""
+    if set(map(type, keys)) != {tuple}:
+        return None
+    arr = _int_pairs(keys)
+    return None if arr is None else _pack(arr[:, 0], arr[:, 1])
+
+
+def _int_array(col: list[Any]) -> Any:
+    """``col`` as an int64 array when every element is a plain int (else None)."""
+    if set(map(type, col)) != {int}:
+        return None
+    try:
+        return np.array(col, dtype=np.int64)
+    except OverflowError:
+        return None
+
+
+def _time_array(times: list[Any]) -> Any:
+    """Times as int64 ``(n,)`` (ints) or ``(n, 2)`` (``Product`` of two ints), else None."""
+    n = len(times)
+    first = times[0]
+    if times.count(first) == n:  # one time for all (the usual message)
+        kind = first.__class__
+        if kind is int:
+            return np.full(n, first, dtype=np.int64)
+        if kind is Product and first[0].__class__ is int and first[1].__class__ is int:
+            return np.tile(np.array(first, dtype=np.int64), (n, 1))
+        return None
+    kinds = set(map(type, times))
+    if kinds == {int}:
+        return _int_array(times)
+    if kinds != {Product}:
+        return None
+    return _int_pairs(times)
+
+
+def columns_of(batch: Batch | RawBatch) -> Columns | None:
+    """The batch as :class:`Columns` when its keys are ints, its times ints or ``Product`` of
+    two ints and its diffs small; None otherwise (it keeps the row path).
+
+    >>> from deltaflow.operators.arrange import RawBatch
+    >>> columns_of(RawBatch(["a"], None, [0], [1])) is None
+    True
+    """
+    if len(batch) == 0:
+        return None
+    objs = None
+    if isinstance(batch, Batch) and batch.encoded:
+        keys, vcodes, tcodes, diffs = batch.columns
+        kc = batch.key_codec
+        if kc is not INT_CODEC:
+            if kc.kind != TUPLE or kc.arity != 2:
+                return None
+            objs = kc.decode(keys)
+            keys = _pack(*kc.decode_arrays(keys))
+            if keys is None:
+                return None
+        tc = batch.time_codec
+        if tc is INT_CODEC:
+            times = tcodes
+        elif tc.kind == PRODUCT and tc.arity == 2:
+            times = np.stack(tc.decode_arrays(tcodes), axis=1)
+        else:
+            return None
+        if vcodes is None:
+            vals = None
+        elif batch.val_codec is INT_CODEC:
+            vals = vcodes
+        else:
+            vals = batch.val_codec.decode(vcodes)
+        diffs = np.asarray(diffs, dtype=np.int64)
+    else:
+        klist, vals, tlist, dlist = batch.object_columns()
+        if klist[0].__class__ is tuple:
+            keys = _pair_keys(klist)
+            objs = klist
+        else:
+            keys = _int_array(klist)
+        if keys is None:
+            return None
+        times = _time_array(tlist)
+        if times is None:
+            return None
+        diffs = _int_array(dlist)
+        if diffs is None:
+            return None
+    if len(diffs) and int(np.abs(diffs).max()) >= _DIFF_BOUND:
+        return None
+    return Columns(keys, vals, times, diffs, objs)
+
+
+def _gather(vals: Any, idx: Any) -> Any:
+    if vals is None:
+        return None
+    if isinstance(vals, np.ndarray):
+        return vals[idx]
+    return list(map(vals.__getitem__, idx.tolist()))
+
+
+def _concat(parts: list[Any]) -> Any:
+    if parts[0] is None:
+        return None  # (all are: :func:`_merge` checks)
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    out: list[Any] = []
+    for p in parts:
+        out.extend(p.tolist() if isinstance(p, np.ndarray) else p)
+    return out
+
+
+def _merge(parts: list[Columns]) -> Columns | None:
+    """Several runs as one, sorted by key (stably: within a key, in the order given)."""
+    if len({p.times.ndim for p in parts}) != 1:
+        return None
+    vals = [p.vals for p in parts]
+    if len({v is None for v in vals}) != 1:
+        return None
+    objs = [p.objs for p in parts]
+    if len({o is None for o in objs}) != 1:
+        return None  # int keys and pair keys never meet
+    whole = Columns(
+        np.concatenate([p.keys for p in parts]),
+        _concat(vals),
+        np.concatenate([p.times for p in parts]),
+        np.concatenate([p.diffs for p in parts]),
+        _concat(objs),
+    )
+    order = np.argsort(whole.keys, kind="stable")
+    return whole.take(order)
+
+
+class SortedRuns:
+    """The updates a join keeps of one side, as key-sorted column runs, alongside its
+    :class:`~.history.KeyedHistory` of them.
+
+    Batches are noted as they enter the history (:meth:`add`) and turned into columns only
+    when a kernel first reads them (:meth:`runs`): a run per read, merged with the previous
+    one once it is at least half as long (so each update is re-sorted O(log n) times). The
+    runs hold the same updates as the history while :attr:`size` equals its size; the history
+    only shrinks otherwise (compaction), and a batch without int columns cannot join the
+    runs: then the runs are given up (:meth:`drop`) and that side's partners keep the row
+    path. Batches waiting to be read are bounded (:attr:`MAX_PENDING`): a side fed many small
+    batches never reads through the kernel and gives up rather than hold them.
+
+    The kernel reads the runs as they are: unlike the row path it does not compact a key's
+    long list as it meets it (the history's full passes still compact, and the runs are then
+    given up).
+    """
+
+    #: Batches noted but not yet read beyond which the runs are given up.
+    MAX_PENDING = 64
+
+    __slots__ = ("_pending", "_runs", "size", "valid")
+
+    def __init__(self) -> None:
+        self._pending: list[Batch | RawBatch] = []
+        self._runs: list[Columns] = []
+        #: The updates noted (the history's size, while the runs hold the same updates).
+        self.size = 0
+        self.valid = True
+
+    def add(self, batch: Batch | RawBatch) -> None:
+        """Note a batch that has entered the history."""
+        if not self.valid:
+            return
+        if len(self._pending) >= self.MAX_PENDING:
+            self.drop()
+            return
+        self._pending.append(batch)
+        self.size += len(batch)
+
+    def drop(self) -> None:
+        """Give the runs up (the history holds what they cannot)."""
+        self.valid = False
+        self._pending = []
+        self._runs = []
+
+    def usable(self, history_size: int) -> bool:
+        """Whether the runs hold what a history of ``history_size`` updates holds."""
+        if self.valid and self.size != history_size:
+            self.drop()
+        return self.valid
+
+    def runs(self) -> list[Columns]:
+        """The runs, every noted batch in them (an empty list if given up)."""
+        if self._pending:
+            parts = []
+            for batch in self._pending:
+                cols = columns_of(batch)
+                if cols is None:
+                    self.drop()
+                    return []
+                parts.append(cols)
+            self._pending = []
+            run = _merge(parts) if len(parts) > 1 or not _sorted(parts[0]) else parts[0]
+            runs = self._runs
+            if run is None or (runs and _kind(run) != _kind(runs[0])):
+                self.drop()  # (int keys and pair keys, say: their codes must never meet)
+                return []
+            runs.append(run)
+            while len(runs) > 1 and 2 * len(runs[-1]) >= len(runs[-2]):
+                last = runs.pop()
+                merged = _merge([runs.pop(), last])
+                if merged is None:
+                    self.drop()
+                    return []
+                runs.append(merged)
+        return self._runs
+
+
+def _kind(cols: Columns) -> tuple[bool, int, bool]:
+    """What runs must share to be read together: key kind, time shape, unit values."""
+    return cols.objs is None, cols.times.ndim, cols.vals is None
+
+
+def _sorted(cols: Columns) -> bool:
+    keys = cols.keys
+    return len(keys) < 2 or bool((keys[1:] >= keys[:-1]).all())
+
+
+def count_pairs(cols: Columns, runs: list[Columns]) -> int:
+    """How many pairs ``cols`` makes with ``runs``."""
+    keys = cols.keys
+    return sum(
+        int((np.searchsorted(r.keys, keys, "right") - np.searchsorted(r.keys, keys)).sum())
+        for r in runs
+    )
+
+
+def pair_up(
+    cols: Columns, runs: list[Columns], start: int, budget: int
+) -> tuple[list[tuple[Any, Any, int]], int]:
+    """The pairs of ``cols``' rows from ``start`` on with ``runs``, as many rows as make at
+    most ``budget`` pairs (one row at least): per run ``(rows, matches)`` index arrays, and
+    the row after the last one taken (rows without matches count for nothing, but no more
+    than ``budget`` rows are looked at)."""
+    keys = cols.keys[start : start + max(budget, 1)]  # (no more rows than pairs wanted)
+    found = []
+    total: Any = None
+    for run in runs:
+        lo = np.searchsorted(run.keys, keys, "left")
+        counts = np.searchsorted(run.keys, keys, "right") - lo
+        found.append((lo, counts))
+        total = counts if total is None else total + counts
+    if total is None:
+        return [], len(cols.keys)
+    cum = np.cumsum(total)
+    take = max(1, int(np.searchsorted(cum, budget, "right")))
+    pairs = []
+    for ri, (lo, counts) in enumerate(found):
+        counts = counts[:take]
+        n = int(counts.sum())
+        if not n:
+            continue
+        rows = np.repeat(np.arange(start, start + take), counts)
+        ends = np.cumsum(counts)
+        matches = np.arange(n) + np.repeat(lo[:take] - ends + counts, counts)
+        pairs.append((rows, matches, ri))
+    return pairs, start + take
+
+
+def joined(
+    pairs: list[tuple[Any, Any, int]],
+    cols: Columns,
+    runs: list[Columns],
+    logic: Callable[[Any, Any, Any], Any],
+    single: bool,
+    swap: bool,
+) -> Iterator[tuple[Time, list[Any], list[int]]]:
+    """The output of ``pairs`` (from :func:`pair_up`): per output time, in time order, its
+    data and diffs, summed per datum (cancelled ones left out). ``swap``: ``cols`` is the
+    second side (``logic(key, other's val, its val)``)."""
+    if not pairs:
+        return
+    rows = np.concatenate([p[0] for p in pairs])
+    parts = [(runs[ri], m) for _, m, ri in pairs]
+    times = np.maximum(cols.times[rows], np.concatenate([r.times[m] for r, m in parts]))
+    diffs = cols.diffs[rows] * np.concatenate([r.diffs[m] for r, m in parts])
+    keys = cols.key_objects(rows)
+    mine = _values(_gather(cols.vals, rows), len(keys))
+    theirs: list[Any] = []
+    for r, m in parts:
+        theirs.extend(_values(_gather(r.vals, m), len(m)))
+    out = list(map(logic, keys, theirs, mine) if swap else map(logic, keys, mine, theirs))
+    if not single:
+        groups = list(map(tuple, out))
+        out = [d for g in groups for d in g]
+        repeats = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
+        times = np.repeat(times, repeats, axis=0)
+        diffs = np.repeat(diffs, repeats)
+        if not out:
+            return
+    product = times.ndim == 2
+    if bool((times == times[0]).all()):
+        yield _time(times[0], product), *_summed(out, diffs)
+        return
+    if product:
+        order = np.lexsort((times[:, 1], times[:, 0]))
+    else:
+        order = np.argsort(times, kind="stable")
+    times = times[order]
+    diffs = diffs[order]
+    out = list(map(out.__getitem__, order.tolist()))
+    change = times[1:] != times[:-1]
+    if product:
+        change = change.any(axis=1)
+    cuts = [0, *(np.flatnonzero(change) + 1).tolist(), len(out)]
+    for lo, hi in pairwise(cuts):
+        data, ds = _summed(out[lo:hi], diffs[lo:hi])
+        if data:
+            yield _time(times[lo], product), data, ds
+
+
+def _values(vals: Any, n: int) -> list[Any]:
+    if vals is None:
+        return [()] * n
+    if isinstance(vals, np.ndarray):
+        return vals.tolist()  # type: ignore[no-any-return]
+    return vals  # type: ignore[no-any-return]
+
+
+def _time(t: Any, product: bool) -> Any:
+    if product:
+        o, i = t.tolist()
+        return Product(o, i)
+    return int(t)
+
+
+def _summed(data: list[Any], diffs: Any) -> tuple[list[Any], list[int]]:
+    """``data`` with ``diffs`` summed per datum, zero sums left out."""
+    first = int(diffs[0])
+    if bool((diffs == first).all()):
+        counts = Counter(data)
+        if len(counts) == len(data):
+            return data, diffs.tolist()
+        return list(counts), [c * first for c in counts.values()]
+    sums: dict[Any, int] = {}
+    get = sums.get
+    for d, r in zip(data, diffs.tolist()):
+        sums[d] = get(d, 0) + r
+    return [d for d, r in sums.items() if r], [r for r in sums.values() if r]
