@@ -106,6 +106,33 @@ class Switching(R.ReduceOperator):
         super().schedule(ctx)
 
 
+def _operator(name: str) -> R.ReduceOperator:
+    """A reduce operator for one of :data:`REDUCTIONS`, fed by worker 0 at time 0."""
+    logic, positive_only, by_count, _, _ = REDUCTIONS[name]
+    return R.ReduceOperator(
+        "reduce(test)",
+        Spine(Antichain([0])),
+        None,
+        logic,
+        positive_only=positive_only,
+        key_only=by_count is not None,
+        by_count=by_count,
+    )
+
+
+def _raw_batch(name: str, updates: list[Any], at: int = 0) -> RawBatch:
+    """``updates`` as one batch of many times (none before ``at``), as an arrangement
+    forwards them to the reduction ``name``."""
+    by_count = REDUCTIONS[name][2]
+    rows = [(k, v, max(t, at), r) for (k, v), t, r in _as_input(name, updates)]
+    return RawBatch(
+        [r[0] for r in rows],
+        None if by_count is not None else [r[1] for r in rows],
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+    )
+
+
 def _run(
     name: str,
     updates: list[Any],
@@ -173,31 +200,16 @@ def test_kernel_state_after_each_step_is_the_per_key_paths(
     """All updates in one batch (many times, as an arrangement forwards them), then the
     frontier moving in steps, updates beyond it buffered: after every activation the kernel
     leaves the per-key path's accumulations, outputs, buffered updates and output."""
-    logic, positive_only, by_count, _, _ = REDUCTIONS[name]
     cuts = sorted(data.draw(st.lists(st.integers(1, 21), max_size=4, unique=True)))
-    rows = [(k, v, t, r) for (k, v), t, r in _as_input(name, updates)]
-    batch = RawBatch(
-        [r[0] for r in rows],
-        None if by_count is not None else [r[1] for r in rows],
-        [r[2] for r in rows],
-        [r[3] for r in rows],
-    )
+    batch = _raw_batch(name, updates)
     steps: list[list[Any]] = [[], []]
     previous = kernels.mode()
     try:
         for i, mode in enumerate(["never", "always"]):
             kernels.set_mode(mode)
-            op = R.ReduceOperator(
-                "reduce(test)",
-                Spine(Antichain([0])),
-                None,
-                logic,
-                positive_only=positive_only,
-                key_only=by_count is not None,
-                by_count=by_count,
-            )
+            op = _operator(name)
             ctx = FakeContext(0)
-            if rows:
+            if updates:
                 ctx.mailbox.append((0, batch))
             for cut in [*cuts, None]:
                 ctx.run(op, Antichain() if cut is None else Antichain([cut]))
@@ -393,43 +405,21 @@ def test_a_checkpoint_between_kernel_batches_resumes_exactly(
     """A checkpoint taken with a batch received for the kernel but not yet applied (and
     updates beyond the frontier waiting) resumes into an operator that finishes with the
     per-key path's output and state."""
-    logic, positive_only, by_count, _, _ = REDUCTIONS[name]
-
-    def make() -> R.ReduceOperator:
-        return R.ReduceOperator(
-            "reduce(test)",
-            Spine(Antichain([0])),
-            None,
-            logic,
-            positive_only=positive_only,
-            key_only=by_count is not None,
-            by_count=by_count,
-        )
-
-    def raw(updates: list[Any], at: int) -> RawBatch:
-        rows = [(k, v, max(t, at), r) for (k, v), t, r in _as_input(name, updates)]
-        return RawBatch(
-            [r[0] for r in rows],
-            None if by_count is not None else [r[1] for r in rows],
-            [r[2] for r in rows],
-            [r[3] for r in rows],
-        )
-
     outputs = []
     previous = kernels.mode()
     try:
         for mode in ("never", "always"):
             kernels.set_mode(mode)
-            op, ctx = make(), FakeContext(0)
+            op, ctx = _operator(name), FakeContext(0)
             if first:
-                ctx.mailbox.append((0, raw(first, 0)))
+                ctx.mailbox.append((0, _raw_batch(name, first)))
             ctx.run(op, Antichain([cut]))
             if second:
-                ctx.mailbox.append((cut, raw(second, cut)))
+                ctx.mailbox.append((cut, _raw_batch(name, second, at=cut)))
                 ctx.run(op)  # received, the frontier not moved: waiting whole
             sink = _Sink()
             op.save(sink)  # type: ignore[arg-type]
-            resumed, again = make(), FakeContext(0)
+            resumed, again = _operator(name), FakeContext(0)
             resumed.load(_Source(sink))  # type: ignore[arg-type]
             # The runtime hands a resumed operator capabilities at the checkpoint's time.
             again._frontier = Antichain([cut])

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import numpy as np
 
 from ..framework.lattice import Product
@@ -58,22 +59,18 @@ _DIFF_BOUND = 1 << 31
 """Diffs of at most this size multiply in int64 without overflow (checked per batch)."""
 
 
+@attrs.define(slots=True, eq=False)
 class Columns:
     """One side's updates as columns: int64 ``keys`` (ints, or the codes of int pairs, see
     :func:`_pack`, then ``objs`` holds the pairs themselves; else None); ``vals`` an int64
     array, a list of objects, or None (every value ``()``); ``times`` int64, of shape
     ``(n,)`` for int times or ``(n, 2)`` for ``Product(int, int)``; int64 ``diffs``."""
 
-    __slots__ = ("diffs", "keys", "objs", "times", "vals")
-
-    def __init__(
-        self, keys: Any, vals: Any, times: Any, diffs: Any, objs: list[Any] | None = None
-    ) -> None:
-        self.keys = keys
-        self.vals = vals
-        self.times = times
-        self.diffs = diffs
-        self.objs = objs
+    keys: Any
+    vals: Any
+    times: Any
+    diffs: Any
+    objs: list[Any] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -252,6 +249,7 @@ def _merge(parts: list[Columns]) -> Columns | None:
     return whole.take(order)
 
 
+@attrs.define(slots=True, eq=False)
 class SortedRuns:
     """The updates a join keeps of one side, as key-sorted column runs, alongside its
     :class:`~.history.KeyedHistory` of them.
@@ -273,14 +271,11 @@ class SortedRuns:
     #: Batches noted but not yet read beyond which the runs are given up.
     MAX_PENDING = 64
 
-    __slots__ = ("_pending", "_runs", "size", "valid")
-
-    def __init__(self) -> None:
-        self._pending: list[Batch | RawBatch] = []
-        self._runs: list[Columns] = []
-        #: The updates noted (the history's size, while the runs hold the same updates).
-        self.size = 0
-        self.valid = True
+    _pending: list[Batch | RawBatch] = attrs.field(factory=list, init=False)
+    _runs: list[Columns] = attrs.field(factory=list, init=False)
+    #: The updates noted (the history's size, while the runs hold the same updates).
+    size: int = attrs.field(default=0, init=False)
+    valid: bool = attrs.field(default=True, init=False)
 
     def add(self, batch: Batch | RawBatch) -> None:
         """Note a batch that has entered the history."""
