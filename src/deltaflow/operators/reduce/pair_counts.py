@@ -121,7 +121,7 @@ def decode_keys(codes: Array, pairs: bool) -> list[Any]:
     """The keys :func:`key_codes` made ``codes`` of."""
     if not pairs:
         return codes.tolist()  # type: ignore[no-any-return]
-    second = codes & 0xFFFFFFFF
+    second = ((codes & 0xFFFFFFFF) ^ _HALF) - _HALF
     return list(zip((codes >> 32).tolist(), second.tolist()))
 
 
