@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st
 from tests.operators.test_reduce import (
     BY_COUNT,
     GENERAL,
+    FakeContext,
     by_self_query,
     consolidated,
     drive,
@@ -31,7 +32,9 @@ import deltaflow as df
 from deltaflow.framework import kernels
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, advance_by
+from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import reduce as R
+from deltaflow.operators.arrange import RawBatch
 from deltaflow.operators.history import KeyedHistory
 from deltaflow.operators.reduce import pair_counts
 from deltaflow.operators.reduce.pair_counts import PairCounts, decode_keys, key_codes
@@ -301,12 +304,110 @@ def test_compacted_columns_are_the_consolidated_advanced_updates(
         inputs.append(k, (), t, d)
     state = PairCounts.take(inputs, KeyedHistory(unit=True), False)
     assert state is not None
+    state.kept = 0  # (as if the last compaction had left nothing)
     kept, pair_counts.COMPACT_MIN = pair_counts.COMPACT_MIN, 0
     try:
         state.tidy(elements)
     finally:
         pair_counts.COMPACT_MIN = kept
     state.into(inputs, KeyedHistory(unit=True))
+    inputs.check()  # (no zero diff)
     got = Counter({(k, t): d for k, rows in inputs.rows.items() for _, t, d in rows})
     assert got == Counter({kt: d for kt, d in expected.items() if d})
     assert len(got) == inputs.size
+
+
+class _Memory:
+    """One operator's checkpoint on one worker, in memory (as its sink, then its source)."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, Any] = {}
+
+    def history(self, name: str, rows: Any = None, *_: Any) -> Any:
+        if rows is None:
+            return self.saved.get(name)
+        self.saved[name] = {k: list(v) for k, v in rows.items()}
+        return None
+
+    def rows(self, name: str, rows: Any = None, key: str | None = None) -> Any:
+        if rows is None:
+            return self.saved.get(name)
+        self.saved[name] = rows
+        return None
+
+    def value(self, name: str, value: Any = None) -> Any:
+        if value is None:
+            return self.saved.get(name)
+        self.saved[name] = value
+        return None
+
+
+@pytest.mark.parametrize("name", sorted(BY_COUNT))
+@settings(max_examples=30, deadline=None)
+@given(
+    updates=st.lists(
+        st.tuples(st.integers(0, 6), TIMES, st.integers(-2, 3).filter(bool)), max_size=40
+    ),
+    cut=st.integers(1, 3),
+)
+def test_a_checkpoint_taken_with_the_histories_in_columns_resumes_exactly(
+    name: str, updates: list[Any], cut: int
+) -> None:
+    """Saved while its histories are in columns, an operator resumes into one that finishes
+    with the output of a run never interrupted and never in columns."""
+    logic, by_count, positive_only, f = BY_COUNT[name]
+    # Each iteration's updates come as one batch before the frontier passes it, as in a loop.
+    batches = {
+        y: RawBatch([k for k, _, _ in row], None, [t for _, t, _ in row], [d for _, _, d in row])
+        for y in range(5)
+        if (row := [u for u in updates if u[1][1] == y])
+    }
+    rows = [Antichain([Product(0, y)]) for y in range(1, 6)]
+
+    def operator() -> R.ReduceOperator:
+        return R.ReduceOperator(
+            "reduce(test)",
+            Spine(Antichain([Product(0, 0)])),
+            None,
+            logic,
+            positive_only=positive_only,
+            key_only=True,
+            by_count=by_count,
+        )
+
+    outputs = []
+    previous = kernels.mode()
+    try:
+        for mode in ("never", "always"):
+            kernels.set_mode(mode)
+            op, ctx = operator(), FakeContext(Product(0, 0))
+
+            def feed(y: int, ctx: FakeContext) -> None:
+                if y in batches:
+                    ctx.mailbox.append((Product(0, y), batches[y]))
+                    ctx.rights.append(Product(0, y))
+
+            for y, frontier in enumerate(rows[:cut]):
+                feed(y, ctx)
+                ctx.run(op, frontier)
+            early = any(y < cut for y in batches)
+            assert (op.pairs is not None) == (mode == "always" and early)
+            memory = _Memory()
+            op.save(memory)  # type: ignore[arg-type]
+            resumed, again = operator(), FakeContext(Product(0, 0))
+            resumed.load(memory)  # type: ignore[arg-type]
+            at = rows[cut - 1].elements[0]
+            again._frontier = rows[cut - 1]
+            again.rights.append(at)
+            resumed.initialize(again, [again.capability(at)])  # type: ignore[arg-type]
+            again.rights.clear()
+            for y, frontier in enumerate([*rows[cut:], Antichain()], start=cut):
+                feed(y, again)
+                again.run(resumed, frontier)
+            assert again.held == {}
+            outputs.append(consolidated(ctx.sent + again.sent))
+    finally:
+        kernels.set_mode(previous)
+    assert outputs[0] == outputs[1]
+    sent = [(d, t, r) for (d, t), r in outputs[1].items()]
+    assert_matches_oracle(sent, {"xs": [((k, ()), t, d) for k, t, d in updates]}, by_self_query(f))
