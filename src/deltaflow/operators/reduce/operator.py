@@ -399,10 +399,19 @@ class ReduceOperator(Operator):
         state = self.pairs
         if self.pending_keys or self.seeds:
             return None
+        # Every update lies at or above its message's row: a frontier element at or below
+        # one of those rows leaves that row partly unpassed (at iteration 0: every row, as
+        # while rounds come one at a time).
+        rows = [f[1] for f in upper.elements]  # type: ignore[index]
+        low = min(rows) if rows else None
+        if low == 0 and state is None:
+            return None
         waiting = self.waiting
         passed = [t for t in waiting if not upper.less_equal(t)]
         if not passed:
             return {} if state is not None else None
+        if low is not None and low <= max(t[1] for t in passed):  # type: ignore[index]
+            return None
         batches = [b for t in passed for b in waiting[t]]
         size = sum(map(len, batches))
         if state is None:
@@ -420,7 +429,6 @@ class ReduceOperator(Operator):
         keys, pair_keys = codes
         x, ys = pairs
         y = int(ys[0])
-        rows = [f[1] for f in upper.elements]  # type: ignore[index]
         if (ys != y).any() or any(r <= y for r in rows):
             return None
         if state is None:
