@@ -30,8 +30,10 @@ the frontier has passed:
 
 Keys whose times form a chain (on one line or one row of ``Product`` times) take one sweep
 along it (:mod:`.chains`); the others the general search (:mod:`.general`). Counting
-reductions sum ints on those paths (:mod:`.counting`). Totally ordered (``int``) times take a
-sweep of each key's new updates with no search at all (:mod:`.total`).
+reductions sum ints on those paths (:mod:`.counting`); at ``Product(int, int)`` times, an
+activation bringing one whole row (a loop taking many rounds at once) corrects every touched
+key in columns instead (:mod:`.pair_counts`, ``_pair_step``). Totally ordered (``int``) times
+take a sweep of each key's new updates with no search at all (:mod:`.total`).
 
 **Its input and its own output** the operator keeps in memory, in two
 :class:`~deltaflow.operators.history.KeyedHistory` indexes ``{key: [(val, time, diff)]}``:
