@@ -35,6 +35,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import numpy as np
 
 from ..framework.antichain import Antichain
 from ..framework.durable.store import encode_frontier
@@ -42,6 +43,7 @@ from ..framework.durable.tables import Rows
 from ..framework.lattice import less_equal
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
+from ..framework.trace.ints import int_data
 from ..framework.trace.spine import Spine
 from .base import Interest, Operator, UpdateBatch, is_pair
 from .durable import StateSink, StateSource, covering, restore_trace
@@ -399,16 +401,30 @@ class ArrangeOperator(Operator):
         return first.__class__ is int
 
     def _as_batch(self, low: Time, messages: list[tuple[Time, Any]]) -> Batch:
-        """Many updates at or beyond ``low`` as one (vectorised) consolidated batch."""
+        """Many updates at or beyond ``low`` as one (vectorised) consolidated batch.
+
+        Int data (keys, and values unless arranged by self) go into int64 columns straight
+        from the messages' data, and int message times into a column repeated per message,
+        so that no Python list of keys, values or times is built on the way to the kernels
+        that read the batch's columns (:mod:`deltaflow.framework.trace.ints`)."""
         data: list[Any] = []
-        times: list[Any] = []
         diffs: list[int] = []
-        for t, batch in messages:
+        for _, batch in messages:
             data.extend(batch.data)
-            times.extend(repeat(t, len(batch)))
             diffs.extend(batch.diffs)
-        keys, vals = self._split(data)
-        return Batch.from_columns(keys, vals, times, diffs, Description(Antichain([low]), _ALL))
+        description = Description(Antichain([low]), _ALL)
+        ints = int_data(data, self.by_self)
+        ts = [t for t, _ in messages]
+        times: Any
+        if ints is not None and set(map(type, ts)) == _INT:
+            lengths = np.fromiter(map(len, (b for _, b in messages)), np.int64, len(ts))
+            times = np.repeat(np.array(ts, dtype=np.int64), lengths)
+        else:
+            times = []
+            for t, batch in messages:
+                times.extend(repeat(t, len(batch)))
+        keys, vals = self._split(data) if ints is None else ints
+        return Batch.from_columns(keys, vals, times, diffs, description)
 
     def _split(self, data: list[Any]) -> tuple[list[Any], list[Any] | None]:
         """Keys and values of a message's data (values ``None`` when arranged by self)."""
@@ -435,6 +451,7 @@ class ArrangeOperator(Operator):
 
 _TWO = {2}
 _TUPLE = {tuple}
+_INT = {int}
 
 
 class AsCollection(Operator):
