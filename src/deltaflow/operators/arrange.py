@@ -45,7 +45,7 @@ from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
 from ..framework.trace.ints import int_data
 from ..framework.trace.spine import Spine
-from .base import Interest, Operator, UpdateBatch, is_pair
+from .base import Interest, Operator, RunsBatch, UpdateBatch, is_pair
 from .durable import StateSink, StateSource, covering, restore_trace
 
 if TYPE_CHECKING:
@@ -316,6 +316,8 @@ class ArrangeOperator(Operator):
         if len(messages) == 1:
             t, batch = messages[0]
             if len(batch) <= FORWARD_AS_BATCH:
+                if batch.__class__ is RunsBatch:
+                    return self.forward(batch.per_time())
                 return self._forward_one(t, batch)
             groups = {t: messages}
         else:
@@ -336,6 +338,8 @@ class ArrangeOperator(Operator):
             if sum(len(batch) for _, batch in group) > FORWARD_AS_BATCH and self._int_keys(group):
                 out.append((low, self._as_batch(low, group)))
                 continue
+            if any(batch.__class__ is RunsBatch for _, batch in group):
+                group = [m for t, b in group for m in _per_time(t, b)]
             # Per time, its one message, or the sums per datum of the several that meet there
             # (most groups hold one time). A lone message summed by its sender goes as it is.
             by_time: dict[Time, Any] = {}
@@ -409,20 +413,26 @@ class ArrangeOperator(Operator):
         that read the batch's columns (:mod:`deltaflow.framework.trace.ints`)."""
         data: list[Any] = []
         diffs: list[int] = []
-        for _, batch in messages:
+        ts: list[Time] = []  # the times of the runs of data, and their lengths
+        lengths: list[int] = []
+        for t, batch in messages:
             data.extend(batch.data)
             diffs.extend(batch.diffs)
+            if batch.__class__ is RunsBatch:
+                ts.extend(batch.times)
+                lengths.extend(batch.lengths)
+            else:
+                ts.append(t)
+                lengths.append(len(batch))
         description = Description(Antichain([low]), _ALL)
         ints = int_data(data, self.by_self)
-        ts = [t for t, _ in messages]
         times: Any
         if ints is not None and set(map(type, ts)) == _INT:
-            lengths = np.fromiter(map(len, (b for _, b in messages)), np.int64, len(ts))
             times = np.repeat(np.array(ts, dtype=np.int64), lengths)
         else:
             times = []
-            for t, batch in messages:
-                times.extend(repeat(t, len(batch)))
+            for t, n in zip(ts, lengths):
+                times.extend(repeat(t, n))
         keys, vals = self._split(data) if ints is None else ints
         return Batch.from_columns(keys, vals, times, diffs, description)
 
@@ -447,6 +457,11 @@ class ArrangeOperator(Operator):
             raise TypeError(msg)
         ks, vs = zip(*data)
         return list(ks), list(vs)
+
+
+def _per_time(time: Time, batch: Any) -> list[tuple[Time, Any]]:
+    """A message as messages of one time each."""
+    return batch.per_time() if batch.__class__ is RunsBatch else [(time, batch)]
 
 
 _TWO = {2}

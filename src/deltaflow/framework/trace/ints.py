@@ -180,6 +180,19 @@ def _encoded(batch: Batch, plain: bool) -> Columns | None:
     return Columns(keys, vals, times, np.asarray(diffs, dtype=np.int64), objs)
 
 
+def int_like(data: list[Any]) -> bool:
+    """Whether every datum is a plain int, or every one a tuple of plain ints (a pass over
+    the data's types, and their parts' when tuples).
+
+    >>> int_like([1, 2]), int_like([(1, 2), (3,)]), int_like([1, (2, 3)]), int_like([1.0])
+    (True, True, False, False)
+    """
+    types = set(map(type, data))
+    if types == {int}:
+        return True
+    return types == {tuple} and set(map(type, chain.from_iterable(data))) == {int}
+
+
 def int_data(data: list[Any], unit: bool) -> tuple[np.ndarray, np.ndarray | None] | None:
     """The keys and values of a message's data as int64 columns: ``unit``, data that are
     plain ints (keys; values None), else pairs (plain tuples of two) of plain ints; None for
