@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product
@@ -57,6 +57,7 @@ def _plain(x: Any) -> bool:
     return x.__class__ is int and -(2**63) <= x < 2**63
 
 
+@settings(max_examples=300)
 @given(_batches())
 def test_read_columns_holds_the_batch_or_declines(batch: Any) -> None:
     """``read_columns`` gives back exactly the batch's updates (keys, values, times, diffs
