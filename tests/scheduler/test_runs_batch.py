@@ -134,3 +134,33 @@ def test_runs_batch_per_time_and_take(
     part = batch.take(mask)
     assert [(t, d, r) for t, b in part.per_time() for d, r in zip(b.data, b.diffs)] == kept
     assert all(part.lengths) and part.times == sorted({t for t, _, _ in kept})
+
+
+def test_runs_cross_processes_split_by_key() -> None:
+    """An input read by two arrangements of different keys (no one worker owns a datum
+    before the exchange, so the input's data are dealt in contiguous parts) sends its runs
+    to be split by each key, parts of them to workers of the other process: the answers are
+    those of one worker (which took the runs)."""
+
+    class P(df.Pipeline):
+        def build(self, xs: df.Collection, ys: df.Collection) -> dict[str, df.Collection]:
+            return {"d": xs.distinct(), "j": xs.join(ys)}
+
+    xs = [
+        ((k % 7, k), t, 1 - 2 * (k % 5 == 0)) for t in range(6) for k in range(40 * t, 40 * t + 60)
+    ]
+    ys = [((k, -k), 0, 1) for k in range(7)]
+    sent: list[bool] = []
+    original = io._as_runs
+
+    def as_runs(pending: Any) -> Any:
+        runs = original(pending)
+        sent.append(runs is not None)
+        return runs
+
+    with mock.patch.object(io, "_as_runs", as_runs):
+        one = df.run(P(), workers=1, xs=xs, ys=ys)
+    assert sent and all(sent)
+    many = df.run(P(), workers=4, processes=2, xs=xs, ys=ys)
+    for name in ("d", "j"):
+        assert Counter(map(tuple, many[name])) == Counter(map(tuple, one[name]))
