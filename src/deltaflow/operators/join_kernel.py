@@ -35,7 +35,17 @@ import attrs
 import numpy as np
 
 from ..framework.lattice import Product
-from ..framework.trace.ints import Columns, gather as _gather, read_columns
+
+# ``_int_array``, ``_pack`` and ``_pair_keys``: this module's names for the reader's helpers
+# before the reader moved to ``framework/trace/ints.py``, kept for code written against them.
+from ..framework.trace.codec import as_int64 as _int_array  # noqa: F401
+from ..framework.trace.ints import (  # noqa: F401
+    Columns,
+    gather as _gather,
+    pack_pairs as _pack,
+    pair_keys as _pair_keys,
+    read_columns,
+)
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time

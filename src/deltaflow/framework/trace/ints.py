@@ -131,7 +131,7 @@ def lists_columns(
     is ``()``)."""
     objs = None
     if keys[0].__class__ is tuple and not plain:
-        k = _pair_keys(keys)
+        k = pair_keys(keys)
         objs = keys
     else:
         k = as_int64(keys)
@@ -234,7 +234,7 @@ def _int_pairs(pairs: list[Any]) -> Any:
     return flat.reshape(-1, 2)
 
 
-def _pair_keys(keys: list[Any]) -> Any:
+def pair_keys(keys: list[Any]) -> Any:
     """Codes of a list of ``(int, int)`` keys (plain tuples), or None."""
     if set(map(type, keys)) != {tuple}:
         return None
