@@ -10,8 +10,9 @@ maximum and the diffs multiply as arrays. Only ``logic`` runs per pair (it is th
 Python), mapped over the gathered columns, and the output is summed per time and datum by C
 loops (``Counter``) when every diff of a time is the same, as in a load.
 
-Whether a batch takes this path is chosen once per batch (:func:`columns_of`: its key, time
-and diff columns convert to int arrays or it keeps the row path), never per update.
+Whether a batch takes this path is chosen once per batch (:func:`columns_of`, by the one
+reader of int columns, :mod:`deltaflow.framework.trace.ints`: its key, time and diff columns
+convert to int arrays or it keeps the row path), never per update.
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> arriving = columns_of(RawBatch([1, 2, 2], ["a", "b", "c"], [5, 5, 6], [1, 1, -1]))
@@ -27,18 +28,28 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from itertools import chain, pairwise
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from ..framework.lattice import Product
-from ..framework.trace.batch import Batch
-from ..framework.trace.codec import INT_CODEC, PRODUCT, TUPLE
+
+# ``_int_array``, ``_pack`` and ``_pair_keys``: this module's names for the reader's helpers
+# before the reader moved to ``framework/trace/ints.py``, kept for code written against them.
+from ..framework.trace.codec import as_int64 as _int_array  # noqa: F401
+from ..framework.trace.ints import (  # noqa: F401
+    Columns,
+    gather as _gather,
+    pack_pairs as _pack,
+    pair_keys as _pair_keys,
+    read_columns,
+)
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
+    from ..framework.trace.batch import Batch
     from .arrange import RawBatch
 
 __all__ = [
@@ -59,162 +70,19 @@ _DIFF_BOUND = 1 << 31
 """Diffs of at most this size multiply in int64 without overflow (checked per batch)."""
 
 
-@attrs.define(slots=True, eq=False)
-class Columns:
-    """One side's updates as columns: int64 ``keys`` (ints, or the codes of int pairs, see
-    :func:`_pack`, then ``objs`` holds the pairs themselves; else None); ``vals`` an int64
-    array, a list of objects, or None (every value ``()``); ``times`` int64, of shape
-    ``(n,)`` for int times or ``(n, 2)`` for ``Product(int, int)``; int64 ``diffs``."""
-
-    keys: Any
-    vals: Any
-    times: Any
-    diffs: Any
-    objs: list[Any] | None = None
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def take(self, order: Any) -> Columns:
-        """The rows at ``order`` (an int array), in that order."""
-        return Columns(
-            self.keys[order],
-            _gather(self.vals, order),
-            self.times[order],
-            self.diffs[order],
-            _gather(self.objs, order),
-        )
-
-    def key_objects(self, rows: Any) -> list[Any]:
-        """The keys at ``rows`` as Python values."""
-        if self.objs is None:
-            return self.keys[rows].tolist()  # type: ignore[no-any-return]
-        return _gather(self.objs, rows)  # type: ignore[no-any-return]
-
-
-_PAIR_BOUND = 1 << 31
-"""Components of a pair key within ``[-_PAIR_BOUND, _PAIR_BOUND)`` pack into one int64."""
-
-
-def _pack(first: Any, second: Any) -> Any:
-    """One int64 code per pair of int32-range components: equal codes iff equal pairs (the
-    codes' order means nothing; runs are sorted by it only to be searched), or None if a
-    component is out of range."""
-    for part in (first, second):
-        if len(part) and (int(part.min()) < -_PAIR_BOUND or int(part.max()) >= _PAIR_BOUND):
-            return None
-    return (first << 32) + (second & 0xFFFFFFFF)
-
-
-def _int_pairs(pairs: list[Any]) -> Any:
-    """An ``(n, 2)`` int64 array of a list of pairs (tuples) of plain ints, or None."""
-    if set(map(len, pairs)) != {2} or set(map(type, chain.from_iterable(pairs))) != {int}:
-        return None
-    try:
-        flat = np.fromiter(chain.from_iterable(pairs), dtype=np.int64, count=2 * len(pairs))
-    except OverflowError:
-        return None
-    return flat.reshape(-1, 2)
-
-
-def _pair_keys(keys: list[Any]) -> Any:
-    """Codes of a list of ``(int, int)`` keys (plain tuples), or None."""
-    if set(map(type, keys)) != {tuple}:
-        return None
-    arr = _int_pairs(keys)
-    return None if arr is None else _pack(arr[:, 0], arr[:, 1])
-
-
-def _int_array(col: list[Any]) -> Any:
-    """``col`` as an int64 array when every element is a plain int (else None)."""
-    if set(map(type, col)) != {int}:
-        return None
-    try:
-        return np.array(col, dtype=np.int64)
-    except OverflowError:
-        return None
-
-
-def _time_array(times: list[Any]) -> Any:
-    """Times as int64 ``(n,)`` (ints) or ``(n, 2)`` (``Product`` of two ints), else None."""
-    n = len(times)
-    first = times[0]
-    if times.count(first) == n:  # one time for all (the usual message)
-        kind = first.__class__
-        if kind is int:
-            return np.full(n, first, dtype=np.int64)
-        if kind is Product and first[0].__class__ is int and first[1].__class__ is int:
-            return np.tile(np.array(first, dtype=np.int64), (n, 1))
-        return None
-    kinds = set(map(type, times))
-    if kinds == {int}:
-        return _int_array(times)
-    if kinds != {Product}:
-        return None
-    return _int_pairs(times)
-
-
 def columns_of(batch: Batch | RawBatch) -> Columns | None:
-    """The batch as :class:`Columns` when its keys are ints, its times ints or ``Product`` of
-    two ints and its diffs small; None otherwise (it keeps the row path).
+    """The batch as :class:`~deltaflow.framework.trace.ints.Columns` when its keys are ints
+    or pairs of ints, its times ints or ``Product`` of two ints and its diffs small (their
+    products fit in 64 bits); None otherwise (it keeps the row path).
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> columns_of(RawBatch(["a"], None, [0], [1])) is None
     True
     """
-    if len(batch) == 0:
+    cols = read_columns(batch)
+    if cols is None or int(np.abs(cols.diffs).max()) >= _DIFF_BOUND:
         return None
-    objs = None
-    if isinstance(batch, Batch) and batch.encoded:
-        keys, vcodes, tcodes, diffs = batch.columns
-        kc = batch.key_codec
-        if kc is not INT_CODEC:
-            if kc.kind != TUPLE or kc.arity != 2:
-                return None
-            objs = kc.decode(keys)
-            keys = _pack(*kc.decode_arrays(keys))
-            if keys is None:
-                return None
-        tc = batch.time_codec
-        if tc is INT_CODEC:
-            times = tcodes
-        elif tc.kind == PRODUCT and tc.arity == 2:
-            times = np.stack(tc.decode_arrays(tcodes), axis=1)
-        else:
-            return None
-        if vcodes is None:
-            vals = None
-        elif batch.val_codec is INT_CODEC:
-            vals = vcodes
-        else:
-            vals = batch.val_codec.decode(vcodes)
-        diffs = np.asarray(diffs, dtype=np.int64)
-    else:
-        klist, vals, tlist, dlist = batch.object_columns()
-        if klist[0].__class__ is tuple:
-            keys = _pair_keys(klist)
-            objs = klist
-        else:
-            keys = _int_array(klist)
-        if keys is None:
-            return None
-        times = _time_array(tlist)
-        if times is None:
-            return None
-        diffs = _int_array(dlist)
-        if diffs is None:
-            return None
-    if len(diffs) and int(np.abs(diffs).max()) >= _DIFF_BOUND:
-        return None
-    return Columns(keys, vals, times, diffs, objs)
-
-
-def _gather(vals: Any, idx: Any) -> Any:
-    if vals is None:
-        return None
-    if isinstance(vals, np.ndarray):
-        return vals[idx]
-    return list(map(vals.__getitem__, idx.tolist()))
+    return cols
 
 
 def _concat(parts: list[Any]) -> Any:
