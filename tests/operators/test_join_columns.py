@@ -32,7 +32,9 @@ from deltaflow.operators.join_kernel import SortedRuns
 
 diffs = st.sampled_from([-2, -1, 1, 1, 2])
 int_keys = st.integers(0, 5)
-pair_keys = st.tuples(st.integers(-1, 2), st.integers(-(1 << 31), -(1 << 31) + 1) | st.integers(0, 2))
+pair_keys = st.tuples(
+    st.integers(-1, 2), st.integers(-(1 << 31), -(1 << 31) + 1) | st.integers(0, 2)
+)
 int_times = st.integers(0, 6)
 product_times = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
 Row = tuple[Any, Any, Any, int]
@@ -84,9 +86,7 @@ def accumulated(rows: list[tuple[Any, Any, int]], time: Any) -> Counter[Any]:
 
 def probes(product: bool, frontier: tuple[Any, ...]) -> list[Any]:
     """Times beyond ``frontier`` (every time at first): where what is held must agree."""
-    grid = (
-        [Product(o, i) for o in range(10) for i in range(10)] if product else list(range(16))
-    )
+    grid = [Product(o, i) for o in range(10) for i in range(10)] if product else list(range(16))
     return [t for t in grid if not frontier or any(less_equal(f, t) for f in frontier)]
 
 
@@ -168,6 +168,14 @@ def test_columns_give_way_to_what_they_cannot_hold() -> None:
     runs.add(raw([("a", 2, 0, 1)]))
     assert runs.runs() == [] and not runs.valid
     assert sorted(runs.updates(), key=repr) == [("a", 2, 0, 1), (1, 2, 0, 1)]
+    # Batches with values and without (every value ``()``) cannot share runs; converting
+    # them leaves the batches noted as they were.
+    mixed = SortedRuns(alone=True)
+    first = raw([(1, 2, 0, 1)])
+    for batch in (first, RawBatch([3], None, [0], [1]), raw([(5, 6, 0, 1)]), raw([(5, 7, 1, 1)])):
+        mixed.add(batch)
+    assert mixed.runs() == [] and not mixed.valid and first.keys == [1]
+    assert sorted(mixed.updates()) == [(1, 2, 0, 1), (3, (), 0, 1), (5, 6, 0, 1), (5, 7, 1, 1)]
     objects = SortedRuns(alone=True)
     objects.add(raw([(1, "x", 0, 1), (1, "x", 1, -1)]))
     assert not objects.tidy((2,), force=True)
@@ -279,7 +287,7 @@ def test_bfs_rounds_match_plain_bfs_with_modes_switched(
                 await job.advance_to(t + 1)
             for u in range(len(changes) + 1):
                 want = bfs_distances([0], list(_as_of(edges, changes, u).elements()))
-                assert job.output.at(u) == {item: 1 for item in want.items()}, u
+                assert job.output.at(u) == dict.fromkeys(want.items(), 1), u
 
     previous = kernels.mode()
     try:

@@ -344,7 +344,7 @@ class SortedRuns:
             return []
         if self._pending:
             parts = []
-            for batch in self._pending:
+            for batch in _grouped(self._pending):
                 cols = columns_of(batch)
                 if cols is None:
                     return self._fail()
@@ -477,6 +477,34 @@ class SortedRuns:
         self.size = len(keys)
         self.limit = self.COMPACT_ABOVE + 2 * self.size * len(frontier)
         return True
+
+
+def _grouped(batches: list[Batch | RawBatch]) -> list[Batch | RawBatch]:
+    """``batches`` with each stretch of forwarded ones (lists, with values or all ``()``
+    alike) made one: a conversion per stretch instead of one per small batch."""
+    out: list[Batch | RawBatch] = []
+    owned = False  # whether the last of ``out`` is made here (its lists may grow)
+    for batch in batches:
+        last = out[-1] if out else None
+        if (
+            last is None
+            or isinstance(batch, Batch)
+            or isinstance(last, Batch)
+            or (batch.vals is None) != (last.vals is None)
+        ):
+            out.append(batch)
+            owned = False
+            continue
+        if not owned:
+            vals = None if last.vals is None else list(last.vals)
+            last = out[-1] = type(last)(list(last.keys), vals, list(last.times), list(last.diffs))
+            owned = True
+        last.keys += batch.keys
+        if last.vals is not None:
+            last.vals += batch.vals  # type: ignore[arg-type]  # (not None: as the last one's)
+        last.times += batch.times
+        last.diffs += batch.diffs
+    return out
 
 
 def _frontier_array(frontier: tuple[Time, ...], ndim: int) -> list[Any] | None:
