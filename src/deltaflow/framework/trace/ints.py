@@ -45,6 +45,7 @@ __all__ = [
     "lists_columns",
     "pack_pairs",
     "read_columns",
+    "unpack_pairs",
 ]
 
 IntColumns = tuple[np.ndarray, "np.ndarray | None", np.ndarray, np.ndarray]
@@ -109,6 +110,17 @@ def pack_pairs(first: Any, second: Any) -> Any:
         if len(part) and (int(part.min()) < -_PAIR_BOUND or int(part.max()) >= _PAIR_BOUND):
             return None
     return (first << 32) + (second & 0xFFFFFFFF)
+
+
+def unpack_pairs(codes: Any) -> list[Any]:
+    """The pairs that :func:`pack_pairs` made ``codes`` of.
+
+    >>> unpack_pairs(pack_pairs(np.array([1, 1]), np.array([2, -1])))
+    [(1, 2), (1, -1)]
+    """
+    second = codes & 0xFFFFFFFF
+    second = np.where(second >= _PAIR_BOUND, second - (1 << 32), second)
+    return list(zip((codes >> 32).tolist(), second.tolist()))
 
 
 def read_columns(batch: Any, *, plain: bool = False) -> Columns | None:
