@@ -444,3 +444,79 @@ def test_single_update_rounds_do_not_remerge_the_whole_trace(workers: int) -> No
 
     trio.run(main)
     assert changed <= 3, f"the largest batches were rebuilt {changed} times in {rounds} rounds"
+
+
+# -- int data as columns --------------------------------------------------------------------
+
+_I64 = st.integers(-(2**63), 2**63 - 1)
+_odd = st.one_of(
+    st.booleans(),
+    st.text(max_size=1),
+    st.integers(2**63, 2**64),
+    st.integers(-(2**64), -(2**63) - 1),
+)
+
+
+def _datum(by_self: bool, odd: bool) -> st.SearchStrategy[Any]:
+    """An int key (``by_self``) or a pair of ints; ``odd``: sometimes another value in it."""
+    part = st.one_of(st.integers(-5, 5), _I64, _odd) if odd else st.one_of(st.integers(-5, 5), _I64)
+    if by_self:
+        return part
+    pair = st.tuples(part, part)
+    return st.one_of(pair, st.tuples(part, part, part)) if odd else pair
+
+
+@st.composite
+def _int_messages(draw: st.DrawFn) -> tuple[bool, list[tuple[Any, UpdateBatch]]]:
+    by_self = draw(st.booleans())
+    odd = draw(st.booleans())
+    time = st.integers(0, 6) if draw(st.booleans()) else products
+    messages = draw(
+        st.lists(
+            st.tuples(
+                time, st.lists(st.tuples(_datum(by_self, odd), diffs), min_size=1, max_size=20)
+            ),
+            min_size=1,
+            max_size=8,
+        )
+    )
+    return by_self, [(t, UpdateBatch([d for d, _ in rs], [r for _, r in rs])) for t, rs in messages]
+
+
+@given(_int_messages())
+def test_forward_as_batch_of_int_data_keeps_every_update(
+    case: tuple[bool, list[tuple[Any, UpdateBatch]]],
+) -> None:
+    """A large activation forwarded as a batch holds the same updates whether its data are
+    int keys or int pairs (read into int64 columns straight from the messages, and then
+    stored as plain int columns that the kernels read as they are) or anything else (the
+    lists path): each ``(key, val, time)`` with the sum of its diffs, zeros left out. Data
+    that are not all ints (a bool, a string, an int beyond 64 bits, a triple) take the lists
+    path, and a datum that is not a pair fails naming the arrangement."""
+    by_self, messages = case
+    op = ArrangeOperator(
+        "arrange_by_self" if by_self else "arrange", Spine(Antichain([0])), by_self
+    )
+    low = Antichain(t for t, _ in messages).elements
+    expected: Counter[Any] = Counter()
+    for t, batch in messages:
+        for d, r in zip(batch.data, batch.diffs):
+            expected[(d, (), t) if by_self else (d[0], d[1], t)] += r
+    if not by_self and any(len(d) != 2 for _, b in messages for d in b.data):
+        with pytest.raises(TypeError, match="arrange: expected"):
+            op._as_batch(low[0], messages)
+        return
+    if len(low) > 1:
+        messages = [(t, b) for t, b in messages if less_equal(low[0], t)]
+        expected = Counter({k: r for k, r in expected.items() if less_equal(low[0], k[2])})
+    batch = op._as_batch(low[0], messages)
+    got: Counter[Any] = Counter()
+    for k, v, t, r in batch.updates():
+        assert r != 0
+        got[(k, v, t)] += r
+    assert {k: r for k, r in got.items() if r} == {k: r for k, r in expected.items() if r}
+    data = [d for _, b in messages for d in b.data]
+    parts = data if by_self else [x for d in data for x in d]
+    plain = all(x.__class__ is int and -(2**63) <= x < 2**63 for x in parts)
+    if plain and len(batch) > Batch.TINY and all(t.__class__ is int for t, _ in messages):
+        assert batch.columnar  # what the kernels read without conversion

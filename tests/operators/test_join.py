@@ -22,6 +22,7 @@ import deltaflow as df
 import deltaflow.operators.arrange as arrange_module
 import deltaflow.operators.history as history_module
 import deltaflow.operators.join as join_module
+import deltaflow.operators.join_kernel as join_kernel
 from deltaflow.framework import kernels
 from deltaflow.operators.join import JoinOperator
 from deltaflow.scheduler.runtime import Job
@@ -443,6 +444,7 @@ def test_join_lets_busy_side_compact(
     when shared, its in-memory history when private, compacted whenever it has doubled)
     stays small."""
     monkeypatch.setattr(history_module.KeyedHistory, "COMPACT_ALL_WRITTEN", 32)
+    monkeypatch.setattr(join_kernel.SortedRuns, "COMPACT_ABOVE", 32)
     sizes: list[int] = []
     build: Any = shared_xs_join if shared else (lambda xs, ys: xs.join(ys))
 
@@ -460,7 +462,7 @@ def test_join_lets_busy_side_compact(
                 if shared:
                     sizes.append(sum(s.statistics().updates for s in spines.values()))
                 else:
-                    sizes.append(sum(op.histories[0].size for op in ops))  # type: ignore[union-attr]
+                    sizes.append(sum(op.stored(0) for op in ops))
 
     trio.run(main)
     assert min(sizes) > 0

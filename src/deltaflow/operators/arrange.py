@@ -35,6 +35,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import numpy as np
 
 from ..framework.antichain import Antichain
 from ..framework.durable.store import encode_frontier
@@ -42,8 +43,9 @@ from ..framework.durable.tables import Rows
 from ..framework.lattice import less_equal
 from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
+from ..framework.trace.ints import int_data
 from ..framework.trace.spine import Spine
-from .base import Interest, Operator, UpdateBatch, is_pair
+from .base import Interest, Operator, RunsBatch, UpdateBatch, is_pair
 from .durable import StateSink, StateSource, covering, restore_trace
 
 if TYPE_CHECKING:
@@ -314,6 +316,8 @@ class ArrangeOperator(Operator):
         if len(messages) == 1:
             t, batch = messages[0]
             if len(batch) <= FORWARD_AS_BATCH:
+                if batch.__class__ is RunsBatch:
+                    return self.forward(batch.per_time())
                 return self._forward_one(t, batch)
             groups = {t: messages}
         else:
@@ -334,6 +338,8 @@ class ArrangeOperator(Operator):
             if sum(len(batch) for _, batch in group) > FORWARD_AS_BATCH and self._int_keys(group):
                 out.append((low, self._as_batch(low, group)))
                 continue
+            if any(batch.__class__ is RunsBatch for _, batch in group):
+                group = [m for t, b in group for m in _per_time(t, b)]
             # Per time, its one message, or the sums per datum of the several that meet there
             # (most groups hold one time). A lone message summed by its sender goes as it is.
             by_time: dict[Time, Any] = {}
@@ -399,16 +405,36 @@ class ArrangeOperator(Operator):
         return first.__class__ is int
 
     def _as_batch(self, low: Time, messages: list[tuple[Time, Any]]) -> Batch:
-        """Many updates at or beyond ``low`` as one (vectorised) consolidated batch."""
+        """Many updates at or beyond ``low`` as one (vectorised) consolidated batch.
+
+        Int data (keys, and values unless arranged by self) go into int64 columns straight
+        from the messages' data, and int message times into a column repeated per message,
+        so that no Python list of keys, values or times is built on the way to the kernels
+        that read the batch's columns (:mod:`deltaflow.framework.trace.ints`)."""
         data: list[Any] = []
-        times: list[Any] = []
         diffs: list[int] = []
+        ts: list[Time] = []  # the times of the runs of data, and their lengths
+        lengths: list[int] = []
         for t, batch in messages:
             data.extend(batch.data)
-            times.extend(repeat(t, len(batch)))
             diffs.extend(batch.diffs)
-        keys, vals = self._split(data)
-        return Batch.from_columns(keys, vals, times, diffs, Description(Antichain([low]), _ALL))
+            if batch.__class__ is RunsBatch:
+                ts.extend(batch.times)
+                lengths.extend(batch.lengths)
+            else:
+                ts.append(t)
+                lengths.append(len(batch))
+        description = Description(Antichain([low]), _ALL)
+        ints = int_data(data, self.by_self)
+        times: Any
+        if ints is not None and set(map(type, ts)) == _INT:
+            times = np.repeat(np.array(ts, dtype=np.int64), lengths)
+        else:
+            times = []
+            for t, n in zip(ts, lengths):
+                times.extend(repeat(t, n))
+        keys, vals = self._split(data) if ints is None else ints
+        return Batch.from_columns(keys, vals, times, diffs, description)
 
     def _split(self, data: list[Any]) -> tuple[list[Any], list[Any] | None]:
         """Keys and values of a message's data (values ``None`` when arranged by self)."""
@@ -433,8 +459,14 @@ class ArrangeOperator(Operator):
         return list(ks), list(vs)
 
 
+def _per_time(time: Time, batch: Any) -> list[tuple[Time, Any]]:
+    """A message as messages of one time each."""
+    return batch.per_time() if batch.__class__ is RunsBatch else [(time, batch)]
+
+
 _TWO = {2}
 _TUPLE = {tuple}
+_INT = {int}
 
 
 class AsCollection(Operator):

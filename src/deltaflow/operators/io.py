@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ..framework.antichain import Antichain
 from ..framework.durable.tables import Rows
 from ..framework.lattice import join, less_equal
-from .base import Interest, Operator, UpdateBatch
+from ..framework.trace.ints import int_like
+from .base import Interest, Operator, RunsBatch, UpdateBatch
 from .durable import Changes
 
 if TYPE_CHECKING:
@@ -47,13 +48,16 @@ class InputFeed:
     """What one worker's input operator still has to send, filled by the job's input handle.
 
     ``pending`` maps a time to the data and diffs fed for it; ``time`` is where the input's
-    capability should be; ``closed`` means the capability must be dropped.
+    capability should be; ``closed`` means the capability must be dropped. ``runs``: every
+    reader of the input takes a :class:`~.base.RunsBatch` (the job finds out from its plan),
+    so several times pending at once may go as one message.
     """
 
     def __init__(self) -> None:
         self.pending: dict[Any, tuple[list[Any], list[int]]] = {}
         self.time: Time = 0
         self.closed = False
+        self.runs = False
 
     def push(self, time: Time, data: list[Any], diffs: list[int]) -> None:
         """Queue ``data``/``diffs`` to be sent at ``time``."""
@@ -95,6 +99,11 @@ class InputOperator(Operator):
         feed = self.feed
         if feed.pending:
             pending, feed.pending = feed.pending, {}
+            if len(pending) > 1 and feed.runs:
+                runs = _as_runs(pending)
+                if runs is not None:
+                    ctx.send(0, runs.times[0], runs)
+                    pending = {}
             for time in sorted(pending):
                 data, diffs = pending[time]
                 if data:
@@ -104,6 +113,26 @@ class InputOperator(Operator):
             self.cap = None
         elif feed.time != cap.time:
             cap.downgrade(feed.time)
+
+
+def _as_runs(pending: dict[Any, tuple[list[Any], list[int]]]) -> RunsBatch | None:
+    """The updates of several times as one message, when they are int data (plain ints, or
+    tuples of them: what the kernels read as columns); None for other data, which keep one
+    message per time."""
+    times = []
+    lengths = []
+    data: list[Any] = []
+    diffs: list[int] = []
+    for time in sorted(pending):
+        d, r = pending[time]
+        if d:
+            times.append(time)
+            lengths.append(len(d))
+            data.extend(d)
+            diffs.extend(r)
+    if not int_like(data):
+        return None
+    return RunsBatch(times, lengths, data, diffs)
 
 
 class OutputStore:

@@ -17,6 +17,14 @@ a trace at all: the operator keeps the batches it received from that side in mem
 (:class:`~.history.KeyedHistory`), and the arrangement keeps no trace. Shared arrangements
 (an ``Arranged`` passed to several joins) are read from their trace as above.
 
+Such a side of int data starts as key-sorted int columns alone (:class:`.SortedRuns`,
+``alone``): the kernel reads them whole, the row path looks an arriving batch's keys up in
+them, and they are compacted as the history would be. The side builds its history from them,
+once, and keeps it from then on, when the columns cannot serve: a batch without int columns
+(stored, or arriving to read them), a compaction they cannot do, a checkpoint, kernels turned
+off, or a row-path reader that keeps coming (:data:`ROW_READS`: single-update rounds, where a
+dict lookup per key costs less than numpy's fixed cost per batch).
+
 The output of one work item is summed per time and datum as it is made (output data must be
 hashable, as everywhere downstream), and sent marked consolidated: an arrangement that reads it
 alone does not sum it again.
@@ -87,7 +95,7 @@ class _Work:
         self,
         time: Time,
         batch: Batch | RawBatch,
-        others: list[Batch] | KeyedHistory,
+        others: list[Batch] | list[SortedRuns] | KeyedHistory,
         swap: bool,
         keep: KeyedHistory | None = None,
     ) -> None:
@@ -145,11 +153,12 @@ class _Work:
                     have.extend(rows)
         self.found = found
 
-    def finish(self) -> None:
-        """Release the capability and record the batch in its side's own history."""
+    def finish(self, *, store: bool = True) -> None:
+        """Release the capability and record the batch in its side's own history (unless
+        not ``store``: the side is held as columns alone)."""
         if self.cap is not None:
             self.cap.drop()
-        if self.keep is not None:
+        if self.keep is not None and store:
             if self.items:
                 # The batch read by key already (all of it: the item is done). A batch that
                 # an arrangement forwarded (a ``RawBatch``) groups into new lists each time.
@@ -169,6 +178,11 @@ fresh one on the same data, as such updates pile up in its lists."""
 
 LOOKUP_CHUNK = 1024
 """Keys of an arriving batch looked up in the other side together (bounds what is held)."""
+
+ROW_READS = 64
+"""Batches the row path may look up in a side held as columns alone before the side builds
+its history: each lookup pays numpy's fixed cost, a dict lookup per key does not, so a side
+read again and again by small batches (interactive rounds) is better off with the dict."""
 
 
 class JoinOperator(Operator):
@@ -207,8 +221,12 @@ class JoinOperator(Operator):
         self.single = single
         self.spines = (left, right)
         self.histories = tuple(KeyedHistory(JOIN_COMPACT_ABOVE) if o else None for o in own)
-        # The same updates as columns, for the kernel (see :mod:`.join_kernel`).
-        self.sorted_runs = tuple(SortedRuns() if o else None for o in own)
+        # The same updates as columns, for the kernel (see :mod:`.join_kernel`): the side's
+        # only copy (``alone``) until the history is needed (see :meth:`_build_history`).
+        columns = kernels.mode() != "never"
+        self.sorted_runs = tuple(SortedRuns(alone=columns) if o else None for o in own)
+        # Batches the row path has looked up in each side held as columns alone.
+        self.row_reads = [0, 0]
         if all(own):
             # Nothing to acknowledge in a trace: a frontier that moves without a message
             # leaves no work (the histories only grow, and are tidied, when messages come).
@@ -238,6 +256,7 @@ class JoinOperator(Operator):
             raise RuntimeError(msg)
         for side, history in enumerate(self.histories):
             if history is not None:
+                self._build_history(side)
                 history.save(sink, f"side{side}")
 
     def load(self, source: StateSource) -> None:
@@ -246,12 +265,76 @@ class JoinOperator(Operator):
         for side, history in enumerate(self.histories):
             if history is not None:
                 history.load(source, f"side{side}")
+                runs = self.sorted_runs[side]
+                if history.size and runs is not None and runs.alone:
+                    runs.alone = False  # (noted from now on beside the history)
+                    runs.drop()
                 continue
             reader = self.readers[side]
             assert reader is not None
             upper = self.spines[side].upper
             self.acknowledged[side] = upper
             reader.set_physical_compaction(upper)
+
+    def stored(self, side: int) -> int:
+        """How many updates this operator holds of ``side`` (0 when read from a trace)."""
+        runs = self.sorted_runs[side]
+        if runs is not None and runs.alone:
+            return runs.size
+        history = self.histories[side]
+        return 0 if history is None else history.size
+
+    def _build_history(self, side: int) -> None:
+        """Give ``side`` its history, built from its columns, if it is held as columns alone;
+        the columns stay beside it while they hold the same updates."""
+        runs = self.sorted_runs[side]
+        if runs is None or not runs.alone:
+            return
+        history = self.histories[side]
+        assert history is not None
+        history.extend(runs.updates())
+        runs.alone = False
+        if not runs.valid:
+            runs.drop()
+
+    def _store(self, item: _Work) -> None:
+        """Record ``item``'s batch (joined now) in its side's history or columns."""
+        side = int(item.swap)
+        runs = self.sorted_runs[side]
+        if runs is None:
+            item.finish()
+            return
+        alone = runs.alone
+        item.finish(store=not alone)
+        runs.add(item.batch)
+        if alone and not runs.valid:
+            self._build_history(side)
+
+    def _read_rows(self, item: _Work) -> None:
+        """Before the row path reads ``item``'s other side: if that side is held as columns
+        alone, look the batch's keys up in them, or build its history (see
+        :data:`ROW_READS`)."""
+        side = 0 if item.swap else 1
+        runs = self.sorted_runs[side]
+        if runs is None or not runs.alone:
+            return
+        if not runs.size:
+            return  # (nothing to join: the history is as empty)
+        if kernels.mode() == "never" or self.row_reads[side] >= ROW_READS:
+            self._build_history(side)
+            return
+        history = item.others
+        assert isinstance(history, KeyedHistory)
+        item.others = [runs]
+        items = item.start()
+        if runs.readable_by([key for key, _ in items]):
+            self.row_reads[side] += 1
+            return
+        self._build_history(side)
+        # Read as :meth:`_Work.start` reads a history.
+        item.others = history
+        item.found = history.rows
+        item.fetched = len(items)
 
     def _other_side(self, side: int) -> list[Batch] | KeyedHistory:
         history = self.histories[side]
@@ -297,6 +380,11 @@ class JoinOperator(Operator):
             if reader is None:
                 history = self.histories[side]
                 if not work and history is not None and self._worth_tidying(side, ctx):
+                    runs = self.sorted_runs[side]
+                    if runs is not None and runs.alone:
+                        if runs.tidy(frontier.elements):
+                            continue
+                        self._build_history(side)
                     history.tidy(frontier.elements)
             elif reader.logical_compaction.dominates(frontier) and frontier:
                 reader.set_logical_compaction(frontier)
@@ -343,6 +431,8 @@ class JoinOperator(Operator):
             item = self.work[0]
             if item.pos == 0 and item.row == 0 and item.cols is None and item.items is None:
                 self._choose_kernel(item)
+                if item.cols is None:
+                    self._read_rows(item)
             if item.cols is not None:
                 budget = self._kernel_item(ctx, item, budget)
                 done = item.pos >= len(item.cols)
@@ -352,11 +442,8 @@ class JoinOperator(Operator):
                 _send(ctx, out)
                 done = item.pos >= len(item.start())
             if done:
-                item.finish()
+                self._store(item)
                 self.work.popleft()
-                runs = self.sorted_runs[int(item.swap)]
-                if runs is not None:
-                    runs.add(item.batch)
         if self.work:
             # Items left for a later activation keep their time with a capability (those
             # drained now still have their message's right to mint one).
@@ -370,13 +457,18 @@ class JoinOperator(Operator):
         (:mod:`..framework.kernels`), its other side is a history that the runs hold, both
         are int columns and, unless kernels are forced, it makes few pairs per update."""
         others = item.others
-        if not isinstance(others, KeyedHistory) or not others.rows:
+        if not isinstance(others, KeyedHistory):
             return
         n = len(item.batch)
         if not kernels.use_kernel(n, threshold=THRESHOLD):
             return
         sorted_runs = self.sorted_runs[0 if item.swap else 1]
-        if sorted_runs is None or not sorted_runs.usable(others.size):
+        if sorted_runs is None:
+            return
+        if sorted_runs.alone:
+            if not sorted_runs.size:
+                return
+        elif not others.rows or not sorted_runs.usable(others.size):
             return
         runs = sorted_runs.runs()
         if not runs:

@@ -10,8 +10,9 @@ maximum and the diffs multiply as arrays. Only ``logic`` runs per pair (it is th
 Python), mapped over the gathered columns, and the output is summed per time and datum by C
 loops (``Counter``) when every diff of a time is the same, as in a load.
 
-Whether a batch takes this path is chosen once per batch (:func:`columns_of`: its key, time
-and diff columns convert to int arrays or it keeps the row path), never per update.
+Whether a batch takes this path is chosen once per batch (:func:`columns_of`, by the one
+reader of int columns, :mod:`deltaflow.framework.trace.ints`: its key, time and diff columns
+convert to int arrays or it keeps the row path), never per update.
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> arriving = columns_of(RawBatch([1, 2, 2], ["a", "b", "c"], [5, 5, 6], [1, 1, -1]))
@@ -27,15 +28,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from itertools import chain, pairwise
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
-from ..framework.lattice import Product
+from ..framework.lattice import Product, new_tuple
 from ..framework.trace.batch import Batch
-from ..framework.trace.codec import INT_CODEC, PRODUCT, TUPLE
+from ..framework.trace.codec import as_int64
+from ..framework.trace.columns import sort_consolidate_int
+from ..framework.trace.ints import Columns, gather, pair_keys, read_columns, unpack_pairs
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -59,162 +62,19 @@ _DIFF_BOUND = 1 << 31
 """Diffs of at most this size multiply in int64 without overflow (checked per batch)."""
 
 
-@attrs.define(slots=True, eq=False)
-class Columns:
-    """One side's updates as columns: int64 ``keys`` (ints, or the codes of int pairs, see
-    :func:`_pack`, then ``objs`` holds the pairs themselves; else None); ``vals`` an int64
-    array, a list of objects, or None (every value ``()``); ``times`` int64, of shape
-    ``(n,)`` for int times or ``(n, 2)`` for ``Product(int, int)``; int64 ``diffs``."""
-
-    keys: Any
-    vals: Any
-    times: Any
-    diffs: Any
-    objs: list[Any] | None = None
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def take(self, order: Any) -> Columns:
-        """The rows at ``order`` (an int array), in that order."""
-        return Columns(
-            self.keys[order],
-            _gather(self.vals, order),
-            self.times[order],
-            self.diffs[order],
-            _gather(self.objs, order),
-        )
-
-    def key_objects(self, rows: Any) -> list[Any]:
-        """The keys at ``rows`` as Python values."""
-        if self.objs is None:
-            return self.keys[rows].tolist()  # type: ignore[no-any-return]
-        return _gather(self.objs, rows)  # type: ignore[no-any-return]
-
-
-_PAIR_BOUND = 1 << 31
-"""Components of a pair key within ``[-_PAIR_BOUND, _PAIR_BOUND)`` pack into one int64."""
-
-
-def _pack(first: Any, second: Any) -> Any:
-    """One int64 code per pair of int32-range components: equal codes iff equal pairs (the
-    codes' order means nothing; runs are sorted by it only to be searched), or None if a
-    component is out of range."""
-    for part in (first, second):
-        if len(part) and (int(part.min()) < -_PAIR_BOUND or int(part.max()) >= _PAIR_BOUND):
-            return None
-    return (first << 32) + (second & 0xFFFFFFFF)
-
-
-def _int_pairs(pairs: list[Any]) -> Any:
-    """An ``(n, 2)`` int64 array of a list of pairs (tuples) of plain ints, or None."""
-    if set(map(len, pairs)) != {2} or set(map(type, chain.from_iterable(pairs))) != {int}:
-        return None
-    try:
-        flat = np.fromiter(chain.from_iterable(pairs), dtype=np.int64, count=2 * len(pairs))
-    except OverflowError:
-        return None
-    return flat.reshape(-1, 2)
-
-
-def _pair_keys(keys: list[Any]) -> Any:
-    """Codes of a list of ``(int, int)`` keys (plain tuples), or None."""
-    if set(map(type, keys)) != {tuple}:
-        return None
-    arr = _int_pairs(keys)
-    return None if arr is None else _pack(arr[:, 0], arr[:, 1])
-
-
-def _int_array(col: list[Any]) -> Any:
-    """``col`` as an int64 array when every element is a plain int (else None)."""
-    if set(map(type, col)) != {int}:
-        return None
-    try:
-        return np.array(col, dtype=np.int64)
-    except OverflowError:
-        return None
-
-
-def _time_array(times: list[Any]) -> Any:
-    """Times as int64 ``(n,)`` (ints) or ``(n, 2)`` (``Product`` of two ints), else None."""
-    n = len(times)
-    first = times[0]
-    if times.count(first) == n:  # one time for all (the usual message)
-        kind = first.__class__
-        if kind is int:
-            return np.full(n, first, dtype=np.int64)
-        if kind is Product and first[0].__class__ is int and first[1].__class__ is int:
-            return np.tile(np.array(first, dtype=np.int64), (n, 1))
-        return None
-    kinds = set(map(type, times))
-    if kinds == {int}:
-        return _int_array(times)
-    if kinds != {Product}:
-        return None
-    return _int_pairs(times)
-
-
 def columns_of(batch: Batch | RawBatch) -> Columns | None:
-    """The batch as :class:`Columns` when its keys are ints, its times ints or ``Product`` of
-    two ints and its diffs small; None otherwise (it keeps the row path).
+    """The batch as :class:`~deltaflow.framework.trace.ints.Columns` when its keys are ints
+    or pairs of ints, its times ints or ``Product`` of two ints and its diffs small (their
+    products fit in 64 bits); None otherwise (it keeps the row path).
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> columns_of(RawBatch(["a"], None, [0], [1])) is None
     True
     """
-    if len(batch) == 0:
+    cols = read_columns(batch)
+    if cols is None or int(np.abs(cols.diffs).max()) >= _DIFF_BOUND:
         return None
-    objs = None
-    if isinstance(batch, Batch) and batch.encoded:
-        keys, vcodes, tcodes, diffs = batch.columns
-        kc = batch.key_codec
-        if kc is not INT_CODEC:
-            if kc.kind != TUPLE or kc.arity != 2:
-                return None
-            objs = kc.decode(keys)
-            keys = _pack(*kc.decode_arrays(keys))
-            if keys is None:
-                return None
-        tc = batch.time_codec
-        if tc is INT_CODEC:
-            times = tcodes
-        elif tc.kind == PRODUCT and tc.arity == 2:
-            times = np.stack(tc.decode_arrays(tcodes), axis=1)
-        else:
-            return None
-        if vcodes is None:
-            vals = None
-        elif batch.val_codec is INT_CODEC:
-            vals = vcodes
-        else:
-            vals = batch.val_codec.decode(vcodes)
-        diffs = np.asarray(diffs, dtype=np.int64)
-    else:
-        klist, vals, tlist, dlist = batch.object_columns()
-        if klist[0].__class__ is tuple:
-            keys = _pair_keys(klist)
-            objs = klist
-        else:
-            keys = _int_array(klist)
-        if keys is None:
-            return None
-        times = _time_array(tlist)
-        if times is None:
-            return None
-        diffs = _int_array(dlist)
-        if diffs is None:
-            return None
-    if len(diffs) and int(np.abs(diffs).max()) >= _DIFF_BOUND:
-        return None
-    return Columns(keys, vals, times, diffs, objs)
-
-
-def _gather(vals: Any, idx: Any) -> Any:
-    if vals is None:
-        return None
-    if isinstance(vals, np.ndarray):
-        return vals[idx]
-    return list(map(vals.__getitem__, idx.tolist()))
+    return cols
 
 
 def _concat(parts: list[Any]) -> Any:
@@ -251,39 +111,69 @@ def _merge(parts: list[Columns]) -> Columns | None:
 
 @attrs.define(slots=True, eq=False)
 class SortedRuns:
-    """The updates a join keeps of one side, as key-sorted column runs, alongside its
-    :class:`~.history.KeyedHistory` of them.
+    """The updates a join keeps of one side, as key-sorted column runs: beside its
+    :class:`~.history.KeyedHistory` of them, or (``alone``) instead of it.
 
-    Batches are noted as they enter the history (:meth:`add`) and turned into columns only
-    when a kernel first reads them (:meth:`runs`): a run per read, merged with the previous
-    one once it is at least half as long (so each update is re-sorted O(log n) times). The
-    runs hold the same updates as the history while :attr:`size` equals its size; the history
-    only shrinks otherwise (compaction), and a batch without int columns cannot join the
-    runs: then the runs are given up (:meth:`drop`) and that side's partners keep the row
-    path. Batches waiting to be read are bounded (:attr:`MAX_PENDING`): a side fed many small
-    batches never reads through the kernel and gives up rather than hold them.
+    Batches are noted as they are stored (:meth:`add`) and turned into columns when a reader
+    first needs them (:meth:`runs`): a run per read, merged with the previous one once it is
+    at least half as long (so each update is re-sorted O(log n) times).
+
+    Beside a history, the runs hold the same updates while :attr:`size` equals its size; the
+    history only shrinks otherwise (compaction), and a batch without int columns cannot join
+    the runs: then the runs are given up (:meth:`drop`) and that side's partners keep the row
+    path. Batches waiting to be read are bounded (:attr:`MAX_PENDING`): a side fed many
+    small batches never reads through the kernel and gives up rather than hold them.
+
+    ``alone``, the runs are the side's only copy: a row-path reader looks keys up in them
+    (:meth:`lookup_many`), they are compacted by :meth:`tidy`, and whatever they cannot hold
+    or do (a batch without int columns, values that are not ints to compact) leaves them
+    ``valid`` no more, everything still held, for the owner to build its history from
+    (:meth:`updates`) and go on with that. Batches waiting are converted every
+    :attr:`MAX_PENDING`.
 
     The kernel reads the runs as they are: unlike the row path it does not compact a key's
-    long list as it meets it (the history's full passes still compact, and the runs are then
-    given up).
+    long list as it meets it (beside a history, the history's full passes still compact, and
+    the runs are then given up).
+
+    >>> from deltaflow.operators.arrange import RawBatch
+    >>> side = SortedRuns(alone=True)
+    >>> side.add(RawBatch([4, 2, 4], [1, 2, 1], [0, 1, 2], [1, 1, -1]))
+    >>> side.lookup_many([4, 3])
+    {4: [(1, 0, 1), (1, 2, -1)]}
+    >>> side.tidy((5,), force=True), side.size, sorted(side.updates())
+    (True, 1, [(2, 2, 5, 1)])
     """
 
-    #: Batches noted but not yet read beyond which the runs are given up.
+    #: Batches noted but not yet read beyond which the runs are given up (``alone``:
+    #: converted).
     MAX_PENDING = 64
+    #: Updates held beyond which :meth:`tidy` compacts (then twice what it kept, per
+    #: frontier element, beyond that): amortised constant cost per update.
+    COMPACT_ABOVE = 4096
 
+    #: The runs are the side's only copy (no history beside them).
+    alone: bool = False
     _pending: list[Batch | RawBatch] = attrs.field(factory=list, init=False)
     _runs: list[Columns] = attrs.field(factory=list, init=False)
-    #: The updates noted (the history's size, while the runs hold the same updates).
+    #: The updates noted (beside a history: its size, while the runs hold the same updates).
     size: int = attrs.field(default=0, init=False)
     valid: bool = attrs.field(default=True, init=False)
+    #: Updates held beyond which :meth:`tidy` compacts the runs.
+    limit: int = attrs.field(init=False)
+
+    @limit.default
+    def _first_limit(self) -> int:
+        return self.COMPACT_ABOVE
 
     def add(self, batch: Batch | RawBatch) -> None:
-        """Note a batch that has entered the history."""
+        """Note a batch that has entered the side."""
         if not self.valid:
             return
         if len(self._pending) >= self.MAX_PENDING:
-            self.drop()
-            return
+            if not self.alone:
+                self.drop()
+                return
+            self.runs()
         self._pending.append(batch)
         self.size += len(batch)
 
@@ -299,31 +189,217 @@ class SortedRuns:
             self.drop()
         return self.valid
 
+    def _fail(self) -> list[Columns]:
+        if self.alone:
+            self.valid = False  # (what is held stays, for :meth:`updates`)
+        else:
+            self.drop()
+        return []
+
     def runs(self) -> list[Columns]:
-        """The runs, every noted batch in them (an empty list if given up)."""
+        """The runs, every noted batch in them (an empty list if given up, or ``alone`` if
+        a batch cannot be held as columns: then :attr:`valid` is False)."""
+        if not self.valid:
+            return []
         if self._pending:
             parts = []
-            for batch in self._pending:
+            for batch in _grouped(self._pending):
                 cols = columns_of(batch)
                 if cols is None:
-                    self.drop()
-                    return []
+                    return self._fail()
+                if self.alone and isinstance(cols.vals, list):
+                    # Held for good: int values as an array (8 bytes each, no objects), which
+                    # :meth:`tidy` can also consolidate.
+                    vals = as_int64(cols.vals)
+                    if vals is not None:
+                        cols.vals = vals
                 parts.append(cols)
-            self._pending = []
             run = _merge(parts) if len(parts) > 1 or not _sorted(parts[0]) else parts[0]
             runs = self._runs
             if run is None or (runs and _kind(run) != _kind(runs[0])):
-                self.drop()  # (int keys and pair keys, say: their codes must never meet)
-                return []
+                return self._fail()  # (int keys and pair keys, say: codes must never meet)
+            self._pending = []
             runs.append(run)
             while len(runs) > 1 and 2 * len(runs[-1]) >= len(runs[-2]):
                 last = runs.pop()
                 merged = _merge([runs.pop(), last])
-                if merged is None:
-                    self.drop()
-                    return []
+                assert merged is not None  # (runs of one kind always merge)
                 runs.append(merged)
         return self._runs
+
+    def updates(self) -> Iterator[tuple[Any, Any, Time, int]]:
+        """Every update held, as ``(key, val, time, diff)`` Python values (the runs', then
+        those of the batches not yet converted)."""
+        for run in self._runs:
+            everything = np.arange(len(run))
+            product = run.times.ndim == 2
+            times = run.times.tolist()
+            yield from zip(
+                run.key_objects(everything),
+                _values(run.vals, len(run)),
+                [new_tuple(Product, t) for t in times] if product else times,
+                run.diffs.tolist(),
+            )
+        for batch in self._pending:
+            yield from batch.updates()
+
+    def readable_by(self, keys: list[Any]) -> bool:
+        """Whether :meth:`lookup_many` can find ``keys`` (the runs hold every noted batch
+        and the keys are of their kind: ints, or pairs of ints that pack)."""
+        runs = self.runs()
+        if not runs:
+            return not self.size and self.valid
+        if runs[0].objs is None:
+            return as_int64(keys) is not None
+        return pair_keys(keys) is not None
+
+    def lookup_many(self, keys: list[Any]) -> dict[Any, list[tuple[Any, Time, int]]]:
+        """The ``(val, time, diff)`` updates held of each of ``keys`` (distinct, of the
+        runs' kind: :meth:`readable_by`); keys without any are absent."""
+        runs = self.runs()
+        found: dict[Any, list[tuple[Any, Time, int]]] = {}
+        if not runs or not keys:
+            return found
+        codes = as_int64(keys) if runs[0].objs is None else pair_keys(keys)
+        assert codes is not None, "keys of another kind than the runs' (see readable_by)"
+        for run in runs:
+            lo = np.searchsorted(run.keys, codes, "left")
+            counts = np.searchsorted(run.keys, codes, "right") - lo
+            hit = np.flatnonzero(counts)
+            if not len(hit):
+                continue
+            counts = counts[hit]
+            n = int(counts.sum())
+            ends = np.cumsum(counts)
+            rows = np.arange(n) + np.repeat(lo[hit] - ends + counts, counts)
+            times = run.times[rows].tolist()
+            if run.times.ndim == 2:
+                times = [new_tuple(Product, t) for t in times]
+            got = list(zip(_values(gather(run.vals, rows), n), times, run.diffs[rows].tolist()))
+            pos = 0
+            for j, m in zip(hit.tolist(), counts.tolist()):
+                key = keys[j]
+                have = found.get(key)
+                if have is None:
+                    found[key] = got[pos : pos + m]
+                else:
+                    have.extend(got[pos : pos + m])
+                pos += m
+        return found
+
+    def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> bool:
+        """Compact the runs (``alone``) to ``frontier`` once they hold more than
+        :attr:`limit` updates (at once with ``force``): every time advanced by it
+        (``advance_by``, a vectorised join and meet), equal ``(key, val, time)`` summed,
+        zeros dropped. False (nothing done) when the runs cannot: a batch not held as
+        columns, values that are not ints, a time that is not of the runs' kind.
+
+        Runtime complexity: O(n log n) for the n updates held when it compacts, which
+        happens after the side has grown by the updates it kept: O(log n) amortised per
+        update; O(1) otherwise.
+        """
+        if not frontier:
+            self._pending = []
+            self._runs = []
+            self.size = 0
+            self.limit = self.COMPACT_ABOVE
+            return self.valid
+        if self.size <= self.limit and not force:
+            return True
+        runs = self.runs()
+        if not runs:
+            return self.valid
+        vals = [run.vals for run in runs]
+        if any(v is not None and not isinstance(v, np.ndarray) for v in vals):
+            return False
+        times = np.concatenate([run.times for run in runs])
+        bound = _frontier_array(frontier, times.ndim)
+        if bound is None:
+            return False
+        advanced = None
+        for f in bound:
+            joined_ = np.maximum(times, f)
+            advanced = joined_ if advanced is None else np.minimum(advanced, joined_)
+        packed = _pack_times(advanced)
+        if packed is None:  # (times too far apart to sort as one column: left as they are)
+            self.limit = 2 * self.size
+            return True
+        flat, unpack = packed
+        keys, vals_, flat, diffs = sort_consolidate_int(
+            np.concatenate([run.keys for run in runs]),
+            None if vals[0] is None else np.concatenate(vals),
+            flat,
+            np.concatenate([run.diffs for run in runs]),
+            0,
+        )
+        objs = None if runs[0].objs is None else unpack_pairs(keys)
+        self._runs = [Columns(keys, vals_, unpack(flat), diffs, objs)] if len(keys) else []
+        self.size = len(keys)
+        self.limit = self.COMPACT_ABOVE + 2 * self.size * len(frontier)
+        return True
+
+
+def _grouped(batches: list[Batch | RawBatch]) -> list[Batch | RawBatch]:
+    """``batches`` with each stretch of forwarded ones (lists, with values or all ``()``
+    alike) made one: a conversion per stretch instead of one per small batch."""
+    out: list[Batch | RawBatch] = []
+    owned = False  # whether the last of ``out`` is made here (its lists may grow)
+    for batch in batches:
+        last = out[-1] if out else None
+        if (
+            last is None
+            or isinstance(batch, Batch)
+            or isinstance(last, Batch)
+            or (batch.vals is None) != (last.vals is None)
+        ):
+            out.append(batch)
+            owned = False
+            continue
+        if not owned:
+            vals = None if last.vals is None else list(last.vals)
+            last = out[-1] = type(last)(list(last.keys), vals, list(last.times), list(last.diffs))
+            owned = True
+        last.keys += batch.keys
+        if last.vals is not None:
+            last.vals += batch.vals  # type: ignore[arg-type]  # (not None: as the last one's)
+        last.times += batch.times
+        last.diffs += batch.diffs
+    return out
+
+
+def _frontier_array(frontier: tuple[Time, ...], ndim: int) -> list[Any] | None:
+    """The frontier's times as int64 arrays that broadcast against times of ``ndim``
+    dimensions, or None if one is not of that kind."""
+    out: list[Any] = []
+    for f in frontier:
+        if ndim == 1 and f.__class__ is int:
+            out.append(np.int64(f))
+        elif (
+            ndim == 2 and f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int
+        ):
+            out.append(np.array(f, dtype=np.int64))
+        else:
+            return None
+    return out
+
+
+def _pack_times(times: Any) -> tuple[Any, Callable[[Any], Any]] | None:
+    """Times as one int64 column in their lexicographic order, and the function that turns
+    such a column back; None if ``(n, 2)`` times span more than 62 bits together."""
+    if times.ndim == 1:
+        return times, lambda flat: flat
+    outer, inner = times[:, 0], times[:, 1]
+    if not len(times):
+        return outer.copy(), lambda flat: np.zeros((0, 2), dtype=np.int64)
+    olow, ilow = int(outer.min()), int(inner.min())
+    ibits = (int(inner.max()) - ilow).bit_length()
+    if (int(outer.max()) - olow).bit_length() + ibits > 62:
+        return None
+
+    def unpack(flat: Any) -> Any:
+        return np.stack(((flat >> ibits) + olow, (flat & ((1 << ibits) - 1)) + ilow), axis=1)
+
+    return ((outer - olow) << ibits) | (inner - ilow), unpack
 
 
 def _kind(cols: Columns) -> tuple[bool, int, bool]:
@@ -395,10 +471,10 @@ def joined(
     times = np.maximum(cols.times[rows], np.concatenate([r.times[m] for r, m in parts]))
     diffs = cols.diffs[rows] * np.concatenate([r.diffs[m] for r, m in parts])
     keys = cols.key_objects(rows)
-    mine = _values(_gather(cols.vals, rows), len(keys))
+    mine = _values(gather(cols.vals, rows), len(keys))
     theirs: list[Any] = []
     for r, m in parts:
-        theirs.extend(_values(_gather(r.vals, m), len(m)))
+        theirs.extend(_values(gather(r.vals, m), len(m)))
     out = list(map(logic, keys, theirs, mine) if swap else map(logic, keys, mine, theirs))
     if not single:
         groups = list(map(tuple, out))

@@ -26,7 +26,7 @@ import attrs
 from ..errors import OperatorError
 from ..framework.durable.tables import Rows
 from ..framework.lattice import join
-from .base import Interest, Operator, UpdateBatch, describe_callable, sum_diffs
+from .base import Interest, Operator, RunsBatch, UpdateBatch, describe_callable, sum_diffs
 from .durable import StateSink, StateSource, delayed_to
 from .values import as_count
 
@@ -156,6 +156,9 @@ def _join_function_ints(step: Step, d: Any, t: Time, out: tuple[Any, Any, Any]) 
     return t2, r
 
 
+_IN_PLACE = frozenset({"map", "negate"})
+
+
 class LinearOperator(Operator):
     """A fused chain of linear steps (one input, one output, no state).
 
@@ -171,6 +174,8 @@ class LinearOperator(Operator):
     def __init__(self, steps: Sequence[Step], name: str | None = None) -> None:
         self.steps = list(steps)
         self.name = name or " -> ".join(s.label for s in self.steps)
+        #: Every step makes one datum of each, in place, at its time.
+        self.keeps_places = all(s.kind in _IN_PLACE for s in self.steps)
 
     def apply(self, time: Time, data: list[Any], diffs: list[int]) -> Groups:
         """Run every step on one batch; returns ``(time, data, diffs)`` groups."""
@@ -184,15 +189,26 @@ class LinearOperator(Operator):
                 break
         return groups
 
-    def transform(self, messages: list[tuple[Time, Any]]) -> list[tuple[Time, UpdateBatch]]:
-        """Every step on every ``(time, UpdateBatch)`` message; the non-empty results."""
+    def transform(self, messages: list[tuple[Time, Any]]) -> list[tuple[Time, Any]]:
+        """Every step on every ``(time, UpdateBatch)`` message; the non-empty results.
+
+        A :class:`~.base.RunsBatch` (several times in one message) goes through steps that
+        keep each datum's place (``map``, ``negate``) once, whole, and stays one; through
+        any other step, one run at a time."""
         apply = self.apply
-        return [
-            (t, UpdateBatch(data, diffs))
-            for time, batch in messages
-            for t, data, diffs in apply(time, batch.data, batch.diffs)
-            if data
-        ]
+        out: list[tuple[Time, Any]] = []
+        for time, batch in messages:
+            if batch.__class__ is RunsBatch:
+                if self.keeps_places:
+                    ((_, data, diffs),) = apply(time, batch.data, batch.diffs)
+                    out.append((time, RunsBatch(batch.times, batch.lengths, data, diffs)))
+                    continue
+                out.extend(self.transform(batch.per_time()))
+                continue
+            for t, data, diffs in apply(time, batch.data, batch.diffs):
+                if data:
+                    out.append((t, UpdateBatch(data, diffs)))
+        return out
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Transform every waiting batch and send the results."""

@@ -28,7 +28,7 @@ from ..errors import OperatorError
 from ..framework.antichain import Antichain
 from ..framework.hashing import COLUMNS_FROM, SELF_HASHED_BELOW, owners, stable_hash
 from ..framework.lattice import less_equal
-from ..operators.base import Interest, UpdateBatch
+from ..operators.base import Interest, RunsBatch, UpdateBatch
 from ..operators.dataflow import identity_key
 from ..operators.linear import LinearOperator
 from .capability import Capability
@@ -294,8 +294,10 @@ class Actor:
 
 def _split(payload: Any, key: Any, peers: int) -> list[tuple[int, Any]]:
     """``payload``'s updates by the worker that owns ``key(datum)``, in order; each part with
-    its worker (a part keeps its sender's word that it is consolidated)."""
-    if not isinstance(payload, UpdateBatch):
+    its worker (a part keeps its sender's word that it is consolidated; a
+    :class:`~deltaflow.operators.base.RunsBatch`'s parts keep their runs)."""
+    runs = payload.__class__ is RunsBatch
+    if not runs and not isinstance(payload, UpdateBatch):
         msg = f"only update batches can be exchanged between workers, not {type(payload)!r}"
         raise TypeError(msg)
     data, diffs = payload.data, payload.diffs
@@ -310,8 +312,14 @@ def _split(payload: Any, key: Any, peers: int) -> list[tuple[int, Any]]:
     first = owner[0] if owner else 0
     if owner.count(first) == len(owner):
         return [(first, payload)] if owner else []
-    consolidated = payload.consolidated
     parts = []
+    if runs:
+        for w in range(peers):
+            mask = [o == w for o in owner]
+            if any(mask):
+                parts.append((w, payload.take(mask)))
+        return parts
+    consolidated = payload.consolidated
     for w in range(peers):
         mask = [o == w for o in owner]
         part = list(compress(data, mask))

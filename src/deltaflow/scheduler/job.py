@@ -100,6 +100,10 @@ class Job:
             for name in [node.name.removeprefix("input:")]
             if node.name.startswith("input:")
         }
+        for name, feeds in self.builder.feeds.items():
+            if self._reads_runs(name):
+                for feed in feeds:
+                    feed.runs = True
         self.inputs: dict[str, InputHandle] = _Named(
             "input",
             {
@@ -143,6 +147,19 @@ class Job:
             if inlet is not None and inlet.steps:
                 return None  # the steps before the arrangement run before its exchange
         return routes[0][2]  # type: ignore[no-any-return]
+
+    def _reads_runs(self, name: str) -> bool:
+        """Whether every reader of input ``name`` takes a
+        :class:`~deltaflow.operators.base.RunsBatch` (several times in one message): the
+        input's messages go straight into ports of arrangements absorbed as inlets, whose
+        forwarding reads them (see :mod:`deltaflow.operators.inlet`)."""
+        node = self._input_actors.get(name)
+        if node is None or any(self.plan.outlets[node]):
+            return False
+        routes = [r for port in self.plan.routes[node] for r in port]
+        return bool(routes) and all(
+            port in self.plan.nodes[target].inlets for target, port, _ in routes
+        )
 
     def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
         """Run the pipeline's ``build`` for ``workers`` workers."""

@@ -3,7 +3,8 @@
 With totally ordered (``int``) times, ``count``, ``distinct`` and ``threshold`` answer from a
 key's *total* count alone: ``count`` outputs ``(n, 1)`` when the key's counts add up to
 ``n > 0``, ``distinct`` ``((), 1)`` when ``n > 0``, ``threshold(f)`` ``((), f(key, n))``. When
-a batch's keys, values and times are plain ints (:func:`int_columns`), the operator corrects
+a batch's keys, values and times are plain ints
+(:func:`~deltaflow.framework.trace.ints.int_columns`), the operator corrects
 all of its keys at once (:func:`correct_counts`) instead of sweeping each key's updates in
 Python (:mod:`.total`):
 
@@ -29,16 +30,15 @@ columns are ints; which kernel, once per operator (:func:`counting_kernel`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import numpy as np
 
-from deltaflow.framework.trace.batch import Batch
-from deltaflow.framework.trace.codec import as_int64
 from deltaflow.framework.trace.columns import all_unit, sort_consolidate_int
+from deltaflow.framework.trace.ints import IntColumns as Columns, int_columns, lists_columns
 
 from .counting import ByCount, order_by
 from .logics import COLUMNS, count_logic
@@ -47,9 +47,6 @@ if TYPE_CHECKING:
     from .operator import ReduceOperator
 
 __all__ = ["KERNEL_MIN", "CountKernel", "correct_counts", "counting_kernel", "int_columns"]
-
-Columns = tuple[np.ndarray, "np.ndarray | None", np.ndarray, np.ndarray]
-"""``(keys, vals, times, diffs)`` int64 columns; ``vals`` None: every value is ``()``."""
 
 Corrections = dict[Any, list[tuple[Any, Any, int]]]
 
@@ -94,45 +91,6 @@ def counting_kernel(
     return None
 
 
-def int_columns(batch: Any) -> Columns | None:
-    """A batch's updates as int64 columns, or None when a key, value, time or diff is not a
-    plain 64-bit int (one check per column, never per update).
-
-    The one place the reduction reads a batch's columns: an arrangement forwards a
-    :class:`~deltaflow.operators.arrange.RawBatch` (lists) or a
-    :class:`~deltaflow.framework.trace.batch.Batch` (numpy columns when large and all-int).
-    The columns returned may be the batch's own: callers must not change them.
-    """
-    if batch.__class__ is Batch:
-        if batch.columnar:
-            k, v, t, d = batch.columns
-            return k, v, t, d
-        if batch.encoded:  # tuples or products encoded into codes: not plain ints
-            return None
-    keys, vals, times, diffs = batch.object_columns()
-    return _as_columns(keys, vals, times, diffs)
-
-
-def _as_columns(
-    keys: Sequence[Any], vals: Sequence[Any] | None, times: Sequence[Any], diffs: Sequence[Any]
-) -> Columns | None:
-    k = as_int64(keys)
-    if k is None:
-        return None
-    t = as_int64(times)
-    if t is None:
-        return None
-    d = as_int64(diffs)
-    if d is None:
-        return None
-    if vals is None:
-        return k, None, t, d
-    v = as_int64(vals)
-    if v is None:
-        return None
-    return k, v, t, d
-
-
 def _buffered_columns(
     buffered: dict[Any, list[tuple[Any, int, int]]], unit: bool
 ) -> Columns | None:
@@ -143,9 +101,10 @@ def _buffered_columns(
     times = [r[1] for r in rows]
     diffs = [r[2] for r in rows]
     vals = [r[0] for r in rows]
-    if unit:
-        return _as_columns(keys, None, times, diffs) if all_unit(vals, len(vals)) else None
-    return _as_columns(keys, vals, times, diffs)
+    if unit and not all_unit(vals, len(vals)):
+        return None
+    cols = lists_columns(keys, None if unit else vals, times, diffs, plain=True)
+    return None if cols is None else (cols.keys, cols.vals, cols.times, cols.diffs)
 
 
 def correct_counts(
