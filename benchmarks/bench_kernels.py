@@ -17,7 +17,7 @@ median CPU seconds of each and their ratio (``auto / never``: below 1, the kerne
 * ``kernels.join_bytes`` — bytes per update a join keeps of an int side: its history (dict of
   lists of tuples) and its column runs.
 
-Run: ``python benchmarks/bench_kernels.py [--quick] [--only w3,w4,sizes,bytes]``.
+Run: ``python benchmarks/bench_kernels.py [--quick] [--only w2,w3,w4,sizes,bytes]``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 import trio
 from bench_processes import _w4_load
+from bench_workloads import Reachability, _singles, _static_inputs
 from w3 import VERSIONS, w3_triangles
-from workloads import w4_bfs
+from workloads import w2_reach, w4_bfs
 
 import deltaflow as df
 from deltaflow.framework import kernels
@@ -86,6 +87,23 @@ def bench_w3(quick: bool) -> None:
         return sum(1 for r in acc.values() if r)
 
     emit({"figure": "kernels.w3_binary", "rounds": len(rounds),
+          **alternate(run, 2 if quick else 5, ("never", "auto"))})  # fmt: skip
+
+
+def bench_w2(quick: bool) -> None:
+    """W2 static: the load and 1,000 rounds (300 quick) at once, one ``df.run``; its
+    ``distinct`` runs in the loop at ``Product(round, iteration)`` times."""
+    roots, init, rounds = w2_reach()
+    n = 300 if quick else 1_000
+    inputs = _static_inputs({"roots": roots, "edges": init}, "edges", _singles(rounds[:n]))
+
+    def run() -> int:
+        acc: dict[Any, int] = {}
+        for d, _, r in df.run(Reachability(), **inputs):
+            acc[d] = acc.get(d, 0) + r
+        return sum(1 for r in acc.values() if r)
+
+    emit({"figure": "kernels.w2_static", "rounds": n,
           **alternate(run, 2 if quick else 5, ("never", "auto"))})  # fmt: skip
 
 
@@ -172,12 +190,14 @@ def bench_bytes(quick: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
-    parser.add_argument("--only", default="w3,w4,sizes,bytes")
+    parser.add_argument("--only", default="w2,w3,w4,sizes,bytes")
     parser.add_argument("--nodes", type=int, default=100_000, help="W4's nodes (W4x10: 10**6)")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     if "bytes" in only:
         bench_bytes(args.quick)
+    if "w2" in only:
+        bench_w2(args.quick)
     if "w3" in only:
         bench_w3(args.quick)
     if "w4" in only:

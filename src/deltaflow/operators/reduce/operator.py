@@ -30,8 +30,10 @@ the frontier has passed:
 
 Keys whose times form a chain (on one line or one row of ``Product`` times) take one sweep
 along it (:mod:`.chains`); the others the general search (:mod:`.general`). Counting
-reductions sum ints on those paths (:mod:`.counting`). Totally ordered (``int``) times take a
-sweep of each key's new updates with no search at all (:mod:`.total`).
+reductions sum ints on those paths (:mod:`.counting`); at ``Product(int, int)`` times, an
+activation bringing one whole row (a loop taking many rounds at once) corrects every touched
+key in columns instead (:mod:`.pair_counts`, ``_pair_step``). Totally ordered (``int``) times
+take a sweep of each key's new updates with no search at all (:mod:`.total`).
 
 **Its input and its own output** the operator keeps in memory, in two
 :class:`~deltaflow.operators.history.KeyedHistory` indexes ``{key: [(val, time, diff)]}``:
@@ -60,6 +62,7 @@ one at each minimal pending time, and nothing else. When nothing is pending it h
 
 from __future__ import annotations
 
+from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -69,6 +72,7 @@ from deltaflow.framework.durable.tables import Rows
 from deltaflow.framework.kernels import use_kernel
 from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
+from deltaflow.framework.trace.codec import as_int64
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
@@ -82,7 +86,8 @@ from .chains import least, pair_row
 from .columnar import KERNEL_MIN, counting_kernel
 from .counting import ByCount, RowCounts
 from .logics import COLUMNS, FOLDS, Logic
-from .paths import Activation, KeyPath, path_for
+from .pair_counts import PairCounts, key_codes, pair_columns
+from .paths import Activation, KeyPath, on_pairs, path_for
 from .total import correct_total
 
 if TYPE_CHECKING:
@@ -169,6 +174,12 @@ class ReduceOperator(Operator):
 
     interest = Interest.ALWAYS
 
+    PAIR_KERNEL_MIN: ClassVar[int] = KERNEL_MIN
+    """A counting reduction at ``Product(int, int)`` times moves its histories into columns
+    (:mod:`.pair_counts`) for an activation of at least this many new updates, all on one
+    row the frontier has passed (under ``DELTAFLOW_KERNELS=auto``); once there, they stay
+    while activations keep that shape, whatever their size."""
+
     ROW_BATCH_MIN: ClassVar[int] = 32
     """A counting reduction's activation with new times for at least this many keys corrects
     those on rows together (:class:`.counting.RowCounts`); for fewer, numpy's cost per call
@@ -222,6 +233,10 @@ class ReduceOperator(Operator):
         # operator has output, per key (see KeyedHistory).
         self.inputs = KeyedHistory(unit=by_count is not None)
         self.outputs = KeyedHistory(unit=by_count is not None)
+        # A counting reduction at ``Product(int, int)`` times: both histories in columns
+        # while activations come one whole row at a time (see .pair_counts; None: in
+        # ``inputs`` and ``outputs``).
+        self.pairs: PairCounts | None = None
         # Totally ordered times: the batches a kernel may take, received since the last
         # correction (read whole when the frontier moves), each key's unapplied updates and
         # its accumulations so far.
@@ -343,6 +358,13 @@ class ReduceOperator(Operator):
         chain: per ready time where the input or output changed), and for keys off a chain
         O(r^2) comparisons of the r ready times with this round's earlier corrections.
         """
+        if self.by_count is not None and self.path is on_pairs:
+            fixes = self._pair_step(upper)
+            if fixes is not None:
+                return fixes
+            if self.pairs is not None:
+                self.pairs.into(self.inputs, self.outputs)
+                self.pairs = None
         seeds = self._due(upper)
         if not seeds:
             return {}
@@ -369,6 +391,59 @@ class ReduceOperator(Operator):
                 written = outputs.compacted(key, written, advance)
             correct(self, key, times, history, written, act)
         return self._gathered(act)
+
+    def _pair_step(self, upper: Antichain) -> dict[Time, list[tuple[Any, Any, int]]] | None:
+        """A counting reduction at ``Product(int, int)`` times: correct this activation in
+        columns (:mod:`.pair_counts`) when its new updates are int data all on one row
+        ``y`` that ``upper`` has passed entirely, nothing is pending and nothing stored
+        lies above that row; else None (nothing done). Chosen per activation, by a pass
+        over each column."""
+        state = self.pairs
+        if self.pending_keys or self.seeds:
+            return None
+        # Every update lies at or above its message's row: a frontier element at or below
+        # one of those rows leaves that row partly unpassed (at iteration 0: every row, as
+        # while rounds come one at a time).
+        rows = [f[1] for f in upper.elements]  # type: ignore[index]
+        low = min(rows) if rows else None
+        if low == 0 and state is None:
+            return None
+        waiting = self.waiting
+        passed = [t for t in waiting if not upper.less_equal(t)]
+        if not passed:
+            return {} if state is not None else None
+        if low is not None and low <= max(t[1] for t in passed):  # type: ignore[index]
+            return None
+        batches = [b for t in passed for b in waiting[t]]
+        size = sum(map(len, batches))
+        if state is None:
+            if not use_kernel(size, threshold=self.PAIR_KERNEL_MIN):
+                return None
+            # (A checkpoint logging what is appended reads the per-key histories.)
+            if self.inputs.log.keys is not None or self.outputs.log.keys is not None:
+                return None
+        parts = [b.object_columns() for b in batches]
+        codes = key_codes(list(chain.from_iterable(p[0] for p in parts)))
+        pairs = pair_columns(list(chain.from_iterable(p[2] for p in parts)))
+        diffs = as_int64(list(chain.from_iterable(p[3] for p in parts)))
+        if codes is None or pairs is None or diffs is None or not size:
+            return None
+        keys, pair_keys = codes
+        x, ys = pairs
+        y = int(ys[0])
+        if (ys != y).any() or any(r <= y for r in rows):
+            return None
+        if state is None:
+            state = self.pairs = PairCounts.take(self.inputs, self.outputs, pair_keys)
+            if state is None:
+                return None
+        if state.high > y or state.pairs != pair_keys:
+            return None
+        for t in passed:
+            del waiting[t]
+        by_count = self.by_count
+        assert by_count is not None
+        return state.step(keys, x, diffs, y, by_count, COLUMNS.get(by_count))
 
     def _due(self, upper: Antichain) -> dict[Any, list[Time]]:
         """The keys to correct at ``upper`` with their seeds: the times of the updates of the
@@ -500,6 +575,11 @@ class ReduceOperator(Operator):
         self.upper = upper
         self.unprocessed.clear()
         frontier = upper.elements
+        if self.pairs is not None:
+            if frontier:
+                self.pairs.tidy(frontier)
+            else:
+                self.pairs = None
         self.inputs.tidy(frontier)
         self.outputs.tidy(frontier)
         for reader in self.readers:
@@ -557,6 +637,9 @@ class ReduceOperator(Operator):
             sink.index("outs", self.outs, counts, again, rows=_counts)
             sink.rows("buffered", _keyed_rows(self.buffered, ("val", "time", "diff")), "key")
         else:
+            if self.pairs is not None:  # (one state to save: the per-key histories)
+                self.pairs.into(self.inputs, self.outputs)
+                self.pairs = None
             if self.waiting:
                 # Messages the frontier has not passed are stored as updates and seeds, as
                 # if read at once (a resumed job searches them when due, deferring what the
