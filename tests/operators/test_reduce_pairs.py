@@ -32,12 +32,13 @@ import deltaflow as df
 from deltaflow.framework import kernels
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, advance_by
+from deltaflow.framework.trace.ints import decode_keys, key_codes
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import reduce as R
 from deltaflow.operators.arrange import RawBatch
 from deltaflow.operators.history import KeyedHistory
 from deltaflow.operators.reduce import pair_counts
-from deltaflow.operators.reduce.pair_counts import PairCounts, decode_keys, key_codes
+from deltaflow.operators.reduce.pair_counts import PairCounts
 
 KEYS = {
     "ints": st.integers(0, 5),

@@ -40,10 +40,13 @@ from .codec import INT_CODEC, PRODUCT, TUPLE, as_int64
 __all__ = [
     "Columns",
     "IntColumns",
+    "decode_keys",
     "gather",
     "int_columns",
+    "key_codes",
     "lists_columns",
     "pack_pairs",
+    "product_columns",
     "read_columns",
     "unpack_pairs",
 ]
@@ -252,6 +255,47 @@ def pair_keys(keys: list[Any]) -> Any:
         return None
     arr = _int_pairs(keys)
     return None if arr is None else pack_pairs(arr[:, 0], arr[:, 1])
+
+
+def key_codes(keys: list[Any]) -> tuple[np.ndarray, bool] | None:
+    """Keys as int64 codes, and whether they were pairs: plain ints as themselves,
+    ``(int, int)`` tuples of 32-bit ints packed into one (:func:`pack_pairs`); None for any
+    other keys (one pass over the column, no test per key).
+
+    >>> key_codes([3, -1])
+    (array([ 3, -1]), False)
+    >>> codes, pairs = key_codes([(1, 2), (-1, 5)]); decode_keys(codes, pairs)
+    [(1, 2), (-1, 5)]
+    >>> key_codes([(1, "a")]) is None, key_codes([(1, 2, 3)]) is None
+    (True, True)
+    """
+    if set(map(type, keys)) == {int}:
+        ints = as_int64(keys)
+        return None if ints is None else (ints, False)
+    codes = pair_keys(keys)
+    return None if codes is None else (codes, True)
+
+
+def decode_keys(codes: np.ndarray, pairs: bool) -> list[Any]:
+    """The keys :func:`key_codes` made ``codes`` of."""
+    return unpack_pairs(codes) if pairs else codes.tolist()
+
+
+def product_columns(times: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The outer and inner coordinates of ``Product(int, int)`` times as int64 columns, or
+    None if a time is anything else (one pass over the column, no test per time).
+
+    >>> product_columns([Product(1, 2), Product(3, 4)])
+    (array([1, 3]), array([2, 4]))
+    >>> product_columns([Product(1, "a")]) is None
+    True
+    """
+    if not times:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if set(map(type, times)) != {Product}:
+        return None
+    both = _int_pairs(times)
+    return None if both is None else (both[:, 0].copy(), both[:, 1].copy())
 
 
 def _time_array(times: Any) -> Any:

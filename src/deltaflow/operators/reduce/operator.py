@@ -74,6 +74,7 @@ from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.codec import as_int64
 from deltaflow.framework.trace.description import Description
+from deltaflow.framework.trace.ints import key_codes, product_columns
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
 
@@ -86,7 +87,7 @@ from .chains import least, pair_row
 from .columnar import KERNEL_MIN, counting_kernel
 from .counting import ByCount, RowCounts
 from .logics import COLUMNS, FOLDS, Logic
-from .pair_counts import PairCounts, key_codes, pair_columns
+from .pair_counts import PairCounts
 from .paths import Activation, KeyPath, on_pairs, path_for
 from .total import correct_total
 
@@ -424,7 +425,7 @@ class ReduceOperator(Operator):
                 return None
         parts = [b.object_columns() for b in batches]
         codes = key_codes(list(chain.from_iterable(p[0] for p in parts)))
-        pairs = pair_columns(list(chain.from_iterable(p[2] for p in parts)))
+        pairs = product_columns(list(chain.from_iterable(p[2] for p in parts)))
         diffs = as_int64(list(chain.from_iterable(p[3] for p in parts)))
         if codes is None or pairs is None or diffs is None or not size:
             return None

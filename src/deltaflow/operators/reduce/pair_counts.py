@@ -41,6 +41,7 @@ import numpy as np
 
 from deltaflow.framework.lattice import Product, new_tuple
 from deltaflow.framework.trace.codec import as_int64
+from deltaflow.framework.trace.ints import decode_keys, key_codes, product_columns
 
 from .counting import ByCount, _prefix_sums, order_by
 
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
     from ..history import KeyedHistory
 
-__all__ = ["PairCounts", "key_codes", "pair_columns"]
+__all__ = ["PairCounts"]
 
 Fixes = dict[Any, list[tuple[Any, Any, int]]]
 Array = np.ndarray[Any, Any]
@@ -59,70 +60,6 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 COMPACT_MIN = 4096
 """Compact the columns once they hold more than this many updates (and twice as many as the
 previous compaction left)."""
-
-
-def pair_columns(times: list[Any]) -> tuple[Array, Array] | None:
-    """The outer and inner coordinates of ``Product(int, int)`` times as int64 columns, or
-    None if a time is anything else (one pass over the column, no test per time).
-
-    >>> pair_columns([Product(1, 2), Product(3, 4)])
-    (array([1, 3]), array([2, 4]))
-    >>> pair_columns([Product(1, "a")]) is None
-    True
-    """
-    if not times:
-        return _EMPTY, _EMPTY
-    if set(map(type, times)) != {Product}:
-        return None
-    flat = list(chain.from_iterable(times))
-    if set(map(type, flat)) != {int}:
-        return None
-    try:
-        both = np.array(flat, dtype=np.int64).reshape(-1, 2)
-    except OverflowError:
-        return None
-    return both[:, 0].copy(), both[:, 1].copy()
-
-
-_HALF = 1 << 31
-
-
-def key_codes(keys: list[Any]) -> tuple[Array, bool] | None:
-    """Keys as int64 codes: plain ints as themselves, ``(int, int)`` tuples of 32-bit ints
-    packed into one; and whether they were pairs. None for any other keys (one pass over
-    the column, no test per key).
-
-    >>> key_codes([3, -1])
-    (array([ 3, -1]), False)
-    >>> codes, pairs = key_codes([(1, 2), (-1, 5)]); decode_keys(codes, pairs)
-    [(1, 2), (-1, 5)]
-    >>> key_codes([(1, "a")]) is None, key_codes([(1, 2, 3)]) is None
-    (True, True)
-    """
-    kinds = set(map(type, keys))
-    if kinds == {int}:
-        k = as_int64(keys)
-        return None if k is None else (k, False)
-    if kinds != {tuple} or set(map(len, keys)) != {2}:
-        return None
-    flat = list(chain.from_iterable(keys))
-    if set(map(type, flat)) != {int}:
-        return None
-    try:
-        both = np.array(flat, dtype=np.int64).reshape(-1, 2)
-    except OverflowError:
-        return None
-    if len(both) and (both.min() < -_HALF or both.max() >= _HALF):
-        return None
-    return (both[:, 0] << 32) + (both[:, 1] & 0xFFFFFFFF), True
-
-
-def decode_keys(codes: Array, pairs: bool) -> list[Any]:
-    """The keys :func:`key_codes` made ``codes`` of."""
-    if not pairs:
-        return codes.tolist()  # type: ignore[no-any-return]
-    second = ((codes & 0xFFFFFFFF) ^ _HALF) - _HALF
-    return list(zip((codes >> 32).tolist(), second.tolist()))
 
 
 @attrs.define(slots=True)
@@ -194,7 +131,7 @@ def _columns_of(history: KeyedHistory, pairs: bool) -> _Columns | None:
     if codes is None or codes[1] != pairs:
         return None
     flat = list(chain.from_iterable(rows.values()))
-    times = pair_columns([t for _, t, _ in flat])
+    times = product_columns([t for _, t, _ in flat])
     d = as_int64([diff for _, _, diff in flat])
     if times is None or d is None:
         return None
@@ -205,9 +142,10 @@ def _columns_of(history: KeyedHistory, pairs: bool) -> _Columns | None:
 class PairCounts:
     """A counting reduction's input and output histories in columns (module docstring).
 
-    ``pairs``: the keys are ``(int, int)`` tuples, held as codes (:func:`key_codes`), else
-    ints. ``high`` is the highest iteration stored (an activation whose new updates are all
-    on that row or a higher one, with the whole row passed, can be corrected here).
+    ``pairs``: the keys are ``(int, int)`` tuples, held as codes
+    (:func:`~deltaflow.framework.trace.ints.key_codes`), else ints. ``high`` is the highest
+    iteration stored (an activation whose new updates are all on that row or a higher one,
+    with the whole row passed, can be corrected here).
     """
 
     pairs: bool
