@@ -46,7 +46,7 @@ from .logics import COLUMNS, count_logic
 if TYPE_CHECKING:
     from .operator import ReduceOperator
 
-__all__ = ["KERNEL_MIN", "CountKernel", "correct_counts", "counting_kernel", "int_columns"]
+__all__ = ["KERNEL_MIN", "CountKernel", "correct_counts", "counting_kernel"]
 
 Corrections = dict[Any, list[tuple[Any, Any, int]]]
 
