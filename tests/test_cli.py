@@ -223,6 +223,13 @@ def test_a_long_run_shows_progress_after_a_second(project: Path) -> None:
     assert len((project / "o.jsonl").read_text().splitlines()) == 400
 
 
+def _terminal_sigint() -> None:
+    """Give the child Ctrl-C as a terminal does (default action, not blocked), whatever the
+    test runner's own disposition or signal mask, which a child would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_stops_the_run_with_exit_code_130(project: Path) -> None:
     (project / "long.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(4000)))
     env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
@@ -233,6 +240,7 @@ def test_ctrl_c_stops_the_run_with_exit_code_130(project: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_terminal_sigint,
     )
     try:
         time.sleep(5)  # the job takes 20 s; the interpreter starts in well under 5 s
