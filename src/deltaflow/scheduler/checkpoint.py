@@ -502,9 +502,7 @@ class Checkpointer:
         self.files: dict[str, dict[str, int]] = {}
         #: The last checkpoints committed or failed, oldest first (``Job.statistics()``):
         #: sequence, time, when (Unix seconds), seconds taken from capture to commit, ok.
-        self.history: collections.deque[dict[str, Any]] = collections.deque(
-            maxlen=self.HISTORY
-        )
+        self.history: collections.deque[dict[str, Any]] = collections.deque(maxlen=self.HISTORY)
         self._began = 0.0
 
     # -- taking ---------------------------------------------------------------------------

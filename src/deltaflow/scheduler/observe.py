@@ -71,7 +71,10 @@ def _counting(schedule: Callable[[Any], None], counts: OperatorCounts) -> Callab
 
     def counted(ctx: Any) -> None:
         records = 0
-        for port, box in enumerate(ctx.mailboxes):
+        boxes = ctx.mailboxes
+        if len(ports) < len(boxes):  # counts made without their ports
+            ports.extend([0] * (len(boxes) - len(ports)))
+        for port, box in enumerate(boxes):
             here = 0
             for _, payload in box:
                 try:
@@ -171,7 +174,13 @@ def processes_of(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for w in workers:
         p = out.setdefault(
             w["process"],
-            {"process": w["process"], "pid": w["pid"], "rss": w["rss"], "workers": [], "arranged": 0},
+            {
+                "process": w["process"],
+                "pid": w["pid"],
+                "rss": w["rss"],
+                "workers": [],
+                "arranged": 0,
+            },
         )
         p["workers"].append(w["index"])
         p["arranged"] += sum(w["arranged"])
