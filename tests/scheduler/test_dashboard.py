@@ -223,8 +223,8 @@ def test_edge_counts_are_the_records_that_crossed(workers: int, batches: list[li
 
 
 async def test_arrangements_per_worker_add_up_to_the_operators() -> None:
-    """Each worker's arranged updates per operator sum to the operator's, and a shared
-    arrangement's figure is the updates its spines hold."""
+    """Each worker's arranged updates per operator sum to the operator's: a shared
+    arrangement's are the updates its spines hold, a join's those it keeps of a side."""
 
     class Shared(df.Pipeline):
         def build(self, a: df.Collection, b: df.Collection) -> df.Collection:
@@ -244,8 +244,10 @@ async def test_arrangements_per_worker_add_up_to_the_operators() -> None:
         if node.traits.arrangement is not None
         for s in node.traits.arrangement.spines.values()
     ]
+    assert sum(spines) == 20  # b's shared trace; each join keeps its own history of a
+    arranged = [(op["name"], op["arranged"]) for op in snap["operators"] if op["arranged"]]
+    assert arranged == [("arrange_by_key", 20), ("join_map", 20), ("join_map", 20)], arranged
     total = sum(op["arranged"] for op in snap["operators"])
-    assert total == sum(spines) == 20
     assert sum(sum(w["arranged"]) for w in snap["workers"]) == total
     assert sum(p["arranged"] for p in snap["processes"]) == total
 

@@ -133,8 +133,9 @@ def process_memory() -> int | None:
 
 
 def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
-    """Per worker this process hosts: its steps, activations and actors, the updates held by
-    each operator's arrangements on it (plan order), and the process it runs in (index,
+    """Per worker this process hosts: its steps, activations and actors, the updates each
+    operator keeps on it (plan order; its arrangements' traces and its own state, see
+    :meth:`~deltaflow.operators.base.Operator.held`), and the process it runs in (index,
     pid, resident memory)."""
     registries = [
         [
@@ -153,7 +154,8 @@ def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
             "actors": len(w.actors),
             "arranged": [
                 sum(r.spines[w.index].statistics().updates for r in regs if w.index in r.spines)
-                for regs in registries
+                + _held(actor.operator)
+                for regs, actor in zip(registries, w.actors)
             ],
             "process": process,
             "pid": pid,
@@ -161,6 +163,11 @@ def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
         }
         for w in job.workers
     ]
+
+
+def _held(operator: Any) -> int:
+    held = getattr(operator, "held", None)  # (a counted slotted operator delegates it)
+    return int(held()) if held is not None else 0
 
 
 def processes_of(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
