@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["LiveView", "counters", "graph_view"]
 
 # Pixels the page gives a character of a label, a line, and the gaps between boxes.
-_CHAR_W, _LINE_H, _PAD, _GAP_X, _GAP_Y = 7, 16, 8, 70, 26
+_CHAR_W, _LINE_H, _PAD, _GAP_X, _GAP_Y = 7.3, 16, 8, 72, 24
+# Characters a box is wide at least: its live lines ("123,456 in", "12,345 arranged").
+_MIN_CHARS = 18
 
 # statistics() keys the page shows in views of their own, not among the counters.
 _SHOWN = frozenset({"time", "workers", "processes", "operators", "checkpoints"})
@@ -72,7 +74,10 @@ def graph_view(job: Job) -> dict[str, Any]:
             if e["target"] == i and e["source"] < i:
                 layer[i] = max(layer[i], layer[e["source"]] + 1)
     sizes = [
-        (max(len(line) for line in lines) * _CHAR_W + 2 * _PAD, len(lines) * _LINE_H + _PAD)
+        (
+            round(max(_MIN_CHARS, *(len(line) for line in lines)) * _CHAR_W + 2 * _PAD),
+            (len(lines) + 2) * _LINE_H + _PAD,  # two lines more: the page's live figures
+        )
         for lines in labels
     ]
     columns: dict[int, list[int]] = {}

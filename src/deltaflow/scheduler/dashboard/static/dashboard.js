@@ -7,7 +7,8 @@ const SVG = "http://www.w3.org/2000/svg";
 const token = new URLSearchParams(location.search).get("token");
 const edgeLabels = [];   // one <text> per edge, in /api/graph's order
 const edgePaths = [];
-const nodeStats = [];    // one <text> per box, for its arranged updates
+const nodeStats = [];    // two <text> per box: records in, updates arranged
+const hasInputs = [];    // per box: whether any edge comes in (a source's "in" means nothing)
 
 function api(path) {
   const url = token ? `${path}?token=${encodeURIComponent(token)}` : path;
@@ -40,11 +41,12 @@ function bytes(n) {
 }
 
 function drawGraph(g) {
-  const pad = 20, statH = 16;
+  const pad = 20;
+  const width = g.width + 2 * pad, height = g.height + 2 * pad + 30;  // room for loops below
   const svg = el("svg", {
-    width: g.width + 2 * pad, height: g.height + 2 * pad + statH + 30,
-    viewBox: `${-pad} ${-pad} ${g.width + 2 * pad} ${g.height + 2 * pad + statH + 30}`,
+    viewBox: `${-pad} ${-pad} ${width} ${height}`, preserveAspectRatio: "xMinYMin meet",
   });
+  svg.style.maxWidth = `${width}px`;  // shrinks to fit, never grows past its natural size
   const defs = el("defs");
   const marker = el("marker", {
     id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
@@ -54,8 +56,11 @@ function drawGraph(g) {
   defs.append(marker);
   svg.append(defs);
   const nodes = g.nodes;
+  for (const n of nodes) hasInputs[n.id] = g.edges.some((e) => e.target === n.id);
   const edgeGroup = el("g", { class: "edges" });
+  const labelGroup = el("g", { class: "labels" });
   svg.append(edgeGroup);
+  const labelled = new Set();  // ports whose (shared) count is shown already
   for (const e of g.edges) {
     const a = nodes[e.source], b = nodes[e.target];
     let d, lx, ly;
@@ -63,7 +68,8 @@ function drawGraph(g) {
       const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2;
       const mx = (x1 + x2) / 2;
       d = `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`;
-      lx = mx; ly = (y1 + y2) / 2 - 4;
+      // A port fed by several edges: one label, where they meet.
+      if (e.shared) { lx = x2 - 6; ly = y2 - 6; } else { lx = mx; ly = (y1 + y2) / 2 - 5; }
     } else {  // a loop's feedback: around, below the boxes
       const x1 = a.x + a.w / 2, y1 = a.y + a.h, x2 = b.x + b.w / 2, y2 = b.y + b.h;
       const low = Math.max(y1, y2) + 30;
@@ -71,25 +77,31 @@ function drawGraph(g) {
       lx = (x1 + x2) / 2; ly = low - 4;
     }
     const path = el("path", { d, class: e.exchange ? "edge exchange" : "edge", "marker-end": "url(#arrow)" });
-    const title = el("title", {}, e.exchange ? "exchanged by key between workers" : "same worker");
+    const how = e.exchange ? "exchanged by key between workers" : "on the same worker";
+    const title = el("title", {}, e.shared ? `${how}; the rate shown is the target port's, fed by several edges` : how);
     path.append(title);
     edgeGroup.append(path);
     edgePaths.push(path);
-    const label = el("text", { x: lx, y: ly, "text-anchor": "middle", class: "edge-label" }, "");
-    edgeGroup.append(label);
+    const port = `${e.target}:${e.port}`;
+    const anchor = e.shared && b.x > a.x ? "end" : "middle";
+    const label = el("text", { x: lx, y: ly, "text-anchor": anchor, class: "edge-label" }, "");
+    if (e.shared && labelled.has(port)) label.setAttribute("visibility", "hidden");
+    labelled.add(port);
+    labelGroup.append(label);
     edgeLabels.push(label);
   }
   for (const n of nodes) {
     const first = n.label[0];
     const kind = first.startsWith("input:") ? "input" : first.startsWith("output:") ? "output" : "op";
     const box = el("g", { class: `node ${kind}`, transform: `translate(${n.x},${n.y})` });
-    box.append(el("rect", { width: n.w, height: n.h + statH }));
+    box.append(el("rect", { width: n.w, height: n.h }));
     n.label.forEach((line, i) => box.append(el("text", { x: 8, y: 16 + 16 * i }, line)));
-    const stat = el("text", { x: 8, y: 16 + 16 * n.label.length, class: "stat" }, "");
-    box.append(stat);
-    nodeStats.push(stat);
+    const stats = [0, 1].map((k) => el("text", { x: 8, y: 16 + 16 * (n.label.length + k), class: "stat" }, ""));
+    box.append(...stats);
+    nodeStats.push(stats);
     svg.append(box);
   }
+  svg.append(labelGroup);  // over the boxes and edges
   document.getElementById("graph").replaceChildren(svg);
 }
 
@@ -117,17 +129,17 @@ function update(s) {
   error.textContent = s.error || "";
   s.edges.forEach((e, i) => {
     if (!edgeLabels[i]) return;
-    const shared = e.shared ? " (port total)" : "";
-    edgeLabels[i].textContent = e.rate === null ? "" : `${fmt(e.rate)}/s${shared}`;
+    const shared = e.shared ? "Σ " : "";
+    edgeLabels[i].textContent = e.rate === null ? "" : `${shared}${fmt(e.rate)}/s`;
     edgeLabels[i].setAttribute("data-records", e.records === null ? "" : e.records);
     edgePaths[i].classList.toggle("active", e.rate > 0);
   });
   s.operators.forEach((op, i) => {
     if (!nodeStats[i]) return;
     const parts = [];
-    if (op.records !== null && op.records !== undefined) parts.push(`${fmt(op.records)} in`);
+    if (op.records !== null && op.records !== undefined && hasInputs[i]) parts.push(`${fmt(op.records)} in`);
     if (op.arranged) parts.push(`${fmt(op.arranged)} arranged`);
-    nodeStats[i].textContent = parts.join(" · ");
+    nodeStats[i].forEach((t, k) => { t.textContent = parts[k] || ""; });
   });
   fillTable("outputs", s.outputs.map((o) => [
     o.name, o.done ? "done" : `{${o.frontier.join(", ")}}`, fmt(o.lag_times),
@@ -151,7 +163,7 @@ function update(s) {
   const cps = s.checkpoints;
   fillTable("checkpoints", cps === null ? [["-", "this job keeps no checkpoints", "", "", ""]]
     : cps.length === 0 ? [["-", "none yet", "", "", ""]]
-    : cps.slice().reverse().map((c) => [
+    : cps.slice(-10).reverse().map((c) => [
       c.sequence, c.time === null ? "-" : c.time, new Date(c.at * 1000).toLocaleTimeString(),
       c.seconds.toFixed(3), c.ok ? "ok" : "failed",
     ]));
