@@ -51,7 +51,6 @@ import trio
 from ..errors import CheckpointError, JobClosedError, PeerLostError
 from ..framework.antichain import Antichain
 from ..operators.base import UpdateBatch
-from . import observe
 from .checkpoint import settled
 from .collector import GC_THRESHOLD
 from .handshake import new_secret
@@ -713,7 +712,7 @@ class _ChildJob(PeerJob):
         self._probes = [p.frontier for p in self.builder.probes]
 
     def _stats(self) -> list[dict[str, Any]]:
-        return observe.worker_statistics(self, self.index)
+        return self._worker_statistics()
 
     def _counts(self) -> list[tuple[int, int, float, list[int]]] | None:
         """The operators' counts on this process's workers, if the job counts them."""
