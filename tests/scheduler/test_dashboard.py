@@ -185,15 +185,32 @@ def test_the_token_is_never_logged(caplog: pytest.LogCaptureFixture) -> None:
     assert not any(token in m for m in logged)
 
 
-async def test_a_taken_port_is_an_error_before_the_job_starts() -> None:
-    """A port already listened on: OSError on entering, and nothing left running."""
+def children() -> set[int]:
+    """The pids of this process's children (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == os.getpid():
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+async def test_a_taken_port_is_an_error_before_the_job_starts(processes: int) -> None:
+    """A port already listened on: OSError on entering, and no worker process started."""
+    before = children()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
         with pytest.raises(OSError):
-            async with df.open(Counts(), dashboard=port):
+            async with df.open(Counts(), 2, processes=processes, dashboard=port):
                 pytest.fail("entered")
+    assert children() <= before
 
 
 @pytest.mark.parametrize("workers", [1, 3])

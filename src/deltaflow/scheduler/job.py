@@ -33,6 +33,7 @@ from . import observe
 from .checkpoint import Checkpointer, StateLayout, check_pipeline, counters, state_layout
 from .collector import collector_tuned
 from .dashboard import Dashboard
+from .dashboard.server import close as close_listeners
 from .handles import InputHandle, OutputHandle
 from .plan import make_plan
 from .transport import InProcessTransport, Transport
@@ -582,14 +583,20 @@ class _OpenJob:
         if self._nursery_cm is not None:
             msg = "this df.open(...) was already entered: call df.open() again for another job"
             raise RuntimeError(msg)
-        await self._job._start()
+        # The dashboard's address first: taken, the job starts nothing (no worker process).
         listeners = None if self._dashboard is None else await self._dashboard.bind()
+        try:
+            await self._job._start()
+        except BaseException:
+            close_listeners(listeners or [])
+            raise
         self._collector.__enter__()
         try:
             self._nursery_cm = trio.open_nursery()
             nursery = await self._nursery_cm.__aenter__()
         except BaseException:
             self._collector.__exit__(None, None, None)
+            close_listeners(listeners or [])
             raise
         self._nursery = nursery
         job = self._job

@@ -165,8 +165,7 @@ class Dashboard:
                 for listener in listeners:
                     nursery.start_soon(self._accept, listener, nursery)
         finally:
-            for listener in listeners:
-                await listener.aclose()
+            close(listeners)
 
     async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         while True:
@@ -268,6 +267,12 @@ class Dashboard:
         host = hosts[0].decode("ascii", "replace")
         name = host[1 : host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
         return is_loopback(name)
+
+
+def close(listeners: list[trio.SocketListener]) -> None:
+    """Stop listening (at once, cancelled or not)."""
+    for listener in listeners:
+        listener.socket.close()
 
 
 def _json(value: Any) -> bytes:
