@@ -287,6 +287,28 @@ async def test_checkpoint_history(tmp_path: Path) -> None:
     assert [c["sequence"] for c in job.statistics()["checkpoints"]] == [1, 2, 3]
 
 
+@pytest.mark.parametrize("processes", [1, 2])
+async def test_a_failed_checkpoint_is_in_the_history(tmp_path: Path, processes: int) -> None:
+    """A checkpoint that could not be written shows as failed, at its time, among the ones
+    that were."""
+    async with df.open(Counts(), 2, processes=processes, checkpoint=tmp_path) as job:
+        for t in (1, 2, 3):
+            job.inputs["words"].insert("w")
+            await job.advance_to(t)
+            if t == 2:
+                blocker = tmp_path / "checkpoint-000002.json"  # where its manifest goes
+                blocker.mkdir()
+                with pytest.raises(df.CheckpointError):
+                    await job.checkpoint()
+                blocker.rmdir()
+            else:
+                await job.checkpoint()
+    history = job.statistics()["checkpoints"]  # leaving the block wrote one more
+    got = [(c["sequence"], c["time"], c["ok"]) for c in history]
+    assert got == [(1, 1, True), (2, 2, False), (2, 3, True), (3, 3, True)]
+    assert all(0 <= c["seconds"] < 60 for c in history)
+
+
 async def test_other_counters_appear_generically() -> None:
     """Every number statistics() holds outside the views of their own is a counter."""
     async with df.open(Counts(), dashboard=0) as job:

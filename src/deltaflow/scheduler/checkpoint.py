@@ -504,6 +504,7 @@ class Checkpointer:
         #: sequence, time, when (Unix seconds), seconds taken from capture to commit, ok.
         self.history: collections.deque[dict[str, Any]] = collections.deque(maxlen=self.HISTORY)
         self._began = 0.0
+        self._under_way = False
 
     # -- taking ---------------------------------------------------------------------------
     def capture(
@@ -523,7 +524,8 @@ class Checkpointer:
         Raises:
             RuntimeError: an operator holds capabilities but keeps no durable state.
         """
-        self._began = _time.monotonic()
+        if not self._under_way:
+            self.started()
         capture = Capture()
         inputs = set(layout.inputs.values())
         for worker in workers:
@@ -620,6 +622,7 @@ class Checkpointer:
             batches[batch] = ref
         self.batch_refs = batches
         self.sequence = sequence + 1
+        self._under_way = False
 
     def _continue(self, manifest: dict[str, Any], workers: set[str]) -> None:
         """Go on from ``manifest`` (whose workers are this job's): the segments of these
@@ -632,10 +635,10 @@ class Checkpointer:
                             self.chains[(node, table, worker)] = refs
         self.files = dict(manifest["files"])
 
-    def failed(self) -> None:
-        """The checkpoint under way failed: write everything again next time."""
+    def failed(self, time: int | None = None) -> None:
+        """The checkpoint under way (at ``time``) failed: write everything again next time."""
         if not self.history or self.history[-1]["sequence"] != self.sequence:
-            self._record(self.sequence, None, ok=False)
+            self._record(self.sequence, time, ok=False)
         self.chains = {}
         self.batch_refs = weakref.WeakKeyDictionary()
 
@@ -648,7 +651,14 @@ class Checkpointer:
         self.store.collect_garbage(manifest)
         return manifest
 
+    def started(self) -> None:
+        """A checkpoint is being taken from now on (what :attr:`history` times it from; by
+        default, from its :meth:`capture`)."""
+        self._began = _time.monotonic()
+        self._under_way = True
+
     def _record(self, sequence: int, time: int | None, *, ok: bool) -> None:
+        self._under_way = False
         self.history.append(
             {
                 "sequence": sequence,

@@ -467,7 +467,7 @@ class Job:
             header = self._header(time, sequence)
             await trio.to_thread.run_sync(checkpointer.commit, header, [fragment])
         except BaseException:
-            checkpointer.failed()
+            checkpointer.failed(time)
             raise
         checkpointer.committed(capture, fragment, sequence)
         observe.logger.info("checkpoint %d at time %d written", sequence, time)

@@ -630,6 +630,7 @@ class ProcessJob(Job):
                     break
                 last = counts
             sequence = checkpointer.sequence
+            checkpointer.started()  # the processes write their shares first
             try:
                 replies = await self._ask(("checkpoint", sequence, sequence - 1))
                 capture = checkpointer.capture(
@@ -640,7 +641,7 @@ class ProcessJob(Job):
                 header = self._header(time, sequence)
                 await trio.to_thread.run_sync(checkpointer.commit, header, fragments)
             except BaseException:
-                checkpointer.failed()
+                checkpointer.failed(time)
                 raise
             checkpointer.committed(capture, own, sequence)
         finally:
