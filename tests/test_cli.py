@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import deltaflow as df
 
 PIPELINES = '''
 import time
+import urllib.request
 
 import deltaflow as df
 
@@ -70,6 +72,13 @@ def pause(x):
 class Slow(df.Pipeline):
     def build(self, xs):
         return xs.map(pause)
+
+
+class Climb(df.Pipeline):
+    """Each x climbs to 300 a step per loop round, a round at least 5 ms."""
+
+    def build(self, xs):
+        return xs.iterate(lambda n: n.map(lambda x: pause(min(x + 1, 300))).concat(xs).distinct())
 
 
 instance = Totals()
@@ -251,3 +260,49 @@ def test_ctrl_c_stops_the_run_with_exit_code_130(project: Path) -> None:
     assert proc.returncode == 130
     assert err.strip().endswith("deltaflow: interrupted")
     assert out == ""
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_run_serves_a_dashboard_while_it_runs(project: Path, host: str) -> None:
+    """``--dashboard 0`` writes the dashboard's address on stderr (with a token off
+    loopback), the page's JSON follows the job (a loop, whose rounds let the page in), and
+    the output is as without it."""
+    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
+    (project / "climb.csv").write_text("x\n0\n")
+    args = ["run", "pipes:Climb", "--input", "xs=climb.csv", "--output", "o.jsonl"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "deltaflow", *args, "--dashboard", "0", "--dashboard-host", host],
+        cwd=project,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            first = proc.stderr.readline()
+            match = re.fullmatch(r"deltaflow: dashboard at (http://\S+)\n", first)
+            assert match, first
+            url = match.group(1)
+            assert ("?token=" in url) == (host != "127.0.0.1")
+            port = re.search(r":(\d+)/", url)
+            assert port is not None
+            query = url.partition("?")[2]
+            stats = f"http://127.0.0.1:{port.group(1)}/api/stats" + (f"?{query}" if query else "")
+            seen = []
+            for _ in range(3):
+                with urllib.request.urlopen(stats, timeout=10) as response:
+                    seen.append(json.loads(response.read()))
+                time.sleep(0.3)
+            proc.stderr.read()
+            assert proc.wait(timeout=60) == 0
+        finally:
+            proc.kill()
+    assert all(s["pipeline"] == "Climb" for s in seen)
+    records = [sum(e["records"] for e in s["edges"]) for s in seen]
+    assert records == sorted(records) and records[-1] > records[0], records
+    assert len((project / "o.jsonl").read_text().splitlines()) == 301
+
+
+def test_a_bad_dashboard_port_is_a_usage_error(project: Path) -> None:
+    done = cli(project, "run", "pipes:Slow", "--input", "xs=slow.csv", "--dashboard", "70000")
+    assert done.returncode == 2 and "expected a port from 0 to 65535" in done.stderr

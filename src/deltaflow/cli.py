@@ -6,7 +6,8 @@ updates as JSON lines, to stdout without ``--output``. ``--time-column`` / ``--d
 name the files' time and diff columns (default ``time`` and ``diff``); an input the pipeline
 declares in ``Pipeline.schemas`` is read by its declared columns and types. A progress line
 (time reached, updates/s, elapsed) appears on stderr once the job has run a second, at once
-with ``--progress``.
+with ``--progress``. ``--dashboard PORT`` serves the job's live dashboard (see
+:mod:`deltaflow.scheduler.dashboard`) and writes its address on stderr.
 
 ``graph module:Pipeline [--format mermaid|dot]`` writes the planned graph
 (:mod:`deltaflow.scheduler.graph`); with ``--input`` files it runs the pipeline first and
@@ -37,7 +38,8 @@ from .errors import DeltaflowError
 from .operators.collection import Pipeline
 from .scheduler.collector import GC_THRESHOLD
 from .scheduler.graph import FORMATS, graph
-from .scheduler.runtime import Job, open, run
+from .scheduler.runtime import Job, _run_to_end, open, run
+from .scheduler.validation import validate_updates
 
 __all__ = ["load_pipeline", "main"]
 
@@ -145,6 +147,11 @@ def _run(args: argparse.Namespace) -> None:
         raise UsageError(msg)
     inputs = _inputs(pipeline, args.input, args.time_column, args.diff_column)
     progress: bool | float = True if args.progress else PROGRESS_AFTER
+    if args.dashboard is not None:
+        served = (args.dashboard_host, args.dashboard)
+        result = trio.run(_served, pipeline, args.workers, args.processes, progress, served, inputs)
+        _write(result, args.output)
+        return
     result = run(
         pipeline,
         args.workers,
@@ -155,6 +162,28 @@ def _run(args: argparse.Namespace) -> None:
         **inputs,
     )
     _write(result, args.output)
+
+
+async def _served(
+    pipeline: Pipeline,
+    workers: int | None,
+    processes: int,
+    progress: bool | float,
+    dashboard: tuple[str, int],
+    inputs: dict[str, list[Any]],
+) -> Any:
+    """As :func:`run`, with the job's dashboard served (its address on stderr)."""
+    validated = {
+        name: validate_updates(name, updates, pipeline.input_schema(name))
+        for name, updates in inputs.items()
+    }
+    async with open(
+        pipeline, workers, processes=processes, progress=progress, dashboard=dashboard
+    ) as job:
+        sys.stderr.write(f"deltaflow: dashboard at {job.dashboard_url}\n")
+        sys.stderr.flush()
+        outputs = await _run_to_end(job, validated)
+    return outputs["output"] if job.builder.single_output else outputs
 
 
 async def _profiled(pipeline: Pipeline, workers: int, inputs: dict[str, list[Any]]) -> Job:
@@ -222,6 +251,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the input files' column of (int) diffs (default: diff; absent: every diff 1)",
     )
+    run_cmd.add_argument(
+        "--dashboard",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help="serve a live dashboard of the job on this port (0: a free one; its URL on stderr)",
+    )
+    run_cmd.add_argument(
+        "--dashboard-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the dashboard's address (default 127.0.0.1; any other requires the URL's token)",
+    )
     run_cmd.set_defaults(handler=_run)
 
     graph_cmd = commands.add_parser("graph", help="write the planned graph (Mermaid or DOT)")
@@ -247,6 +289,17 @@ def _positive(text: str) -> int:
         n = 0
     if n < 1:
         msg = f"expected a positive int, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return n
+
+
+def _port(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 65535:
+        msg = f"expected a port from 0 to 65535 (0: a free one), not {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return n
 

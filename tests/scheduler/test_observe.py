@@ -132,4 +132,4 @@ def test_counting_keeps_operators_themselves_and_handles_slotted_ones() -> None:
     wrapped = _Counted(Slotted(), counts)
     wrapped.schedule(Ctx())
     assert wrapped.seen == 1
-    assert (counts.activations, counts.records) == (1, 4)
+    assert (counts.activations, counts.records, counts.ports) == (1, 4, [3, 1])

@@ -276,6 +276,10 @@ class JoinOperator(Operator):
             self.acknowledged[side] = upper
             reader.set_physical_compaction(upper)
 
+    def held(self) -> int:
+        """The updates of both sides this operator holds itself (see :meth:`stored`)."""
+        return self.stored(0) + self.stored(1)
+
     def stored(self, side: int) -> int:
         """How many updates this operator holds of ``side`` (0 when read from a trace)."""
         runs = self.sorted_runs[side]

@@ -33,6 +33,7 @@ batches are written once each. Storage, atomic commit and checks are
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import re
@@ -483,6 +484,9 @@ class Checkpointer:
     everything again.
     """
 
+    #: How many checkpoints :attr:`history` remembers.
+    HISTORY = 100
+
     def __init__(self, location: Any, writer: str) -> None:
         self.store = CheckpointStore(location)
         self.writer = writer
@@ -496,6 +500,11 @@ class Checkpointer:
         self.sequence = 1
         #: Each data file this process wrote that its state still refers to: length, CRC.
         self.files: dict[str, dict[str, int]] = {}
+        #: The last checkpoints committed or failed, oldest first (``Job.statistics()``):
+        #: sequence, time, when (Unix seconds), seconds taken from capture to commit, ok.
+        self.history: collections.deque[dict[str, Any]] = collections.deque(maxlen=self.HISTORY)
+        self._began = 0.0
+        self._under_way = False
 
     # -- taking ---------------------------------------------------------------------------
     def capture(
@@ -515,6 +524,8 @@ class Checkpointer:
         Raises:
             RuntimeError: an operator holds capabilities but keeps no durable state.
         """
+        if not self._under_way:
+            self.started()
         capture = Capture()
         inputs = set(layout.inputs.values())
         for worker in workers:
@@ -611,6 +622,7 @@ class Checkpointer:
             batches[batch] = ref
         self.batch_refs = batches
         self.sequence = sequence + 1
+        self._under_way = False
 
     def _continue(self, manifest: dict[str, Any], workers: set[str]) -> None:
         """Go on from ``manifest`` (whose workers are this job's): the segments of these
@@ -623,8 +635,10 @@ class Checkpointer:
                             self.chains[(node, table, worker)] = refs
         self.files = dict(manifest["files"])
 
-    def failed(self) -> None:
-        """The checkpoint under way failed: write everything again next time."""
+    def failed(self, time: int | None = None) -> None:
+        """The checkpoint under way (at ``time``) failed: write everything again next time."""
+        if not self.history or self.history[-1]["sequence"] != self.sequence:
+            self._record(self.sequence, time, ok=False)
         self.chains = {}
         self.batch_refs = weakref.WeakKeyDictionary()
 
@@ -633,8 +647,27 @@ class Checkpointer:
         location to it atomically, and remove what it no longer needs. Blocking."""
         manifest = {**header, **merge_fragments(fragments), "written_at": _time.time()}
         self.store.commit(manifest)
+        self._record(header["sequence"], header["time"], ok=True)
         self.store.collect_garbage(manifest)
         return manifest
+
+    def started(self) -> None:
+        """A checkpoint is being taken from now on (what :attr:`history` times it from; by
+        default, from its :meth:`capture`)."""
+        self._began = _time.monotonic()
+        self._under_way = True
+
+    def _record(self, sequence: int, time: int | None, *, ok: bool) -> None:
+        self._under_way = False
+        self.history.append(
+            {
+                "sequence": sequence,
+                "time": time,
+                "at": _time.time(),
+                "seconds": round(_time.monotonic() - self._began, 6),
+                "ok": ok,
+            }
+        )
 
     # -- resuming ---------------------------------------------------------------------------
     def restore(

@@ -32,6 +32,8 @@ from ..operators.delta.build import statistics as delta_statistics
 from . import observe
 from .checkpoint import Checkpointer, StateLayout, check_pipeline, counters, state_layout
 from .collector import collector_tuned
+from .dashboard import Dashboard
+from .dashboard.server import close as close_listeners
 from .handles import InputHandle, OutputHandle
 from .plan import make_plan
 from .transport import InProcessTransport, Transport
@@ -49,6 +51,10 @@ __all__ = ["Job", "check_progress"]
 
 class Job:
     """A pipeline running inside a trio program (see :func:`open`)."""
+
+    #: Where the job's live dashboard is served (``df.open(..., dashboard=PORT)``), with
+    #: its token when it needs one; ``None``: no dashboard.
+    dashboard_url: str | None = None
 
     @staticmethod
     def make_transport() -> Transport:
@@ -124,6 +130,8 @@ class Job:
             probe._wait = self._wait_for
         #: How many times before the frontier the outputs stay answerable (None: all).
         self.history = history
+        #: When the inputs advanced to each time (outputs' lag in seconds).
+        self.advances = observe.Advances()
         for store in self.builder.stores.values():
             store.keep = history
         # Counting wraps every activation: only when asked for, or when it will be logged.
@@ -362,6 +370,7 @@ class Job:
                 handle.flush(time if held else None)
         self.activate_inputs()
         self.time = time
+        self.advances.record(time)
         if observe.logger.isEnabledFor(logging.DEBUG):
             observe.logger.debug("inputs advanced to time %r", time)
         for handle in self.inputs.values():
@@ -458,7 +467,7 @@ class Job:
             header = self._header(time, sequence)
             await trio.to_thread.run_sync(checkpointer.commit, header, [fragment])
         except BaseException:
-            checkpointer.failed()
+            checkpointer.failed(time)
             raise
         checkpointer.committed(capture, fragment, sequence)
         observe.logger.info("checkpoint %d at time %d written", sequence, time)
@@ -492,28 +501,45 @@ class Job:
         return self.error is not None and not self._error_reported
 
     def statistics(self) -> dict[str, Any]:
-        """Counts for introspection: steps and activations per worker, actors, frontiers, and
-        per operator (in plan order) its name and the updates its arrangements hold, with its
-        activations, records received and seconds when the job counts them
-        (``df.open(..., profile=True)``, or the ``deltaflow`` logger at ``DEBUG``); and
-        ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`)."""
+        """Counts for introspection: per worker its steps, activations, actors, the updates
+        each operator's arrangements hold on it and its process; per process its pid and
+        resident memory (``processes``); the job's ``time`` and each output's frontier;
+        per operator (in plan order) its name and the updates its arrangements hold, with
+        its activations, records received (``ports``: per input port) and seconds when the
+        job counts them (``df.open(..., profile=True)`` or ``dashboard=``, or the
+        ``deltaflow`` logger at ``DEBUG``); ``checkpoints``, the last checkpoints taken
+        (when the job keeps them); and ``arrangements`` and delta queries' ``proposals``
+        (see :func:`.delta_statistics`)."""
         counts = self._operator_counts
+        workers = self._worker_statistics()
         operators = []
-        for i, arranged in enumerate(observe.arrangement_sizes(self)):
-            op: dict[str, Any] = {"name": self.plan.nodes[i].name, "arranged": arranged}
+        for i, node in enumerate(self.plan.nodes):
+            op: dict[str, Any] = {
+                "name": node.name,
+                "arranged": sum(w["arranged"][i] for w in workers),
+            }
             if counts is not None:
                 c = counts[i]
-                op.update(activations=c.activations, records=c.records, seconds=c.seconds)
+                op.update(
+                    activations=c.activations, records=c.records, seconds=c.seconds, ports=c.ports
+                )
             operators.append(op)
-        return {
+        stats = {
             **delta_statistics(self.builder.spec),
-            "workers": [
-                {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
-                for w in self.workers
-            ],
+            "time": self.time,
+            "workers": workers,
+            "processes": observe.processes_of(workers),
             "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
             "operators": operators,
         }
+        if self.checkpointer is not None:
+            stats["checkpoints"] = list(self.checkpointer.history)
+        return stats
+
+    def _worker_statistics(self) -> list[dict[str, Any]]:
+        """Per worker, what :func:`.observe.worker_statistics` says (a job spread over
+        processes: what they last reported)."""
+        return observe.worker_statistics(self)
 
 
 class _Named(dict[str, Any]):
@@ -529,8 +555,17 @@ class _Named(dict[str, Any]):
 
 
 class _OpenJob:
-    def __init__(self, job: Job, gc_threshold: int | None, progress: bool | float = False) -> None:
+    def __init__(
+        self,
+        job: Job,
+        gc_threshold: int | None,
+        progress: bool | float = False,
+        dashboard: tuple[str, int] | None = None,
+    ) -> None:
         self._job = job
+        # The live dashboard (``dashboard=``), served from the job's nursery until it ends.
+        self._dashboard = None if dashboard is None else Dashboard(job, *dashboard)
+        self._dashboard_scope = trio.CancelScope()
         self._nursery_cm: Any = None
         self._collector = collector_tuned(gc_threshold)
         self._progress: observe.ProgressLine | None = None
@@ -548,13 +583,20 @@ class _OpenJob:
         if self._nursery_cm is not None:
             msg = "this df.open(...) was already entered: call df.open() again for another job"
             raise RuntimeError(msg)
-        await self._job._start()
+        # The dashboard's address first: taken, the job starts nothing (no worker process).
+        listeners = None if self._dashboard is None else await self._dashboard.bind()
+        try:
+            await self._job._start()
+        except BaseException:
+            close_listeners(listeners or [])
+            raise
         self._collector.__enter__()
         try:
             self._nursery_cm = trio.open_nursery()
             nursery = await self._nursery_cm.__aenter__()
         except BaseException:
             self._collector.__exit__(None, None, None)
+            close_listeners(listeners or [])
             raise
         self._nursery = nursery
         job = self._job
@@ -565,7 +607,14 @@ class _OpenJob:
             nursery.start_soon(w.run)
         if self._progress is not None:
             nursery.start_soon(self._show_progress, self._progress)
+        if self._dashboard is not None and listeners is not None:
+            job.dashboard_url = self._dashboard.url
+            nursery.start_soon(self._serve_dashboard, self._dashboard, listeners)
         return job
+
+    async def _serve_dashboard(self, dashboard: Dashboard, listeners: Any) -> None:
+        with self._dashboard_scope:
+            await dashboard.serve(listeners)
 
     async def __aexit__(
         self,
@@ -584,6 +633,7 @@ class _OpenJob:
             except BaseException as e:
                 pending = e
         self._progress_scope.cancel()
+        self._dashboard_scope.cancel()
         if exc is not None or pending is not None:
             job._stop()
             self._nursery.cancel_scope.cancel()

@@ -7,6 +7,10 @@
 * Per-operator counts (activations, records received, seconds) are kept only when asked for
   (``profile=True``) or when the logger is enabled for ``DEBUG`` as the job starts: counting
   wraps every activation, which the hot path should not pay for otherwise.
+* What a live view needs beyond that (see :mod:`deltaflow.scheduler.dashboard`): the records
+  each input port received (``ports``, with the per-operator counts), the updates each
+  worker's arrangements hold and the memory of the process hosting it
+  (:func:`worker_statistics`), grouped by process (:func:`processes_of`).
 * The progress line shows, on stderr, the time the outputs have reached, the output updates
   per second and the elapsed time, rewritten in place on a terminal.
 
@@ -18,6 +22,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -29,36 +34,55 @@ import trio
 if TYPE_CHECKING:
     from .runtime import Job
 
-__all__ = ["OperatorCounts", "ProgressLine", "count_operators", "logger"]
+__all__ = [
+    "Advances",
+    "OperatorCounts",
+    "ProgressLine",
+    "count_operators",
+    "logger",
+    "process_memory",
+    "processes_of",
+    "worker_statistics",
+]
 
 logger = logging.getLogger("deltaflow")
 
 
 @attrs.define
 class OperatorCounts:
-    """What one operator (an actor, on every worker together) did in a job.
+    """What one operator (an actor, on every worker together) did in a job; ``ports``: the
+    records each of its input ports received (they sum to ``records``).
 
-    >>> OperatorCounts("map(f)", activations=2, records=10)
-    OperatorCounts(name='map(f)', activations=2, records=10, seconds=0.0)
+    >>> OperatorCounts("map(f)", activations=2, records=10, ports=[10])
+    OperatorCounts(name='map(f)', activations=2, records=10, seconds=0.0, ports=[10])
     """
 
     name: str
     activations: int = 0
     records: int = 0
     seconds: float = 0.0
+    ports: list[int] = attrs.field(factory=list)
 
 
 def _counting(schedule: Callable[[Any], None], counts: OperatorCounts) -> Callable[[Any], None]:
     """``schedule`` (an operator's, bound), counting its activations, records and time."""
 
+    ports = counts.ports
+
     def counted(ctx: Any) -> None:
         records = 0
-        for box in ctx.mailboxes:
+        boxes = ctx.mailboxes
+        if len(ports) < len(boxes):  # counts made without their ports
+            ports.extend([0] * (len(boxes) - len(ports)))
+        for port, box in enumerate(boxes):
+            here = 0
             for _, payload in box:
                 try:
-                    records += len(payload)
+                    here += len(payload)
                 except TypeError:
-                    records += 1
+                    here += 1
+            ports[port] += here
+            records += here
         counts.activations += 1
         counts.records += records
         start = time.perf_counter()
@@ -85,7 +109,7 @@ class _Counted:
 def count_operators(job: Job) -> list[OperatorCounts]:
     """Count the work of every actor of ``job`` from now on, one entry per physical operator
     (in plan order), summed over the workers."""
-    counts = [OperatorCounts(node.name) for node in job.plan.nodes]
+    counts = [OperatorCounts(node.name, ports=[0] * len(node.inputs)) for node in job.plan.nodes]
     for worker in job.workers:
         for index, actor in enumerate(worker.actors):
             operator: Any = actor.operator
@@ -97,17 +121,112 @@ def count_operators(job: Job) -> list[OperatorCounts]:
     return counts
 
 
-def arrangement_sizes(job: Job) -> list[int]:
-    """Per physical operator, the updates held by the arrangements it runs (every worker)."""
-    sizes = []
-    for node in job.plan.nodes:
-        total = 0
-        for logical in node.logical:
-            registry = job.builder.spec.nodes[logical].traits.arrangement
-            if registry is not None:
-                total += sum(s.statistics().updates for s in registry.spines.values())
-        sizes.append(total)
-    return sizes
+def process_memory() -> int | None:
+    """The resident memory of this process in bytes, or ``None`` where the system does not
+    say (it is read from ``/proc``, so on Linux)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
+    """Per worker this process hosts: its steps, activations and actors, the updates each
+    operator keeps on it (plan order; its arrangements' traces and its own state, see
+    :meth:`~deltaflow.operators.base.Operator.held`), and the process it runs in (index,
+    pid, resident memory)."""
+    registries = [
+        [
+            registry
+            for logical in node.logical
+            if (registry := job.builder.spec.nodes[logical].traits.arrangement) is not None
+        ]
+        for node in job.plan.nodes
+    ]
+    pid, rss = os.getpid(), process_memory()
+    return [
+        {
+            "index": w.index,
+            "steps": w.steps,
+            "activations": w.activations,
+            "actors": len(w.actors),
+            "arranged": [
+                sum(r.spines[w.index].statistics().updates for r in regs if w.index in r.spines)
+                + _held(actor.operator)
+                for regs, actor in zip(registries, w.actors)
+            ],
+            "process": process,
+            "pid": pid,
+            "rss": rss,
+        }
+        for w in job.workers
+    ]
+
+
+def _held(operator: Any) -> int:
+    held = getattr(operator, "held", None)  # (a counted slotted operator delegates it)
+    return int(held()) if held is not None else 0
+
+
+def processes_of(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The processes of a job from its workers' statistics: index, pid, resident memory (as
+    each last reported it), the workers it hosts and the updates their arrangements hold.
+
+    >>> processes_of([{"index": 0, "process": 0, "pid": 7, "rss": 10, "arranged": [1, 2]}])
+    [{'process': 0, 'pid': 7, 'rss': 10, 'workers': [0], 'arranged': 3}]
+    """
+    out: dict[int, dict[str, Any]] = {}
+    for w in workers:
+        p = out.setdefault(
+            w["process"],
+            {
+                "process": w["process"],
+                "pid": w["pid"],
+                "rss": w["rss"],
+                "workers": [],
+                "arranged": 0,
+            },
+        )
+        p["workers"].append(w["index"])
+        p["arranged"] += sum(w["arranged"])
+    return [out[p] for p in sorted(out)]
+
+
+@attrs.define
+class Advances:
+    """When the job's inputs advanced to each time (the last :attr:`KEEP`), so that an
+    output's lag can be told in seconds: how long ago the inputs passed the least time it
+    may still change at.
+
+    >>> a = Advances()
+    >>> a.record(3, at=10.0); a.record(5, at=12.0)
+    >>> a.lag(4, now=13.0), a.lag(5, now=13.0), a.lag(0, now=13.0)
+    (1.0, 0.0, 3.0)
+    """
+
+    #: How many advances are remembered (an older one counts as the oldest kept).
+    KEEP = 1_024
+
+    _times: list[tuple[int, float]] = attrs.field(factory=list)
+
+    def record(self, time_: int, at: float | None = None) -> None:
+        """The inputs advanced to ``time_`` (now, or at monotonic second ``at``)."""
+        times = self._times
+        if times and times[-1][0] == time_:
+            return
+        times.append((time_, time.monotonic() if at is None else at))
+        if len(times) > 2 * self.KEEP:
+            del times[: -self.KEEP]
+
+    def lag(self, frontier: int, now: float | None = None) -> float:
+        """Seconds since the inputs first stood beyond ``frontier`` (0: they have not)."""
+        now = time.monotonic() if now is None else now
+        for t, at in self._times:
+            if t > frontier:
+                return max(0.0, now - at)
+        return 0.0
 
 
 def log_operator_work(counts: list[OperatorCounts]) -> None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from . import observe
 from .checkpoint import Capture, counters
 from .collector import GC_THRESHOLD, check_gc_threshold
 from .handshake import check_secret
@@ -91,6 +92,10 @@ class PeerJob(Job):
 
     def _writer(self) -> str:
         return f"p{self.index}"
+
+    def _worker_statistics(self) -> list[dict[str, Any]]:
+        """This peer's workers, each saying it runs in process (peer) :attr:`index`."""
+        return observe.worker_statistics(self, self.index)
 
     async def _resume(self, manifest: dict[str, Any]) -> None:
         """Take this peer's share of the checkpoint: its workers' state, and (the peer of

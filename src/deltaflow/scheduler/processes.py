@@ -209,9 +209,9 @@ class _Control:
         self.processes: list[_Process] = []
         self.links: list[Link] = []
         self.frontiers: dict[str, list[Antichain]] = {}
-        self.stats: list[list[dict[str, int]]] = []
+        self.stats: list[list[dict[str, Any]]] = []
         #: Per process, its operators' counts as last reported (when the job counts them).
-        self.counts: list[list[tuple[int, int, float]]] = []
+        self.counts: list[list[tuple[int, int, float, list[int]]]] = []
         self.done = 0
         self.ended = False
         self.pool: ProcessPool | None = None
@@ -403,7 +403,10 @@ class _Control:
                 job.fail(error)
 
     def _report(
-        self, p: int, stats: list[dict[str, int]], counts: list[tuple[int, int, float]] | None
+        self,
+        p: int,
+        stats: list[dict[str, Any]],
+        counts: list[tuple[int, int, float, list[int]]] | None,
     ) -> None:
         """Process ``p``'s workers' statistics and (when counting) its operators' counts;
         the job's operator counts become the sums over the processes."""
@@ -414,9 +417,10 @@ class _Control:
         self.counts[p] = counts
         for i, total in enumerate(totals):
             got = [c[i] for c in self.counts if c]
-            total.activations = sum(a for a, _, _ in got)
-            total.records = sum(r for _, r, _ in got)
-            total.seconds = sum(t for _, _, t in got)
+            total.activations = sum(c[0] for c in got)
+            total.records = sum(c[1] for c in got)
+            total.seconds = sum(c[2] for c in got)
+            total.ports = [sum(ports) for ports in zip(*(c[3] for c in got))]
 
     async def _send_loop(self, link: Link) -> None:
         # A process that is gone breaks its stream: its receiving loop reports it.
@@ -626,6 +630,7 @@ class ProcessJob(Job):
                     break
                 last = counts
             sequence = checkpointer.sequence
+            checkpointer.started()  # the processes write their shares first
             try:
                 replies = await self._ask(("checkpoint", sequence, sequence - 1))
                 capture = checkpointer.capture(
@@ -636,7 +641,7 @@ class ProcessJob(Job):
                 header = self._header(time, sequence)
                 await trio.to_thread.run_sync(checkpointer.commit, header, fragments)
             except BaseException:
-                checkpointer.failed()
+                checkpointer.failed(time)
                 raise
             checkpointer.committed(capture, own, sequence)
         finally:
@@ -672,14 +677,12 @@ class ProcessJob(Job):
             self._waiters.append((condition, event))
             await event.wait()
 
-    def statistics(self) -> dict[str, Any]:
-        """As :meth:`Job.statistics`; the workers' counts, and with ``profile=True`` the
-        operators' (summed over the processes), are those the processes last reported."""
+    def _worker_statistics(self) -> list[dict[str, Any]]:
+        """The workers' counts, arrangement sizes and processes' memory (and with
+        ``profile=True`` the operators' counts, summed over the processes) are those the
+        processes last reported: with every output frontier move, and as they finish."""
         assert self.control is not None
-        return {
-            **super().statistics(),
-            "workers": [w for stats in self.control.stats for w in stats],
-        }
+        return [w for stats in self.control.stats for w in stats]
 
 
 # -- a worker process ----------------------------------------------------------------------
@@ -709,18 +712,15 @@ class _ChildJob(PeerJob):
             store.on_complete = lambda t, u, published=published: published.append((t, u))
         self._probes = [p.frontier for p in self.builder.probes]
 
-    def _stats(self) -> list[dict[str, int]]:
-        return [
-            {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
-            for w in self.workers
-        ]
+    def _stats(self) -> list[dict[str, Any]]:
+        return self._worker_statistics()
 
-    def _counts(self) -> list[tuple[int, int, float]] | None:
+    def _counts(self) -> list[tuple[int, int, float, list[int]]] | None:
         """The operators' counts on this process's workers, if the job counts them."""
         counts = self._operator_counts
         if counts is None:
             return None
-        return [(c.activations, c.records, c.seconds) for c in counts]
+        return [(c.activations, c.records, c.seconds, c.ports) for c in counts]
 
     def notify(self) -> None:
         """As :meth:`PeerJob.notify`, and report outputs and probes that moved."""

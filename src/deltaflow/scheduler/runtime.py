@@ -23,6 +23,7 @@ import trio
 
 from ..operators.collection import Pipeline
 from .collector import GC_THRESHOLD, check_gc_threshold
+from .dashboard import check_dashboard
 from .handles import InputHandle, OutputHandle, Subscription
 from .job import (
     Job,
@@ -56,6 +57,7 @@ def open(
     profile: bool = False,
     progress: bool | float = False,
     checkpoint: str | os.PathLike[str] | None = None,
+    dashboard: int | tuple[str, int] | None = None,
 ) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
@@ -85,6 +87,10 @@ def open(
             job.checkpoint()`` writes one, and leaving the block normally writes one at
             ``job.time`` (see :meth:`Job.checkpoint`). ``None``: the state lives only in the
             job.
+        dashboard: serve a live dashboard of the job from its own trio loop on this port of
+            ``127.0.0.1`` (``0`` picks a free one), or on ``(host, port)``; off loopback it
+            requires the token in ``job.dashboard_url``. It counts each operator's work as
+            ``profile=True`` does (see :mod:`deltaflow.scheduler.dashboard`).
 
     Returns:
         An async context manager giving the running :class:`Job`.
@@ -92,13 +98,17 @@ def open(
     Raises:
         ValueError: ``workers``, ``processes`` or ``gc_threshold`` is not a positive int,
             ``processes`` does not divide ``workers``, ``history`` is not a non-negative
-            int, or ``progress`` not a bool or a number of seconds; when entered, the
-            checkpoint location holds a checkpoint of another pipeline.
+            int, ``progress`` not a bool or a number of seconds, or ``dashboard`` not a port
+            or ``(host, port)``; when entered, the checkpoint location holds a checkpoint of
+            another pipeline.
+        OSError: when entered, the dashboard's address cannot be listened on.
         CheckpointError: when entered, the checkpoint location cannot be read.
     """
     if progress is not True and progress is not False:
         check_progress(progress)
     gc_threshold = check_gc_threshold(gc_threshold)
+    served = check_dashboard(dashboard)
+    profile = profile or served is not None  # the dashboard shows records per edge
     if processes != 1:
         from .processes import ProcessJob  # it builds on this module
 
@@ -121,7 +131,7 @@ def open(
             profile=profile,
             checkpoint=checkpoint,
         )
-    return _OpenJob(job, gc_threshold, progress=progress)
+    return _OpenJob(job, gc_threshold, progress=progress, dashboard=served)
 
 
 def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:

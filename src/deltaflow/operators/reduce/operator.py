@@ -253,6 +253,13 @@ class ReduceOperator(Operator):
         self.unprocessed: set[Time] = set()
         self.caps: list[Capability] = []
 
+    def held(self) -> int:
+        """What this reduction keeps: the updates of its input and output histories (at
+        partially ordered times) and the keys it keeps accumulations of (totally ordered)."""
+        pairs = self.pairs
+        held = self.inputs.size + self.outputs.size + len(self.accs) + len(self.outs)
+        return held if pairs is None else held + len(pairs.inputs) + len(pairs.outputs)
+
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """Keep capabilities for what a restored state still owes (nothing on a fresh start)."""
         self.caps = covering(capabilities, self._owed())
