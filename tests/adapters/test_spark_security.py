@@ -214,3 +214,56 @@ def test_bad_security_arguments_are_refused_before_any_job(spark: Any) -> None:
 
     with pytest.raises(TypeError, match=r"inputs named \['secret'\].*adapter's own parameters"):
         dfspark.run(Secretive(), spark, schema="x long")
+
+
+def test_strangers_refused_on_executors_reach_the_drivers_log_and_statistics(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Strangers on the workers' data ports are refused on the executors, whose Python
+    workers have no logging configured: each refusal is logged on the driver, under the
+    ``deltaflow`` logger, naming the worker, its executor and the stranger; the stream's
+    ``statistics()`` count them; the micro-batch is right."""
+    caplog.set_level(logging.WARNING, "deltaflow")
+    marker = tmp_path / "marker"
+    directory = tmp_path / "in"
+    directory.mkdir()
+    sink = Collected()
+    crowd: list[Stranger] = []
+    try:
+        with dfspark.stream(
+            pipes.WordCount(),
+            spark,
+            lines=source(spark, directory, "line string, diff long"),
+            schema="word string, n long",
+            foreach_batch=sink,
+            partitions=2,
+        ) as running:
+            for address in running._addresses:
+                crowd += [
+                    Stranger(split_address(address), payload(a, marker, "mesh"))
+                    for a in ("garbage", "http", "pickle")
+                ]
+            write_batch(directory, 0, BATCHES[0])
+            running.process_all_available()
+            stats = running.statistics()
+    finally:
+        for s in crowd:
+            s.close()
+    updates = [(r["line"], 0, r["diff"]) for r in BATCHES[0]]
+    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
+    assert sorted(row for rs in sink.batches.values() for row in rs) == want
+    assert not marker.exists(), "a worker loaded a stranger's pickle"
+    refusals = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "deltaflow" and r.levelno == logging.WARNING and "refused" in r.getMessage()
+    ]
+    for i, address in enumerate(running._addresses):
+        port = split_address(address)[1]
+        for stranger in crowd[3 * i : 3 * i + 3]:
+            assert any(
+                f"stream worker {i} on " in r
+                and f"refused a connection from {stranger.name} to port {port}" in r
+                for r in refusals
+            ), (stranger.name, refusals)
+    assert stats["refused"] == len(crowd), stats
