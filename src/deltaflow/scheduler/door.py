@@ -11,12 +11,16 @@ serving whatever strangers do:
   that makes room by closing the *oldest* waiting one at once (counted as turned away): a
   peer's exchange takes a round trip, so the oldest is nearly always a stranger holding the
   door (silent, or sending a byte a minute), and a flood of silent strangers can neither
-  hold every place until its deadline nor keep a peer out.
+  hold every place until its deadline nor keep a peer out. A connection leaves the door as
+  soon as the dialer's proof holds, before the listener proves itself: one the door turns
+  away has never been told it is in. It is turned away with a reset (:func:`reset`), which a
+  dialer tells from a refusal and answers by dialing again
+  (:func:`~deltaflow.scheduler.handshake.dial`).
 - **Accepting never fails the server.** ``accept()`` failing (``EMFILE``/``ENFILE``: the
   process or the system is out of file descriptors; ``ENOBUFS``, ``ENOMEM``; anything the
-  system says) is transient: the server logs it, waits (:meth:`Door.backoff`, doubling up to
-  a second) and accepts again; the connections it holds end meanwhile (strangers at their
-  deadline, a flood's oldest turned away) and free descriptors.
+  system says) is transient: the server logs it and accepts again, at once when the door
+  could turn its oldest waiting connection away (a descriptor freed), else after a wait that
+  doubles up to a second (:meth:`Door.accept_failed`).
 - **Everything is counted and logged at WARNING**, at most :data:`BURST` records per
   :data:`WINDOW_S` seconds per door; what is held back is counted and said with the next
   record, so a flood cannot flood the log.
@@ -38,7 +42,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import functools
 import logging
+import socket
+import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -46,7 +53,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-__all__ = ["BURST", "MAX_PENDING", "WINDOW_S", "Door", "accept_forever"]
+__all__ = ["BURST", "MAX_PENDING", "WINDOW_S", "Door", "accept_forever", "reset"]
 
 _log = logging.getLogger("deltaflow")
 
@@ -57,6 +64,8 @@ BURST = 20
 WINDOW_S = 10.0
 #: The first and the longest wait after ``accept()`` failed.
 BACKOFF_S = (0.01, 1.0)
+#: ``SO_LINGER`` on, zero seconds: ``close()`` resets the connection.
+_RESET = struct.pack("ii", 1, 0)
 #: What ``accept()`` fails with when the process or the system is short of a resource.
 CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
@@ -67,9 +76,9 @@ class Door:
     driver"``) and on which ``port``; at most ``limit`` connections waiting to authenticate.
 
     Each waiting connection holds a :class:`trio.CancelScope` from :meth:`enter` until
-    :meth:`leave`; the door cancels it to turn the connection away (:attr:`evicted` says so).
-    A blocking server passes ``on_evict`` (what closes its socket) instead of running under
-    the scope.
+    :meth:`leave`; to turn the connection away, the door cancels the scope (a trio server
+    runs the exchange under it), calls the ``on_evict`` it was given (which resets the
+    socket: what a blocking server relies on), and says so in :meth:`evicted`.
     """
 
     who: str
@@ -234,4 +243,16 @@ async def accept_forever(
         except OSError as exc:
             await trio.sleep(door.accept_failed(exc))
             continue
-        nursery.start_soon(greet, stream, door.enter(stream.socket.close))
+        nursery.start_soon(greet, stream, door.enter(functools.partial(reset, stream.socket)))
+
+
+def reset(sock: trio.socket.SocketType | socket.socket) -> None:
+    """Close ``sock`` with a reset, not a plain close: how a dialer tells it was turned away
+    (and dials again) from refused (a wrong secret). A blocking socket another thread is
+    reading is shut for reading instead (its thread sees the end and closes it, with the
+    reset)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+    if isinstance(sock, socket.socket):
+        sock.shutdown(socket.SHUT_RD)
+    else:
+        sock.close()

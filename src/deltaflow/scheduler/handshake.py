@@ -45,6 +45,7 @@ import secrets
 import socket
 import ssl
 import struct
+from collections.abc import Callable
 
 import attrs
 import trio
@@ -246,15 +247,25 @@ async def _receive_exactly(stream: trio.abc.Stream, size: int) -> bytes:
 
 
 async def authenticate(
-    stream: trio.abc.Stream, secret: bytes, mine: Hello, *, dialer: bool
+    stream: trio.abc.Stream,
+    secret: bytes,
+    mine: Hello,
+    *,
+    dialer: bool,
+    proved: Callable[[], None] | None = None,
 ) -> Hello:
     """Run the exchange on ``stream`` as the dialer or the listener; the other end's hello.
 
     The caller bounds it in time (:data:`HANDSHAKE_TIMEOUT_S`) and closes the stream when it
     fails. The magic is checked as soon as it has arrived, so most strangers are refused
-    at once rather than at the deadline.
+    at once rather than at the deadline. A listener calls ``proved()`` once the dialer's
+    proof holds, before sending its own (its door must not turn the connection away after
+    that: the dialer would count itself in).
 
     Raises:
+        TurnedAway: (a dialer) the listener closed the connection before its hello, or
+            reset it (a listener's door turns a connection away with a reset, refuses one
+            with a plain close).
         HandshakeError: the other end is not one of the job's (wrong magic, wrong proof, or
             it closed the connection midway).
     """
@@ -272,9 +283,18 @@ async def authenticate(
     theirs = Hello.unseal(opening + rest, secret)
     if dialer:
         await stream.send_all(mine.seal(secret) + proof(secret, DIAL, mine, theirs))
-        check_proof(secret, LISTEN, theirs, mine, await _receive_exactly(stream, PROOF_SIZE))
+        try:
+            answer = await _receive_exactly(stream, PROOF_SIZE)
+        except trio.BrokenResourceError as exc:
+            if _reset(exc):
+                msg = "it turned the connection away (reset) before proving itself"
+                raise TurnedAway(msg) from exc
+            raise
+        check_proof(secret, LISTEN, theirs, mine, answer)
         return theirs
     check_proof(secret, DIAL, theirs, mine, await _receive_exactly(stream, PROOF_SIZE))
+    if proved is not None:
+        proved()
     await stream.send_all(proof(secret, LISTEN, mine, theirs))
     return theirs
 
@@ -282,6 +302,11 @@ async def authenticate(
 def _began(exc: BaseException) -> bool:
     """Whether the other end sent anything before the failure ``exc`` of a first read."""
     return isinstance(exc, HandshakeError) and "closed after 0 of" not in str(exc)
+
+
+def _reset(exc: BaseException) -> bool:
+    """Whether ``exc`` (trio's) says the other end reset the connection."""
+    return isinstance(exc.__cause__, ConnectionResetError)
 
 
 #: What a connection that fails the exchange raises: all of it is caught, logged, refused.
@@ -383,18 +408,23 @@ async def _secured_dialing(
 
 
 async def accept(
-    stream: trio.SocketStream, secret: bytes, mine: Hello, tls: ssl.SSLContext | None = None
+    stream: trio.SocketStream,
+    secret: bytes,
+    mine: Hello,
+    tls: ssl.SSLContext | None = None,
+    proved: Callable[[], None] | None = None,
 ) -> tuple[trio.abc.Stream, Hello]:
     """Run the exchange as the listener on an accepted ``stream`` (inside TLS with a server
     ``tls`` context), within :data:`HANDSHAKE_TIMEOUT_S`: the authenticated stream and the
-    dialer's hello. The caller checks the hello, and logs and closes a refused stream.
+    dialer's hello. The caller checks the hello, and logs and closes a refused stream;
+    ``proved`` is as for :func:`authenticate`.
 
     Raises:
         One of :data:`REFUSED`.
     """
     with trio.fail_after(HANDSHAKE_TIMEOUT_S):
         secure = await secured(stream, tls, server=True)
-        hello = await authenticate(secure, secret, mine, dialer=False)
+        hello = await authenticate(secure, secret, mine, dialer=False, proved=proved)
     return secure, hello
 
 
@@ -410,7 +440,14 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
     return bytes(got)
 
 
-def authenticate_socket(sock: socket.socket, secret: bytes, mine: Hello, *, dialer: bool) -> Hello:
+def authenticate_socket(
+    sock: socket.socket,
+    secret: bytes,
+    mine: Hello,
+    *,
+    dialer: bool,
+    proved: Callable[[], None] | None = None,
+) -> Hello:
     """:func:`authenticate` over a blocking socket (or an ``ssl.SSLSocket``); the caller sets
     its timeout.
 
@@ -428,5 +465,7 @@ def authenticate_socket(sock: socket.socket, secret: bytes, mine: Hello, *, dial
         check_proof(secret, LISTEN, theirs, mine, _recv_exactly(sock, PROOF_SIZE))
         return theirs
     check_proof(secret, DIAL, theirs, mine, _recv_exactly(sock, PROOF_SIZE))
+    if proved is not None:
+        proved()
     sock.sendall(proof(secret, LISTEN, mine, theirs))
     return theirs

@@ -38,6 +38,7 @@ in. With ``tls``, each connection runs TLS first (:mod:`deltaflow.scheduler.tls`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ssl
 import sys
@@ -208,7 +209,11 @@ async def connect_mesh(
                     with scope, trio.fail_after(HANDSHAKE_TIMEOUT_S):
                         secure = await _secured(stream, server_tls, server=True)
                         hello = await authenticate(
-                            secure, secret, Hello.fresh(index, context), dialer=False
+                            secure,
+                            secret,
+                            Hello.fresh(index, context),
+                            dialer=False,
+                            proved=functools.partial(door.leave, scope),
                         )
                 except trio.Cancelled:
                     if done.cancel_called:

@@ -68,7 +68,7 @@ import trio
 from ...errors import CheckpointError, DeltaflowError, PeerLostError
 from ...operators.collection import Pipeline
 from ...scheduler.checkpoint import Checkpointer, check_pipeline, settled, state_layout
-from ...scheduler.door import Door
+from ...scheduler.door import Door, reset
 from ...scheduler.handshake import HANDSHAKE_TIMEOUT_S, HandshakeError, Hello, authenticate_socket
 from ...scheduler.plan import make_plan
 from ...scheduler.tcp import FrameError
@@ -76,7 +76,7 @@ from ...scheduler.tls import TLS
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
 from ._convert import InputLayout, OutputLayout, tag_inputs
 from ._errors import from_spark, from_text, report_text, translated
-from ._logs import relog
+from ._logs import records_accumulator, relog
 from ._ship import require_importable, ship
 from ._slots import require_slots, task_host
 from ._stream_tasks import (
@@ -254,7 +254,11 @@ class SparkStream:
                     with arrived:
                         pending.add(sock)
                 hello = authenticate_socket(
-                    sock, security.secret, Hello.fresh(0, DRIVER), dialer=False
+                    sock,
+                    security.secret,
+                    Hello.fresh(0, DRIVER),
+                    dialer=False,
+                    proved=functools.partial(door.leave, scope),
                 )
                 if hello.context.rstrip(b"\0") != DRIVER:
                     msg = "it is not a worker of a deltaflow stream"
@@ -307,12 +311,13 @@ class SparkStream:
                 except TimeoutError:
                     continue
                 except OSError as exc:  # out of file descriptors...: serve on
-                    time.sleep(door.accept_failed(exc))
+                    # (at least a moment: a socket turned away closes in its own thread)
+                    time.sleep(max(door.accept_failed(exc), 0.01))
                     continue
                 with arrived:
                     pending.add(sock)
                 who = f"{address[0]}:{address[1]}"
-                scope = door.enter(functools.partial(_shut, sock))
+                scope = door.enter(functools.partial(reset, sock))
                 threading.Thread(target=greet, args=(sock, who, scope), daemon=True).start()
         finally:
             # Every worker is in (or the start failed): nobody else may connect, and the
@@ -411,11 +416,15 @@ class SparkStream:
         if self._state is not None and not self._in_turn(batch_id):
             return
         start = time.perf_counter()
+        logs = records_accumulator(self.spark.sparkContext)
         feeding = frame.mapInArrow(
-            feed_task(batch_id, self._addresses, self.layouts, self._security), FED_SCHEMA
+            feed_task(batch_id, self._addresses, self.layouts, self._security, logs), FED_SCHEMA
         )
-        with translated():
-            fed = feeding.collect()
+        try:
+            with translated():
+                fed = feeding.collect()
+        finally:
+            relog(logs.value)
         self.feed_seconds.append(time.perf_counter() - start)
         parts: list[list[int]] = [[] for _ in self._links]
         for part, worker, _ in fed:
@@ -425,15 +434,19 @@ class SparkStream:
         self.worker_seconds.append(max(r[2] for r in replies))
         self.batch_rows.append(sum(int(row[2]) for row in fed))
         n = self.peers
-        fetch = fetch_task(batch_id, self._addresses, self.output, self._security)
+        logs = records_accumulator(self.spark.sparkContext)
+        fetch = fetch_task(batch_id, self._addresses, self.output, self._security, logs)
         combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
         frames = self.output.split(combined)
         if self._holds is not None and batch_id == self.resumed_at:
             # Run before, perhaps sunk, not checkpointed: what a sink holds already stays.
             frames = {name: f for name, f in frames.items() if not self._holds(name, batch_id)}
         if frames:
-            with translated():
-                self.sink(frames["output"] if self.output.single else frames, batch_id)
+            try:
+                with translated():
+                    self.sink(frames["output"] if self.output.single else frames, batch_id)
+            finally:
+                relog(logs.value)
         if self._state is not None:
             saving = time.perf_counter()
             self._checkpoint(self._state, batch_id)

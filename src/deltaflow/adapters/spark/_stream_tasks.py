@@ -37,6 +37,7 @@ deadline.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import pickle
 import socket
@@ -56,12 +57,14 @@ from ...scheduler.tcp import MAX_FRAME, FrameError, Link
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security
 from ._convert import InputLayout, OutputLayout, read_changes
 from ._errors import from_text, report_text, reported
-from ._logs import Kept, forwarding
+from ._logs import Kept, Record, forwarding
 from ._ship import unship
 from ._slots import task_host
 
 if TYPE_CHECKING:
     import ssl
+
+    from pyspark.accumulators import Accumulator
 
 __all__ = ["DRIVER", "FEED", "feed_task", "fetch_task", "receive", "send", "worker_task"]
 
@@ -220,7 +223,8 @@ class _Worker:
         try:
             try:
                 with scope:
-                    secure, hello = await accept(stream, self.security.secret, mine, tls)
+                    proved = functools.partial(self.door.leave, scope)
+                    secure, hello = await accept(stream, self.security.secret, mine, tls, proved)
             finally:
                 self.door.leave(scope)
             if self.door.evicted(scope):
@@ -396,20 +400,24 @@ async def _request(
 
 
 def feed_task(
-    batch: int, addresses: Sequence[str], layouts: Sequence[InputLayout], security: _Security
+    batch: int,
+    addresses: Sequence[str],
+    layouts: Sequence[InputLayout],
+    security: _Security,
+    logs: Accumulator[list[Record]] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function (for ``mapInArrow``) of micro-batch ``batch``'s feeding tasks: read the
     partition's rows as changes, deal them out round-robin to the workers at ``addresses``,
     and return a row ``(part, worker, rows)`` for each worker fed (an empty partition feeds
-    none)."""
+    none). Its WARNINGs go to the driver in ``logs`` (:mod:`~._logs`)."""
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
-        with reported():
-            context = TaskContext.get()
-            assert context is not None
-            part = context.partitionId()
+        context = TaskContext.get()
+        assert context is not None
+        part = context.partitionId()
+        with forwarding(f"micro-batch {batch}'s task {part}") as kept, reported():
             changes = read_changes(layouts, batches)
             n = len(addresses)
             shares = [{name: rows[w::n] for name, rows in changes.items()} for w in range(n)]
@@ -432,6 +440,8 @@ def feed_task(
                     ],
                     names=["part", "worker", "rows"],
                 )
+            if logs is not None:
+                logs.add(kept.take())
 
     return task
 
@@ -441,14 +451,18 @@ FED_SCHEMA = "part long, worker int, rows long"
 
 
 def fetch_task(
-    batch: int, addresses: Sequence[str], output: OutputLayout, security: _Security
+    batch: int,
+    addresses: Sequence[str],
+    output: OutputLayout,
+    security: _Security,
+    logs: Accumulator[list[Record]] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function (for ``mapInArrow`` over ``spark.range(workers)``) of the tasks that
     fetch micro-batch ``batch``'s output from the workers, as Arrow batches at time
-    ``batch``."""
+    ``batch``; their WARNINGs go to the driver in ``logs``."""
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
-        with reported():
+        with forwarding(f"micro-batch {batch}'s output task") as kept, reported():
             workers = [int(w) for b in batches for w in b.column(0).to_pylist()]
             for w in workers:
                 request = ("fetch", batch)
@@ -459,5 +473,7 @@ def fetch_task(
                 named: Mapping[str, Any] = out if isinstance(out, dict) else {"output": out}
                 stamped = {n: [(d, batch, r) for d, _, r in u] for n, u in named.items()}
                 yield from output.to_arrow(stamped)
+            if logs is not None:
+                logs.add(kept.take())
 
     return task
