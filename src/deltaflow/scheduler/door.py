@@ -113,6 +113,21 @@ class Door:
             "accept_errors": self.accept_errors,
         }
 
+    def summary(self, refusals: list[str], shown: int = 5) -> str:
+        """The first ``shown`` of ``refusals`` (for an error message), then how many more
+        and what the door turned away.
+
+        >>> Door("peer 0", 4000).summary(["a", "b", "c"], shown=2)
+        'a; b (and 1 more)'
+        """
+        text = "; ".join(refusals[:shown])
+        more = len(refusals) - shown
+        if more > 0:
+            text += f" (and {more} more)"
+        if self.turned_away:
+            text += f"; {self.turned_away} turned away (too many waiting to authenticate)"
+        return text
+
     # -- waiting to authenticate ---------------------------------------------------------
     def enter(self, on_evict: Callable[[], None] | None = None) -> trio.CancelScope:
         """Let a connection just accepted wait to authenticate: the scope its exchange runs

@@ -267,7 +267,7 @@ async def connect_mesh(
         missing = sorted(set(range(peers)) - links.keys() - {index})
         if missing:
             names = ", ".join(f"{j} at {addresses[j]}" for j in missing)
-            what = f"; refused meanwhile: {'; '.join(refused)}" if refused else ""
+            what = f"; refused meanwhile: {door.summary(refused)}" if refused else ""
             msg = f"peer {index}: peer(s) {names} did not connect within {connect_timeout} s{what}"
             raise PeerLostError(msg)
     except BaseException:

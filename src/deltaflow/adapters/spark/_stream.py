@@ -303,7 +303,7 @@ class SparkStream:
                     self._fail(self._workers_error(what))
                 if time.monotonic() > deadline:
                     missing = sorted(set(range(self.peers)) - links.keys())
-                    what = f"; refused meanwhile: {'; '.join(refused)}" if refused else ""
+                    what = f"; refused meanwhile: {door.summary(refused)}" if refused else ""
                     msg = f"workers {missing} did not connect within {timeout} s{what}"
                     raise TimeoutError(msg)
                 try:
