@@ -31,14 +31,17 @@ the handshake of :mod:`deltaflow.scheduler.handshake` on the stream's secret, wh
 carry in their closures: nothing on it is decoded before the other end has proved it holds
 the secret. A worker's port stays open while the stream runs (its micro-batches' tasks come
 and go); a stranger on it is refused and logged, each connection handled on its own with a
-deadline.
+deadline, behind a door (:mod:`deltaflow.scheduler.door`) that bounds how many wait to
+authenticate and serves through a process out of file descriptors. What a task logs at
+WARNING reaches the driver's log (:mod:`._logs`): a worker's records travel before each of
+its answers, a feeding or fetching task's in an accumulator; a worker's answer to a step also
+says what its ports' doors counted, for the stream's ``statistics()``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import pickle
 import socket
 import struct
@@ -67,8 +70,6 @@ if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
 
 __all__ = ["DRIVER", "FEED", "feed_task", "fetch_task", "receive", "send", "worker_task"]
-
-_log = logging.getLogger("deltaflow")
 
 #: What the ends of a connection say they run in their handshake: a worker and the driver,
 #: a micro-batch's task and a worker.
