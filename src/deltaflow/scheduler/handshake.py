@@ -75,8 +75,9 @@ __all__ = [
 #: Seconds a connection has to complete the exchange; past it, it is closed as a stranger.
 HANDSHAKE_TIMEOUT_S = 10.0
 #: Opens every hello: a version of this protocol, and a quick "not one of ours" for anything
-#: else that connects (a port scanner, an HTTP client).
-MAGIC = b"dflow01\n"
+#: else that connects (a port scanner, an HTTP client). Version 2 seals the hello: a peer
+#: of version 1 is refused as not one of ours, not as one without the secret.
+MAGIC = b"dflow02\n"
 #: The context field's size: what both ends must agree on besides the secret.
 CONTEXT_SIZE = 32
 _HELLO = struct.Struct(f"<{len(MAGIC)}s32sI{CONTEXT_SIZE}s")
