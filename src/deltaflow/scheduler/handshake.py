@@ -45,10 +45,14 @@ import secrets
 import socket
 import ssl
 import struct
+import sys
 from collections.abc import Callable
 
 import attrs
 import trio
+
+if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport there
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
     "DIAL",
@@ -305,6 +309,14 @@ def _began(exc: BaseException) -> bool:
     return isinstance(exc, HandshakeError) and "closed after 0 of" not in str(exc)
 
 
+def _reset_connecting(exc: OSError) -> bool:
+    """Whether every attempt of a failed ``open_tcp_stream`` was reset by the other end."""
+    group = exc.__cause__
+    if isinstance(group, BaseExceptionGroup):
+        return all(isinstance(e, ConnectionResetError) for e in group.exceptions)
+    return isinstance(exc, ConnectionResetError)
+
+
 def _reset(exc: BaseException) -> bool:
     """Whether ``exc`` (trio's) says the other end reset the connection."""
     return isinstance(exc.__cause__, ConnectionResetError)
@@ -356,9 +368,9 @@ async def dial(
     ``tls`` context), within :data:`HANDSHAKE_TIMEOUT_S`: the authenticated stream and the
     listener's hello. The caller checks the hello's index and context.
 
-    A listener that closes the connection before its hello (:class:`TurnedAway`: out of
-    file descriptors, or making room in a flood of strangers) is dialed again, waiting
-    longer each time, for up to ``patience`` seconds.
+    A listener that closes the connection before its hello, or resets it at any point of
+    the exchange (:class:`TurnedAway`: its door making room in a flood of strangers), is
+    dialed again, waiting longer each time, for up to ``patience`` seconds.
 
     Raises:
         OSError: ``host:port`` could not be reached.
@@ -369,29 +381,37 @@ async def dial(
     deadline = trio.current_time() + patience
     wait, tries = 0.05, 0
     while True:
-        stream = await trio.open_tcp_stream(host, port)
         tries += 1
         try:
-            with trio.fail_after(HANDSHAKE_TIMEOUT_S):
-                secure = await _secured_dialing(stream, tls)
-                hello = await authenticate(secure, secret, mine, dialer=True)
-        except TurnedAway as exc:
-            await trio.aclose_forcefully(stream)
-            if trio.current_time() + wait > deadline:
-                msg = (
-                    f"it closed the connection before saying hello, {tries} times in "
-                    f"{patience:g} s (is its port flooded by strangers, or is another "
-                    "program listening there?)"
-                )
-                raise TurnedAway(msg) from exc
-            await trio.sleep(wait)
-            wait = min(2 * wait, 1.0)
-            mine = attrs.evolve(mine, nonce=secrets.token_bytes(32))
-            continue
-        except BaseException:
-            await trio.aclose_forcefully(stream)
-            raise
-        return secure, hello
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError as exc:
+            if not _reset_connecting(exc):
+                raise
+            # Reset as it was accepted (a door making room at once): turned away too.
+            turned: BaseException = exc
+        else:
+            try:
+                with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+                    secure = await _secured_dialing(stream, tls)
+                    hello = await authenticate(secure, secret, mine, dialer=True)
+            except TurnedAway as exc:
+                await trio.aclose_forcefully(stream)
+                turned = exc
+            except BaseException:
+                await trio.aclose_forcefully(stream)
+                raise
+            else:
+                return secure, hello
+        if trio.current_time() + wait > deadline:
+            msg = (
+                f"it turned the connection away (closed or reset it before proving "
+                f"itself), {tries} times in {patience:g} s (is its port flooded by strangers, "
+                "or is another program listening there?)"
+            )
+            raise TurnedAway(msg) from turned
+        await trio.sleep(wait)
+        wait = min(2 * wait, 1.0)
+        mine = attrs.evolve(mine, nonce=secrets.token_bytes(32))
 
 
 async def _secured_dialing(
