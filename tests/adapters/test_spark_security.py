@@ -28,6 +28,7 @@ pytestmark = pytest.mark.spark
 dfspark = pytest.importorskip("deltaflow.adapters.spark")
 from deltaflow.adapters.spark import _batch, _stream  # noqa: E402
 from deltaflow.adapters.spark._convert import OutputLayout, tag_inputs  # noqa: E402
+from deltaflow.adapters.spark._logs import records_accumulator, relog  # noqa: E402
 from deltaflow.adapters.spark._ship import ship  # noqa: E402
 
 EDGES = random_edges(7, 12, 30, 3)
@@ -37,10 +38,15 @@ def _edges_frame(spark: Any) -> Any:
     return spark.createDataFrame(EDGES, "src long, dst long, time long, diff long")
 
 
-def test_strangers_on_the_workers_mesh_change_nothing(spark: Any, tmp_path: Path) -> None:
+def test_strangers_on_the_workers_mesh_change_nothing(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The real barrier task of ``dfspark.run``, its rendezvous held while strangers of every
     kind connect to both tasks' mesh ports: the output equals ``df.run``'s, no pickle of
-    theirs was loaded."""
+    theirs was loaded, and task 0's refusals (it accepts; task 1 only dials) reach the
+    driver's log as ``run`` relays them."""
+    caplog.set_level(logging.WARNING, "deltaflow")
+    logs = records_accumulator(spark.sparkContext)
     marker = tmp_path / "marker"
     pipeline, layouts, frames, builder = _batch.check_inputs(
         pipes.Degrees(), {"edges": _edges_frame(spark)}, streaming=False
@@ -48,7 +54,9 @@ def test_strangers_on_the_workers_mesh_change_nothing(spark: Any, tmp_path: Path
     output = OutputLayout.of("degree long, n long", single=True, names=list(builder.stores))
     security = _batch._Security.of(None, None)
     shipped = ship(pipeline).blob
-    task = _batch.barrier_task(shipped, 2, layouts, output, security, None, FileGather(tmp_path))
+    task = _batch.barrier_task(
+        shipped, 2, layouts, output, security, None, FileGather(tmp_path), logs=logs
+    )
     tagged = tag_inputs(spark, layouts, frames).repartition(2)
     result: list[Any] = []
 
@@ -81,6 +89,10 @@ def test_strangers_on_the_workers_mesh_change_nothing(spark: Any, tmp_path: Path
     want = df.run(pipes.Degrees(), edges=[((s, d), t, r) for s, d, t, r in EDGES])
     assert sorted((tuple(r) for r in got), key=repr) == expected(want)
     assert not marker.exists(), "a task loaded a stranger's pickle"
+    relog(logs.value)
+    refusals = [m for m in caplog.messages if "task 0 on " in m and "peer 0 refused" in m]
+    for stranger in crowd[: len(ATTACKS)]:
+        assert any(f"from {stranger.name} to port" in m for m in refusals), (stranger, refusals)
 
 
 def test_strangers_on_the_stream_driver_are_refused_and_logged(
