@@ -28,6 +28,7 @@ pytestmark = pytest.mark.spark
 dfspark = pytest.importorskip("deltaflow.adapters.spark")
 from deltaflow.adapters.spark import _batch, _stream  # noqa: E402
 from deltaflow.adapters.spark._convert import OutputLayout, tag_inputs  # noqa: E402
+from deltaflow.adapters.spark._logs import records_accumulator, relog  # noqa: E402
 from deltaflow.adapters.spark._ship import ship  # noqa: E402
 
 EDGES = random_edges(7, 12, 30, 3)
@@ -37,10 +38,15 @@ def _edges_frame(spark: Any) -> Any:
     return spark.createDataFrame(EDGES, "src long, dst long, time long, diff long")
 
 
-def test_strangers_on_the_workers_mesh_change_nothing(spark: Any, tmp_path: Path) -> None:
+def test_strangers_on_the_workers_mesh_change_nothing(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The real barrier task of ``dfspark.run``, its rendezvous held while strangers of every
     kind connect to both tasks' mesh ports: the output equals ``df.run``'s, no pickle of
-    theirs was loaded."""
+    theirs was loaded, and task 0's refusals (it accepts; task 1 only dials) reach the
+    driver's log as ``run`` relays them."""
+    caplog.set_level(logging.WARNING, "deltaflow")
+    logs = records_accumulator(spark.sparkContext)
     marker = tmp_path / "marker"
     pipeline, layouts, frames, builder = _batch.check_inputs(
         pipes.Degrees(), {"edges": _edges_frame(spark)}, streaming=False
@@ -48,7 +54,9 @@ def test_strangers_on_the_workers_mesh_change_nothing(spark: Any, tmp_path: Path
     output = OutputLayout.of("degree long, n long", single=True, names=list(builder.stores))
     security = _batch._Security.of(None, None)
     shipped = ship(pipeline).blob
-    task = _batch.barrier_task(shipped, 2, layouts, output, security, None, FileGather(tmp_path))
+    task = _batch.barrier_task(
+        shipped, 2, layouts, output, security, None, FileGather(tmp_path), logs=logs
+    )
     tagged = tag_inputs(spark, layouts, frames).repartition(2)
     result: list[Any] = []
 
@@ -81,6 +89,10 @@ def test_strangers_on_the_workers_mesh_change_nothing(spark: Any, tmp_path: Path
     want = df.run(pipes.Degrees(), edges=[((s, d), t, r) for s, d, t, r in EDGES])
     assert sorted((tuple(r) for r in got), key=repr) == expected(want)
     assert not marker.exists(), "a task loaded a stranger's pickle"
+    relog(logs.value)
+    refusals = [m for m in caplog.messages if "task 0 on " in m and "peer 0 refused" in m]
+    for stranger in crowd[: len(ATTACKS)]:
+        assert any(f"from {stranger.name} to port" in m for m in refusals), (stranger, refusals)
 
 
 def test_strangers_on_the_stream_driver_are_refused_and_logged(
@@ -214,3 +226,56 @@ def test_bad_security_arguments_are_refused_before_any_job(spark: Any) -> None:
 
     with pytest.raises(TypeError, match=r"inputs named \['secret'\].*adapter's own parameters"):
         dfspark.run(Secretive(), spark, schema="x long")
+
+
+def test_strangers_refused_on_executors_reach_the_drivers_log_and_statistics(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Strangers on the workers' data ports are refused on the executors, whose Python
+    workers have no logging configured: each refusal is logged on the driver, under the
+    ``deltaflow`` logger, naming the worker, its executor and the stranger; the stream's
+    ``statistics()`` count them; the micro-batch is right."""
+    caplog.set_level(logging.WARNING, "deltaflow")
+    marker = tmp_path / "marker"
+    directory = tmp_path / "in"
+    directory.mkdir()
+    sink = Collected()
+    crowd: list[Stranger] = []
+    try:
+        with dfspark.stream(
+            pipes.WordCount(),
+            spark,
+            lines=source(spark, directory, "line string, diff long"),
+            schema="word string, n long",
+            foreach_batch=sink,
+            partitions=2,
+        ) as running:
+            for address in running._addresses:
+                crowd += [
+                    Stranger(split_address(address), payload(a, marker, "mesh"))
+                    for a in ("garbage", "http", "pickle")
+                ]
+            write_batch(directory, 0, BATCHES[0])
+            running.process_all_available()
+            stats = running.statistics()
+    finally:
+        for s in crowd:
+            s.close()
+    updates = [(r["line"], 0, r["diff"]) for r in BATCHES[0]]
+    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
+    assert sorted(row for rs in sink.batches.values() for row in rs) == want
+    assert not marker.exists(), "a worker loaded a stranger's pickle"
+    refusals = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "deltaflow" and r.levelno == logging.WARNING and "refused" in r.getMessage()
+    ]
+    for i, address in enumerate(running._addresses):
+        port = split_address(address)[1]
+        for stranger in crowd[3 * i : 3 * i + 3]:
+            assert any(
+                f"stream worker {i} on " in r
+                and f"refused a connection from {stranger.name} to port {port}" in r
+                for r in refusals
+            ), (stranger.name, refusals)
+    assert stats["refused"] == len(crowd), stats

@@ -21,7 +21,15 @@ import trio
 from tests.attacks import ATTACKS, Stranger, make_tls, payload, split_address, strangers
 
 from deltaflow.errors import PeerLostError
-from deltaflow.scheduler.handshake import HANDSHAKE_TIMEOUT_S, Hello, authenticate, new_secret
+from deltaflow.scheduler.door import MAX_PENDING
+from deltaflow.scheduler.handshake import (
+    HANDSHAKE_TIMEOUT_S,
+    HELLO_SIZE,
+    MAGIC,
+    Hello,
+    authenticate,
+    new_secret,
+)
 from deltaflow.scheduler.mesh import connect_mesh
 from deltaflow.scheduler.tcp import Link
 from deltaflow.scheduler.tls import TLS
@@ -269,3 +277,106 @@ async def test_tls_meshes_refuse_plain_strangers_and_peers(
 async def test_tls_files_that_are_missing_are_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"cannot load the certificate and key from .*nowhere"):
         TLS(tmp_path / "nowhere.pem").context(server=True)
+
+
+def _closed_by_the_other_end(stranger: Stranger) -> bool:
+    """Whether the listener has closed ``stranger``'s connection (read without waiting: the
+    hello, then the end of the stream; a connection still waiting has nothing more)."""
+    stranger.sock.setblocking(False)
+    try:
+        while True:
+            if not stranger.sock.recv(4096):
+                return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+async def test_silent_strangers_over_the_cap_are_turned_away_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``MAX_PENDING + 16`` silent strangers wait on peer 0's port before peer 1 dials: the 16
+    oldest are closed at once (the rest wait for their deadline), each turned-away one is
+    logged, and peer 1, dialing into the full door, still connects at once (the oldest
+    stranger left makes room for it)."""
+    caplog.set_level(logging.WARNING, "deltaflow")
+    excess = 16
+    crowd: list[Stranger] = []
+
+    def flood(addresses: dict[int, str]) -> None:
+        crowd.extend(Stranger(split_address(addresses[0]), b"") for _ in range(MAX_PENDING))
+        crowd.extend(Stranger(split_address(addresses[0]), b"") for _ in range(excess))
+
+    rendezvous = Rendezvous(2, flood, hold={1})
+    meshes: dict[int, Any] = {}
+    closed: list[bool] = []
+
+    async def watch() -> None:
+        await rendezvous.go.wait()
+        # Until peer 0 has accepted every stranger (well before the waiting ones' deadline).
+        give_up = trio.current_time() + HANDSHAKE_TIMEOUT_S / 2
+        while True:
+            await trio.sleep(0.2)
+            closed[:] = [_closed_by_the_other_end(s) for s in crowd]
+            if sum(closed) >= excess or trio.current_time() > give_up:
+                break
+        await trio.sleep(0.2)
+        closed[:] = [_closed_by_the_other_end(s) for s in crowd]  # and no more than that
+        rendezvous.release()
+
+    start = time.monotonic()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+
+            async def mesh() -> None:
+                meshes.update(await _mesh(2, rendezvous))
+
+            nursery.start_soon(mesh)
+        elapsed = time.monotonic() - start
+        assert all(isinstance(m, dict) for m in meshes.values()), meshes
+        await _check_links(meshes)
+    finally:
+        await _close(meshes)
+        for s in crowd:
+            s.close()
+    # The oldest made room: the first `excess` strangers were closed, the others waited.
+    assert closed == [True] * excess + [False] * MAX_PENDING, closed
+    turned = [r for r in caplog.messages if "peer 0 turned away a connection to port" in r]
+    assert len(turned) == excess + 1, turned  # and peer 1 made room for itself
+    assert elapsed < HANDSHAKE_TIMEOUT_S / 2
+
+
+async def test_a_listeners_hello_tells_a_stranger_nothing_of_the_plan() -> None:
+    """What a stranger reads from a mesh port before it proves anything: a random nonce, and
+    neither the plan's digest nor the peer's index in any form."""
+    heard: list[bytes] = []
+    rendezvous = Rendezvous(2, hold={1})
+    meshes: dict[int, Any] = {}
+
+    async def listen() -> None:
+        await rendezvous.go.wait()
+        stream = await trio.open_tcp_stream(*split_address(rendezvous.addresses[0]))
+        data = b""
+        with trio.fail_after(5):
+            while len(data) < HELLO_SIZE:
+                data += await stream.receive_some(HELLO_SIZE - len(data))
+        heard.append(data)
+        await trio.aclose_forcefully(stream)
+        rendezvous.release()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(listen)
+
+        async def mesh() -> None:
+            meshes.update(await _mesh(2, rendezvous))
+
+        nursery.start_soon(mesh)
+    await _close(meshes)
+    (hello,) = heard
+    assert hello.startswith(MAGIC)
+    assert b"plan-a" not in hello and b"plan" not in hello
+    # The index (peer 0) and the context (a digest and its padding) are sealed: no run of
+    # zero bytes where they would stand in the clear.
+    assert b"\0\0\0\0" not in hello[len(MAGIC) + 32 :]

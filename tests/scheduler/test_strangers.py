@@ -297,3 +297,73 @@ def test_the_secret_is_not_on_any_command_line_or_environment(
     assert len(seen) == 4
     for blob in seen.values():
         assert secret not in blob and secret.hex().encode() not in blob
+
+
+_SHORT_OF_FILES = textwrap.dedent(
+    """
+    import logging
+    import resource
+    import sys
+
+    # This process and the worker processes it starts may hold at most LIMIT descriptors,
+    # fewer than a port's door lets wait: a flood leaves them short of descriptors.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), hard))
+    logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(message)s")
+
+    import deltaflow as df
+    from deltaflow.scheduler.processes import _Control
+    from tests.scheduler.test_strangers import UPDATES, Counts
+
+    original = _Control._rendezvous
+
+    async def rendezvous(self):
+        addresses = await original(self)
+        print(" ".join(addresses), flush=True)
+        sys.stdin.readline()  # the test's strangers are in every port's queue
+        return addresses
+
+    _Control._rendezvous = rendezvous
+    got = df.run(Counts(), processes=2, xs=UPDATES)
+    print("right" if got == df.run(Counts(), xs=UPDATES) else f"wrong: {got}", flush=True)
+    """
+)
+
+
+def test_a_flood_on_a_process_short_of_file_descriptors_fails_nothing() -> None:
+    """400 silent strangers on each mesh port of a ``processes=2`` job whose processes may
+    hold 48 descriptors (``RLIMIT_NOFILE``): ``accept()`` fails with ``EMFILE``, which is
+    logged at WARNING and served through (the oldest waiting stranger turned away); the job
+    gives the right answer, without waiting for the strangers' deadline."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    caller = subprocess.Popen(
+        [sys.executable, "-c", _SHORT_OF_FILES, "48"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    crowd: list[Stranger] = []
+    try:
+        assert caller.stdout is not None and caller.stdin is not None
+        addresses = caller.stdout.readline().split()
+        assert len(addresses) == 2, addresses
+        for address in addresses:
+            crowd += [Stranger(split_address(address), b"") for _ in range(400)]
+        start = time.monotonic()
+        caller.stdin.write("go\n")
+        caller.stdin.flush()
+        out, err = caller.communicate(timeout=120)
+        elapsed = time.monotonic() - start
+    finally:
+        for s in crowd:
+            s.close()
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait()
+    assert out.strip() == "right", (out, err[-3000:])
+    assert caller.returncode == 0, err[-3000:]
+    assert "peer 0 could not accept a connection on port" in err, err[-3000:]
+    assert "Too many open files" in err, err[-3000:]
+    assert elapsed < 30, elapsed

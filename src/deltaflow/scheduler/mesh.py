@@ -38,8 +38,9 @@ in. With ``tls``, each connection runs TLS first (:mod:`deltaflow.scheduler.tls`
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import logging
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
@@ -47,13 +48,16 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..errors import PeerLostError
+from .door import Door, accept_forever
 from .handshake import (
     HANDSHAKE_TIMEOUT_S,
     REFUSED as _REFUSED,
     HandshakeError,
     Hello,
+    TurnedAway as _TurnedAway,
     authenticate,
     check_secret,
+    dial as _dial,
     reason as _reason,
     secured as _secured,
 )
@@ -67,8 +71,6 @@ if TYPE_CHECKING:
     from .tls import TLS
 
 __all__ = ["CONNECT_TIMEOUT_S", "connect_mesh", "first_error", "plan_digest"]
-
-_log = logging.getLogger("deltaflow")
 
 #: Seconds a peer waits, once the rendezvous has answered, for every other peer to connect.
 CONNECT_TIMEOUT_S = 60.0
@@ -121,6 +123,7 @@ async def connect_mesh(
     host: str = "127.0.0.1",
     tls: TLS | None = None,
     connect_timeout: float = CONNECT_TIMEOUT_S,
+    door: Door | None = None,
 ) -> dict[int, Link]:
     """Bind ``host:0``, rendezvous, and return an authenticated :class:`Link` to every other
     peer.
@@ -128,6 +131,8 @@ async def connect_mesh(
     ``connect_timeout`` bounds the wait for the other peers once the rendezvous has
     answered; each connection also has
     :data:`~deltaflow.scheduler.handshake.HANDSHAKE_TIMEOUT_S` to complete its exchange.
+    ``door`` (:class:`~deltaflow.scheduler.door.Door`) counts what the listener refused and
+    turned away; a fresh one by default.
 
     Raises:
         ValueError: a peer runs another dataflow (its digest differs).
@@ -147,6 +152,11 @@ async def connect_mesh(
     links: dict[int, Link] = {}
     expected = set(range(index + 1, peers))
     refused: list[str] = []
+    if door is None:
+        door = Door(f"peer {index}", port)
+    else:
+        door.who, door.port = f"peer {index}", port
+    done = trio.CancelScope()
     try:
         addresses = list(await rendezvous(f"{host}:{port}"))
         if len(addresses) != peers:
@@ -163,59 +173,76 @@ async def connect_mesh(
                 raise ValueError(msg)
 
         async def dial(j: int) -> None:
+            host_j, port_j = _split_address(addresses[j])
             try:
-                stream = await trio.open_tcp_stream(*_split_address(addresses[j]))
-            except OSError as exc:
-                msg = f"peer {index} could not reach peer {j} at {addresses[j]}: {exc}"
+                secure, hello = await _dial(
+                    host_j, port_j, secret, Hello.fresh(index, context), client_tls
+                )
+            except _TurnedAway as exc:
+                msg = f"peer {index} could not authenticate peer {j} at {addresses[j]}: {exc}"
                 raise PeerLostError(msg) from exc
-            try:
-                with trio.fail_after(HANDSHAKE_TIMEOUT_S):
-                    secure = await _secured(stream, client_tls, server=False)
-                    hello = await authenticate(
-                        secure, secret, Hello.fresh(index, context), dialer=True
-                    )
-                if hello.index != j:
-                    msg = f"it says it is peer {hello.index}"
-                    raise HandshakeError(msg)
             except _REFUSED as exc:
-                await trio.aclose_forcefully(stream)
+                if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError):
+                    # dial() lets only a failure to connect out as a bare OSError
+                    msg = f"peer {index} could not reach peer {j} at {addresses[j]}: {exc}"
+                    raise PeerLostError(msg) from exc
                 msg = (
                     f"peer {index} could not authenticate peer {j} at {addresses[j]}: "
                     f"{_reason(exc)} (do all peers hold the same secret?)"
                 )
                 raise PeerLostError(msg) from exc
-            except BaseException:
-                await trio.aclose_forcefully(stream)
-                raise
+            try:
+                if hello.index != j:
+                    msg = f"it says it is peer {hello.index}"
+                    raise HandshakeError(msg)
+            except HandshakeError as exc:
+                await trio.aclose_forcefully(secure)
+                msg = f"peer {index} could not authenticate peer {j} at {addresses[j]}: {exc}"
+                raise PeerLostError(msg) from exc
             links[j] = Link(secure, j)
             check(j, hello)
 
-        async def greet(stream: trio.SocketStream, done: trio.CancelScope) -> None:
+        async def greet(stream: trio.SocketStream, scope: trio.CancelScope) -> None:
             who = _address_of(stream)
             try:
                 try:
-                    with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+                    with scope, trio.fail_after(HANDSHAKE_TIMEOUT_S):
                         secure = await _secured(stream, server_tls, server=True)
                         hello = await authenticate(
-                            secure, secret, Hello.fresh(index, context), dialer=False
+                            secure,
+                            secret,
+                            Hello.fresh(index, context),
+                            dialer=False,
+                            proved=functools.partial(door.leave, scope),
                         )
                 except trio.Cancelled:
                     if done.cancel_called:
-                        reason = "it had not authenticated when every peer was in"
-                        _refuse(who, port, index, reason)
+                        door.refuse(who, "it had not authenticated when every peer was in")
                     raise
+                finally:
+                    door.leave(scope)
+                if door.evicted(scope):
+                    raise _Evicted
                 if hello.index not in expected:
                     msg = f"it claims to be peer {hello.index}, which does not dial peer {index}"
                     raise HandshakeError(msg)
                 if hello.index in links:
                     msg = f"it claims to be peer {hello.index}, which is connected already"
                     raise HandshakeError(msg)
+            except _Evicted:
+                door.forget(scope)
+                await trio.aclose_forcefully(stream)
+                return
             except _REFUSED as exc:
-                refused.append(f"{who} ({_reason(exc)})")
-                _refuse(who, port, index, _reason(exc))
+                if door.evicted(scope):  # closed by the door: counted and logged already
+                    door.forget(scope)
+                else:
+                    refused.append(f"{who} ({_reason(exc)})")
+                    door.refuse(who, _reason(exc))
                 await trio.aclose_forcefully(stream)
                 return
             except BaseException:
+                door.forget(scope)
                 await trio.aclose_forcefully(stream)
                 raise
             links[hello.index] = Link(secure, hello.index)
@@ -223,12 +250,10 @@ async def connect_mesh(
             if expected <= links.keys():
                 done.cancel()  # every peer is in: stop accepting, drop the strangers
 
-        async def accept(done: trio.CancelScope) -> None:
+        async def accept() -> None:
             with done:
                 async with trio.open_nursery() as greeting:
-                    while True:
-                        stream = await listener.accept()
-                        greeting.start_soon(greet, stream, done)
+                    await accept_forever(listener, door, greet, greeting)
 
         try:
             with trio.move_on_after(connect_timeout):
@@ -236,13 +261,13 @@ async def connect_mesh(
                     for j in range(index):
                         nursery.start_soon(dial, j)
                     if expected:
-                        nursery.start_soon(accept, trio.CancelScope())
+                        nursery.start_soon(accept)
         except BaseExceptionGroup as group:
             raise first_error(group) from None
         missing = sorted(set(range(peers)) - links.keys() - {index})
         if missing:
             names = ", ".join(f"{j} at {addresses[j]}" for j in missing)
-            what = f"; refused meanwhile: {'; '.join(refused)}" if refused else ""
+            what = f"; refused meanwhile: {door.summary(refused)}" if refused else ""
             msg = f"peer {index}: peer(s) {names} did not connect within {connect_timeout} s{what}"
             raise PeerLostError(msg)
     except BaseException:
@@ -254,5 +279,5 @@ async def connect_mesh(
     return links
 
 
-def _refuse(who: str, port: int, index: int, reason: str) -> None:
-    _log.warning("peer %d refused a connection from %s to port %d: %s", index, who, port, reason)
+class _Evicted(Exception):
+    """The door turned the connection away (counted and logged already)."""

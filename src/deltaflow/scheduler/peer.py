@@ -32,6 +32,7 @@ import trio
 from . import observe
 from .checkpoint import Capture, counters
 from .collector import GC_THRESHOLD, check_gc_threshold
+from .door import Door
 from .handshake import check_secret
 from .mesh import CONNECT_TIMEOUT_S, Rendezvous, connect_mesh, plan_digest
 from .runtime import Job, _OpenJob, _run_to_end, _validate
@@ -82,6 +83,8 @@ class PeerJob(Job):
         for handle in self.inputs.values():
             handle._feeds = handle._feeds[first : first + local]
         self.digest = plan_digest(self.plan, peers * local)
+        #: The door of this peer's mesh port: what it refused and turned away.
+        self.door = Door(f"peer {index}", 0)
         # This peer's share of the checkpoint last written, until the coordinator says
         # whether it was committed (see save_share).
         self._share: tuple[Capture, dict[str, Any], int] | None = None
@@ -202,6 +205,7 @@ class PeerJob(Job):
             host=host,
             tls=tls,
             connect_timeout=connect_timeout,
+            door=self.door,
         )
         self._links.update(links)
 

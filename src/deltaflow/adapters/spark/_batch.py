@@ -40,6 +40,7 @@ from ...scheduler.peer import run_peer
 from ...scheduler.tls import TLS
 from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
 from ._errors import reported, translated
+from ._logs import Record, forwarding, records_accumulator, relog
 from ._ship import require_importable, ship, unship
 from ._slots import require_slots, task_host
 
@@ -206,18 +207,20 @@ def barrier_task(
     security: _Security,
     timings: Accumulator[Timings] | None,
     gather: Gather = _all_gather,
+    logs: Accumulator[list[Record]] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function of :func:`run`'s barrier tasks (for ``mapInArrow``): unpickle the
     ``shipped`` pipeline (:func:`~._ship.ship`), read the task's partition, meet the other
     tasks (``gather``: one ``allGather``), connect the mesh authenticated with ``security``,
     run to the end, yield the output as Arrow batches. An error leaves it reported
-    (:func:`~._errors.reported`)."""
+    (:func:`~._errors.reported`); the task's WARNINGs go to the driver in ``logs``
+    (:mod:`~._logs`)."""
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
 
-        with reported():
-            ctx = BarrierTaskContext.get()
+        ctx = BarrierTaskContext.get()
+        with forwarding(f"task {ctx.partitionId()}") as kept, reported():
             started = time.time()
             clock = time.perf_counter
             start = clock()
@@ -246,6 +249,8 @@ def barrier_task(
                 )
             ran = clock()
             yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
+            if logs is not None:
+                logs.add(kept.take())
         if timings is not None:
             timings.add(
                 {
@@ -330,15 +335,19 @@ def run(
     security = _Security.of(secret, tls)
     tagged = tag_inputs(spark, layouts, frames).repartition(n)
     shipment = ship(pipeline)
-    task = barrier_task(shipment.blob, n, layouts, output, security, _timings)
+    logs = records_accumulator(sc)
+    task = barrier_task(shipment.blob, n, layouts, output, security, _timings, logs=logs)
     timings = _timings
     what = f"dfspark.run of {type(pipeline).__name__} with partitions={n}"
     require_slots(sc, n, what)
     require_importable(sc, shipment.by_reference, what)
     if timings is not None:
         timings.add({"submitted": time.time()})
-    with translated():
-        barrier = tagged.mapInArrow(task, output.combined, barrier=True)
-        combined = barrier.localCheckpoint(eager=True)
+    try:
+        with translated():
+            barrier = tagged.mapInArrow(task, output.combined, barrier=True)
+            combined = barrier.localCheckpoint(eager=True)
+    finally:
+        relog(logs.value)
     frames_out = output.split(combined)
     return frames_out["output"] if output.single else frames_out

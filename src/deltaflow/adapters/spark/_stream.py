@@ -52,6 +52,7 @@ their job.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import socket
 import statistics
@@ -62,10 +63,12 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
+import trio
 
 from ...errors import CheckpointError, DeltaflowError, PeerLostError
 from ...operators.collection import Pipeline
 from ...scheduler.checkpoint import Checkpointer, check_pipeline, settled, state_layout
+from ...scheduler.door import Door, reset
 from ...scheduler.handshake import HANDSHAKE_TIMEOUT_S, HandshakeError, Hello, authenticate_socket
 from ...scheduler.plan import make_plan
 from ...scheduler.tcp import FrameError
@@ -73,6 +76,7 @@ from ...scheduler.tls import TLS
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
 from ._convert import InputLayout, OutputLayout, tag_inputs
 from ._errors import from_spark, from_text, report_text, translated
+from ._logs import records_accumulator, relog
 from ._ship import require_importable, ship
 from ._slots import require_slots, task_host
 from ._stream_tasks import (
@@ -128,6 +132,12 @@ def qualified(spark: SparkSession, location: str) -> str:
     if uri.getScheme() == "file":
         return str(uri.getPath())
     return str(uri.toString())
+
+
+def _shut(sock: socket.socket) -> None:
+    """End a connection still authenticating (its thread then closes the socket)."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _receive_or_lost(sock: socket.socket) -> Any:
@@ -189,6 +199,10 @@ class SparkStream:
     _sequence: int = 1
     #: Per worker, the time it resumed at (as it said when it connected).
     _resumed: list[int | None] = attrs.field(factory=list)
+    #: The door of the driver's server: what it refused and turned away.
+    _door: Door = attrs.field(factory=lambda: Door("the stream driver", 0))
+    #: Per worker, what the doors of its ports counted (as it said with its last answer).
+    _worker_doors: dict[int, dict[str, int]] = attrs.field(factory=dict)
 
     def _start_workers(self, job: Callable[[], object]) -> None:
         """Run the workers' barrier job in a driver thread; its failure is kept."""
@@ -229,7 +243,10 @@ class SparkStream:
         tls = security.tls.context(server=True) if security.tls is not None else None
         port = self._server.getsockname()[1]
 
-        def greet(sock: socket.socket, who: str) -> None:
+        door = self._door
+        door.port = port
+
+        def greet(sock: socket.socket, who: str, scope: trio.CancelScope) -> None:
             try:
                 sock.settimeout(HANDSHAKE_TIMEOUT_S)
                 if tls is not None:
@@ -237,12 +254,17 @@ class SparkStream:
                     with arrived:
                         pending.add(sock)
                 hello = authenticate_socket(
-                    sock, security.secret, Hello.fresh(0, DRIVER), dialer=False
+                    sock,
+                    security.secret,
+                    Hello.fresh(0, DRIVER),
+                    dialer=False,
+                    proved=functools.partial(door.leave, scope),
                 )
                 if hello.context.rstrip(b"\0") != DRIVER:
                     msg = "it is not a worker of a deltaflow stream"
                     raise HandshakeError(msg)
                 # Authenticated: what it says may be decoded.
+                door.leave(scope)
                 _, address, resumed_at = receive(sock)
                 with arrived:
                     if not 0 <= hello.index < self.peers or hello.index in links:
@@ -254,16 +276,16 @@ class SparkStream:
                     pending.discard(sock)
                     arrived.notify_all()
             except (HandshakeError, OSError, ValueError, EOFError, FrameError) as exc:
+                door.leave(scope)
                 reason = "no answer in time" if isinstance(exc, TimeoutError) else str(exc)
                 with arrived:
                     pending.discard(sock)
-                    refused.append(f"{who} ({reason})")
-                _log.warning(
-                    "the stream driver refused a connection from %s to port %d: %s",
-                    who,
-                    port,
-                    reason,
-                )
+                if door.evicted(scope):
+                    door.forget(scope)  # turned away: counted and logged already
+                else:
+                    with arrived:
+                        refused.append(f"{who} ({reason})")
+                    door.refuse(who, reason)
                 sock.close()
                 return
             sock.settimeout(None)
@@ -281,17 +303,22 @@ class SparkStream:
                     self._fail(self._workers_error(what))
                 if time.monotonic() > deadline:
                     missing = sorted(set(range(self.peers)) - links.keys())
-                    what = f"; refused meanwhile: {'; '.join(refused)}" if refused else ""
+                    what = f"; refused meanwhile: {door.summary(refused)}" if refused else ""
                     msg = f"workers {missing} did not connect within {timeout} s{what}"
                     raise TimeoutError(msg)
                 try:
                     sock, address = self._server.accept()
                 except TimeoutError:
                     continue
+                except OSError as exc:  # out of file descriptors...: serve on
+                    # (at least a moment: a socket turned away closes in its own thread)
+                    time.sleep(max(door.accept_failed(exc), 0.01))
+                    continue
                 with arrived:
                     pending.add(sock)
                 who = f"{address[0]}:{address[1]}"
-                threading.Thread(target=greet, args=(sock, who), daemon=True).start()
+                scope = door.enter(functools.partial(reset, sock))
+                threading.Thread(target=greet, args=(sock, who, scope), daemon=True).start()
         finally:
             # Every worker is in (or the start failed): nobody else may connect, and the
             # connections still authenticating are strangers.
@@ -299,8 +326,7 @@ class SparkStream:
             with arrived:
                 strangers = list(pending)
             for sock in strangers:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+                _shut(sock)
         self._links = [links[i] for i in range(self.peers)]
         self._addresses = [addresses[i] for i in range(self.peers)]
         self._resumed = [resumed[i] for i in range(self.peers)]
@@ -346,14 +372,18 @@ class SparkStream:
             self._fail(exc)
 
     def _ask(self, messages: list[tuple[Any, ...]], batch_id: int) -> list[Any]:
-        """Send each worker its message; their answers (a worker's error stops the stream)."""
+        """Send each worker its message; their answers (a worker's error stops the stream),
+        the WARNINGs they sent before logged here."""
         try:
             for message, link in zip(messages, self._links, strict=True):
                 send(link, message)
-            replies = [_receive_or_lost(link) for link in self._links]
+            replies = [self._reply(link) for link in self._links]
         except (OSError, EOFError) as exc:
             lost = PeerLostError(f"micro-batch {batch_id}: lost a worker ({exc})")
             self._fail(self._workers_error(str(lost), report_text(lost)))
+        for i, r in enumerate(replies):
+            if r[0] == "done":
+                self._worker_doors[i] = dict(r[3])
         errors = [r[1] for r in replies if r[0] == "error"]
         if errors:
             # A worker that lost a peer says less than the one whose code failed.
@@ -361,17 +391,40 @@ class SparkStream:
             self._fail(self._workers_error(what, "\n".join(errors)))
         return replies
 
+    @staticmethod
+    def _reply(link: socket.socket) -> Any:
+        """A worker's next answer; the WARNINGs it sends first are logged here."""
+        while True:
+            reply = _receive_or_lost(link)
+            if reply[0] != "log":
+                return reply
+            relog(reply[1])
+
+    def _drain(self) -> None:
+        """Log what the workers, stopped, sent and nobody read (their last WARNINGs)."""
+        for link in self._links:
+            with contextlib.suppress(OSError, EOFError, FrameError):
+                link.settimeout(1.0)
+                while True:
+                    reply = receive(link)
+                    if reply[0] == "log":
+                        relog(reply[1])
+
     def _step(self, frame: DataFrame, batch_id: int) -> None:
         """Feed micro-batch ``batch_id``'s rows to the workers, step them, sink the output,
         checkpoint the workers' state (with a checkpoint location)."""
         if self._state is not None and not self._in_turn(batch_id):
             return
         start = time.perf_counter()
+        logs = records_accumulator(self.spark.sparkContext)
         feeding = frame.mapInArrow(
-            feed_task(batch_id, self._addresses, self.layouts, self._security), FED_SCHEMA
+            feed_task(batch_id, self._addresses, self.layouts, self._security, logs), FED_SCHEMA
         )
-        with translated():
-            fed = feeding.collect()
+        try:
+            with translated():
+                fed = feeding.collect()
+        finally:
+            relog(logs.value)
         self.feed_seconds.append(time.perf_counter() - start)
         parts: list[list[int]] = [[] for _ in self._links]
         for part, worker, _ in fed:
@@ -381,15 +434,19 @@ class SparkStream:
         self.worker_seconds.append(max(r[2] for r in replies))
         self.batch_rows.append(sum(int(row[2]) for row in fed))
         n = self.peers
-        fetch = fetch_task(batch_id, self._addresses, self.output, self._security)
+        logs = records_accumulator(self.spark.sparkContext)
+        fetch = fetch_task(batch_id, self._addresses, self.output, self._security, logs)
         combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
         frames = self.output.split(combined)
         if self._holds is not None and batch_id == self.resumed_at:
             # Run before, perhaps sunk, not checkpointed: what a sink holds already stays.
             frames = {name: f for name, f in frames.items() if not self._holds(name, batch_id)}
         if frames:
-            with translated():
-                self.sink(frames["output"] if self.output.single else frames, batch_id)
+            try:
+                with translated():
+                    self.sink(frames["output"] if self.output.single else frames, batch_id)
+            finally:
+                relog(logs.value)
         if self._state is not None:
             saving = time.perf_counter()
             self._checkpoint(self._state, batch_id)
@@ -456,6 +513,7 @@ class SparkStream:
         if not self._join(60):
             self.spark.sparkContext.cancelJobGroup(self._group)
             self._join(30)
+        self._drain()
         for link in self._links:
             link.close()
         self._server.close()
@@ -509,11 +567,22 @@ class SparkStream:
         already), and the median seconds per micro-batch: reading and dealing its rows, in
         the workers (from changes in to output complete), checkpointing the workers' state
         (0 without a checkpoint location), and in the whole ``foreachBatch`` function (the
-        sink's work and the checkpoint included)."""
+        sink's work and the checkpoint included). ``refused``, ``turned_away`` and
+        ``accept_errors`` count what the doors of the driver's server and of the workers'
+        ports (their mesh's and their data ports, as of their last answer) refused (failed
+        the exchange), turned away (too many waiting to authenticate) and failed to accept
+        (out of file descriptors...): :mod:`deltaflow.scheduler.door`."""
+        doors = self._door.statistics()
+        for counts in self._worker_doors.values():
+            for what, n in counts.items():
+                doors[what] = doors.get(what, 0) + n
         return {
             "batches": len(self.batch_seconds),
             "rows": sum(self.batch_rows),
             "skipped": len(self.skipped),
+            "refused": doors["refused"],
+            "turned_away": doors["turned_away"],
+            "accept_errors": doors["accept_errors"],
             "feed_median_s": statistics.median(self.feed_seconds or [0.0]),
             "worker_median_s": statistics.median(self.worker_seconds or [0.0]),
             "checkpoint_median_s": statistics.median(self.checkpoint_seconds or [0.0]),

@@ -31,13 +31,17 @@ the handshake of :mod:`deltaflow.scheduler.handshake` on the stream's secret, wh
 carry in their closures: nothing on it is decoded before the other end has proved it holds
 the secret. A worker's port stays open while the stream runs (its micro-batches' tasks come
 and go); a stranger on it is refused and logged, each connection handled on its own with a
-deadline.
+deadline, behind a door (:mod:`deltaflow.scheduler.door`) that bounds how many wait to
+authenticate and serves through a process out of file descriptors. What a task logs at
+WARNING reaches the driver's log (:mod:`._logs`): a worker's records travel before each of
+its answers, a feeding or fetching task's in an accumulator; a worker's answer to a step also
+says what its ports' doors counted, for the stream's ``statistics()``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
+import functools
 import pickle
 import socket
 import struct
@@ -49,21 +53,23 @@ import pyarrow as pa
 import trio
 
 from ...errors import PeerLostError
+from ...scheduler.door import Door, accept_forever
 from ...scheduler.handshake import REFUSED, HandshakeError, Hello, accept, dial, reason
 from ...scheduler.peer import Peer, open_peer
 from ...scheduler.tcp import MAX_FRAME, FrameError, Link
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security
 from ._convert import InputLayout, OutputLayout, read_changes
 from ._errors import from_text, report_text, reported
+from ._logs import Kept, Record, forwarding
 from ._ship import unship
 from ._slots import task_host
 
 if TYPE_CHECKING:
     import ssl
 
-__all__ = ["DRIVER", "FEED", "feed_task", "fetch_task", "receive", "send", "worker_task"]
+    from pyspark.accumulators import Accumulator
 
-_log = logging.getLogger("deltaflow")
+__all__ = ["DRIVER", "FEED", "feed_task", "fetch_task", "receive", "send", "worker_task"]
 
 #: What the ends of a connection say they run in their handshake: a worker and the driver,
 #: a micro-batch's task and a worker.
@@ -173,30 +179,40 @@ class _Worker:
     """One worker of a stream: its peer, the rows fed to it per micro-batch and partition,
     and the output of its last step."""
 
-    def __init__(self, peer: Peer, index: int, security: _Security) -> None:
+    def __init__(self, peer: Peer, index: int, security: _Security, kept: Kept) -> None:
         self.peer = peer
+        #: This task's WARNINGs, sent to the driver before each answer.
+        self.kept = kept
         self.index = index
         self.security = security
         self.fed: dict[int, dict[int, Changes]] = {}
         self.output: tuple[int, Any] | None = None
+        #: The door of the worker's data port: what it refused and turned away.
+        self.door = Door(f"stream worker {index}", 0)
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen for the micro-batches' tasks; report ``"host:port"`` when listening."""
+        """Listen for the micro-batches' tasks; report ``"host:port"`` when listening.
+
+        Its :attr:`door` bounds the connections waiting to authenticate and keeps it
+        serving when ``accept()`` fails (:mod:`deltaflow.scheduler.door`)."""
         host = task_host()
         listeners = await trio.open_tcp_listeners(0, host=host)
         for extra in listeners[1:]:
             await extra.aclose()
         listener = listeners[0]
         port = listener.socket.getsockname()[1]
+        self.door.port = port
         tls = self.security.tls.context(server=True) if self.security.tls is not None else None
+
+        async def greet(stream: trio.SocketStream, scope: trio.CancelScope) -> None:
+            await self._answer(stream, scope, tls)
+
         async with listener, trio.open_nursery() as nursery:
             task_status.started(f"{host}:{port}")
-            while True:
-                stream = await listener.accept()
-                nursery.start_soon(self._answer, stream, tls, port)
+            await accept_forever(listener, self.door, greet, nursery)
 
     async def _answer(
-        self, stream: trio.SocketStream, tls: ssl.SSLContext | None, port: int
+        self, stream: trio.SocketStream, scope: trio.CancelScope, tls: ssl.SSLContext | None
     ) -> None:
         """One task's request: rows of a partition to keep, or the last step's output."""
         try:
@@ -206,15 +222,24 @@ class _Worker:
             who = "an unknown address"
         mine = Hello.fresh(self.index, FEED)
         try:
-            secure, hello = await accept(stream, self.security.secret, mine, tls)
+            try:
+                with scope:
+                    proved = functools.partial(self.door.leave, scope)
+                    secure, hello = await accept(stream, self.security.secret, mine, tls, proved)
+            finally:
+                self.door.leave(scope)
+            if self.door.evicted(scope):
+                self.door.forget(scope)  # turned away: counted and logged already
+                await trio.aclose_forcefully(stream)
+                return
             if hello.context.rstrip(b"\0") != FEED:
                 msg = "it is not a task of a deltaflow stream"
                 raise HandshakeError(msg)
         except REFUSED as exc:
-            _log.warning(
-                "stream worker %d refused a connection from %s to port %d: %s",
-                self.index, who, port, reason(exc),
-            )  # fmt: skip
+            if self.door.evicted(scope):
+                self.door.forget(scope)
+            else:
+                self.door.refuse(who, reason(exc))
             await trio.aclose_forcefully(stream)
             return
         link = Link(secure, -1)
@@ -250,14 +275,15 @@ class _Worker:
         while True:
             message = await driver.receive()
             if message[0] == "stop":
+                await self.tell(driver)
                 return
             if message[0] == "settle":
-                await driver.send(("settled", *await self.peer.settle()))
+                await self.answer(driver, ("settled", *await self.peer.settle()))
                 continue
             if message[0] == "save":
                 _, sequence, committed = message
                 fragment = await self.peer.save_share(sequence, committed)
-                await driver.send(("saved", fragment, self.peer.header(sequence)))
+                await self.answer(driver, ("saved", fragment, self.peer.header(sequence)))
                 continue
             _, batch, parts = message
             fed = self.fed.pop(batch, {})
@@ -276,7 +302,25 @@ class _Worker:
             out = await self.peer.step(changes)
             spent = time.perf_counter() - start
             self.output = (batch, out)
-            await driver.send(("done", batch, spent))
+            await self.answer(driver, ("done", batch, spent, self.doors()))
+
+    def doors(self) -> dict[str, int]:
+        """What the doors of this worker's ports (its mesh's and its data port) counted."""
+        counts = self.door.statistics()
+        for what, n in self.peer.job.door.statistics().items():
+            counts[what] += n
+        return counts
+
+    async def tell(self, driver: _Reader) -> None:
+        """Send the driver this task's WARNINGs logged since the last answer."""
+        records = self.kept.take()
+        if records:
+            await driver.send(("log", records))
+
+    async def answer(self, driver: _Reader, message: tuple[Any, ...]) -> None:
+        """Answer the driver (this task's WARNINGs first)."""
+        await self.tell(driver)
+        await driver.send(message)
 
 
 def worker_task(
@@ -296,7 +340,7 @@ def worker_task(
         ctx = BarrierTaskContext.get()
         index = ctx.partitionId()
 
-        async def main() -> None:
+        async def main(kept: Kept) -> None:
             async with open_peer(
                 unship(shipped),
                 index=index,
@@ -308,7 +352,7 @@ def worker_task(
                 connect_timeout=RENDEZVOUS_TIMEOUT_S,
                 checkpoint=checkpoint,
             ) as peer:
-                worker = _Worker(peer, index, security)
+                worker = _Worker(peer, index, security, kept)
                 async with trio.open_nursery() as nursery:
                     address = await nursery.start(worker.serve)
                     stream = await _dial(driver, security, index, DRIVER, "the stream's driver")
@@ -320,14 +364,14 @@ def worker_task(
                         # The driver may be gone already: then its side reports the loss.
                         lost = (OSError, trio.BrokenResourceError)
                         with trio.move_on_after(5), contextlib.suppress(*lost):
-                            await link.send(("error", report_text(exc)))
+                            await worker.answer(link, ("error", report_text(exc)))
                         raise
                     finally:
                         await trio.aclose_forcefully(stream)
                     nursery.cancel_scope.cancel()
 
-        with reported():
-            trio.run(main)
+        with forwarding(f"stream worker {index}") as kept, reported():
+            trio.run(main, kept)
         return iter(())
 
     return task
@@ -357,20 +401,24 @@ async def _request(
 
 
 def feed_task(
-    batch: int, addresses: Sequence[str], layouts: Sequence[InputLayout], security: _Security
+    batch: int,
+    addresses: Sequence[str],
+    layouts: Sequence[InputLayout],
+    security: _Security,
+    logs: Accumulator[list[Record]] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function (for ``mapInArrow``) of micro-batch ``batch``'s feeding tasks: read the
     partition's rows as changes, deal them out round-robin to the workers at ``addresses``,
     and return a row ``(part, worker, rows)`` for each worker fed (an empty partition feeds
-    none)."""
+    none). Its WARNINGs go to the driver in ``logs`` (:mod:`~._logs`)."""
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
-        with reported():
-            context = TaskContext.get()
-            assert context is not None
-            part = context.partitionId()
+        context = TaskContext.get()
+        assert context is not None
+        part = context.partitionId()
+        with forwarding(f"micro-batch {batch}'s task {part}") as kept, reported():
             changes = read_changes(layouts, batches)
             n = len(addresses)
             shares = [{name: rows[w::n] for name, rows in changes.items()} for w in range(n)]
@@ -393,6 +441,8 @@ def feed_task(
                     ],
                     names=["part", "worker", "rows"],
                 )
+            if logs is not None:
+                logs.add(kept.take())
 
     return task
 
@@ -402,14 +452,18 @@ FED_SCHEMA = "part long, worker int, rows long"
 
 
 def fetch_task(
-    batch: int, addresses: Sequence[str], output: OutputLayout, security: _Security
+    batch: int,
+    addresses: Sequence[str],
+    output: OutputLayout,
+    security: _Security,
+    logs: Accumulator[list[Record]] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function (for ``mapInArrow`` over ``spark.range(workers)``) of the tasks that
     fetch micro-batch ``batch``'s output from the workers, as Arrow batches at time
-    ``batch``."""
+    ``batch``; their WARNINGs go to the driver in ``logs``."""
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
-        with reported():
+        with forwarding(f"micro-batch {batch}'s output task") as kept, reported():
             workers = [int(w) for b in batches for w in b.column(0).to_pylist()]
             for w in workers:
                 request = ("fetch", batch)
@@ -420,5 +474,7 @@ def fetch_task(
                 named: Mapping[str, Any] = out if isinstance(out, dict) else {"output": out}
                 stamped = {n: [(d, batch, r) for d, _, r in u] for n, u in named.items()}
                 yield from output.to_arrow(stamped)
+            if logs is not None:
+                logs.add(kept.take())
 
     return task
