@@ -89,6 +89,9 @@ class PeerJob(Job):
         """The TCP transport (links are added by :meth:`connect`)."""
         return self.tcp
 
+    def _owns_location(self) -> bool:
+        return False  # (whoever coordinates the peers does)
+
     def _writer(self) -> str:
         return f"p{self.index}"
 

@@ -1,0 +1,327 @@
+"""Digests of the code a pipeline's operators run, so a resume notices changed code.
+
+A checkpoint's state was made by particular functions: resumed under others (a lambda that
+now makes ints where it made strings), the state would silently disagree with everything
+computed after. So a checkpoint keeps, per operator, a digest of what the operator runs, and
+a resume compares them.
+
+What a digest covers, for a function of the user's code: its bytecode, constants (nested
+code objects recursively), the names it uses, its defaults, the values of its closure's
+cells, and the globals its code names (functions recursively, modules by name, other values
+by value): a helper changed, a constant changed, a captured parameter changed all change the
+digest. Values are encoded structurally: containers element by element (sets and dicts in
+the order of their elements' digests), numbers and strings by value, user objects by their
+type and attributes, numpy arrays by dtype, shape and bytes, other objects of libraries by
+their pickle (or their type alone if they have none).
+
+What it leaves out, on purpose:
+
+* where code is: file names and line numbers (a function moved, or code added above it,
+  resumes), and the names functions are defined under (a docstring, being a constant of
+  the code, counts);
+* the code of deltaflow and of installed packages (the standard library, anything under
+  ``site-packages``): only their qualified names, and the values their closures captured
+  (which hold the user's functions). Upgrading a library is not a change of the pipeline;
+  a user function installed as a package is named, not read.
+
+It never uses ``id()``, addresses, ``hash()`` or ``repr`` of arbitrary objects, so it is the
+same in every process and run, whatever ``PYTHONHASHSEED``; it does depend on the Python
+version (bytecode changes between versions: :func:`python_version` is kept beside it, and
+a resume under another version says so).
+
+    >>> digest(lambda x: x + 1) == digest(lambda x: x + 1), digest(lambda x: x + 2) == digest(
+    ...     lambda x: x + 1)
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import re
+import sys
+import sysconfig
+import types
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+__all__ = ["digest", "functions_digest", "python_version"]
+
+_LINE = re.compile(r":\d+")
+#: deltaflow's objects that are the graph's plumbing (wiring already in the structural
+#: fingerprint, or state): named by their type alone.
+_PLUMBING = frozenset(
+    {
+        "Antichain",
+        "Arranged",
+        "Collection",
+        "DataflowBuilder",
+        "IndexRegistry",
+        "InputFeed",
+        "LoopScope",
+        "OutputStore",
+        "ProbeHandle",
+        "Scope",
+        "Tally",
+        "TraceRegistry",
+        "Variable",
+    }
+)
+
+
+def python_version() -> str:
+    """``"3.11"``: the Python whose bytecode the digests are of."""
+    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def digest(*values: Any) -> str:
+    """The hex SHA-256 of ``values`` (functions, or anything holding them), encoded as the
+    module's doc says."""
+    return _Encoder().digest(values)
+
+
+def functions_digest(*values: Any) -> str:
+    """The hex SHA-256 of the set of the user's functions reached from ``values`` (each
+    digested as :func:`digest` does), whatever holds them: for operators that a layout
+    splits into parts (one with one worker, several with more), the same set either way.
+
+    >>> f = lambda x: x
+    >>> functions_digest([f], [[f]]) == functions_digest([[f]])
+    True
+    """
+    encoder = _Encoder()
+    found: dict[bytes, None] = {}
+    for fn in _reached(values, set()):
+        found[encoder._sub(fn)] = None
+    return hashlib.sha256(b"".join(sorted(found))).hexdigest()
+
+
+def _reached(value: Any, seen: set[int]) -> list[types.FunctionType]:
+    """The user's functions reached from ``value`` through containers, closures, defaults,
+    partials, methods and deltaflow's records (not through plumbing, nor into user code)."""
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    kind = type(value)
+    if kind is types.FunctionType:
+        if not _is_library(getattr(value, "__module__", None) or ""):
+            return [value]
+        inner: list[Any] = [c.cell_contents for c in value.__closure__ or () if _full(c)]
+        return _reached([inner, value.__defaults__, value.__kwdefaults__], seen)
+    if kind in (tuple, list, set, frozenset):
+        return [f for v in value for f in _reached(v, seen)]
+    if kind is dict:
+        return [f for v in value.values() for f in _reached(v, seen)]
+    if kind is types.MethodType:
+        return _reached([value.__func__, value.__self__], seen)
+    if kind is functools.partial:
+        return _reached([value.func, value.args, value.keywords], seen)
+    module = kind.__module__ or ""
+    if module.startswith("deltaflow") and kind.__name__ not in _PLUMBING and attrs.has(kind):
+        return _reached([getattr(value, f.name, None) for f in attrs.fields(kind)], seen)
+    return []
+
+
+def _full(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+@functools.cache
+def _library_paths() -> tuple[str, ...]:
+    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(os.path.realpath(p) + os.sep for p in paths if p)
+
+
+@functools.cache
+def _is_library(module: str) -> bool:
+    """Whether ``module`` is deltaflow, the standard library or an installed package (its
+    code named, not read)."""
+    top = module.partition(".")[0]
+    if top in ("deltaflow", "builtins") or top in getattr(sys, "stdlib_module_names", ()):
+        return True
+    if module == "__main__":
+        return False
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if not file:
+        return top in sys.builtin_module_names
+    path = os.path.realpath(file)
+    return any(path.startswith(p) for p in _library_paths()) or "site-packages" in path
+
+
+class _Encoder:
+    """Feeds tokens of values into one hash; each container's elements are sub-digests."""
+
+    def __init__(self) -> None:
+        self._active: set[int] = set()  # (cycle guard only: never hashed)
+        self._memo: dict[int, bytes] = {}
+        self._keep: list[Any] = []  # what the memo's ids belong to, alive while it is used
+
+    def digest(self, value: Any) -> str:
+        return self._sub(value).hex()
+
+    def _sub(self, value: Any) -> bytes:
+        key = id(value)
+        done = self._memo.get(key)
+        if done is not None:
+            return done
+        if key in self._active:
+            return b"cycle"
+        self._active.add(key)
+        try:
+            h = hashlib.sha256()
+            self._encode(value, h.update)
+        finally:
+            self._active.discard(key)
+        out = h.digest()
+        self._memo[key] = out
+        self._keep.append(value)
+        return out
+
+    def _token(self, feed: Callable[[bytes], None], tag: str, text: str | bytes = b"") -> None:
+        data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+        feed(f"{tag}:{len(data)}:".encode() + data)
+
+    def _items(self, feed: Callable[[bytes], None], tag: str, items: list[Any]) -> None:
+        self._token(feed, tag, str(len(items)))
+        for item in items:
+            feed(self._sub(item))
+
+    def _unordered(self, feed: Callable[[bytes], None], tag: str, subs: list[bytes]) -> None:
+        self._token(feed, tag, str(len(subs)))
+        for sub in sorted(subs):
+            feed(sub)
+
+    def _encode(self, value: Any, feed: Callable[[bytes], None]) -> None:  # noqa: C901, PLR0911, PLR0912
+        kind = type(value)
+        if value is None or kind in (bool, int, float, complex):
+            self._token(feed, kind.__name__, repr(value))
+        elif kind is str:
+            self._token(feed, "str", value)
+        elif kind in (bytes, bytearray):
+            self._token(feed, "bytes", bytes(value))
+        elif kind in (tuple, list):
+            self._items(feed, kind.__name__, list(value))
+        elif kind is dict:
+            pairs = [self._sub(k) + self._sub(v) for k, v in value.items()]
+            self._unordered(feed, "dict", pairs)
+        elif kind in (set, frozenset):
+            self._unordered(feed, "set", [self._sub(v) for v in value])
+        elif kind is types.CodeType:
+            self._code(value, feed)
+        elif kind is types.FunctionType:
+            self._function(value, feed)
+        elif kind is types.MethodType:
+            self._token(feed, "method")
+            feed(self._sub(value.__func__))
+            feed(self._sub(value.__self__))
+        elif kind is functools.partial:
+            self._token(feed, "partial")
+            self._items(feed, "args", [value.func, value.args, value.keywords])
+        elif kind in (staticmethod, classmethod):
+            self._token(feed, kind.__name__)
+            feed(self._sub(value.__func__))
+        elif kind is property:
+            self._items(feed, "property", [value.fget, value.fset, value.fdel])
+        elif isinstance(value, (types.BuiltinFunctionType, types.ModuleType)):
+            self._token(feed, "named", _name_of(value))
+        elif isinstance(value, type):
+            self._class(value, feed)
+        else:
+            self._object(value, feed)
+
+    def _code(self, code: types.CodeType, feed: Callable[[bytes], None]) -> None:
+        self._token(feed, "code", code.co_code)
+        for field in ("co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_flags"):
+            self._token(feed, field, str(getattr(code, field)))
+        for field in ("co_names", "co_varnames", "co_freevars", "co_cellvars"):
+            self._token(feed, field, "\0".join(getattr(code, field)))
+        self._items(feed, "consts", list(code.co_consts))
+
+    def _function(self, fn: types.FunctionType, feed: Callable[[bytes], None]) -> None:
+        module = getattr(fn, "__module__", None) or ""
+        cells = []
+        for cell in fn.__closure__ or ():
+            try:
+                cells.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                cells.append(None)
+        if _is_library(module):
+            # Named; what it captured (the user's functions, parameters) still counts. Its
+            # labels carry line numbers of the user's code: left out, as everywhere.
+            self._token(feed, "library function", f"{module}.{fn.__qualname__}")
+            cells = [_LINE.sub("", c) if isinstance(c, str) else c for c in cells]
+        else:
+            self._token(feed, "function")
+            feed(self._sub(fn.__code__))
+            self._items(feed, "globals", _globals_used(fn))
+        self._items(feed, "closure", cells)
+        self._items(feed, "defaults", [fn.__defaults__, fn.__kwdefaults__])
+
+    def _class(self, cls: type, feed: Callable[[bytes], None]) -> None:
+        self._token(feed, "class", _name_of(cls))
+        if not _is_library(cls.__module__):
+            own = [(k, v) for k, v in vars(cls).items() if not k.startswith("__") or k in (
+                "__init__", "__call__")]  # fmt: skip
+            own.sort(key=lambda kv: kv[0])
+            self._items(feed, "members", [v for kv in own for v in kv])
+
+    def _object(self, value: Any, feed: Callable[[bytes], None]) -> None:
+        cls = type(value)
+        module = cls.__module__ or ""
+        self._token(feed, "object", _name_of(cls))
+        if module.startswith("deltaflow"):
+            if cls.__name__ in _PLUMBING:
+                return
+            if attrs.has(cls):
+                fields = [f.name for f in attrs.fields(cls)]
+                self._items(feed, "fields", [getattr(value, f, None) for f in fields])
+            return
+        if not _is_library(module):
+            state = dict(getattr(value, "__dict__", {}))
+            for slot in getattr(cls, "__slots__", ()):
+                if isinstance(slot, str) and hasattr(value, slot):
+                    state[slot] = getattr(value, slot)
+            feed(self._sub(state))
+            return
+        if module == "numpy" and hasattr(value, "tobytes"):
+            self._token(feed, "array", f"{value.dtype}{value.shape}")
+            self._token(feed, "data", value.tobytes())
+            return
+        try:
+            self._token(feed, "pickle", pickle.dumps(value, protocol=4))
+        except Exception:  # noqa: BLE001 - unpicklable: its type alone, said above
+            return
+
+
+def _name_of(value: Any) -> str:
+    module = getattr(value, "__module__", None) or ""
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", "?")
+    return f"{module}.{name}" if module else str(name)
+
+
+def _names_in(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_in(const)
+    return names
+
+
+def _globals_used(fn: types.FunctionType) -> list[Any]:
+    """The globals ``fn``'s code (nested code included) names, as ``[name, value, ...]``
+    sorted by name (names it uses as attributes only are not in its globals: left out)."""
+    scope = fn.__globals__
+    out: list[Any] = []
+    for name in sorted(_names_in(fn.__code__)):
+        if name in scope:
+            value = scope[name]
+            out += [name, value]
+    return out
