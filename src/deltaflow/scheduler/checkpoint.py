@@ -108,12 +108,14 @@ class StateLayout:
         inputs: each input's actor.
         code: per stable name of an operator: its ``name`` (as errors show it) and the
             ``digest`` of the code it runs (:func:`deltaflow.framework.durable.code.digest`).
+        outputs: the outputs' names.
     """
 
     fingerprint: str
     nodes: dict[int, str]
     inputs: dict[str, int]
     code: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    outputs: tuple[str, ...] = ()
 
     def code_entry(self) -> dict[str, Any]:
         """What a manifest says of the code (its ``"code"`` field)."""
@@ -200,7 +202,8 @@ def state_layout(builder: DataflowBuilder, plan: Plan) -> StateLayout:
         for i, phys in plan.physical_of.items()
         if spec[i].name.startswith("input:")
     }
-    return StateLayout(hashlib.sha256(text.encode()).hexdigest(), nodes, input_actors, code)
+    fingerprint = hashlib.sha256(text.encode()).hexdigest()
+    return StateLayout(fingerprint, nodes, input_actors, code, tuple(outputs))
 
 
 def check_pipeline(manifest: Mapping[str, Any], layout: StateLayout, where: str, name: str) -> None:
@@ -209,6 +212,7 @@ def check_pipeline(manifest: Mapping[str, Any], layout: StateLayout, where: str,
 
     Raises:
         ValueError: its operators, inputs or outputs differ (naming ``where``).
+        CheckpointError: its manifest lacks the entry of an input or output.
     """
     if manifest.get("fingerprint") != layout.fingerprint:
         msg = (
@@ -217,6 +221,11 @@ def check_pipeline(manifest: Mapping[str, Any], layout: StateLayout, where: str,
             f"{name}'s); resume it with that pipeline, or give this one another location"
         )
         raise ValueError(msg)
+    for what, names in (("inputs", layout.inputs), ("outputs", layout.outputs)):
+        missing = sorted(set(names) - set(manifest[what]))
+        if missing:
+            msg = f"{where} is damaged: its manifest lists no {what} {missing}"
+            raise CheckpointError(msg)
 
 
 def check_code(
@@ -784,6 +793,10 @@ class Checkpointer:
                 ports: list[list[Any]] = [[] for _ in range(actor.outputs)]
                 entry = saved.get(layout.nodes.get(actor.index, ""), {})
                 for port, t in entry.get("caps", ()):
+                    if port >= len(ports):
+                        where = self.store.describe()
+                        msg = f"{where}: capabilities of {actor.name!r} at an unknown port {port}"
+                        raise CheckpointError(msg)
                     ports[port].append(decode_time(t))
                 initial[actor.index] = ports
             for name, node in layout.inputs.items():

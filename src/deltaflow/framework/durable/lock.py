@@ -70,6 +70,9 @@ LEASE_STALE_S = 60.0
 LEASE_SETTLE_S = 2.0
 
 
+_UNKNOWN = "holder unknown"
+
+
 def _owner() -> dict[str, Any]:
     return {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
 
@@ -81,7 +84,7 @@ def _holder(text: bytes) -> str:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(info["since"])))
         return f"pid {int(info['pid'])} on {str(info['host'])!r}, since {since}"
     except (ValueError, KeyError, TypeError):
-        return "holder unknown"
+        return _UNKNOWN
 
 
 class Held:
@@ -124,7 +127,12 @@ def _flock(store: CheckpointStore, root: str) -> Held:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
         try:
-            holder = _holder(os.pread(fd, 4096, 0))
+            # (A holder that has just taken the lock writes who it is a moment later.)
+            for _ in range(50):
+                holder = _holder(os.pread(fd, 4096, 0))
+                if holder != _UNKNOWN:
+                    break
+                time.sleep(0.01)
         finally:
             os.close(fd)
         msg = f"{where} is in use by another job ({holder}); one job at a time per location"
@@ -154,19 +162,23 @@ class _Lease(Held):
         self.store.files.write(LEASE, [json.dumps(body).encode()])
 
     def _renew(self) -> None:
-        while not self._stop.wait(LEASE_RENEW_S):
-            try:
-                current = json.loads(self.store.files.read(LEASE))
-                if current.get("token") != self.token:
-                    self.lost = (
-                        f"{self.store.describe()} was taken over by another job "
-                        f"({_holder(json.dumps(current).encode())}) after this one did not "
-                        f"renew its lease for {LEASE_STALE_S:g} s"
-                    )
-                    return
-                self._write()
-            except (OSError, ValueError):
-                continue  # (a store that fails for a moment: try again at the next turn)
+        while not self._stop.wait(LEASE_RENEW_S) and self.lost is None:
+            self._renew_once()
+
+    def _renew_once(self) -> None:
+        """Renew the lease, unless another job took it over (then it is lost)."""
+        try:
+            current = json.loads(self.store.files.read(LEASE))
+            if current.get("token") != self.token:
+                self.lost = (
+                    f"{self.store.describe()} was taken over by another job "
+                    f"({_holder(json.dumps(current).encode())}) after this one did not "
+                    f"renew its lease for {LEASE_STALE_S:g} s"
+                )
+                return
+            self._write()
+        except (OSError, ValueError, AttributeError):
+            pass  # (a store failing for a moment: try again at the next turn)
 
     def release(self) -> None:
         if self._stop.is_set():

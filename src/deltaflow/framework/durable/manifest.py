@@ -10,7 +10,8 @@ trailer line holding the body's SHA-256, verified before any field is read::
 
 and once it is verified, every field the resume reads is checked to be of its type (a
 manifest written by hand, or by a faulty writer, is an error naming the field, never a
-``KeyError`` deep inside a resume). Manifests of versions 1 and 2 carry no trailer; they are
+``KeyError`` deep inside a resume); of the values operators keep, those deltaflow's operators
+write (``upper``, a frontier; ``layout``, a delta rule's split) are checked too. Manifests of versions 1 and 2 carry no trailer; they are
 read as before, their fields checked all the same.
 
     >>> body = {"format": "x", "version": 3}
@@ -162,7 +163,15 @@ def _node(entry: Any, path: str, files: dict[str, Any]) -> None:
     entry = _dict(entry, path)
     for name, table in _dict(entry.get("tables", {}), f"{path}.tables").items():
         _table(table, f"{path}.tables[{name!r}]", files)
-    _dict(entry.get("values", {}), f"{path}.values")  # (each operator checks its own)
+    values = _dict(entry.get("values", {}), f"{path}.values")
+    if "upper" in values:  # an arrangement's or a reduction's frontier
+        _output({"frontier": values["upper"]}, f"{path}.values.upper")
+    if "layout" in values:  # a delta rule's split: [its operator, of how many]
+        layout = _list(values["layout"], f"{path}.values.layout")
+        if len(layout) != 2:
+            raise _Bad(f"{path}.values.layout must be [operator, operators], not {layout!r}")
+        _int(layout[0], f"{path}.values.layout")
+        _int(layout[1], f"{path}.values.layout", 1)
     for cap in _list(entry.get("caps", []), f"{path}.caps"):
         if not isinstance(cap, list) or len(cap) != 2:
             raise _Bad(f"{path}.caps must hold [port, time] pairs, not {cap!r}")

@@ -363,7 +363,7 @@ class CheckpointStore:
             msg = f"{where} is not a deltaflow checkpoint manifest"
             raise CheckpointError(msg)
         version = manifest.get("version")
-        if version not in READS or version.__class__ is not int:
+        if version.__class__ is not int or version not in READS:
             msg = (
                 f"{where} is of format version {version!r}; this deltaflow "
                 f"reads versions {sorted(READS)} (a newer deltaflow wrote it?)"
