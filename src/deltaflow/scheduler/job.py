@@ -77,8 +77,12 @@ class Job:
         allow_code_change: bool = False,
     ) -> None:
         pipeline = require_pipeline(pipeline)
-        for flag, value in (("fresh", fresh), ("allow_code_change", allow_code_change)):
-            if value is not True and value is not False:
+        flags: tuple[tuple[str, object], ...] = (
+            ("fresh", fresh),
+            ("allow_code_change", allow_code_change),
+        )
+        for flag, value in flags:
+            if value.__class__ is not bool:
                 msg = f"{flag} must be True or False, not {value!r}"
                 raise ValueError(msg)
         if fresh and checkpoint is None:

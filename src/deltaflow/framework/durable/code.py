@@ -199,7 +199,7 @@ class _Encoder:
         for sub in sorted(subs):
             feed(sub)
 
-    def _encode(self, value: Any, feed: Callable[[bytes], None]) -> None:  # noqa: C901, PLR0911, PLR0912
+    def _encode(self, value: Any, feed: Callable[[bytes], None]) -> None:
         kind = type(value)
         if value is None or kind in (bool, int, float, complex):
             self._token(feed, kind.__name__, repr(value))
@@ -297,7 +297,7 @@ class _Encoder:
             return
         try:
             self._token(feed, "pickle", pickle.dumps(value, protocol=4))
-        except Exception:  # noqa: BLE001 - unpicklable: its type alone, said above
+        except Exception:  # (unpicklable: its type alone, fed above)
             return
 
 

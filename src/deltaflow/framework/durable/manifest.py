@@ -11,8 +11,8 @@ trailer line holding the body's SHA-256, verified before any field is read::
 and once it is verified, every field the resume reads is checked to be of its type (a
 manifest written by hand, or by a faulty writer, is an error naming the field, never a
 ``KeyError`` deep inside a resume); of the values operators keep, those deltaflow's operators
-write (``upper``, a frontier; ``layout``, a delta rule's split) are checked too. Manifests of versions 1 and 2 carry no trailer; they are
-read as before, their fields checked all the same.
+write (``upper``, a frontier; ``layout``, a delta rule's split) are checked too. Manifests of
+versions 1 and 2 carry no trailer; they are read as before, their fields checked all the same.
 
     >>> body = {"format": "x", "version": 3}
     >>> unseal(seal(body), "m") == body
