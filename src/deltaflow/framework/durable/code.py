@@ -29,9 +29,11 @@ same in every process and run, whatever ``PYTHONHASHSEED``; it does depend on th
 version (bytecode changes between versions: :func:`python_version` is kept beside it, and
 a resume under another version says so).
 
-    >>> digest(lambda x: x + 1) == digest(lambda x: x + 1), digest(lambda x: x + 2) == digest(
-    ...     lambda x: x + 1)
-    (True, False)
+    >>> one, two = (lambda x: x + 1).__code__, (lambda x: x + 2).__code__
+    >>> digest(one) == digest((lambda y: y + 1).__code__), digest(one) == digest(two)
+    (False, False)
+    >>> digest(one) == digest((lambda x: x + 1).__code__)
+    True
 """
 
 from __future__ import annotations

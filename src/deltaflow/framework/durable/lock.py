@@ -26,9 +26,12 @@ lease released.
     >>> from deltaflow.framework.durable.store import CheckpointStore
     >>> store = CheckpointStore(tempfile.mkdtemp())
     >>> held = acquire(store)
-    >>> acquire(store)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    deltaflow.errors.CheckpointError: checkpoint at '...' is in use by another job (pid ...)
+    >>> try:
+    ...     acquire(store)
+    ... except CheckpointError as exc:
+    ...     print("in use by another job (pid" in str(exc))
+    ...
+    True
     >>> held.release()
     >>> acquire(store).release()
 """
