@@ -211,7 +211,7 @@ def test_every_field_of_the_wrong_type_is_refused(
     pristine, want = written
     location = _copy(pristine, tmp_path)
     path = _manifest(location)
-    body = json.loads(path.read_bytes().rpartition(b"\n#sha256=")[0])
+    body = json.loads(path.read_bytes().split(b"\n#sha256=")[0])
     outcomes: dict[str, int] = {}
     rng = random.Random(43)
     for leaf in _leaves(body):
@@ -358,7 +358,8 @@ for line in sys.stdin:
 
 
 def _child(code: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    paths = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     return subprocess.Popen(
         [sys.executable, "-c", code],
         stdin=subprocess.PIPE,
