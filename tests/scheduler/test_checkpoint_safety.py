@@ -34,6 +34,7 @@ import trio
 
 import deltaflow as df
 from deltaflow.framework.durable import lock as lock_module
+from deltaflow.framework.durable.code import digest
 from deltaflow.framework.durable.manifest import seal
 from deltaflow.framework.durable.store import CheckpointStore, _ArrowFiles
 from deltaflow.scheduler.processes import ProcessPool
@@ -626,3 +627,24 @@ def test_the_lock_file_is_not_inherited_by_child_processes(tmp_path: Path) -> No
         assert not os.get_inheritable(held._fd)
     finally:
         held.release()
+
+
+def test_digests_follow_the_values_functions_capture() -> None:
+    """A table (or list, or set) a function captured: the same contents however they were
+    built give the same digest, one value changed another; large ones quickly."""
+
+    def reader(table: Any) -> Any:
+        return lambda x: table[x]
+
+    table = {i: str(i) for i in range(100_000)}
+    backwards = dict(reversed(list(table.items())))
+    changed = {**table, 5: "x"}
+    started = time.perf_counter()
+    assert digest(reader(table)) == digest(reader(backwards)) != digest(reader(changed))
+    numbers = list(range(100_000))
+    assert digest(reader(numbers)) != digest(reader([*numbers[:-1], -1]))
+    words = {f"w{i}" for i in range(50)}
+    assert digest(reader(words)) == digest(reader(set(sorted(words, reverse=True))))
+    assert digest(reader(words)) != digest(reader(words | {"x"}))
+    assert digest(reader([1, "a", (2.5, None)])) != digest(reader([1, "a", (2.5, 0)]))
+    assert time.perf_counter() - started < 30  # (seconds each element would take a hash of)

@@ -119,7 +119,11 @@ class StateLayout:
 
     def code_entry(self) -> dict[str, Any]:
         """What a manifest says of the code (its ``"code"`` field)."""
-        return {"python": code_digest.python_version(), "operators": self.code}
+        return {
+            "python": code_digest.python_version(),
+            "encoding": code_digest.ENCODING,
+            "operators": self.code,
+        }
 
 
 _LINE = re.compile(r":\d+")
@@ -234,13 +238,24 @@ def check_code(
     """Refuse a checkpoint (``manifest``, of this pipeline: :func:`check_pipeline`, read from
     ``where``) made by other code than the operators' now, naming the operators whose code
     changed; with ``allow``, log a WARNING on the ``deltaflow`` logger instead. A manifest
-    of a version that kept no digests is taken as it is.
+    of a version that kept no digests is taken as it is; one whose digests were made by
+    another encoding (another deltaflow) too, with a WARNING.
 
     Raises:
         ValueError: an operator's code changed (and not ``allow``).
     """
     saved = manifest.get("code")
     if saved is None:
+        return
+    if saved.get("encoding") != code_digest.ENCODING:
+        _log.warning(
+            "%s: its digests of the operators' code were made by another deltaflow "
+            "(encoding %r, this one makes %r) and cannot be compared: resuming without "
+            "checking the code",
+            where,
+            saved.get("encoding"),
+            code_digest.ENCODING,
+        )
         return
     operators = saved["operators"]
     changed = [

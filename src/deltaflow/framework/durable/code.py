@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import marshal
 import os
 import pickle
 import re
@@ -51,7 +52,11 @@ from typing import Any
 
 import attrs
 
-__all__ = ["digest", "functions_digest", "python_version"]
+__all__ = ["ENCODING", "digest", "functions_digest", "python_version"]
+
+#: The version of the encoding the digests are of: a checkpoint whose digests were made by
+#: another cannot be compared (a resume says so, and goes on).
+ENCODING = 1
 
 _LINE = re.compile(r":\d+")
 #: deltaflow's objects that are the graph's plumbing (wiring already in the structural
@@ -191,15 +196,27 @@ class _Encoder:
         data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         feed(f"{tag}:{len(data)}:".encode() + data)
 
-    def _items(self, feed: Callable[[bytes], None], tag: str, items: list[Any]) -> None:
-        self._token(feed, tag, str(len(items)))
-        for item in items:
-            feed(self._sub(item))
+    def _part(self, value: Any) -> bytes:
+        """``value`` as a self-delimiting piece of its container's encoding: a plain value
+        by itself (cheap: tables captured by a function may hold millions), anything else
+        by its sub-digest."""
+        atom = _atom(value)
+        return atom if atom is not None else b"D" + self._sub(value)
 
-    def _unordered(self, feed: Callable[[bytes], None], tag: str, subs: list[bytes]) -> None:
-        self._token(feed, tag, str(len(subs)))
-        for sub in sorted(subs):
-            feed(sub)
+    def _items(self, feed: Callable[[bytes], None], tag: str, items: Any) -> None:
+        self._token(feed, tag, str(len(items)))
+        if len(items) > 16 and set(map(type, items)) <= _ATOMS:
+            # (All plain values: marshal's version 2 writes them in order, without the
+            # references later versions add for objects seen twice.)
+            self._token(feed, "marshal", marshal.dumps(tuple(items), 2))
+            return
+        for item in items:
+            feed(self._part(item))
+
+    def _unordered(self, feed: Callable[[bytes], None], tag: str, parts: list[bytes]) -> None:
+        self._token(feed, tag, str(len(parts)))
+        for part in sorted(parts):
+            feed(part)
 
     def _encode(self, value: Any, feed: Callable[[bytes], None]) -> None:
         kind = type(value)
@@ -210,12 +227,19 @@ class _Encoder:
         elif kind in (bytes, bytearray):
             self._token(feed, "bytes", bytes(value))
         elif kind in (tuple, list):
-            self._items(feed, kind.__name__, list(value))
+            self._items(feed, kind.__name__, value)
         elif kind is dict:
-            pairs = [self._sub(k) + self._sub(v) for k, v in value.items()]
+            keys = set(map(type, value))
+            if len(value) > 16 and (keys == {int} or keys == {str}) and set(
+                map(type, value.values())
+            ) <= _ATOMS:
+                # (A table of plain values, its keys of one orderable type: in key order.)
+                self._token(feed, "table", marshal.dumps(tuple(sorted(value.items())), 2))
+                return
+            pairs = [self._part(k) + self._part(v) for k, v in value.items()]
             self._unordered(feed, "dict", pairs)
         elif kind in (set, frozenset):
-            self._unordered(feed, "set", [self._sub(v) for v in value])
+            self._unordered(feed, "set", [self._part(v) for v in value])
         elif kind is types.CodeType:
             self._code(value, feed)
         elif kind is types.FunctionType:
@@ -301,6 +325,23 @@ class _Encoder:
             self._token(feed, "pickle", pickle.dumps(value, protocol=4))
         except Exception:  # (unpicklable: its type alone, fed above)
             return
+
+
+_ATOMS = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def _atom(value: Any) -> bytes | None:
+    """A plain value as a self-delimiting token, or ``None`` for anything else."""
+    kind = type(value)
+    if kind is str:
+        data = value.encode("utf-8", "surrogatepass")
+        return b"s%d:" % len(data) + data
+    if kind is bytes:
+        return b"b%d:" % len(value) + value
+    if kind in _ATOMS:
+        text = f"{kind.__name__}={value!r}".encode()
+        return b"n%d:" % len(text) + text
+    return None
 
 
 def _name_of(value: Any) -> str:
