@@ -230,9 +230,11 @@ class _Encoder:
             self._items(feed, kind.__name__, value)
         elif kind is dict:
             keys = set(map(type, value))
-            if len(value) > 16 and (keys == {int} or keys == {str}) and set(
-                map(type, value.values())
-            ) <= _ATOMS:
+            if (
+                len(value) > 16
+                and (keys == {int} or keys == {str})
+                and set(map(type, value.values())) <= _ATOMS
+            ):
                 # (A table of plain values, its keys of one orderable type: in key order.)
                 self._token(feed, "table", marshal.dumps(tuple(sorted(value.items())), 2))
                 return
