@@ -723,8 +723,9 @@ def stream(
     if n.__class__ is not int or n < 1:
         msg = f"partitions must be a positive int, not {partitions!r}"
         raise ValueError(msg)
-    if allow_code_change.__class__ is not bool:
-        msg = f"allow_code_change must be True or False, not {allow_code_change!r}"
+    flag: object = allow_code_change
+    if flag.__class__ is not bool:
+        msg = f"allow_code_change must be True or False, not {flag!r}"
         raise ValueError(msg)
     state, manifest, code = None, None, None
     if checkpoint_location is not None:

@@ -336,10 +336,11 @@ def _atom(value: Any) -> bytes | None:
     """A plain value as a self-delimiting token, or ``None`` for anything else."""
     kind = type(value)
     if kind is str:
-        data = value.encode("utf-8", "surrogatepass")
+        data: bytes = value.encode("utf-8", "surrogatepass")
         return b"s%d:" % len(data) + data
     if kind is bytes:
-        return b"b%d:" % len(value) + value
+        raw: bytes = value
+        return b"b%d:" % len(raw) + raw
     if kind in _ATOMS:
         text = f"{kind.__name__}={value!r}".encode()
         return b"n%d:" % len(text) + text
