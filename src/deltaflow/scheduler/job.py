@@ -103,7 +103,7 @@ class Job:
         self.resumed_at: int | None = None
         self._checkpointing = False
         self._resumed = False  # looked for a checkpoint to resume from already
-        # -- the checkpoint location: locked, started over, code checked (issue 43) --
+        # The checkpoint location: locked at open, started over on request, code checked.
         self._fresh = fresh
         self._allow_code_change = allow_code_change
         self._layout: StateLayout | None = None
