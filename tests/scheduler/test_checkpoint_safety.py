@@ -447,7 +447,7 @@ def pool() -> Iterator[ProcessPool]:
 
 async def test_a_job_over_processes_holds_its_location(pool: ProcessPool, tmp_path: Path) -> None:
     """A ``processes=2`` job's caller holds the lock: another job is refused meanwhile, and
-    the location is free once it ends."""
+    the location is free once it ends; ``fresh=True`` starts it over."""
     location = tmp_path / "state"
     async with df.open(Counts(), 2, processes=2, checkpoint=location) as job:
         job.inputs["words"].insert("ab")
@@ -457,6 +457,12 @@ async def test_a_job_over_processes_holds_its_location(pool: ProcessPool, tmp_pa
                 pass
     async with df.open(Counts(), 2, processes=2, checkpoint=location) as job:
         assert job.resumed_at == 1
+    async with df.open(Counts(), 2, processes=2, checkpoint=location, fresh=True) as job:
+        assert job.resumed_at is None  # (started over by the caller, before the processes)
+        job.inputs["words"].insert("cd")
+        await job.advance_to(1)
+    async with df.open(Counts(), checkpoint=location) as job:
+        assert job.resumed_at == 1 and job.output.at(0) == {("c", 1): 1}
 
 
 def _object_store(location: Path) -> CheckpointStore:
