@@ -657,3 +657,40 @@ def test_digests_follow_the_values_functions_capture() -> None:
     assert digest(reader(words)) != digest(reader(words | {"x"}))
     assert digest(reader([1, "a", (2.5, None)])) != digest(reader([1, "a", (2.5, 0)]))
     assert time.perf_counter() - started < 30  # (seconds each element would take a hash of)
+
+
+CACHED = """
+import deltaflow as df
+SEEN = {}
+
+
+def first_letter(w):
+    SEEN[w] = True  # (a cache: state, not code)
+    return w[0]
+
+
+class Keys(df.Pipeline):
+    def __init__(self):
+        self.memo = []
+
+    def build(self, words):
+        return words.map(lambda w: (first_letter(w), w, self.memo.append(w))[:2]).count()
+"""
+
+
+async def test_what_functions_fill_as_they_run_is_not_a_code_change(tmp_path: Path) -> None:
+    """A module's dict a function fills (a global: counted by its type), and a list on the
+    pipeline it appends to (counted by value, but taken when the job opens, before it
+    fills): the job run again in the same process, the dict no longer empty, resumes."""
+    folder = tmp_path / "cached"
+    folder.mkdir()
+    (folder / "cached.py").write_text(CACHED)
+    spec = importlib.util.spec_from_file_location("cached", folder / "cached.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    location = tmp_path / "state"
+    pipe = module.Keys()
+    await _run(pipe, location)
+    assert module.SEEN and pipe.memo
+    assert (await _run(module.Keys(), location)).resumed_at == 1

@@ -220,6 +220,9 @@ class Job:
         and read its current manifest (``None``: none)."""
         checkpointer = self.checkpointer
         assert checkpointer is not None
+        # The digests of the operators' code, taken before anything runs (a function may
+        # fill what it captured as it runs: a cache).
+        assert self.layout is not None
         if self._owns_location():
             lock = functools.partial(checkpointer.lock, fresh=self._fresh)
             await trio.to_thread.run_sync(lock)

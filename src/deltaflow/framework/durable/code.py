@@ -7,9 +7,11 @@ a resume compares them.
 
 What a digest covers, for a function of the user's code: its bytecode, constants (nested
 code objects recursively), the names it uses, its defaults, the values of its closure's
-cells, and the globals its code names (functions recursively, modules by name, other values
-by value): a helper changed, a constant changed, a captured parameter changed all change the
-digest. Values are encoded structurally: containers element by element (sets and dicts in
+cells, and the globals its code names (functions and classes recursively, modules by name,
+plain values, tuples and frozensets by value, any other object, such as a module's dict or
+list, by its type: those are caches and registries more often than code): a helper changed,
+a module constant changed, a captured parameter or table changed all change the digest. It
+is taken when a job opens its location, before any data flows. Values are encoded structurally: containers element by element (sets and dicts in
 the order of their elements' digests), numbers and strings by value, user objects by their
 type and attributes, numpy arrays by dtype, shape and bytes, other objects of libraries by
 their pickle (or their type alone if they have none).
@@ -368,6 +370,20 @@ def _globals_used(fn: types.FunctionType) -> list[Any]:
     out: list[Any] = []
     for name in sorted(_names_in(fn.__code__)):
         if name in scope:
-            value = scope[name]
-            out += [name, value]
+            out += [name, _as_global(scope[name])]
     return out
+
+
+_CODE_LIKE = (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType,
+              functools.partial)  # fmt: skip
+
+
+def _as_global(value: Any) -> Any:
+    """What of a global counts: code and constants (plain values, tuples, frozensets) as
+    they are; any other object by its type alone. A module's dicts, lists and objects are
+    state more often than code (a cache filled as the job runs, a registry), and counting
+    their contents would refuse every resume after they changed."""
+    kind = type(value)
+    if isinstance(value, _CODE_LIKE) or kind in _ATOMS or kind in (tuple, frozenset):
+        return value
+    return ("global of type", _name_of(kind))
