@@ -11,10 +11,11 @@ cells, and the globals its code names (functions and classes recursively, module
 plain values, tuples and frozensets by value, any other object, such as a module's dict or
 list, by its type: those are caches and registries more often than code): a helper changed,
 a module constant changed, a captured parameter or table changed all change the digest. It
-is taken when a job opens its location, before any data flows. Values are encoded structurally: containers element by element (sets and dicts in
-the order of their elements' digests), numbers and strings by value, user objects by their
-type and attributes, numpy arrays by dtype, shape and bytes, other objects of libraries by
-their pickle (or their type alone if they have none).
+is taken when a job opens its location, before any data flows. Values are encoded
+structurally: containers element by element (sets and dicts in the order of their elements'
+encodings), numbers and strings by value, user objects by their type and attributes, numpy
+arrays by dtype, shape and bytes, other objects of libraries by their pickle (or their type
+alone if they have none).
 
 What it leaves out, on purpose:
 
