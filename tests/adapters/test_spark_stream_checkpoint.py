@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from tests.adapters import spark_pipelines as pipes
 
 import deltaflow as df
@@ -269,3 +270,30 @@ def test_several_outputs_to_tables_resume_and_are_sunk_once(spark: Any, tmp_path
     got = {name: sorted(tuple(r) for r in spark.table(t).collect()) for name, t in tables.items()}
     assert got["words"] == sorted((w, t, d) for w, t, d in want["words"])
     assert got["lengths"] == sorted((n, k, t, d) for (n, k), t, d in want["lengths"])
+
+
+def test_a_second_query_on_a_location_is_refused_until_the_first_stops(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The driver holds the checkpoint location while its query runs: a second query on it
+    (and a ``df.open`` job on its state) is refused before anything starts, naming the
+    location and the holder; once the first stops, the second resumes where it ended."""
+    query = Query(spark, tmp_path, path=str(tmp_path / "out"))
+    state = f"{query.location}/deltaflow"
+    with query.start(2) as running:
+        query.write(1)
+        running.process_all_available()
+        with pytest.raises(df.CheckpointError, match=f"{re.escape(state)}.* in use by another"):
+            query.start(1)
+
+        async def open_state() -> None:
+            async with df.open(pipes.WordCount(), checkpoint=state):
+                pass
+
+        with pytest.raises(df.CheckpointError, match=f"pid {os.getpid()}"):
+            trio.run(open_state)
+    with query.start(1) as running:
+        assert running.resumed_at == 1
+        query.write(1)
+        running.process_all_available()
+    assert sunk_rows(spark, query) == expected(2)

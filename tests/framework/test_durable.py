@@ -204,11 +204,18 @@ def test_rows_round_trip() -> None:
 
 
 # -- the store --------------------------------------------------------------------------------
+#: What a job's manifest says beside its files and nodes (checked when it is read).
+JOB = {"time": 0, "workers": 1, "fingerprint": "", "inputs": {}, "outputs": {},
+       "code": {"python": "3.11", "operators": {}}}  # fmt: skip
+
+
 def _commit(store: CheckpointStore, sequence: int, payload: list[int]) -> dict[str, Any]:
     out = store.new_file(sequence, "t")
     ref = out.add([Rows({"x": payload}).to_batch()])
     info = store.write(out)
-    manifest = {"sequence": sequence, "files": {out.name: info}, "nodes": {"n": ref}}
+    table = {"kind": "rows", "key": None, "workers": {"0": [ref]}}
+    manifest = {"sequence": sequence, **JOB, "files": {out.name: info},
+                "nodes": {"n": {"tables": {"t": table}}}}  # fmt: skip
     store.commit(manifest)
     store.collect_garbage(manifest)
     return manifest
@@ -218,7 +225,8 @@ def _read(store: CheckpointStore) -> list[int] | None:
     manifest = store.latest()
     if manifest is None:
         return None
-    (batch,) = store.reader(manifest).batches(manifest["nodes"]["n"])
+    ref = manifest["nodes"]["n"]["tables"]["t"]["workers"]["0"][0]
+    (batch,) = store.reader(manifest).batches(ref)
     values: list[int] = Rows.from_batch(batch).columns["x"]
     return values
 
@@ -232,7 +240,8 @@ def test_the_store_switches_manifests_and_keeps_only_what_they_need(tmp_path: Pa
     (tmp_path / "checkpoint-000002.json.tmp-dead").write_text("{trunc")
     _commit(store, 2, [3])
     assert _read(store) == [3]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-000002.json", "data"]
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["checkpoint-000002.json", "data", "location.json"]
     assert len(list((tmp_path / "data").iterdir())) == 1
 
 
@@ -240,7 +249,7 @@ def test_a_checkpoint_without_data_files_makes_its_location(tmp_path: Path) -> N
     """A manifest naming no data file (a job whose state is all empty) is committed into a
     location that does not exist yet."""
     store = CheckpointStore(tmp_path / "new" / "state")
-    store.commit({"sequence": 1, "files": {}, "nodes": {}})
+    store.commit({"sequence": 1, **JOB, "files": {}, "nodes": {}})
     manifest = store.latest()
     assert manifest is not None
     assert manifest["sequence"] == 1

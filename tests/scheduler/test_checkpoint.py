@@ -14,6 +14,7 @@ temporal filters (whose retractions, at later times, are held in the state when 
 
 from __future__ import annotations
 
+import json
 import random
 import secrets
 from collections import Counter
@@ -28,6 +29,7 @@ from tests.reference import assert_matches_oracle
 from tests.test_loops_at_scale import SHAPES, Multiset, churning_graphs, join_map, pipeline_of
 
 import deltaflow as df
+from deltaflow.framework.durable.manifest import seal
 from deltaflow.framework.durable.store import VERSION, CheckpointStore
 from deltaflow.operators import reduce as R
 from deltaflow.scheduler import checkpoint as checkpoint_module
@@ -408,7 +410,8 @@ async def test_a_fresh_location_starts_afresh(tmp_path: Path) -> None:
         job.inputs["words"].insert("ab")
         await job.advance_to(1)
         assert await job.checkpoint() == 1
-    assert sorted(p.name for p in location.iterdir()) == ["checkpoint-000002.json", "data"]
+    names = sorted(p.name for p in location.iterdir())
+    assert names == ["checkpoint-000002.json", "data", "location.json", "lock"]
 
 
 async def test_subscribe_after_resume_sees_later_times_only(tmp_path: Path) -> None:
@@ -472,10 +475,11 @@ def _garble_manifest(location: Path) -> None:
 
 
 def _future_manifest(location: Path) -> None:
+    """A manifest of a newer format (sealed again: the version is what is refused)."""
     manifest = next(location.glob("checkpoint-*.json"))
-    text = manifest.read_text()
-    assert f'"version":{VERSION},' in text
-    manifest.write_text(text.replace(f'"version":{VERSION},', '"version":99,'))
+    body = json.loads(manifest.read_bytes().rpartition(b"\n#sha256=")[0])
+    assert body["version"] == VERSION
+    manifest.write_bytes(seal({**body, "version": 99}))
 
 
 @pytest.mark.parametrize(
@@ -484,7 +488,7 @@ def _future_manifest(location: Path) -> None:
         (_corrupt_data, "is corrupted"),
         (_truncate_data, "is corrupted"),
         (_remove_data, "cannot be read"),
-        (_garble_manifest, "cannot be read"),
+        (_garble_manifest, "is damaged"),
         (_future_manifest, "version 99"),
     ],
 )
@@ -624,11 +628,13 @@ async def test_a_second_checkpoint_writes_only_what_changed(tmp_path: Path) -> N
 
 
 def _as_version_1(location: Path) -> None:
-    """Mark the checkpoint at ``location`` (one with no logs) as written in format 1."""
+    """Make the checkpoint at ``location`` (one with no logs) what format 1 wrote: no code
+    digests, no checksum of its own."""
     (manifest,) = location.glob("checkpoint-*.json")
-    text = manifest.read_text()
-    assert '"log":' not in text
-    manifest.write_text(text.replace(f'"version":{VERSION},', '"version":1,'))
+    body = json.loads(manifest.read_bytes().rpartition(b"\n#sha256=")[0])
+    assert '"log":' not in json.dumps(body)
+    del body["code"]
+    manifest.write_text(json.dumps({**body, "version": 1}, separators=(",", ":")))
 
 
 async def test_a_checkpoint_of_format_version_1_resumes(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ hold; a :class:`Checkpointer` saves exactly that:
 State is named by a :class:`StateLayout` that does not depend on the number of workers or
 processes (nodes a layout adds are left out, a delta rule's operators count as one), so any
 layout resumes any checkpoint; its fingerprint (operators, wiring, inputs, outputs) tells a
-checkpoint of another pipeline apart.
+checkpoint of another pipeline apart, and its per-operator digests of the code they run
+(:mod:`deltaflow.framework.durable.code`) a checkpoint made by other code
+(:func:`check_code`).
 
 Writing is incremental: an index is written whole the first time, then only its keys changed
 since (a *partial* segment replacing those keys), until the partial segments outgrow the
@@ -36,6 +38,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import logging
 import re
 import time as _time
 import weakref
@@ -46,6 +49,8 @@ import attrs
 import numpy as np
 
 from ..errors import CheckpointError
+from ..framework.durable import code as code_digest
+from ..framework.durable.lock import Held, acquire
 from ..framework.durable.store import (
     CheckpointStore,
     SegmentReader,
@@ -75,12 +80,15 @@ if TYPE_CHECKING:
 __all__ = [
     "Checkpointer",
     "StateLayout",
+    "check_code",
     "check_pipeline",
     "counters",
     "merge_fragments",
     "settled",
     "state_layout",
 ]
+
+_log = logging.getLogger("deltaflow")
 
 #: An index is written whole again once this many partial segments follow the whole one.
 LONGEST_CHAIN = 16
@@ -99,11 +107,24 @@ class StateLayout:
             their depth and wiring, its inputs and its outputs.
         nodes: each actor (physical node) by its stable name.
         inputs: each input's actor.
+        code: per stable name of an operator: its ``name`` (as errors show it) and the
+            ``digest`` of the code it runs (:func:`deltaflow.framework.durable.code.digest`).
+        outputs: the outputs' names.
     """
 
     fingerprint: str
     nodes: dict[int, str]
     inputs: dict[str, int]
+    code: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    outputs: tuple[str, ...] = ()
+
+    def code_entry(self) -> dict[str, Any]:
+        """What a manifest says of the code (its ``"code"`` field)."""
+        return {
+            "python": code_digest.python_version(),
+            "encoding": code_digest.ENCODING,
+            "operators": self.code,
+        }
 
 
 _LINE = re.compile(r":\d+")
@@ -161,6 +182,21 @@ def state_layout(builder: DataflowBuilder, plan: Plan) -> StateLayout:
         {"inputs": inputs, "outputs": outputs, "nodes": [described[k] for k in range(count)]},
         sort_keys=True,
     )
+    members: dict[int, list[int]] = {}
+    for i, k in number.items():
+        members.setdefault(k, []).append(i)
+    code = {}
+    for k in range(count):
+        parts = [spec[i] for i in members[k]]
+        if parts[0].name.startswith("input:"):
+            digest = ""  # (it runs no user code; its factory holds one feed per worker)
+        elif parts[0].traits.tally is not None:
+            # A delta rule: one node, or one per phase, by the layout: the same functions.
+            digest = code_digest.functions_digest([(p.factory, p.inputs) for p in parts])
+        else:
+            (part,) = parts
+            digest = code_digest.digest(part.factory, [edge.pact for edge in part.inputs])
+        code[str(k)] = {"name": _PHASE.sub("", parts[0].name), "digest": digest}
     logical_of = {phys: i for i, phys in plan.physical_of.items()}
     nodes = {}
     for phys, i in logical_of.items():
@@ -171,7 +207,8 @@ def state_layout(builder: DataflowBuilder, plan: Plan) -> StateLayout:
         for i, phys in plan.physical_of.items()
         if spec[i].name.startswith("input:")
     }
-    return StateLayout(hashlib.sha256(text.encode()).hexdigest(), nodes, input_actors)
+    fingerprint = hashlib.sha256(text.encode()).hexdigest()
+    return StateLayout(fingerprint, nodes, input_actors, code, tuple(outputs))
 
 
 def check_pipeline(manifest: Mapping[str, Any], layout: StateLayout, where: str, name: str) -> None:
@@ -180,6 +217,7 @@ def check_pipeline(manifest: Mapping[str, Any], layout: StateLayout, where: str,
 
     Raises:
         ValueError: its operators, inputs or outputs differ (naming ``where``).
+        CheckpointError: its manifest lacks the entry of an input or output.
     """
     if manifest.get("fingerprint") != layout.fingerprint:
         msg = (
@@ -188,6 +226,67 @@ def check_pipeline(manifest: Mapping[str, Any], layout: StateLayout, where: str,
             f"{name}'s); resume it with that pipeline, or give this one another location"
         )
         raise ValueError(msg)
+    for what, names in (("inputs", layout.inputs), ("outputs", layout.outputs)):
+        missing = sorted(set(names) - set(manifest[what]))
+        if missing:
+            msg = f"{where} is damaged: its manifest lists no {what} {missing}"
+            raise CheckpointError(msg)
+
+
+def check_code(
+    manifest: Mapping[str, Any], layout: StateLayout, where: str, *, allow: bool = False
+) -> None:
+    """Refuse a checkpoint (``manifest``, of this pipeline: :func:`check_pipeline`, read from
+    ``where``) made by other code than the operators' now, naming the operators whose code
+    changed; with ``allow``, log a WARNING on the ``deltaflow`` logger instead. A manifest
+    of a version that kept no digests is taken as it is; one whose digests were made by
+    another encoding (another deltaflow) too, with a WARNING.
+
+    Raises:
+        ValueError: an operator's code changed (and not ``allow``).
+    """
+    saved = manifest.get("code")
+    if saved is None:
+        return
+    if saved.get("encoding") != code_digest.ENCODING:
+        _log.warning(
+            "%s: its digests of the operators' code were made by another deltaflow "
+            "(encoding %r, this one makes %r) and cannot be compared: resuming without "
+            "checking the code",
+            where,
+            saved.get("encoding"),
+            code_digest.ENCODING,
+        )
+        return
+    operators = saved["operators"]
+    changed = [
+        entry["name"]
+        for node, entry in layout.code.items()
+        if operators.get(node, {}).get("digest") != entry["digest"]
+    ]
+    if not changed:
+        return
+    python = code_digest.python_version()
+    why = (
+        f" (the checkpoint was written under Python {saved['python']}, this is {python}: "
+        "bytecode differs between versions)"
+        if saved["python"] != python
+        else ""
+    )
+    shown = ", ".join(repr(n) for n in changed[:5]) + (" ..." if len(changed) > 5 else "")
+    msg = (
+        f"{where} was made by other code: the code of {len(changed)} operator(s) changed "
+        f"since ({shown}){why}"
+    )
+    if allow:
+        _log.warning("%s; resuming anyway (allow_code_change=True)", msg)
+        return
+    msg += (
+        "; its state may not be what this code would have made. Resume with "
+        "allow_code_change=True if the change keeps the state valid, or start over with "
+        "fresh=True"
+    )
+    raise ValueError(msg)
 
 
 def counters(workers: Sequence[Worker]) -> tuple[bool, int, int]:
@@ -505,6 +604,32 @@ class Checkpointer:
         self.history: collections.deque[dict[str, Any]] = collections.deque(maxlen=self.HISTORY)
         self._began = 0.0
         self._under_way = False
+        #: The location's lock, while this process owns the location (:meth:`lock`).
+        self.held: Held | None = None
+
+    # -- owning the location ----------------------------------------------------------------
+    def lock(self, *, fresh: bool = False) -> None:
+        """Take the location's lock for this job's life (:mod:`~deltaflow.framework.durable.
+        lock`); with ``fresh``, then remove every checkpoint there. Blocking.
+
+        Raises:
+            CheckpointError: another job holds the location, or it cannot be locked or
+                cleared.
+        """
+        if self.held is None:
+            self.held = acquire(self.store)
+        if fresh:
+            try:
+                self.store.clear()
+            except BaseException:
+                self.unlock()
+                raise
+
+    def unlock(self) -> None:
+        """Give the location up (idempotent)."""
+        held, self.held = self.held, None
+        if held is not None:
+            held.release()
 
     # -- taking ---------------------------------------------------------------------------
     def capture(
@@ -645,6 +770,8 @@ class Checkpointer:
     def commit(self, header: dict[str, Any], fragments: list[dict[str, Any]]) -> dict[str, Any]:
         """Assemble the manifest of ``header`` and the fragments of every writer, switch the
         location to it atomically, and remove what it no longer needs. Blocking."""
+        if self.held is not None:
+            self.held.check()
         manifest = {**header, **merge_fragments(fragments), "written_at": _time.time()}
         self.store.commit(manifest)
         self._record(header["sequence"], header["time"], ok=True)
@@ -714,6 +841,10 @@ class Checkpointer:
                 ports: list[list[Any]] = [[] for _ in range(actor.outputs)]
                 entry = saved.get(layout.nodes.get(actor.index, ""), {})
                 for port, t in entry.get("caps", ()):
+                    if port >= len(ports):
+                        where = self.store.describe()
+                        msg = f"{where}: capabilities of {actor.name!r} at an unknown port {port}"
+                        raise CheckpointError(msg)
                     ports[port].append(decode_time(t))
                 initial[actor.index] = ports
             for name, node in layout.inputs.items():

@@ -30,7 +30,14 @@ from ..framework.durable.store import encode_frontier
 from ..operators.collection import DataflowBuilder, Pipeline
 from ..operators.delta.build import statistics as delta_statistics
 from . import observe
-from .checkpoint import Checkpointer, StateLayout, check_pipeline, counters, state_layout
+from .checkpoint import (
+    Checkpointer,
+    StateLayout,
+    check_code,
+    check_pipeline,
+    counters,
+    state_layout,
+)
 from .collector import collector_tuned
 from .dashboard import Dashboard
 from .dashboard.server import close as close_listeners
@@ -72,8 +79,21 @@ class Job:
         history: int | None = None,
         profile: bool = False,
         checkpoint: Any = None,
+        fresh: bool = False,
+        allow_code_change: bool = False,
     ) -> None:
         pipeline = require_pipeline(pipeline)
+        flags: tuple[tuple[str, object], ...] = (
+            ("fresh", fresh),
+            ("allow_code_change", allow_code_change),
+        )
+        for flag, value in flags:
+            if value.__class__ is not bool:
+                msg = f"{flag} must be True or False, not {value!r}"
+                raise ValueError(msg)
+        if fresh and checkpoint is None:
+            msg = "fresh=True starts a checkpoint location over: give checkpoint=LOCATION too"
+            raise ValueError(msg)
         if workers.__class__ is not int or workers < 1:
             msg = f"workers must be a positive int, not {workers!r}"
             raise ValueError(msg)
@@ -89,6 +109,9 @@ class Job:
         self.resumed_at: int | None = None
         self._checkpointing = False
         self._resumed = False  # looked for a checkpoint to resume from already
+        # The checkpoint location: locked at open, started over on request, code checked.
+        self._fresh = fresh
+        self._allow_code_change = allow_code_change
         self._layout: StateLayout | None = None
         #: How many workers the job has in all (in every process).
         self.total_workers = workers
@@ -187,9 +210,36 @@ class Job:
         holds a checkpoint (a job in other processes also starts them here)."""
         if self.checkpointer is not None and not self._resumed:
             self._resumed = True
-            manifest = await trio.to_thread.run_sync(self.checkpointer.store.latest)
-            if manifest is not None:
-                await self._resume(manifest)
+            try:
+                manifest = await self._open_location()
+                if manifest is not None:
+                    await self._resume(manifest)
+            except BaseException:
+                self._release_location()
+                raise
+
+    def _owns_location(self) -> bool:
+        """Whether this process owns the checkpoint location (locks it, may start it over):
+        a job does; a peer's share of one does not (its coordinator does)."""
+        return True
+
+    async def _open_location(self) -> dict[str, Any] | None:
+        """Lock the checkpoint location (if this process owns it), start it over if asked,
+        and read its current manifest (``None``: none)."""
+        checkpointer = self.checkpointer
+        assert checkpointer is not None
+        # The digests of the operators' code, taken before anything runs (a function may
+        # fill what it captured as it runs: a cache).
+        assert self.layout is not None
+        if self._owns_location():
+            lock = functools.partial(checkpointer.lock, fresh=self._fresh)
+            await trio.to_thread.run_sync(lock)
+        return await trio.to_thread.run_sync(checkpointer.store.latest)
+
+    def _release_location(self) -> None:
+        """Unlock the checkpoint location (once the job is over; idempotent)."""
+        if self.checkpointer is not None:
+            self.checkpointer.unlock()
 
     @property
     def layout(self) -> StateLayout:
@@ -202,11 +252,14 @@ class Job:
         """Refuse a checkpoint of another pipeline.
 
         Raises:
-            ValueError: its operators, inputs or outputs differ from this job's.
+            ValueError: its operators, inputs or outputs differ from this job's, or their
+                code does (unless ``allow_code_change``).
         """
         assert self.checkpointer is not None
         where = self.checkpointer.store.describe()
         check_pipeline(manifest, self.layout, where, type(self.pipeline).__name__)
+        if self._owns_location():  # (the owner checks the code, for every process)
+            check_code(manifest, self.layout, where, allow=self._allow_code_change)
 
     async def _resume(self, manifest: dict[str, Any]) -> None:
         """Take the state of ``manifest`` (the location's current checkpoint) into the
@@ -449,6 +502,7 @@ class Job:
             "workers": self.total_workers,
             "pipeline": type(self.pipeline).__qualname__,
             "fingerprint": self.layout.fingerprint,
+            "code": self.layout.code_entry(),
             "inputs": {name: {"closed": h.closed} for name, h in self.inputs.items()},
             "outputs": {
                 name: {"frontier": encode_frontier(store.frontier)}
@@ -597,6 +651,7 @@ class _OpenJob:
         except BaseException:
             self._collector.__exit__(None, None, None)
             close_listeners(listeners or [])
+            self._job._release_location()
             raise
         self._nursery = nursery
         job = self._job
@@ -646,6 +701,7 @@ class _OpenJob:
             self._collector.__exit__(None, None, None)
             if self._progress is not None:
                 self._progress.finish()
+            job._release_location()
         self._log_stop(pending or exc)
         if pending is not None:
             raise pending

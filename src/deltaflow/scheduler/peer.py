@@ -93,6 +93,9 @@ class PeerJob(Job):
         """The TCP transport (links are added by :meth:`connect`)."""
         return self.tcp
 
+    def _owns_location(self) -> bool:
+        return False  # (whoever coordinates the peers does)
+
     def _writer(self) -> str:
         return f"p{self.index}"
 
@@ -338,6 +341,9 @@ async def open_peer(
     (:func:`~deltaflow.scheduler.checkpoint.settled`), writes its share
     (:meth:`Peer.save_share`), and the coordinator commits the shares
     (:meth:`~deltaflow.scheduler.checkpoint.Checkpointer.commit`, with :meth:`Peer.header`).
+    A peer neither locks the location nor checks the operators' code: the coordinator does,
+    before the peers start (:meth:`~deltaflow.scheduler.checkpoint.Checkpointer.lock`,
+    :func:`~deltaflow.scheduler.checkpoint.check_code`), as a Spark stream's driver does.
 
     Raises:
         ValueError: the peers run different dataflows; a secret under 16 bytes.

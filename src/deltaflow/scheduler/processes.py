@@ -505,6 +505,8 @@ class ProcessJob(Job):
         history: int | None = None,
         profile: bool = False,
         checkpoint: Any = None,
+        fresh: bool = False,
+        allow_code_change: bool = False,
     ) -> None:
         if processes.__class__ is not int or processes < 1:
             msg = f"processes must be a positive int, not {processes!r}"
@@ -529,8 +531,9 @@ class ProcessJob(Job):
         )  # fmt: skip
         # With counting on, the counts here are the sums of those the processes report.
         super().__init__(
-            pipeline, workers, fuse=fuse, history=history, profile=profile, checkpoint=checkpoint
-        )
+            pipeline, workers, fuse=fuse, history=history, profile=profile, checkpoint=checkpoint,
+            fresh=fresh, allow_code_change=allow_code_change,
+        )  # fmt: skip
         control = cast("_Control", self.transport)
         for name, handle in self.inputs.items():
             feeds: list[Any] = [_RemoteFeed(control, name, w) for w in range(workers)]
@@ -562,19 +565,23 @@ class ProcessJob(Job):
         workers from it, and the caller its outputs."""
         assert self.control is not None
         manifest = None
-        if self.checkpointer is not None:
-            manifest = await trio.to_thread.run_sync(self.checkpointer.store.latest)
-            if manifest is not None:
-                self._check_manifest(manifest)
-        start = _time.perf_counter()
         try:
-            await self.control.start(self._spec)
+            if self.checkpointer is not None:
+                manifest = await self._open_location()  # locked here, for every process
+                if manifest is not None:
+                    self._check_manifest(manifest)
+            start = _time.perf_counter()
+            try:
+                await self.control.start(self._spec)
+            except BaseException:
+                self.control.shutdown(clean=False)
+                raise
+            self.startup_s = _time.perf_counter() - start
+            if manifest is not None:
+                await self._resume(manifest)
         except BaseException:
-            self.control.shutdown(clean=False)
+            self._release_location()
             raise
-        self.startup_s = _time.perf_counter() - start
-        if manifest is not None:
-            await self._resume(manifest)
 
     async def _resume(self, manifest: dict[str, Any]) -> None:
         """The outputs' collections at the checkpoint (the processes resumed the rest)."""

@@ -58,6 +58,8 @@ def open(
     progress: bool | float = False,
     checkpoint: str | os.PathLike[str] | None = None,
     dashboard: int | tuple[str, int] | None = None,
+    fresh: bool = False,
+    allow_code_change: bool = False,
 ) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
@@ -86,7 +88,16 @@ def open(
             checkpoint the job resumes from it (``job.resumed_at``); ``await
             job.checkpoint()`` writes one, and leaving the block normally writes one at
             ``job.time`` (see :meth:`Job.checkpoint`). ``None``: the state lives only in the
-            job.
+            job. One job at a time holds a location: entering the block locks it (a lease
+            file on object stores, stale after
+            :data:`~deltaflow.framework.durable.lock.LEASE_STALE_S` seconds), leaving it
+            unlocks it.
+        fresh: start over: when entered (the location locked), remove every checkpoint at
+            ``checkpoint`` first. Without it, a location holding data but no readable
+            checkpoint is an error, never a fresh start.
+        allow_code_change: resume even if the code of some operator changed since the
+            checkpoint was written (a WARNING names them); without it such a resume is
+            refused. Line numbers and file names do not count as changes.
         dashboard: serve a live dashboard of the job from its own trio loop on this port of
             ``127.0.0.1`` (``0`` picks a free one), or on ``(host, port)``; off loopback it
             requires the token in ``job.dashboard_url``. It counts each operator's work as
@@ -98,11 +109,13 @@ def open(
     Raises:
         ValueError: ``workers``, ``processes`` or ``gc_threshold`` is not a positive int,
             ``processes`` does not divide ``workers``, ``history`` is not a non-negative
-            int, ``progress`` not a bool or a number of seconds, or ``dashboard`` not a port
-            or ``(host, port)``; when entered, the checkpoint location holds a checkpoint of
-            another pipeline.
+            int, ``progress`` not a bool or a number of seconds, ``dashboard`` not a port
+            or ``(host, port)``, or ``fresh`` given without ``checkpoint``; when entered, the
+            checkpoint location holds a checkpoint of another pipeline, or of other code
+            (without ``allow_code_change``).
         OSError: when entered, the dashboard's address cannot be listened on.
-        CheckpointError: when entered, the checkpoint location cannot be read.
+        CheckpointError: when entered, another job holds the checkpoint location (naming
+            it and the holder), or its checkpoint is damaged or cannot be read.
     """
     if progress is not True and progress is not False:
         check_progress(progress)
@@ -121,6 +134,8 @@ def open(
             history=history,
             profile=profile,
             checkpoint=checkpoint,
+            fresh=fresh,
+            allow_code_change=allow_code_change,
         )
     else:
         job = Job(
@@ -130,6 +145,8 @@ def open(
             history=history,
             profile=profile,
             checkpoint=checkpoint,
+            fresh=fresh,
+            allow_code_change=allow_code_change,
         )
     return _OpenJob(job, gc_threshold, progress=progress, dashboard=served)
 

@@ -67,7 +67,13 @@ import trio
 
 from ...errors import CheckpointError, DeltaflowError, PeerLostError
 from ...operators.collection import Pipeline
-from ...scheduler.checkpoint import Checkpointer, check_pipeline, settled, state_layout
+from ...scheduler.checkpoint import (
+    Checkpointer,
+    check_code,
+    check_pipeline,
+    settled,
+    state_layout,
+)
 from ...scheduler.door import Door, reset
 from ...scheduler.handshake import HANDSHAKE_TIMEOUT_S, HandshakeError, Hello, authenticate_socket
 from ...scheduler.plan import make_plan
@@ -203,6 +209,8 @@ class SparkStream:
     _door: Door = attrs.field(factory=lambda: Door("the stream driver", 0))
     #: Per worker, what the doors of its ports counted (as it said with its last answer).
     _worker_doors: dict[int, dict[str, int]] = attrs.field(factory=dict)
+    #: What the manifests say of the operators' code: the driver's digests (``"code"``).
+    _code: dict[str, Any] | None = None
 
     def _start_workers(self, job: Callable[[], object]) -> None:
         """Run the workers' barrier job in a driver thread; its failure is kept."""
@@ -496,6 +504,8 @@ class SparkStream:
         sequence = self._sequence
         replies = self._ask([("save", sequence, sequence - 1)] * self.peers, batch_id)
         header = replies[0][2]
+        if self._code is not None:  # (the code the driver checks a restart against)
+            header = {**header, "code": self._code}
         state.commit(header, [r[1] for r in replies])
         self._sequence = sequence + 1
 
@@ -517,6 +527,8 @@ class SparkStream:
         for link in self._links:
             link.close()
         self._server.close()
+        if self._state is not None:
+            self._state.unlock()  # (the checkpoint location: another query may use it now)
 
     @property
     def error(self) -> BaseException | None:
@@ -664,22 +676,33 @@ def _sink_of(
 
 
 def _open_state(
-    pipeline: Pipeline, checkpoint_location: str, workers: int
-) -> tuple[Checkpointer, dict[str, Any] | None]:
-    """The checkpointer of a stream's workers' state under ``checkpoint_location``, and the
-    manifest of the checkpoint there (``None``: none), checked to be ``pipeline``'s.
+    pipeline: Pipeline, checkpoint_location: str, workers: int, allow_code_change: bool
+) -> tuple[Checkpointer, dict[str, Any] | None, dict[str, Any]]:
+    """The checkpointer of a stream's workers' state under ``checkpoint_location``, locked
+    for this query (until :meth:`SparkStream.stop`), the manifest of the checkpoint there
+    (``None``: none), checked to be ``pipeline``'s and made by its code, and what the
+    manifests say of that code.
 
     Raises:
-        ValueError: the location holds a checkpoint of another pipeline (naming it).
-        CheckpointError: the checkpoint there cannot be read.
+        ValueError: the location holds a checkpoint of another pipeline, or of other code
+            (without ``allow_code_change``), naming it.
+        CheckpointError: another query (or job) holds the location, or the checkpoint there
+            cannot be read.
     """
     state = Checkpointer(state_location(checkpoint_location), "driver")
-    manifest = state.store.latest()
-    if manifest is not None:
+    state.lock()
+    try:
+        manifest = state.store.latest()
         builder = pipeline.instantiate(workers, exchange_outputs=True)
         layout = state_layout(builder, make_plan(builder.spec, workers=workers))
-        check_pipeline(manifest, layout, state.store.describe(), type(pipeline).__name__)
-    return state, manifest
+        if manifest is not None:
+            where = state.store.describe()
+            check_pipeline(manifest, layout, where, type(pipeline).__name__)
+            check_code(manifest, layout, where, allow=allow_code_change)
+    except BaseException:
+        state.unlock()
+        raise
+    return state, manifest, layout.code_entry()
 
 
 def stream(
@@ -693,6 +716,7 @@ def stream(
     partitions: int | None = None,
     trigger: Mapping[str, Any] | None = None,
     checkpoint_location: str | None = None,
+    allow_code_change: bool = False,
     secret: bytes | str | None = None,
     tls: TLS | None = None,
     **inputs: DataFrame,
@@ -729,7 +753,11 @@ def stream(
             given the micro-batch the query stopped in again, with the same changes). Any
             location Spark and pyarrow's filesystems (or fsspec) both reach: a local or
             shared directory, ``hdfs://``, ``s3://``... (resolved as Spark resolves it,
-            :func:`qualified`). Without it the state lives only in the running job.
+            :func:`qualified`). Without it the state lives only in the running job. One
+            query (or job) at a time holds a location: the driver locks it until
+            :meth:`SparkStream.stop`.
+        allow_code_change: resume a checkpoint even if the code of some operator changed
+            since (a WARNING names them); without it such a restart is refused.
         secret, tls: as for :func:`~deltaflow.adapters.spark.run`: the workers' connections
             to each other and to the driver are authenticated with ``secret`` (a fresh one
             by default) and encrypted with ``tls`` when given.
@@ -741,8 +769,9 @@ def stream(
 
     Raises:
         TypeError, ValueError: bad arguments, a non-streaming input, a ``time`` column.
-        ValueError: ``checkpoint_location`` holds a checkpoint of another pipeline.
-        CheckpointError: the checkpoint there cannot be read.
+        ValueError: ``checkpoint_location`` holds a checkpoint of another pipeline, or of
+            other code (without ``allow_code_change``).
+        CheckpointError: the checkpoint there cannot be read, or another query holds it.
         RuntimeError: fewer than ``partitions + 1`` free task slots.
         DeltaflowError: the workers did not start.
 
@@ -763,16 +792,26 @@ def stream(
     if n.__class__ is not int or n < 1:
         msg = f"partitions must be a positive int, not {partitions!r}"
         raise ValueError(msg)
-    state, manifest = None, None
+    flag: object = allow_code_change
+    if flag.__class__ is not bool:
+        msg = f"allow_code_change must be True or False, not {flag!r}"
+        raise ValueError(msg)
+    state, manifest, code = None, None, None
     if checkpoint_location is not None:
-        state, manifest = _open_state(pipeline, qualified(spark, checkpoint_location), n)
-    what = f"dfspark.stream of {type(pipeline).__name__} with partitions={n}"
-    require_slots(sc, n + 1, f"{what} (plus one for micro-batches)")
-    shipment = ship(pipeline)
-    require_importable(sc, shipment.by_reference, what)
-    host = sc.getConf().get("spark.driver.host") or task_host()
-    security = _Security.of(secret, tls)
-    server = socket.create_server((host, 0))
+        located = qualified(spark, checkpoint_location)
+        state, manifest, code = _open_state(pipeline, located, n, allow_code_change)
+    try:
+        what = f"dfspark.stream of {type(pipeline).__name__} with partitions={n}"
+        require_slots(sc, n + 1, f"{what} (plus one for micro-batches)")
+        shipment = ship(pipeline)
+        require_importable(sc, shipment.by_reference, what)
+        host = sc.getConf().get("spark.driver.host") or task_host()
+        security = _Security.of(secret, tls)
+        server = socket.create_server((host, 0))
+    except BaseException:
+        if state is not None:
+            state.unlock()
+        raise
     group = f"deltaflow-stream-{uuid.uuid4().hex}"
     where = None if state is None else state.store.location
     task = worker_task(shipment.blob, n, (host, server.getsockname()[1]), security, where)
@@ -782,6 +821,7 @@ def stream(
         sc.parallelize(range(n), n).barrier().mapPartitions(task).collect()
 
     running = SparkStream(spark, layouts, output, sink, n, server, group, security, state, holds)
+    running._code = code
     if manifest is not None:
         running.resumed_at = running._time = int(manifest["time"])
         running._sequence = int(manifest["sequence"]) + 1

@@ -21,9 +21,15 @@ last completed checkpoint. Files no manifest refers to (a checkpoint cut short, 
 one) are removed after the next commit.
 
 Safety: the manifest carries a format name and version, and each data file's length and
-CRC-32; a file that is missing, shorter, or whose bytes do not match, and a manifest that does
-not parse, raise :class:`~deltaflow.errors.CheckpointError` naming the location and the file.
-A location holding no manifest is empty (a fresh start).
+CRC-32, and ends with its own checksum (:mod:`.manifest`), verified before any field is read;
+a file that is missing, shorter, or whose bytes do not match, and a manifest that is damaged,
+does not parse or has a field of the wrong type, raise
+:class:`~deltaflow.errors.CheckpointError` naming the location and the file. The first commit
+also writes ``location.json``, which says the location has held a checkpoint: a location
+with no manifest is empty (a fresh start) only if it holds neither that mark nor a data file
+(a first checkpoint cut short before its manifest leaves data files alone: a fresh start,
+its files removed at the next commit; a manifest deleted leaves the mark: an error).
+:meth:`CheckpointStore.clear` removes a checkpoint deliberately (``open(..., fresh=True)``).
 
     >>> import tempfile
     >>> store = CheckpointStore(tempfile.mkdtemp())
@@ -44,9 +50,11 @@ from typing import Any, Protocol
 from ...errors import CheckpointError
 from ..antichain import Antichain
 from ..lattice import Product
+from .manifest import check_fields, seal, unseal
 
 __all__ = [
     "FORMAT",
+    "MARK",
     "READS",
     "VERSION",
     "CheckpointStore",
@@ -61,11 +69,14 @@ __all__ = [
 FORMAT = "deltaflow-checkpoint"
 #: The manifest format version this deltaflow writes. Version 2 adds logs of the rows
 #: appended to a history (segments marked ``"log"``), which version 1 readers would take for
-#: groups; it reads every version in :data:`READS`.
-VERSION = 2
-#: The versions this deltaflow reads (version 1 is version 2 without logs).
-READS = frozenset({1, 2})
+#: groups; version 3 seals the manifest with its own checksum and adds the digests of the
+#: operators' code (``"code"``). It reads every version in :data:`READS`.
+VERSION = 3
+#: The versions this deltaflow reads (version 1 is version 2 without logs; both unsealed).
+READS = frozenset({1, 2, 3})
 DATA = "data"
+#: Written at a location's first commit: it has held a checkpoint (see the module's doc).
+MARK = "location.json"
 _MANIFEST = re.compile(r"^checkpoint-(\d+)\.json$")
 
 
@@ -309,6 +320,10 @@ class CheckpointStore:
         self.location = text
         self.files = _files_for(text)
 
+    def local_root(self) -> str | None:
+        """The directory of a location on a local (or mounted) filesystem, else ``None``."""
+        return self.files.root if isinstance(self.files, _LocalFiles) else None
+
     def describe(self, path: str = "") -> str:
         """``"checkpoint at 'LOCATION'"`` (and the file in it), for messages."""
         where = f"checkpoint at {self.location!r}"
@@ -328,30 +343,69 @@ class CheckpointStore:
         """The current manifest (the highest numbered), or ``None`` for an empty location.
 
         Raises:
-            CheckpointError: it cannot be read, does not parse, or is of another format or a
-                newer version.
+            CheckpointError: it cannot be read, is damaged (its checksum), does not parse, has
+                a field of the wrong type, or is of another format or a newer version; or
+                the location holds data files or the mark of a checkpoint but no manifest.
         """
         seqs = self.sequences()
         if not seqs:
+            self._check_empty()
             return None
         name = _manifest_name(seqs[-1])
+        where = self.describe(name)
         try:
-            text = self.files.read(name)
-            manifest = json.loads(text)
-        except (OSError, ValueError) as exc:
-            msg = f"{self.describe(name)} cannot be read: {exc}"
+            raw = self.files.read(name)
+        except OSError as exc:
+            msg = f"{where} cannot be read: {exc}"
             raise CheckpointError(msg) from exc
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            msg = f"{self.describe(name)} is not a deltaflow checkpoint manifest"
+        manifest = unseal(raw, where)
+        if manifest.get("format") != FORMAT:
+            msg = f"{where} is not a deltaflow checkpoint manifest"
             raise CheckpointError(msg)
         version = manifest.get("version")
-        if version not in READS:
+        if version.__class__ is not int or version not in READS:
             msg = (
-                f"{self.describe(name)} is of format version {version!r}; this deltaflow "
+                f"{where} is of format version {version!r}; this deltaflow "
                 f"reads versions {sorted(READS)} (a newer deltaflow wrote it?)"
             )
             raise CheckpointError(msg)
+        check_fields(manifest, seqs[-1], where)
         return manifest
+
+    def _check_empty(self) -> None:
+        """A location with no manifest: refuse it if it held a checkpoint (see the module's
+        doc), else it is empty."""
+        # Data files of a checkpoint after the first mean one was committed too (a
+        # location written before the mark existed has them but no mark).
+        later = [
+            name
+            for name in self.files.names(DATA)
+            if (m := _DATA_FILE.match(name)) is not None and int(m.group(1)) > 1
+        ]
+        if MARK in self.files.names("") or later:
+            what = f"({MARK!r})" if not later else f"(data file {later[0]!r})"
+            msg = (
+                f"{self.describe()} holds no manifest, but a checkpoint was committed there "
+                f"{what}: was the manifest deleted? Open it with fresh=True (or delete "
+                "the folder) to start over"
+            )
+            raise CheckpointError(msg)
+
+    def clear(self) -> None:
+        """Remove every checkpoint here: the manifests, the data files and the mark (nothing
+        else: a location given by mistake loses no file deltaflow did not write). Hold the
+        location's lock first (:mod:`.lock`)."""
+        try:
+            for name in self.files.names(""):
+                if _MANIFEST.match(name) or ".json.tmp-" in name:
+                    self.files.delete(name)
+            for name in self.files.names(DATA):
+                if _DATA_FILE.match(name):
+                    self.files.delete(f"{DATA}/{name}")
+            self.files.delete(MARK)  # last: until the manifests are gone it must stay
+        except OSError as exc:
+            msg = f"{self.describe()} cannot be cleared: {exc}"
+            raise CheckpointError(msg) from exc
 
     def reader(self, manifest: dict[str, Any]) -> SegmentReader:
         """A reader of ``manifest``'s segments."""
@@ -381,11 +435,13 @@ class CheckpointStore:
         manifest = {"format": FORMAT, "version": VERSION, **manifest}
         name = _manifest_name(manifest["sequence"])
         temporary = f"{name}.tmp-{secrets.token_hex(4)}"
-        body = json.dumps(manifest, separators=(",", ":")).encode()
+        body = seal(manifest)
         try:
             self.files.makedirs("")  # a job whose state is all empty wrote no data file
             self.files.write(temporary, [body])
             self.files.replace(temporary, name)
+            if MARK not in self.files.names(""):
+                self.files.write(MARK, [json.dumps({"format": FORMAT}).encode()])
         except OSError as exc:
             self.files.delete(temporary)
             msg = f"{self.describe(name)} cannot be written: {exc}"
@@ -402,6 +458,9 @@ class CheckpointStore:
         for name in self.files.names(DATA):
             if name not in keep:
                 self.files.delete(f"{DATA}/{name}")
+
+
+_DATA_FILE = re.compile(r"^(\d{6,})-[^/]*\.dfs$")
 
 
 def _manifest_name(sequence: int) -> str:
