@@ -270,14 +270,14 @@ def _apply(
                 outs.pop(key, None)
     deltas = op.acc_deltas
     if v is None:
-        for key, total, was in zip(keys, final_n, base):
+        for key, total, held in zip(keys, final_n, base):
             if total:
                 accs[key] = {(): total}
             else:
                 accs.pop(key, None)
-            if total != was:
-                op.acc_rows += bool(total) - bool(was)
-                deltas.add(key, ((), total - was))
+            if total != held:
+                op.acc_rows += bool(total) - bool(held)
+                deltas.add(key, ((), total - held))
     else:
         op.acc_rows += _add_vals(accs, k, v[order], d, deltas)
     deltas.bound(op.acc_rows)
