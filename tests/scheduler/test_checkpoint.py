@@ -637,8 +637,8 @@ class LongestVisit(df.Pipeline):
 async def test_the_nth_checkpoint_writes_only_what_changed(tmp_path: Path) -> None:
     """Keys whose rows grow (a user's events in a session window, a user's session lengths
     under ``max``): after a few new events, the next checkpoint's data file holds those
-    changes, not every changed key's rows again; and resuming from a chain of them is
-    exact."""
+    changes, not every changed key's rows again, and it reads no file; resuming from a
+    chain of them is exact."""
     users, events = 40, 1000
     pipe = LongestVisit()
     # Every user has many sessions already (events 10 s apart: one session each).
@@ -648,6 +648,15 @@ async def test_the_nth_checkpoint_writes_only_what_changed(tmp_path: Path) -> No
         await job.advance_to(1)
         await job.checkpoint()
         first = {p.name: p.stat().st_size for p in (tmp_path / "data").iterdir()}
+        files = job.checkpointer.store.files  # type: ignore[union-attr]
+        read: list[str] = []
+        reading = files.read
+
+        def counted(path: str) -> bytes:
+            read.append(path)
+            return reading(path)
+
+        files.read = counted  # type: ignore[method-assign]
         added = []
         for t in range(1, 4):  # every user gets a new session; one loses an old one
             new = [(f"u{u}", 10 * (events + t)) for u in range(users)]
@@ -662,6 +671,7 @@ async def test_the_nth_checkpoint_writes_only_what_changed(tmp_path: Path) -> No
             (size,) = [size for name, size in files.items() if name not in before]
             added.append(size)
         assert max(added) * 8 < sum(first.values()), (first, added)
+        assert read == []  # writing one reads nothing back
         want = job.output.at(3)
     async with df.open(pipe, workers=2, checkpoint=tmp_path) as job:
         assert job.resumed_at == 4
