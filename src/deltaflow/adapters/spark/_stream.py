@@ -17,6 +17,11 @@ of ``b`` from it: the schema's columns plus ``time`` (the batch id) and ``diff``
 crosses the driver per micro-batch is the batch id, the partitions' ids and each worker's
 "done".
 
+Static inputs (a static DataFrame, a Python list of data) are fed once, with the workers'
+first micro-batch: the static DataFrames' rows read by that micro-batch's feeding tasks beside
+its own (their tagged union), the lists' shares sent by the driver with the step. A stream
+resumed from a checkpoint holds them already.
+
 The workers keep the pipeline's state from one micro-batch to the next: nothing is
 recomputed. Without a ``checkpoint_location`` that state lives only in the job.
 
@@ -704,7 +709,8 @@ def stream(
         ``with`` block) to stop the query and the workers.
 
     Raises:
-        TypeError, ValueError: bad arguments, a non-streaming input, a ``time`` column.
+        TypeError, ValueError: bad arguments, no streaming input, an input neither a
+            DataFrame nor a list, a ``time`` column.
         ValueError: ``checkpoint_location`` holds a checkpoint of another pipeline.
         CheckpointError: the checkpoint there cannot be read.
         RuntimeError: fewer than ``partitions + 1`` free task slots.
