@@ -742,7 +742,10 @@ def stream(
         (static_layouts if layout.name in static else layouts).append(layout)
         (static_frames if layout.name in static else frames).append(f)
     if not frames:
+        given = sorted([*static, *lists])
         msg = "stream() needs at least one streaming input"
+        if given:
+            msg += f" (inputs {given} are static: dfspark.run() takes static inputs alone)"
         raise TypeError(msg)
     output = OutputLayout.of(schema, single=builder.single_output, names=list(builder.stores))
     sink, holds = _sink_of(spark, output, foreach_batch, path, table)
