@@ -17,10 +17,18 @@
   rounds' of the job without (what the checkpoints cost, apart from what the checkpointing
   job's rounds cost).
 
+* ``checkpoint.clickstream`` — a clickstream app (200,000 events of 5,000 users on 500
+  pages in 288 batches of five minutes: per-page counts over sliding windows, each user's
+  sessions and longest session, hourly distinct users per category through a join with the
+  page table) without checkpoints and with one every 10 batches, taken in turn 10 batches at
+  a time as for W2 (``with_over_without``, ``cpu_with_over_without``); each checkpoint's
+  seconds and the bytes of the data file it wrote: ``first_s``/``last_s`` (medians of the
+  first and last five) and ``first_bytes``/``last_bytes`` (the same), ``last_over_first``.
+
 Each phase runs in a child process of its own (the figures are whole-process: start-up of
 the interpreter excluded, everything from ``df.open`` on included).
 
-    python benchmarks/bench_checkpoint.py [--quick] [--only w4x10,w2]
+    python benchmarks/bench_checkpoint.py [--quick] [--only w4x10,w2,clickstream]
 
 Prints one JSON line per figure.
 """
@@ -172,6 +180,90 @@ def bench_w2(quick: bool) -> None:
     emit({"figure": "checkpoint.w2", **result, "target": 0.9})
 
 
+# -- a clickstream app, with and without a checkpoint every 10 batches -----------------------
+class Clickstream(df.Pipeline):
+    """Events ``(user, page, second)`` and pages ``(page, category)``."""
+
+    def build(self, events: df.Collection, pages: df.Collection) -> dict[str, df.Collection]:
+        per_page = events.window(df.sliding(600, 300), at=lambda e: e[2])
+        sessions = events.window(df.session(1800), at=lambda e: e[2], key=lambda e: e[0])
+        spans = sessions.map(lambda s: (s[0], s[1][0])).distinct()
+        by_page = events.map(lambda e: (e[1], (e[0], e[2] // 3600))).join(pages)
+        hourly = by_page.map(lambda kv: ((kv[1][0][1], kv[1][1]), kv[1][0][0])).distinct()
+        return {
+            "per_page": per_page.map(lambda we: ((we[0], we[1][1]), 1)).count(),
+            "longest": spans.map(lambda s: (s[1], s[0][1] - s[0][0])).max(),
+            "hourly": hourly.map(lambda kv: (kv[0], 1)).count(),
+        }
+
+
+def clickstream_data(events: int, batches: int) -> tuple[list[Any], list[list[Any]]]:
+    import random
+
+    rng = random.Random(1)
+    pages = [(f"/p{p}", f"c{p % 20}") for p in range(500)]
+    per = events // batches
+    rows = [
+        [(f"u{rng.randrange(5000)}", f"/p{rng.randrange(500)}", b * 300 + rng.randrange(300))
+         for _ in range(per)]
+        for b in range(batches)
+    ]  # fmt: skip
+    return pages, rows
+
+
+EVERY = 10
+
+
+async def _clickstream_pair(location: Path, events: int, batches: int) -> dict[str, Any]:
+    import statistics
+
+    pages, rows = clickstream_data(events, batches)
+    spent = {"with": 0.0, "without": 0.0}
+    cpu = {"with": 0.0, "without": 0.0}
+    seconds: list[float] = []
+    written: list[int] = []
+    async with (
+        df.open(Clickstream(), checkpoint=location) as kept,
+        df.open(Clickstream()) as plain,
+    ):
+        for job in (kept, plain):
+            job.inputs["pages"].insert_many(pages)
+        for lo in range(0, batches, EVERY):
+            for name, job in (("with", kept), ("without", plain)):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                for t in range(lo, min(lo + EVERY, batches)):
+                    job.inputs["events"].insert_many(rows[t])
+                    await job.advance_to(t + 1)
+                if job is kept:
+                    before = {p.name for p in (location / "data").iterdir()} if lo else set()
+                    begin = time.perf_counter()
+                    await job.checkpoint()
+                    seconds.append(time.perf_counter() - begin)
+                    new = [p for p in (location / "data").iterdir() if p.name not in before]
+                    written.append(sum(p.stat().st_size for p in new))
+                spent[name] += time.perf_counter() - start
+                cpu[name] += time.process_time() - start_cpu
+        same = all(kept.outputs[n].at(batches - 1) == plain.outputs[n].at(batches - 1)
+                   for n in ("per_page", "longest", "hourly"))  # fmt: skip
+    first_s, last_s = statistics.median(seconds[:5]), statistics.median(seconds[-5:])
+    first_b, last_b = statistics.median(written[:5]), statistics.median(written[-5:])
+    return {"events": events, "batches": batches, "checkpoints": len(seconds),
+            "with_over_without": spent["with"] / spent["without"],
+            "cpu_with_over_without": cpu["with"] / cpu["without"],
+            "first_s": first_s, "last_s": last_s, "last_over_first": last_s / first_s,
+            "first_bytes": first_b, "last_bytes": last_b, "same_answer": same}  # fmt: skip
+
+
+def bench_clickstream(quick: bool) -> None:
+    location = Path(tempfile.mkdtemp(prefix="deltaflow-bench-"))
+    events, batches = (60_000, 96) if quick else (200_000, 288)
+    try:
+        result = _child("clickstream", str(location), str(events), str(batches))
+    finally:
+        shutil.rmtree(location, ignore_errors=True)
+    emit({"figure": "checkpoint.clickstream", **result, "target": 1.2})
+
+
 # -- child processes ------------------------------------------------------------------------
 def _child(*args: str) -> dict[str, Any]:
     here = os.path.dirname(os.path.abspath(__file__))
@@ -189,6 +281,8 @@ def _run_child(args: list[str]) -> None:
         result = trio.run(_w4_write, Path(location), int(rest[0]), int(rest[1]))
     elif kind == "w4-resume":
         result = trio.run(_w4_resume, Path(location))
+    elif kind == "clickstream":
+        result = trio.run(_clickstream_pair, Path(location), int(rest[0]), int(rest[1]))
     else:
         _, _, rounds = w2_reach()
         result = trio.run(_w2_pair, Path(location), _singles(rounds[: int(rest[0])]))
@@ -198,7 +292,9 @@ def _run_child(args: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="W4 size; 200 W2 rounds")
-    parser.add_argument("--only", default="w4x10,w2", help="comma-separated: w4x10, w2")
+    parser.add_argument(
+        "--only", default="w4x10,w2,clickstream", help="comma-separated: w4x10, w2, clickstream"
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -209,6 +305,8 @@ def main() -> None:
         bench_w4x10(args.quick)
     if "w2" in only:
         bench_w2(args.quick)
+    if "clickstream" in only:
+        bench_clickstream(args.quick)
 
 
 if __name__ == "__main__":

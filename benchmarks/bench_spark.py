@@ -38,7 +38,11 @@ of its own (so one's memory does not slow the next) and prints JSON lines:
   output in Spark (every output row computed, one row to the driver). ``rows_per_s``: the
   rows of micro-batches 1.. over the time from micro-batch 0's end to the last one's;
   ``batch_median_s``: a micro-batch's median ``foreachBatch`` time; ``driver_cpu_ms``: the
-  driver's Python process CPU per micro-batch over the same span.
+  driver's Python process CPU per micro-batch over the same span; ``start_s``: from the
+  ``dfspark.stream`` call to micro-batch 0's sink done; per micro-batch after the first, the
+  medians of ``feed_median_s`` (reading and dealing its rows), ``worker_median_s``,
+  ``sink_median_s`` (the output fetched, the sink's job) and ``beyond_work_median_s`` (the
+  ``foreachBatch`` time less the workers' and the checkpoint's).
 * ``stream_w1_checkpointed`` — ``stream_w1.local`` with ``checkpoint_location``: the workers'
   state checkpointed with every micro-batch; also ``checkpoint_median_s`` (a micro-batch's
   checkpoint: settle, shares written, manifest committed) and ``state_mb`` (the checkpoint's
@@ -342,6 +346,7 @@ def run_stream_w1(
         read = spark.readStream.option("maxFilesPerTrigger", files)
         records = read.schema("key long, diff long").parquet(str(tmp / "records"))
         location = str(tmp / "query") if checkpointed else None
+        called = time.perf_counter()
         with dfspark.stream(
             KeyCount(),
             spark,
@@ -362,6 +367,15 @@ def run_stream_w1(
                 record["state_mb"] = size / 1e6
             later_feeds = sorted(getattr(running, "feed_seconds", [])[1:])
             workers = sorted(running.worker_seconds[1:])
+            sinks = sorted(running.sink_seconds[1:])
+            saved = running.checkpoint_seconds or [0.0] * len(seconds)
+            beyond = sorted(
+                b - w - c
+                for b, w, c in zip(seconds[1:], running.worker_seconds[1:], saved[1:], strict=True)
+            )
+        record["start_s"] = ends[0] - called
+        record["sink_median_s"] = sinks[len(sinks) // 2]
+        record["beyond_work_median_s"] = beyond[len(beyond) // 2]
         record["batches"] = len(ends)
         if later_feeds:
             record["feed_median_s"] = later_feeds[len(later_feeds) // 2]

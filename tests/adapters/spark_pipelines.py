@@ -74,3 +74,18 @@ class TypedClicks(df.Pipeline):
 
     def build(self, clicks: df.Collection) -> df.Collection:
         return clicks
+
+
+class LatestByCategory(df.Pipeline):
+    """Views ``(user, page, at)`` joined with a page table ``(page, category)`` and a table of
+    users' tiers ``(user, tier)``: the latest view (a ``datetime``) per category and tier,
+    and per category the views in each hour of the day (``at.hour``)."""
+
+    def build(
+        self, views: df.Collection, pages: df.Collection, tiers: df.Collection
+    ) -> dict[str, df.Collection]:
+        by_page = views.map(lambda v: (v[1], (v[0], v[2]))).join(pages)  # (page, ((u, at), c))
+        by_user = by_page.map(lambda pv: (pv[1][0][0], (pv[1][1], pv[1][0][1]))).join(tiers)
+        latest = by_user.map(lambda uv: ((uv[1][0][0], uv[1][1]), uv[1][0][1])).max()
+        hours = by_page.map(lambda pv: ((pv[1][1], pv[1][0][1].hour), pv[0])).count()
+        return {"latest": latest, "hours": hours}

@@ -4,6 +4,7 @@ at that time."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
 import time
@@ -169,6 +170,54 @@ def test_dict_outputs_to_tables(spark: Any, tmp_path: Path) -> None:
     assert got["lengths"] == sorted((n, k, t, d) for (n, k), t, d in want["lengths"])
 
 
+def test_stream_static_join_matches_run(spark: Any, tmp_path: Path) -> None:
+    """Streamed views joined with a static page table (a DataFrame) and a list of users'
+    tiers, both loaded once at the stream's first micro-batch: every micro-batch's changes
+    equal ``dfspark.run``'s at its time, with the views at their batch's time and the tables
+    at time 0; Spark ``timestamp`` columns arrive as ``datetime`` (the pipeline reads
+    ``.hour``) and go out as timestamps."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    ddl = "user string, page string, at timestamp"
+    views = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).json(str(directory))
+    pages = spark.createDataFrame([("/a", "news"), ("/b", "news"), ("/c", "sport")],
+                                  "page string, category string")  # fmt: skip
+    tiers = [("ann", "gold"), ("bob", "free"), ("cy", "gold")]
+    batches = [
+        [("ann", "/a", "2026-01-02T10:15:00"), ("bob", "/c", "2026-01-02T11:00:00")],
+        [("cy", "/b", "2026-01-02T12:30:00"), ("ann", "/c", "2026-01-02T09:00:00")],
+        [("bob", "/a", "2026-01-02T13:45:00"), ("dan", "/a", "2026-01-02T14:00:00")],
+    ]
+    schema = {"latest": "category string, tier string, at timestamp",
+              "hours": "category string, hour int, views long"}  # fmt: skip
+    got: dict[str, list[tuple[Any, ...]]] = {"latest": [], "hours": []}
+
+    def sink(frames: dict[str, Any], _batch_id: int) -> None:
+        for name, frame in frames.items():
+            got[name] += [tuple(r) for r in frame.collect()]
+
+    with dfspark.stream(
+        pipes.LatestByCategory(), spark, views=views, pages=pages, tiers=tiers,
+        schema=schema, foreach_batch=sink, partitions=2,
+    ) as running:  # fmt: skip
+        for b, rows in enumerate(batches):
+            write_batch(directory, b, [dict(zip(("user", "page", "at"), r)) for r in rows])
+            running.process_all_available()
+    timed = [(*r, b) for b, rows in enumerate(batches) for r in rows]
+    whole = dfspark.run(
+        pipes.LatestByCategory(), spark, schema=schema,
+        views=spark.createDataFrame(timed, "user string, page string, at string, time long")
+        .selectExpr("user", "page", "cast(at as timestamp) as at", "time"),
+        pages=pages, tiers=spark.createDataFrame(tiers, "user string, tier string"),
+    )  # fmt: skip
+    assert isinstance(whole, dict)
+    for name, frame in whole.items():
+        assert sorted(got[name]) == sorted(tuple(r) for r in frame.collect()), name
+    assert got["latest"] and got["hours"]
+    assert all(isinstance(r[2], datetime.datetime) for r in got["latest"])
+    assert ("news", 14, 1, 2, 1) in got["hours"]  # dan has no tier, but his view counts
+
+
 def test_failing_worker_fails_the_query(spark: Any, tmp_path: Path) -> None:
     """User code raising in a worker stops the query within seconds with the OperatorError
     df.run raises (the operator's name, the user's exception and message), from the query's
@@ -238,12 +287,12 @@ def test_output_that_does_not_fit_stops_the_query_naming_it(spark: Any, tmp_path
 
 
 def test_streaming_inputs_are_checked(spark: Any, tmp_path: Path) -> None:
-    """A ``time`` column, a static input, no sink or too many partitions are refused."""
+    """A ``time`` column, static inputs alone, no sink or too many partitions are refused."""
     timed = spark.readStream.schema("x long, time long").json(str(tmp_path))
     with pytest.raises(ValueError, match="input 'xs': a streaming input has no 'time' column"):
         dfspark.stream(pipes.Identity(), spark, xs=timed, schema="x long", path="p")
     static = spark.createDataFrame([(1,)], "x long")
-    with pytest.raises(TypeError, match="input 'xs' is not a streaming DataFrame"):
+    with pytest.raises(TypeError, match=r"needs at least one streaming input \(inputs \['xs'\]"):
         dfspark.stream(pipes.Identity(), spark, xs=static, schema="x long", path="p")
     xs = spark.readStream.schema("x long").json(str(tmp_path))
     with pytest.raises(TypeError, match="pass exactly one sink"):

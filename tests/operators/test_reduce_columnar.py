@@ -360,6 +360,17 @@ class _Memory:
     ) -> None:
         self.saved[name] = {k: list(rows(v) if rows else v) for k, v in index.items()}
 
+    def history(
+        self,
+        name: str,
+        index: Any,
+        columns: tuple[str, ...],
+        appended: Any,
+        size: int,
+        rows: Any = None,
+    ) -> None:
+        self.index(name, index, columns, None, rows)
+
     def rows(self, name: str, rows: Any, key: str | None = None) -> Any:
         if key is None and not isinstance(rows, str):
             self.saved[name] = rows
@@ -378,6 +389,9 @@ class _Source:
         self.saved = memory.saved
 
     def index(self, name: str) -> Any:
+        return self.saved.get(name)
+
+    def history(self, name: str) -> Any:
         return self.saved.get(name)
 
     def rows(self, name: str) -> Any:

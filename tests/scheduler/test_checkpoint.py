@@ -313,7 +313,8 @@ def checkpointing_every_time(draw: st.DrawFn) -> tuple[Inputs, list[int], int]:
 
 
 @pytest.mark.parametrize("shape", ["reach-distinct", "components-reduce", "nested-reach",
-                                   "shared-arrangement", "later-times-in-a-loop"])  # fmt: skip
+                                   "shared-arrangement", "later-times-in-a-loop", "count",
+                                   "kept-output-trace", "session-windows"])  # fmt: skip
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(
@@ -625,6 +626,66 @@ async def test_a_second_checkpoint_writes_only_what_changed(tmp_path: Path) -> N
     async with df.open(pipe, workers=3, checkpoint=tmp_path) as job:
         assert job.resumed_at == 2
         assert job.output.at(1) == want
+
+
+class LongestVisit(df.Pipeline):
+    """Each user's sessions (a user's events: a counted index whose rows grow with the
+    stream) and the longest one (a reduction whose values per key grow likewise)."""
+
+    def build(self, visits: df.Collection) -> df.Collection:  # (user, second)
+        sessions = visits.window(df.session(5), at=lambda v: v[1], key=lambda v: v[0])
+        spans = sessions.map(lambda s: (s[1][0], s[0][1] - s[0][0]))
+        return spans.max()
+
+
+async def test_the_nth_checkpoint_writes_only_what_changed(tmp_path: Path) -> None:
+    """Keys whose rows grow (a user's events in a session window, a user's session lengths
+    under ``max``): after a few new events, the next checkpoint's data file holds those
+    changes, not every changed key's rows again, and it reads no file; resuming from a
+    chain of them is exact."""
+    users, events = 40, 1000
+    pipe = LongestVisit()
+    # Every user has many sessions already (events 10 s apart: one session each).
+    live = Counter((f"u{u}", 10 * i) for u in range(users) for i in range(events))
+    async with df.open(pipe, checkpoint=tmp_path) as job:
+        job.inputs["visits"].insert_many(list(live))
+        await job.advance_to(1)
+        await job.checkpoint()
+        first = {p.name: p.stat().st_size for p in (tmp_path / "data").iterdir()}
+        files = job.checkpointer.store.files  # type: ignore[union-attr]
+        read: list[str] = []
+        reading = files.read
+
+        def counted(path: str) -> bytes:
+            read.append(path)
+            return reading(path)
+
+        files.read = counted  # type: ignore[method-assign]
+        added = []
+        for t in range(1, 4):  # every user gets a new session; one loses an old one
+            new = [(f"u{u}", 10 * (events + t)) for u in range(users)]
+            job.inputs["visits"].insert_many(new)
+            job.inputs["visits"].remove(("u0", 10 * t))
+            live.update(new)
+            live[("u0", 10 * t)] -= 1
+            await job.advance_to(t + 1)
+            before = {p.name for p in (tmp_path / "data").iterdir()}
+            await job.checkpoint()
+            files = {p.name: p.stat().st_size for p in (tmp_path / "data").iterdir()}
+            (size,) = [size for name, size in files.items() if name not in before]
+            added.append(size)
+        assert max(added) * 8 < sum(first.values()), (first, added)
+        assert read == []  # writing one reads nothing back
+        want = job.output.at(3)
+    async with df.open(pipe, workers=2, checkpoint=tmp_path) as job:
+        assert job.resumed_at == 4
+        assert job.output.at(3) == want
+        job.inputs["visits"].insert(("u1", 10 * events + 45))  # joins u1's last session
+        live[("u1", 10 * events + 45)] += 1
+        await job.advance_to(5)
+        batch = [(v, 0, n) for v, n in live.items() if n]
+        whole = await trio.to_thread.run_sync(lambda: df.run(pipe, visits=batch))
+        assert job.output.at(4) == accumulate(whole, 0)
 
 
 def _as_version_1(location: Path) -> None:

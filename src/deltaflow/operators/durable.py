@@ -21,7 +21,12 @@ An index is tracked for changes only once a checkpoint has taken it whole (until
 bookkeeping is paid): :class:`Changes` is that tracking, by the keys changed. A history whose
 lists only grow between checkpoints (compaction aside, which changes no accumulation still to
 be read) is tracked by the rows appended instead (:class:`Appended`): a checkpoint writes
-those alone, and a resume appends them after the rows written before.
+those alone, and a resume appends them after the rows written before. A *counted* index, whose
+rows end in a count (``{key: {val: count}}``), whose keys' rows grow with the stream (a
+user's events, a key's values under a reduction), is tracked by its changes as rows of diffs
+(:class:`Deltas`) and written the same way, as a history: a resume appends the diffs and folds
+them into the counts (:func:`fold_counts`), so a checkpoint writes what changed, not the whole
+rows of every key that changed.
 
     >>> changes = Changes()
     >>> changes.note("a"); changes.take() is None     # not tracked yet: the first take is whole
@@ -51,11 +56,13 @@ if TYPE_CHECKING:
 __all__ = [
     "Appended",
     "Changes",
+    "Deltas",
     "Durable",
     "StateSink",
     "StateSource",
     "covering",
     "delayed_to",
+    "fold_counts",
     "restore_trace",
     "trace_rows",
 ]
@@ -86,6 +93,67 @@ class Changes:
         """The keys changed since the last call (``None`` the first time), and track anew."""
         keys, self.keys = self.keys, set()
         return keys
+
+
+class Deltas:
+    """The changes to a counted index (rows ending in a count) since a checkpoint last took
+    it, as rows ending in the diff, each with its key, in the order made (``keys is None``:
+    not tracked; the next checkpoint takes the index whole). Read back after the index's
+    rows, :func:`fold_counts` adds them up.
+
+    >>> deltas = Deltas()
+    >>> deltas.add("k", ("x", 1)); deltas.take(2) is None   # not tracked: taken whole
+    True
+    >>> deltas.add("k", ("x", -1)); deltas.add("j", ("y", 2)); deltas.take(2)
+    [['k', 'j'], ['x', 'y'], [-1, 2]]
+    """
+
+    __slots__ = ("keys", "rows")
+
+    def __init__(self) -> None:
+        self.keys: list[Any] | None = None
+        self.rows: list[tuple[Any, ...]] = []
+
+    def add(self, key: Any, row: tuple[Any, ...]) -> None:
+        """``key``'s count of ``row[:-1]`` changed by ``row[-1]``."""
+        keys = self.keys
+        if keys is not None:
+            keys.append(key)
+            self.rows.append(row)
+
+    def bound(self, size: int) -> None:
+        """Stop tracking once more changes are kept than ``size`` (the index's rows): the
+        next checkpoint takes the index whole, fewer rows than the changes."""
+        keys = self.keys
+        if keys is not None and len(keys) > size:
+            self.keys, self.rows = None, []
+
+    def take(self, width: int) -> list[list[Any]] | None:
+        """The changes since the last call as columns (the keys, then ``width`` columns of
+        the rows; ``None`` when not tracked), and track anew."""
+        keys, rows = self.keys, self.rows
+        self.keys, self.rows = [], []
+        if keys is None:
+            return None
+        return [keys, *columns_of(rows, width)]
+
+
+def fold_counts(rows: Iterable[tuple[Any, ...]]) -> dict[tuple[Any, ...], int]:
+    """Rows ending in a count (a counted index's rows, then its :class:`Deltas`) added up:
+    ``{row[:-1]: count}``, zeros left out.
+
+    >>> fold_counts([("x", 2), ("y", 1), ("x", -2)])
+    {('y',): 1}
+    """
+    out: dict[tuple[Any, ...], int] = {}
+    for row in rows:
+        head = row[:-1]
+        n = out.get(head, 0) + row[-1]
+        if n:
+            out[head] = n
+        else:
+            out.pop(head, None)
+    return out
 
 
 class Appended:
@@ -209,12 +277,14 @@ class StateSink(Protocol):
     def history(
         self,
         name: str,
-        index: Mapping[Any, list[tuple[Any, ...]]],
+        index: Mapping[Any, Any],
         columns: tuple[str, ...],
         appended: Sequence[list[Any]] | None,
         size: int,
+        rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
     ) -> None:
-        """A keyed index ``{key: [row tuple, ...]}`` of ``size`` rows holding ``columns``,
+        """A keyed index ``{key: [row tuple, ...]}`` of ``size`` rows holding ``columns``
+        (``rows(value)``, when given, makes a key's list of its value),
         whose lists only grow between checkpoints but for compactions (which change no
         accumulation still to be read). ``appended``: the updates appended since the
         previous checkpoint (:meth:`Appended.take`: the keys, then one list per column),

@@ -32,13 +32,12 @@ from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
 from ..framework.durable.tables import Rows
 from .base import Interest, Operator, UpdateBatch
-from .durable import Changes, delayed_to
+from .durable import Deltas, delayed_to, fold_counts
 from .windows import Closing, report_late
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..framework.durable.tables import Groups
     from .base import Capability, OperatorContext
     from .durable import StateSink, StateSource
 
@@ -98,11 +97,14 @@ class _Key:
     def live(self, at: Any) -> list[tuple[Any, int]]:
         return [(d, c) for d, c in self.counts[at].items() if c > 0]
 
-    def add(self, at: Any, datum: Any, diff: int) -> None:
+    def add(self, at: Any, datum: Any, diff: int) -> int:
+        """Add ``diff`` to the count of ``datum`` at ``at``; the rows (``(at, datum)`` with
+        a count) made, or removed (-1)."""
         here = self.counts.get(at)
         if here is None:
             here = self.counts[at] = {}
         was = any(c > 0 for c in here.values())
+        had = datum in here
         n = here.get(datum, 0) + diff
         if n:
             here[datum] = n
@@ -115,6 +117,7 @@ class _Key:
             self.times.remove(at)
         if not here:
             del self.counts[at]
+        return (not had) - (not n)
 
     def region(self, lo: Any, hi: Any, gap: Any) -> tuple[Any, Any]:
         """``[lo, hi]`` widened to whole sessions: no event outside it is within ``gap``."""
@@ -154,8 +157,10 @@ class SessionOperator(Operator):
         self.closes: list[tuple[int, int, Any, Any]] = []
         self.close_cap: Capability | None = None
         self._seq = 0
-        #: The keys whose events changed since a checkpoint last took them.
-        self.changes = Changes()
+        #: The changes to the events since a checkpoint last took them, and how many rows
+        #: (``(key, at, datum)`` with a count) they are.
+        self.deltas = Deltas()
+        self.size = 0
         # What a checkpoint held back, until ``initialize`` gives it capabilities.
         self._restored: dict[Any, tuple[list[Any], list[int]]] = {}
 
@@ -163,7 +168,8 @@ class SessionOperator(Operator):
     def save(self, sink: StateSink) -> None:
         """Hand the events per key, the updates waiting for their time and the sessions'
         close times to a checkpoint."""
-        sink.index("events", self.keys, ("at", "datum", "count"), self.changes.take(), rows=_rows)
+        columns = ("at", "datum", "count")
+        sink.history("events", self.keys, columns, self.deltas.take(3), self.size, _rows)
         data = [d for _, ds, _ in self.pending.values() for d in ds]
         sink.rows(
             "pending",
@@ -185,12 +191,16 @@ class SessionOperator(Operator):
 
     def load(self, source: StateSource) -> None:
         """Take this worker's share of a checkpoint back."""
-        events: Groups | None = source.index("events")
+        events = source.history("events")
         if events is not None:
-            self.changes.keys = set()
+            self.deltas.keys = []
             for key, rows in events.items():
+                counts = fold_counts(rows)
+                if not counts:
+                    continue
                 state = self.keys[key] = _Key()
-                for at, d, c in rows:
+                self.size += len(counts)
+                for (at, d), c in counts.items():
                     state.counts.setdefault(at, {})[d] = c
                 state.times.update(at for at in state.counts if state.live(at))
         pending = source.rows("pending")
@@ -297,7 +307,7 @@ class SessionOperator(Operator):
         if late:
             report_late(self.name, time, late, first_late)
         gap = self.gap
-        self.changes.note_all(by_key)
+        deltas = self.deltas
         for key, changes in by_key.items():
             state = self.keys.get(key)
             if state is None:
@@ -306,7 +316,8 @@ class SessionOperator(Operator):
             lo, hi = state.region(min(ats), max(ats), gap)
             self._emit(state, lo, hi, -1, out)
             for a, d, r in changes:
-                state.add(a, d, r)
+                self.size += state.add(a, d, r)
+                deltas.add(key, (a, d, r))
             sessions = self._emit(state, lo, hi, 1, out)
             if closing is not None:
                 for first, end, _ in sessions:
@@ -315,12 +326,12 @@ class SessionOperator(Operator):
                     heapq.heappush(self.closes, entry)
             if not state.counts:
                 del self.keys[key]
+        deltas.bound(self.size)
 
     def _close(self, time: int, out: dict[Any, int]) -> None:
         closes, closing, gap = self.closes, self.closing, self.gap
         while closes and closes[0][0] <= time:
             _, _, key, first = heapq.heappop(closes)
-            self.changes.note(key)
             state = self.keys.get(key)
             if state is None or first not in state.counts:
                 continue
@@ -341,7 +352,10 @@ class SessionOperator(Operator):
             for a in members:
                 # The session's events leave the state; counts that are not positive go too
                 # (an event retracted below zero belongs to no window).
-                del state.counts[a]
+                gone = state.counts.pop(a)
                 state.times.remove(a)
+                self.size -= len(gone)
+                for d, c in gone.items():
+                    self.deltas.add(key, (a, d, -c))
             if not state.counts:
                 del self.keys[key]

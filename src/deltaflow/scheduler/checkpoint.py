@@ -391,10 +391,11 @@ class _Sink:
     def history(
         self,
         name: str,
-        index: Mapping[Any, list[tuple[Any, ...]]],
+        index: Mapping[Any, Any],
         columns: tuple[str, ...],
         appended: Sequence[list[Any]] | None,
         size: int,
+        rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
     ) -> None:
         self._table(name, "index", "key")
         where = (self.node, name, self.worker)
@@ -408,7 +409,7 @@ class _Sink:
                     log = Rows.logged(keys, values, columns)
                     self.capture.units.append(_Unit(self.node, name, self.worker, log, log=True))
                 return
-        groups = Groups.from_index(index, columns)
+        groups = Groups.from_index(index, columns, None, rows)
         self.capture.units.append(_Unit(self.node, name, self.worker, groups))
 
     def rows(self, name: str, rows: Rows, key: str | None) -> None:

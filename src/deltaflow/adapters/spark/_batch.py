@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -117,9 +117,15 @@ def second_to_fail() -> Iterator[None]:
 
 
 def check_inputs(
-    pipeline: object, inputs: Mapping[str, object], *, streaming: bool
+    pipeline: object,
+    inputs: Mapping[str, object],
+    *,
+    streaming: bool,
+    static: Collection[str] = (),
 ) -> tuple[Pipeline, list[InputLayout], list[DataFrame], Any]:
     """The pipeline, each input's layout and DataFrame, and the pipeline's dataflow builder.
+    ``static``: the inputs of a stream that are static DataFrames (read once; no ``time``
+    column either).
 
     Raises:
         TypeError: not a pipeline, an unknown input, or an input that is not a DataFrame
@@ -152,7 +158,7 @@ def check_inputs(
         if not isinstance(frame, DataFrame):
             msg = f"input {name!r}: expected a Spark DataFrame, got {type(frame).__name__}"
             raise TypeError(msg)
-        if frame.isStreaming != streaming:
+        if frame.isStreaming != (streaming and name not in static):
             msg = (
                 f"input {name!r} is a streaming DataFrame: use dfspark.stream()"
                 if frame.isStreaming

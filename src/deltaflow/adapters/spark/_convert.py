@@ -11,6 +11,9 @@ unions them by name (each row has nulls in the other inputs' columns). Several o
 back the same way (:class:`OutputLayout`, an ``__output`` column), so one barrier job serves
 every input and output.
 
+A ``timestamp`` column's values arrive as ``datetime`` (Arrow's, in the session's time zone),
+and a ``datetime`` goes out into a ``timestamp`` column (:func:`to_arrow_schema`).
+
 What is checked where: column types on the driver, before any job (a ``time`` column of
 strings, a schema column named ``time``); values in the tasks, each error naming the input or
 output, the column, and the row or datum.
@@ -31,7 +34,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import to_arrow_schema as _to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     ByteType,
@@ -63,6 +66,13 @@ INPUT = "__input"
 OUTPUT = "__output"
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 _NESTED = (ArrayType, StructType, MapType)
+
+
+def to_arrow_schema(schema: StructType) -> Any:
+    """The Arrow schema of output rows of ``schema``: a ``timestamp`` column is an Arrow
+    timestamp in UTC (an instant: Spark reads the microseconds whatever the zone named; a
+    ``datetime`` without a zone is taken as UTC)."""
+    return _to_arrow_schema(schema, timezone="UTC")
 
 
 def flatten(datum: Any) -> tuple[Any, ...]:

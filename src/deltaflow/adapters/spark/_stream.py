@@ -17,6 +17,11 @@ of ``b`` from it: the schema's columns plus ``time`` (the batch id) and ``diff``
 crosses the driver per micro-batch is the batch id, the partitions' ids and each worker's
 "done".
 
+Static inputs (a static DataFrame, a Python list of data) are fed once, with the workers'
+first micro-batch: the static DataFrames' rows read by that micro-batch's feeding tasks beside
+its own (their tagged union), the lists' shares sent by the driver with the step. A stream
+resumed from a checkpoint holds them already.
+
 The workers keep the pipeline's state from one micro-batch to the next: nothing is
 recomputed. Without a ``checkpoint_location`` that state lives only in the job.
 
@@ -195,6 +200,8 @@ class SparkStream:
     batch_rows: list[int] = attrs.field(factory=list)
     #: Per micro-batch: seconds of the job that reads its rows and deals them out.
     feed_seconds: list[float] = attrs.field(factory=list)
+    #: Per micro-batch: seconds in the sink (its Spark jobs, the output's fetch included).
+    sink_seconds: list[float] = attrs.field(factory=list)
     #: Per micro-batch: seconds to checkpoint the workers' state (with checkpoint_location).
     checkpoint_seconds: list[float] = attrs.field(factory=list)
     #: Micro-batches skipped as re-runs of ones the checkpoint holds already.
@@ -211,6 +218,11 @@ class SparkStream:
     _worker_doors: dict[int, dict[str, int]] = attrs.field(factory=dict)
     #: What the manifests say of the operators' code: the driver's digests (``"code"``).
     _code: dict[str, Any] | None = None
+    #: The static inputs, fed with the workers' first micro-batch (then dropped): their
+    #: DataFrames' layouts and tagged union, and the Python lists by input name.
+    _static_layouts: list[InputLayout] = attrs.field(factory=list)
+    _static: DataFrame | None = None
+    _lists: dict[str, list[Any]] = attrs.field(factory=dict)
 
     def _start_workers(self, job: Callable[[], object]) -> None:
         """Run the workers' barrier job in a driver thread; its failure is kept."""
@@ -425,8 +437,17 @@ class SparkStream:
             return
         start = time.perf_counter()
         logs = records_accumulator(self.spark.sparkContext)
+        layouts = self.layouts
+        extra: list[dict[str, list[tuple[Any, int]]]] = [{} for _ in self._links]
+        first = self._static is not None or bool(self._lists)
+        if self._static is not None:
+            frame = frame.unionByName(self._static, allowMissingColumns=True)
+            layouts = [*layouts, *self._static_layouts]
+        for name, data in self._lists.items():
+            for w, share in enumerate(extra):
+                share[name] = [(d, 1) for d in data[w :: self.peers]]
         feeding = frame.mapInArrow(
-            feed_task(batch_id, self._addresses, self.layouts, self._security, logs), FED_SCHEMA
+            feed_task(batch_id, self._addresses, layouts, self._security, logs), FED_SCHEMA
         )
         try:
             with translated():
@@ -437,24 +458,32 @@ class SparkStream:
         parts: list[list[int]] = [[] for _ in self._links]
         for part, worker, _ in fed:
             parts[worker].append(int(part))
-        steps = [("step", batch_id, sorted(p)) for p in parts]
+        steps = [("step", batch_id, sorted(p), e) for p, e in zip(parts, extra, strict=True)]
         replies = self._ask(steps, batch_id)
+        if first:  # the static inputs are in the workers' state from now on
+            self._static, self._lists = None, {}
         self.worker_seconds.append(max(r[2] for r in replies))
         self.batch_rows.append(sum(int(row[2]) for row in fed))
         n = self.peers
         logs = records_accumulator(self.spark.sparkContext)
         fetch = fetch_task(batch_id, self._addresses, self.output, self._security, logs)
         combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
+        # Kept once computed: the first of the sink's actions fetches every output's rows in
+        # one stage, and the others (other outputs, a count then a write) read them here.
+        combined = combined.persist()
         frames = self.output.split(combined)
         if self._holds is not None and batch_id == self.resumed_at:
             # Run before, perhaps sunk, not checkpointed: what a sink holds already stays.
             frames = {name: f for name, f in frames.items() if not self._holds(name, batch_id)}
-        if frames:
-            try:
+        sinking = time.perf_counter()
+        try:
+            if frames:
                 with translated():
                     self.sink(frames["output"] if self.output.single else frames, batch_id)
-            finally:
-                relog(logs.value)
+        finally:
+            combined.unpersist()
+            relog(logs.value)
+        self.sink_seconds.append(time.perf_counter() - sinking)
         if self._state is not None:
             saving = time.perf_counter()
             self._checkpoint(self._state, batch_id)
@@ -577,7 +606,8 @@ class SparkStream:
     def statistics(self) -> dict[str, Any]:
         """Micro-batches run and rows fed, micro-batches skipped (re-runs the checkpoint held
         already), and the median seconds per micro-batch: reading and dealing its rows, in
-        the workers (from changes in to output complete), checkpointing the workers' state
+        the workers (from changes in to output complete), in the sink (the output's fetch
+        and the sink's own Spark jobs), checkpointing the workers' state
         (0 without a checkpoint location), and in the whole ``foreachBatch`` function (the
         sink's work and the checkpoint included). ``refused``, ``turned_away`` and
         ``accept_errors`` count what the doors of the driver's server and of the workers'
@@ -597,6 +627,7 @@ class SparkStream:
             "accept_errors": doors["accept_errors"],
             "feed_median_s": statistics.median(self.feed_seconds or [0.0]),
             "worker_median_s": statistics.median(self.worker_seconds or [0.0]),
+            "sink_median_s": statistics.median(self.sink_seconds or [0.0]),
             "checkpoint_median_s": statistics.median(self.checkpoint_seconds or [0.0]),
             "batch_median_s": statistics.median(self.batch_seconds or [0.0]),
         }
@@ -719,7 +750,7 @@ def stream(
     allow_code_change: bool = False,
     secret: bytes | str | None = None,
     tls: TLS | None = None,
-    **inputs: DataFrame,
+    **inputs: DataFrame | list[Any],
 ) -> SparkStream:
     """Keep ``pipeline`` running over streaming DataFrames; each micro-batch is one time.
 
@@ -761,14 +792,20 @@ def stream(
         secret, tls: as for :func:`~deltaflow.adapters.spark.run`: the workers' connections
             to each other and to the driver are authenticated with ``secret`` (a fresh one
             by default) and encrypted with ``tls`` when given.
-        inputs: a streaming DataFrame per input name; several are read as one union.
+        inputs: per input name, a streaming DataFrame (several are read as one union), or
+            a static one or a Python list of data, fed once with the stream's first
+            micro-batch (a table to join the stream with: ``pages=pages_df``). A static
+            DataFrame's rows are read as a streaming one's (no ``time`` column; ``diff``
+            optional); a list's items are data, each inserted once. A stream resumed from
+            its checkpoint has them in its state already: they are not read again.
 
     Returns:
         The running :class:`SparkStream`; call :meth:`SparkStream.stop` (or use it in a
         ``with`` block) to stop the query and the workers.
 
     Raises:
-        TypeError, ValueError: bad arguments, a non-streaming input, a ``time`` column.
+        TypeError, ValueError: bad arguments, no streaming input, an input neither a
+            DataFrame nor a list, a ``time`` column.
         ValueError: ``checkpoint_location`` holds a checkpoint of another pipeline, or of
             other code (without ``allow_code_change``).
         CheckpointError: the checkpoint there cannot be read, or another query holds it.
@@ -781,9 +818,30 @@ def stream(
                             foreach_batch=lambda frame, b: frame.show()) as running:
             running.await_termination(60)
     """
-    pipeline, layouts, frames, builder = check_inputs(pipeline, inputs, streaming=True)
+    from pyspark.sql import DataFrame
+
+    lists = {n: list(v) for n, v in inputs.items() if isinstance(v, list | tuple)}
+    static = {n for n, v in inputs.items() if isinstance(v, DataFrame) and not v.isStreaming}
+    framed = {n: v for n, v in inputs.items() if n not in lists}
+    pipeline, every, all_frames, builder = check_inputs(
+        pipeline, framed, streaming=True, static=static
+    )
+    unknown = sorted(set(lists) - set(pipeline.input_names()))
+    if unknown:
+        msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes "
+        raise TypeError(msg + str(pipeline.input_names()))
+    layouts: list[InputLayout] = []
+    static_layouts: list[InputLayout] = []
+    frames: list[DataFrame] = []
+    static_frames: list[DataFrame] = []
+    for layout, f in zip(every, all_frames, strict=True):
+        (static_layouts if layout.name in static else layouts).append(layout)
+        (static_frames if layout.name in static else frames).append(f)
     if not frames:
+        given = sorted([*static, *lists])
         msg = "stream() needs at least one streaming input"
+        if given:
+            msg += f" (inputs {given} are static: dfspark.run() takes static inputs alone)"
         raise TypeError(msg)
     output = OutputLayout.of(schema, single=builder.single_output, names=list(builder.stores))
     sink, holds = _sink_of(spark, output, foreach_batch, path, table)
@@ -825,6 +883,11 @@ def stream(
     if manifest is not None:
         running.resumed_at = running._time = int(manifest["time"])
         running._sequence = int(manifest["sequence"]) + 1
+    elif static_frames or lists:
+        running._static_layouts = static_layouts
+        if static_frames:
+            running._static = tag_inputs(spark, static_layouts, static_frames)
+        running._lists = lists
     try:
         running._start_workers(job)
         running._accept(security, RENDEZVOUS_TIMEOUT_S)

@@ -6,9 +6,11 @@ Each hosts one peer of the dataflow (:func:`deltaflow.scheduler.peer.open_peer`:
 ``allGather``, then the workers' own authenticated mesh), listens on a port of its own for the
 micro-batches' tasks, and dials the driver, to which it says that port (and the time it
 resumed at from a checkpoint, if it did). From then on the driver sends it, per micro-batch
-``b``, only ``("step", b, parts)``: the ids of the micro-batch's partitions whose rows have
-reached this worker. The worker takes those rows, steps its peer through one time (every
-worker does, so the time closes everywhere) and answers ``("done", b, seconds)``; it keeps the
+``b``, only ``("step", b, parts, extra)``: the ids of the micro-batch's partitions whose rows
+have reached this worker, and the changes the driver adds itself (its share of the Python
+lists given as static inputs, with the first micro-batch; else none). The worker takes those
+rows, steps its peer through one time (every worker does, so the time closes everywhere) and
+answers ``("done", b, seconds)``; it keeps the
 output changes that ended on it until the next step. A stream that keeps checkpoints then
 asks it to ``("settle",)`` (answered with the messages its workers sent and received, once
 idle) until the counts agree, and to ``("save", sequence, committed)`` its share of the
@@ -285,7 +287,7 @@ class _Worker:
                 fragment = await self.peer.save_share(sequence, committed)
                 await self.answer(driver, ("saved", fragment, self.peer.header(sequence)))
                 continue
-            _, batch, parts = message
+            _, batch, parts, extra = message
             fed = self.fed.pop(batch, {})
             missing = [p for p in parts if p not in fed]
             if missing:
@@ -294,7 +296,7 @@ class _Worker:
                     f"worker {self.index}"
                 )
                 raise RuntimeError(msg)
-            changes: Changes = {}
+            changes: Changes = {name: list(rows) for name, rows in extra.items()}
             for part in parts:
                 for name, rows in fed[part].items():
                     changes.setdefault(name, []).extend(rows)

@@ -44,6 +44,7 @@ from .counting import ByCount, order_by
 from .logics import COLUMNS, count_logic
 
 if TYPE_CHECKING:
+    from ..durable import Deltas
     from .operator import ReduceOperator
 
 __all__ = ["KERNEL_MIN", "CountKernel", "correct_counts", "counting_kernel"]
@@ -267,14 +268,19 @@ def _apply(
                 outs[key] = {(): c}
             else:
                 outs.pop(key, None)
+    deltas = op.acc_deltas
     if v is None:
-        for key, total in zip(keys, final_n):
+        for key, total, held in zip(keys, final_n, base):
             if total:
                 accs[key] = {(): total}
             else:
                 accs.pop(key, None)
+            if total != held:
+                op.acc_rows += bool(total) - bool(held)
+                deltas.add(key, ((), total - held))
     else:
-        _add_vals(accs, k, v[order], d)
+        op.acc_rows += _add_vals(accs, k, v[order], d, deltas)
+    deltas.bound(op.acc_rows)
     op.changed.note_all(keys)
     return fixes
 
@@ -350,8 +356,11 @@ def _by_time(
     return {time: rows[lo:hi] for time, lo, hi in zip(ts, lows, highs)}
 
 
-def _add_vals(accs: dict[Any, dict[Any, int]], k: np.ndarray, v: np.ndarray, d: np.ndarray) -> None:
-    """Add the updates' diffs into each key's accumulation ``{val: count}`` (zeros dropped)."""
+def _add_vals(
+    accs: dict[Any, dict[Any, int]], k: np.ndarray, v: np.ndarray, d: np.ndarray, deltas: Deltas
+) -> int:
+    """Add the updates' diffs into each key's accumulation ``{val: count}`` (zeros dropped),
+    noting each change in ``deltas``; the rows (counts) made, less those dropped."""
     order = order_by(k, v)
     k, v, d = k[order], v[order], d[order]
     cut = np.empty(len(k), dtype=bool)
@@ -361,15 +370,21 @@ def _add_vals(accs: dict[Any, dict[Any, int]], k: np.ndarray, v: np.ndarray, d: 
     sums = np.add.reduceat(d, starts)
     nonzero = sums != 0
     starts = starts[nonzero]
+    made = 0
     for key, val, diff in zip(k[starts].tolist(), v[starts].tolist(), sums[nonzero].tolist()):
+        deltas.add(key, (val, diff))
         acc = accs.get(key)
         if acc is None:
             accs[key] = {val: diff}
+            made += 1
             continue
         c = acc.get(val, 0) + diff
         if c:
+            made += val not in acc
             acc[val] = c
         else:
+            made -= 1
             del acc[val]
             if not acc:
                 del accs[key]
+    return made

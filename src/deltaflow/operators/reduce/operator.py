@@ -79,7 +79,15 @@ from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
 
 from ..base import Interest, Operator, UpdateBatch
-from ..durable import Changes, StateSink, StateSource, covering, restore_trace
+from ..durable import (
+    Changes,
+    Deltas,
+    StateSink,
+    StateSource,
+    covering,
+    fold_counts,
+    restore_trace,
+)
 from ..history import AdvanceTo, KeyedHistory
 from ..values import as_count
 from .accumulation import difference
@@ -246,9 +254,12 @@ class ReduceOperator(Operator):
         self.accs: dict[Any, dict[Any, int]] = {}
         self.outs: dict[Any, dict[Any, int]] = {}
         self.buffered_low: int | None = None
-        # Totally ordered times: the keys whose accumulations changed since a checkpoint last
-        # took them (see .durable).
+        # Totally ordered times: the keys whose output changed since a checkpoint last took
+        # them, and the changes to the accumulations, as rows ``(val, diff)`` by key, with
+        # the rows ``accs`` holds (see .durable: a key's accumulation grows with its values).
         self.changed = Changes()
+        self.acc_deltas = Deltas()
+        self.acc_rows = 0
         # Times of messages received but not yet processed.
         self.unprocessed: set[Time] = set()
         self.caps: list[Capability] = []
@@ -640,9 +651,9 @@ class ReduceOperator(Operator):
             self.incoming = []
             changed = self.changed.take()
             counts = ("val", "count")
-            sink.index("accs", self.accs, counts, changed, rows=_counts)
-            again = None if changed is None else set(changed)
-            sink.index("outs", self.outs, counts, again, rows=_counts)
+            deltas = self.acc_deltas.take(2)
+            sink.history("accs", self.accs, counts, deltas, self.acc_rows, _counts)
+            sink.index("outs", self.outs, counts, changed, rows=_counts)
             sink.rows("buffered", _keyed_rows(self.buffered, ("val", "time", "diff")), "key")
         else:
             if self.pairs is not None:  # (one state to save: the per-key histories)
@@ -674,11 +685,18 @@ class ReduceOperator(Operator):
         if upper is not None:
             self.upper = decode_frontier(upper)
         if self.total:
-            for name, into in (("accs", self.accs), ("outs", self.outs)):
-                groups = source.index(name)
-                if groups is not None:
-                    into.update((k, dict(rows)) for k, rows in groups.items())
-                    self.changed.keys = set()
+            accs = source.history("accs")
+            if accs is not None:
+                for k, rows in accs.items():
+                    folded = {head[0]: c for head, c in fold_counts(rows).items()}
+                    if folded:
+                        self.accs[k] = folded
+                        self.acc_rows += len(folded)
+                self.acc_deltas.keys = []
+            outs = source.index("outs")
+            if outs is not None:
+                self.outs.update((k, dict(rows)) for k, rows in outs.items())
+                self.changed.keys = set()
             self.buffered = _unkeyed(source.rows("buffered"), ("val", "time", "diff"))
             low = [t for rows in self.buffered.values() for _, t, _ in rows]
             self.buffered_low = min(low) if low else None

@@ -75,6 +75,7 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
     op.changed.note_all(buffered)
     accs = op.accs
     outs = op.outs
+    deltas = op.acc_deltas
     evaluate = op.evaluate
     corrections: dict[Time, list[tuple[Any, Any, int]]] = {}
     low: int | None = None
@@ -86,6 +87,7 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
         acc = accs.get(key)
         if acc is None:
             acc = {}
+        held = len(acc)
         n = len(swept)
         i = 0
         changed = False
@@ -107,6 +109,10 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
                 record(corrections, t, key, desired, current)
                 out = desired
                 changed = True
+        if i:
+            op.acc_rows += len(acc) - held
+            for _, v, d in swept[:i]:
+                deltas.add(key, (v, d))
         if acc:
             accs[key] = acc
         else:
@@ -117,4 +123,5 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
             else:
                 outs.pop(key, None)
     op.buffered_low = low
+    deltas.bound(op.acc_rows)
     return corrections
