@@ -10,7 +10,7 @@ resumed at from a checkpoint, if it did). From then on the driver sends it, per 
 have reached this worker, and the changes the driver adds itself (its share of the Python
 lists given as static inputs, with the first micro-batch; else none). The worker takes those
 rows, steps its peer through one time (every worker does, so the time closes everywhere) and
-answers ``("done", b, seconds)``; it keeps the
+answers ``("done", b, seconds, doors)``; it keeps the
 output changes that ended on it until the next step. A stream that keeps checkpoints then
 asks it to ``("settle",)`` (answered with the messages its workers sent and received, once
 idle) until the counts agree, and to ``("save", sequence, committed)`` its share of the
