@@ -440,9 +440,14 @@ class Collection:
             check_function("window", "key", key, 1)
         by = key if key is not None else _no_key
         gap = spec.gap
+        instants = spec.instants
         if self.scope.depth == 0:
             keyed = self._linear(
-                Step("map", lambda d: (by(d), event_time(label, at, d), d), f"{label}: keys")
+                Step(
+                    "map",
+                    lambda d: (by(d), event_time(label, at, d, instants), d),
+                    f"{label}: keys",
+                )
             )
             return keyed._add(
                 label,
@@ -454,7 +459,9 @@ class Collection:
             msg = f"{label}: a retention closes sessions in int (top-scope) time, not in a loop"
             raise ValueError(msg)
         pairs = self._linear(
-            Step("map", lambda d: (by(d), (event_time(label, at, d), d)), f"{label}: keys")
+            Step(
+                "map", lambda d: (by(d), (event_time(label, at, d, instants), d)), f"{label}: keys"
+            )
         )
         return pairs.reduce(session_logic(gap), label).map(_value)
 

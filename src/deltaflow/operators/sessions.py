@@ -33,6 +33,7 @@ from sortedcontainers import SortedList  # type: ignore[import-untyped]
 from ..framework.durable.tables import Rows
 from .base import Interest, Operator, UpdateBatch
 from .durable import Changes, delayed_to
+from .eventtime import as_step
 from .windows import Closing, report_late
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ def sessions_of(times: list[Any], gap: Any) -> list[tuple[Any, Any, list[Any]]]:
     """
     out: list[tuple[Any, Any, list[Any]]] = []
     run: list[Any] = []
+    if times:
+        gap = as_step(times[0], gap)
     for a in times:
         if run and a - run[-1] >= gap:
             out.append((run[0], run[-1] + gap, run))
