@@ -13,7 +13,8 @@ division, never through a float.
     >>> span("tumbling", "size", 600)
     600
     >>> import datetime as dt
-    >>> floor_steps(dt.datetime(1970, 1, 1, 0, 25), dt.datetime(1970, 1, 1), dt.timedelta(minutes=10))
+    >>> epoch = dt.datetime(1970, 1, 1)
+    >>> floor_steps(dt.datetime(1970, 1, 1, 0, 25), epoch, dt.timedelta(minutes=10))
     2
 """
 
@@ -209,7 +210,7 @@ def floor_steps(t: Any, origin: Any, step: Any) -> int:
     if t.__class__ is int and origin.__class__ is int and step.__class__ is int:
         return (t - origin) // step
     if isinstance(t, float) or isinstance(origin, float) or isinstance(step, float):
-        k = math.floor((t - origin) / step)
+        k: int = math.floor((t - origin) / step)
         # Division rounds floats: settle k on the exact comparison, a step or two at most.
         for _ in range(4):
             start = origin + k * step

@@ -111,7 +111,7 @@ class Sliding:
     @property
     def _most(self) -> int:
         q = self.size / self.hop
-        return int(math.ceil(q)) if math.isfinite(q) else 1
+        return math.ceil(q) if math.isfinite(q) else 1
 
     @property
     def label(self) -> str:

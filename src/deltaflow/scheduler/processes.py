@@ -639,6 +639,7 @@ class ProcessJob(Job):
                 checkpointer.failed()
                 raise
             checkpointer.committed(capture, own, sequence)
+            self._sources.committed(time, header["sources"])
         finally:
             self._checkpointing = False
         return time
