@@ -34,15 +34,15 @@ class Visitors(df.Pipeline):
 
 
 class TypedVisitors(Visitors):
-    schemas = {"clicks": "user string, page string"}  # noqa: RUF012
+    schemas = {"clicks": "user string, page string"}
 
 
 def visitors(c: dict[str, Counter[Any]]) -> Counter[Any]:
     pages: Counter[Any] = Counter()
-    for (user, page), n in c["clicks"].items():
+    for (_, page), n in c["clicks"].items():
         if n > 0:
             pages[page] += 1
-    return Counter({(page, n): 1 for page, n in pages.items()})
+    return Counter(dict.fromkeys(pages.items(), 1))
 
 
 def write(folder: Path, index: int, rows: list[tuple[str, str, int]], fmt: str) -> Path:
@@ -129,7 +129,7 @@ def test_run_over_an_iterable_source(batches: list[Any], static: list[Any]) -> N
 async def wait_until(job: df.Job, time: int) -> None:
     """Until the job's inputs have reached ``time`` (every file before fed)."""
     with trio.fail_after(30):
-        while job.time < time:
+        while job.time < time:  # noqa: ASYNC110 - follow() in another task moves it
             await trio.sleep(0.01)
 
 

@@ -85,7 +85,7 @@ def expected_after(files: list[list[tuple[str, str, int]]], n: int) -> dict[Any,
         for u, p, r in rows:
             clicks[(u, p)] += r
     pages: Counter[Any] = Counter(p for (_, p), c in clicks.items() if c > 0)
-    return {(p, c): 1 for p, c in pages.items()}
+    return dict.fromkeys(pages.items(), 1)
 
 
 class Verified(Exception):
@@ -106,7 +106,7 @@ def as_the_child_imports_it() -> type[df.Pipeline]:
 
 async def resumed_state(location: Path, folder: Path) -> tuple[int | None, Any, Any]:
     """The time the location resumes at, the output there and the source's offset."""
-    Visitors = as_the_child_imports_it()  # noqa: N806
+    Visitors = as_the_child_imports_it()
     with pytest.raises(Verified):
         source = df.sources.files(folder, max_files=1)
         async with df.open(Visitors(), checkpoint=location, sources={"clicks": source}) as job:
