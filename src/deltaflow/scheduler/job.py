@@ -526,7 +526,8 @@ class Job:
         per operator (in plan order) its name and the updates its arrangements hold, with its
         activations, records received and seconds when the job counts them
         (``df.open(..., profile=True)``, or the ``deltaflow`` logger at ``DEBUG``); and
-        ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`)."""
+        ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`);
+        ``late``: the late updates each window operator with a watermark dropped."""
         counts = self._operator_counts
         operators = []
         for i, arranged in enumerate(observe.arrangement_sizes(self)):
@@ -543,7 +544,20 @@ class Job:
             ],
             "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
             "operators": operators,
+            "late": late_counts(self.workers),
         }
+
+
+def late_counts(workers: list[Worker]) -> dict[str, int]:
+    """The late updates each window operator with a watermark met and did not apply, by
+    operator name (this process's workers; see :mod:`deltaflow.operators.watermarks`)."""
+    out: dict[str, int] = {}
+    for w in workers:
+        for actor in w.actors:
+            late = getattr(actor.operator, "late", None)
+            if late is not None:
+                out[actor.name] = out.get(actor.name, 0) + late
+    return out
 
 
 class _Named(dict[str, Any]):

@@ -1,0 +1,241 @@
+"""Watermarks: tumbling and sliding windows whose state stays bounded on a stream, as Spark's
+``withWatermark`` bounds it.
+
+``coll.window(spec, at=fn, watermark=delay)``: at every (int, top-scope) logical time ``t``,
+the *watermark* ``W(t)`` is the largest event time of every update that arrived at a time
+before ``t``, minus ``delay`` (none: no watermark yet). An update arriving at ``t`` whose event
+time is below ``W(t)`` is **late**: it is not applied, it is counted
+(``job.statistics()["late"]``) and the first late update of the operator is reported by one
+``WARNING``. A window whose end is at or below the watermark is **final**: no update that is
+not late can reach it, so it is retracted from the output at the first time whose watermark
+passes it (every operator downstream forgets it then) and the operator drops its contents.
+The output at every time ``t`` is thus the windows of the updates applied so far whose ends
+are above ``W(t)``.
+
+The watermark is one value for the whole job, so every update goes through one worker (the
+one owning the operator's constant exchange key): that worker keeps the largest event time,
+the contents of the windows still open, and the updates waiting for their time. The rest of
+the dataflow keeps its parallelism (the windows leave exchanged by their own keys
+downstream).
+
+    >>> import deltaflow as df
+    >>> from deltaflow.testing import example
+    >>> for update in example(lambda xs: xs.window(df.tumbling(10), at=lambda e: e, watermark=5),
+    ...                       xs=[(3, 0, 1), (17, 1, 1), (4, 2, 1), (30, 3, 1)]):
+    ...     print(update)      # 4 arrives at 2, below the watermark 17 - 5: late
+    (((0, 10), 3), 0, 1)
+    (((10, 20), 17), 1, 1)
+    (((0, 10), 3), 2, -1)
+    (((30, 40), 30), 3, 1)
+    (((10, 20), 17), 4, -1)
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..framework.durable.tables import Rows
+from .base import Interest, Operator, UpdateBatch
+from .durable import delayed_to
+from .eventtime import event_time
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from .base import Capability, OperatorContext
+    from .durable import StateSink, StateSource
+    from .windows import Sliding
+
+__all__ = ["WATERMARK_KEY", "WatermarkWindows", "watermark_key"]
+
+logger = logging.getLogger("deltaflow")
+
+WATERMARK_KEY = "watermark"
+"""The exchange key of every update into a watermark: one worker sees them all."""
+
+
+def watermark_key(_datum: Any) -> str:
+    """Every update goes to the worker that keeps the watermark."""
+    return WATERMARK_KEY
+
+
+class WatermarkWindows(Operator):
+    """Tumbling or sliding windows with a watermark (see the module), on int times.
+
+    Updates wait until the frontier passes their time; each time, in order, drops its late
+    updates, places the others in their windows (output at that time, and kept in the open
+    windows' contents), raises the largest event time, and retracts at the next time the
+    windows the new watermark has made final.
+    """
+
+    interest = Interest.ALWAYS
+
+    def __init__(self, name: str, spec: Sliding, at: Callable[[Any], Any], delay: Any) -> None:
+        self.name = name
+        self.spec = spec
+        self.at = at
+        self.delay = delay
+        self.pending: dict[Any, tuple[Capability, list[Any], list[int]]] = {}
+        #: The largest event time of every update processed (``None``: none yet).
+        self.high: Any = None
+        #: Contents of the windows not final yet: ``{end: {((start, end), datum): count}}``.
+        self.open: dict[Any, dict[Any, int]] = {}
+        self._ends: list[Any] = []  # heap of the keys of ``open``
+        #: Late updates met (and not applied) so far.
+        self.late = 0
+        self._restored: dict[int, tuple[list[Any], list[int]]] = {}
+
+    @property
+    def watermark(self) -> Any:
+        """The current watermark (``None`` before any update)."""
+        return None if self.high is None else self.high - self.delay
+
+    # -- checkpoints (see .durable) ------------------------------------------------------------
+    def save(self, sink: StateSink) -> None:
+        """Hand the largest event time, the open windows and the waiting updates over."""
+        data = [d for _, ds, _ in self.pending.values() for d in ds]
+        sink.rows(
+            "pending",
+            Rows({
+                "key": [WATERMARK_KEY] * len(data),
+                "data": data,
+                "time": [t for t, (_, ds, _) in self.pending.items() for _ in ds],
+                "diff": [r for _, _, rs in self.pending.values() for r in rs],
+            }),
+            "key",
+        )  # fmt: skip
+        items = [(item, c) for here in self.open.values() for item, c in here.items()]
+        sink.rows(
+            "open",
+            Rows({"key": [WATERMARK_KEY] * len(items), "item": [i for i, _ in items],
+                  "count": [c for _, c in items]}),
+            "key",
+        )  # fmt: skip
+        held = [] if self.high is None else [self.high]
+        sink.rows(
+            "high",
+            Rows({"key": [WATERMARK_KEY] * len(held), "high": held,
+                  "late": [self.late] * len(held)}),
+            "key",
+        )  # fmt: skip
+
+    def load(self, source: StateSource) -> None:
+        """Take the state back (on the worker owning the watermark)."""
+        pending = source.rows("pending")
+        if pending is not None:
+            cols = pending.columns
+            for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
+                slot = self._restored.setdefault(t, ([], []))
+                slot[0].append(d)
+                slot[1].append(r)
+        windows = source.rows("open")
+        if windows is not None:
+            cols = windows.columns
+            for item, c in zip(cols["item"], cols["count"]):
+                self._keep(item, c)
+        high = source.rows("high")
+        if high is not None:
+            cols = high.columns
+            for h, n in zip(cols["high"], cols["late"]):
+                self.high = h if self.high is None else max(self.high, h)
+                self.late += n
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """A capability per restored waiting time (none on a fresh start)."""
+        for time, (data, diffs) in self._restored.items():
+            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
+        self._restored = {}
+        for cap in capabilities:
+            cap.drop()
+
+    # -- running ---------------------------------------------------------------------------------
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Queue new updates; process the times the frontier has passed, in order."""
+        pending = self.pending
+        for time, batch in ctx.messages(0):
+            slot = pending.get(time)
+            if slot is None:
+                slot = pending[time] = (ctx.capability(time), [], [])
+            slot[1].extend(batch.data)
+            slot[2].extend(batch.diffs)
+        frontier = ctx.frontier(0)
+        while pending:
+            time = min(pending)
+            if frontier.less_equal(time):
+                break
+            cap, data, diffs = pending.pop(time)
+            self._apply(ctx, time, data, diffs)
+            cap.drop()
+
+    def _keep(self, item: Any, count: int) -> None:
+        end = item[0][1]
+        here = self.open.get(end)
+        if here is None:
+            here = self.open[end] = {}
+            heapq.heappush(self._ends, end)
+        n = here.get(item, 0) + count
+        if n:
+            here[item] = n
+        else:
+            del here[item]
+
+    def _apply(self, ctx: OperatorContext, time: int, data: list[Any], diffs: list[int]) -> None:
+        """Time ``time``'s updates: late ones dropped, others placed; then the windows the
+        new watermark makes final retracted at ``time + 1``."""
+        label, at, windows, instants = self.name, self.at, self.spec.windows, self.spec.instants
+        mark = self.watermark
+        high = self.high
+        out: dict[Any, int] = {}
+        late = 0
+        first: Any = None
+        for d, r in zip(data, diffs):
+            e = event_time(label, at, d, instants)
+            try:
+                if high is None or e > high:
+                    high = e
+                is_late = mark is not None and e < mark
+            except TypeError as exc:
+                msg = f"{label}: the event time {e!r} of {d!r} cannot be compared: {exc}"
+                raise TypeError(msg) from None
+            if is_late:
+                if not late:
+                    first = d
+                late += 1
+                continue
+            for w in windows(e):
+                item = (w, d)
+                out[item] = out.get(item, 0) + r
+                self._keep(item, r)
+        if late:
+            self._report(time, late, first)
+        self._send(ctx, time, out)
+        self.high = high
+        mark = self.watermark
+        ends = self._ends
+        closed: dict[Any, int] = {}
+        while ends and mark is not None and ends[0] <= mark:
+            for item, c in self.open.pop(heapq.heappop(ends)).items():
+                closed[item] = -c
+        self._send(ctx, time + 1, closed)
+
+    @staticmethod
+    def _send(ctx: OperatorContext, time: int, out: dict[Any, int]) -> None:
+        data = [d for d, r in out.items() if r]
+        if data:
+            ctx.send(0, time, UpdateBatch(data, [out[d] for d in data], consolidated=True))
+
+    def _report(self, time: int, late: int, first: Any) -> None:
+        if not self.late:
+            logger.warning(
+                "%s: %d late update(s) at time %r are older than the watermark %r and were "
+                "not applied (the first: %r); later ones are counted in "
+                "job.statistics()['late'], not logged",
+                self.name,
+                late,
+                time,
+                self.watermark,
+                first,
+            )
+        self.late += late
