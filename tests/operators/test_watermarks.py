@@ -70,9 +70,11 @@ def watermarked(size: int, hop: int, origin: int, delay: Any) -> Windowed:
     return Windowed(spec, watermark=delay)
 
 
-async def run_counting(pipe: df.Pipeline, ups: list[Any], workers: int) -> tuple[Any, int]:
+async def run_counting(
+    pipe: df.Pipeline, ups: list[Any], workers: int, processes: int = 1
+) -> tuple[Any, int]:
     """The output updates and the late count of a job fed ``ups`` time by time."""
-    async with df.open(pipe, workers=workers) as job:
+    async with df.open(pipe, workers=workers, processes=processes) as job:
         for t in sorted({t for _, t, _ in ups}):
             await job.advance_to(t)
             for d, u, r in ups:
@@ -103,10 +105,11 @@ def test_watermarks_match_a_recompute(ups: list[Any], shape: Any, workers: int) 
 @settings(max_examples=5, deadline=None)
 @given(ups=events())
 def test_watermarks_across_processes(ups: list[Any]) -> None:
-    """Two processes: the same output as one worker."""
+    """Two processes: the same output and late count as the recompute."""
     shape = (4, 2, 1, 3)
-    out = df.run(watermarked(*shape), workers=2, processes=2, xs=ups)
+    out, late = trio.run(run_counting, watermarked(*shape), ups, 2, 2)
     check(out, ups, shape)
+    assert late == watermark_oracle(ups, *shape)[1]
 
 
 def test_late_updates_are_logged_once_per_operator(caplog: pytest.LogCaptureFixture) -> None:

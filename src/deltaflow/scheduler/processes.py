@@ -54,6 +54,7 @@ from ..operators.base import UpdateBatch
 from .checkpoint import settled
 from .collector import GC_THRESHOLD
 from .handshake import new_secret
+from .job import late_counts
 from .mesh import CONNECT_TIMEOUT_S, first_error
 from .peer import PeerJob
 from .remote_errors import ErrorReport
@@ -209,7 +210,7 @@ class _Control:
         self.processes: list[_Process] = []
         self.links: list[Link] = []
         self.frontiers: dict[str, list[Antichain]] = {}
-        self.stats: list[list[dict[str, int]]] = []
+        self.stats: list[list[dict[str, Any]]] = []
         #: Per process, its operators' counts as last reported (when the job counts them).
         self.counts: list[list[tuple[int, int, float]]] = []
         self.done = 0
@@ -677,10 +678,12 @@ class ProcessJob(Job):
         """As :meth:`Job.statistics`; the workers' counts, and with ``profile=True`` the
         operators' (summed over the processes), are those the processes last reported."""
         assert self.control is not None
-        return {
-            **super().statistics(),
-            "workers": [w for stats in self.control.stats for w in stats],
-        }
+        workers = [dict(w) for stats in self.control.stats for w in stats]
+        late: dict[str, int] = {}
+        for w in workers:
+            for name, n in w.pop("late", {}).items():
+                late[name] = late.get(name, 0) + n
+        return {**super().statistics(), "workers": workers, "late": late}
 
 
 # -- a worker process ----------------------------------------------------------------------
@@ -710,11 +713,12 @@ class _ChildJob(PeerJob):
             store.on_complete = lambda t, u, published=published: published.append((t, u))
         self._probes = [p.frontier for p in self.builder.probes]
 
-    def _stats(self) -> list[dict[str, int]]:
+    def _stats(self) -> list[dict[str, Any]]:
         return [
-            {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
+            {"steps": w.steps, "activations": w.activations, "actors": len(w.actors),
+             "late": late_counts([w])}
             for w in self.workers
-        ]
+        ]  # fmt: skip
 
     def _counts(self) -> list[tuple[int, int, float]] | None:
         """The operators' counts on this process's workers, if the job counts them."""
