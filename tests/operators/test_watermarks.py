@@ -23,7 +23,13 @@ import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings, strategies as st
-from tests.operators.test_windows import Windowed, brute_windows, events, key_of
+from tests.operators.test_windows import (
+    Windowed,
+    brute_sessions,
+    brute_windows,
+    events,
+    key_of,
+)
 
 import deltaflow as df
 from deltaflow.testing import accumulate
@@ -102,6 +108,46 @@ def test_watermarks_match_a_recompute(ups: list[Any], shape: Any, workers: int) 
     assert late == watermark_oracle(ups, *shape)[1]
 
 
+def session_oracle(ups: list[Any], gap: int, delay: int) -> tuple[dict[int, Counter[Any]], int]:
+    """As :func:`watermark_oracle`, for sessions: the sessions of the applied updates whose
+    ends are above the watermark."""
+    times = sorted({t for _, t, _ in ups})
+    last = times[-1] + 2 if times else 1
+    high: int | None = None
+    applied: Counter[Any] = Counter()
+    late = 0
+    out: dict[int, Counter[Any]] = {}
+    for t in range(last + 1):
+        mark = None if high is None else high - delay
+        here = [(d, r) for d, u, r in ups if u == t]
+        for d, r in here:
+            if mark is not None and d[1] < mark:
+                late += 1
+            else:
+                applied[d] += r
+        for d, _ in here:
+            high = d[1] if high is None else max(high, d[1])
+        coll = brute_sessions(Counter({d: n for d, n in applied.items() if n}), gap)
+        out[t] = Counter({k: n for k, n in coll.items() if n and (mark is None or k[0][1] > mark)})
+    return out, late
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("gap", "delay"), [(1, 0), (3, 2), (5, 8)])
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ups=events())
+def test_session_watermarks_match_a_recompute(
+    ups: list[Any], gap: int, delay: int, workers: int
+) -> None:
+    """Sessions with a watermark: late updates dropped and counted, final sessions out."""
+    pipe = Windowed(df.session(gap), key=key_of, watermark=delay)
+    out, late = trio.run(run_counting, pipe, ups, workers)
+    expected, dropped = session_oracle(ups, gap, delay)
+    for t, coll in expected.items():
+        assert accumulate(out, t) == dict(coll), f"time {t}"
+    assert late == dropped
+
+
 @settings(max_examples=5, deadline=None)
 @given(ups=events())
 def test_watermarks_across_processes(ups: list[Any]) -> None:
@@ -123,63 +169,95 @@ def test_late_updates_are_logged_once_per_operator(caplog: pytest.LogCaptureFixt
     assert out == [(((20, 25), ("a", 20)), 0, 1)]
 
 
-def test_window_state_stays_bounded_on_a_long_stream() -> None:
+def held(op: Any) -> int:
+    """What a watermark operator holds: open windows' contents, or sessions' events."""
+    if hasattr(op, "open"):
+        return sum(len(here) for here in op.open.values())
+    if hasattr(op, "keys") and hasattr(op, "late"):
+        return sum(len(state.counts) for state in op.keys.values())
+    return 0
+
+
+@pytest.mark.parametrize("sessions", [False, True], ids=["sliding", "sessions"])
+def test_window_state_stays_bounded_on_a_long_stream(sessions: bool) -> None:
     """Event times rising with the stream: the operator keeps the open windows only."""
+    pipe = (
+        Windowed(df.session(4), key=key_of, watermark=20) if sessions else watermarked(10, 5, 0, 20)
+    )
 
     async def main() -> list[int]:
         sizes = []
-        async with df.open(watermarked(10, 5, 0, 20), workers=2) as job:
+        async with df.open(pipe, workers=2) as job:
             for t in range(400):
-                job.inputs["xs"].insert(("a", t * 3))
+                job.inputs["xs"].insert(("a" if t % 2 else "b", t * 3))
                 await job.advance_to(t + 1)
-                ops = [a.operator for w in job.workers for a in w.actors]
-                sizes.append(sum(len(op.open) for op in ops if hasattr(op, "open")))
+                sizes.append(sum(held(a.operator) for w in job.workers for a in w.actors))
         return sizes
 
     sizes = trio.run(main)
-    assert max(sizes) <= 8, max(sizes)
+    # An event 3 apart each time, windows of 10 every 5 (two per event) open until 20 past
+    # their end: about (20 + 10) / 3 events' worth, whatever the stream's length.
+    assert max(sizes) <= 24 and max(sizes[200:]) <= max(sizes[:50]), sizes
 
 
+async def part(
+    pipe: df.Pipeline, ups: list[Any], ts: list[int], workers: int, end: int, location: Path
+) -> tuple[list[Any], int]:
+    """Feed ``ups`` at times ``ts`` into a job on ``location`` (resuming it if it holds a
+    checkpoint) and advance to ``end``; the updates it published, and its late count."""
+    captured: list[Any] = []
+    async with df.open(pipe, workers=workers, checkpoint=location) as job:
+
+        async def take(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+            subscription = job.output.subscribe()
+            task_status.started()
+            async for t, upds in subscription:
+                captured.extend((d, t, r) for d, r in upds)
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(take)
+            for t in ts:
+                await job.advance_to(t)
+                for d, u, r in ups:
+                    if u == t:
+                        job.inputs["xs"].update(d, r)
+            await job.advance_to(end)
+            await trio.testing.wait_all_tasks_blocked()  # take() has read what came
+            nursery.cancel_scope.cancel()
+        late = sum(job.statistics()["late"].values())
+    return captured, late
+
+
+@pytest.mark.parametrize("sessions", [False, True], ids=["sliding", "sessions"])
 @pytest.mark.parametrize("workers", [1, 2])
 @settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ups=events(), cut=st.integers(0, 7))
 def test_watermarks_resume_from_a_checkpoint(
-    ups: list[Any], cut: int, workers: int, tmp_path_factory: pytest.TempPathFactory
+    ups: list[Any],
+    cut: int,
+    workers: int,
+    sessions: bool,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """Stopped at any time and resumed on its checkpoint (at another worker count), the job
     goes on as an uninterrupted one: the watermark, open windows and late count survive."""
     shape = (4, 2, 1, 3)
+    if sessions:
+        pipe: df.Pipeline = Windowed(df.session(3), key=key_of, watermark=2)
+        expected, dropped = session_oracle(ups, 3, 2)
+    else:
+        pipe = watermarked(*shape)
+        expected, dropped = watermark_oracle(ups, *shape)
     location = tmp_path_factory.mktemp("state")
     times = sorted({t for _, t, _ in ups} | {cut})
-
-    async def part(ts: list[int], w: int, end: int) -> tuple[list[Any], int]:
-        captured: list[Any] = []
-        async with df.open(watermarked(*shape), workers=w, checkpoint=location) as job:
-
-            async def take(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-                subscription = job.output.subscribe()
-                task_status.started()
-                async for t, upds in subscription:
-                    captured.extend((d, t, r) for d, r in upds)
-
-            async with trio.open_nursery() as nursery:
-                await nursery.start(take)
-                for t in ts:
-                    await job.advance_to(t)
-                    for d, u, r in ups:
-                        if u == t:
-                            job.inputs["xs"].update(d, r)
-                await job.advance_to(end)
-                await trio.testing.wait_all_tasks_blocked()  # take() has read what came
-                nursery.cancel_scope.cancel()
-            late = sum(job.statistics()["late"].values())
-        return captured, late
-
-    first, _ = trio.run(part, [t for t in times if t < cut], workers, cut)
-    second, late = trio.run(part, [t for t in times if t >= cut], 3 - workers, times[-1] + 3)
+    before = [t for t in times if t < cut]
+    first, _ = trio.run(part, pipe, ups, before, workers, cut, location)
+    after = [t for t in times if t >= cut]
+    second, late = trio.run(part, pipe, ups, after, 3 - workers, times[-1] + 3, location)
     assert all(t < cut for _, t, _ in first) and all(t >= cut for _, t, _ in second)
-    check(first + second, ups, shape)
-    assert late == watermark_oracle(ups, *shape)[1]
+    for t, coll in expected.items():
+        assert accumulate(first + second, t) == dict(coll), f"time {t}"
+    assert late == dropped
 
 
 # -- instants ----------------------------------------------------------------------------
@@ -270,8 +348,8 @@ def test_bad_event_times_and_spans_are_named() -> None:
         df.run(Windowed(df.tumbling(5), watermark=1, retention=1), xs=[])
     with pytest.raises(TypeError, match="must be of one kind"):
         df.run(Windowed(df.tumbling(5), watermark="1 minute"), xs=[])
-    with pytest.raises(ValueError, match="sessions take retention="):
-        df.run(Windowed(df.session(5), key=key_of, watermark=1), xs=[])
+    with pytest.raises(ValueError, match="key= groups sessions"):
+        df.run(Windowed(df.tumbling(5), key=key_of, watermark=1), xs=[])
 
 
 def test_example_in_the_guide(tmp_path: Path) -> None:

@@ -484,18 +484,15 @@ class Collection:
         closing: object,
     ) -> Collection:
         """``window(..., watermark=)``: see :mod:`deltaflow.operators.watermarks`."""
-        from .eventtime import span
-        from .watermarks import WatermarkWindows, watermark_key
+        from .eventtime import event_time, span
+        from .watermarks import WatermarkSessions, WatermarkWindows, watermark_key
         from .windows import Session
 
         if closing is not None:
             msg = f"{label}: give a watermark= or a retention=, not both"
             raise ValueError(msg)
-        if isinstance(spec, Session) or key is not None:
-            msg = (
-                f"{label}: watermark= works with tumbling and sliding windows; sessions take "
-                "retention="
-            )
+        if key is not None and not isinstance(spec, Session):
+            msg = f"{label}: key= groups sessions; tumbling and sliding windows take none"
             raise ValueError(msg)
         delay = span(label, "watermark", watermark, positive=False)
         if isinstance(delay, dt.timedelta) != spec.instants:
@@ -507,6 +504,24 @@ class Collection:
         if self.scope.depth != 0:
             msg = f"{label}: a watermark follows the stream's (top-scope) time, not a loop's"
             raise ValueError(msg)
+        if isinstance(spec, Session):
+            if key is not None:
+                check_function("window", "key", key, 1)
+            by: Callable[[Any], Any] = key if key is not None else _no_key  # type: ignore[assignment]
+            instants, gap = spec.instants, spec.gap
+            keyed = self._linear(
+                Step(
+                    "map",
+                    lambda d: (by(d), event_time(label, at, d, instants), d),
+                    f"{label}: keys",
+                )
+            )
+            return keyed._add(
+                label,
+                lambda _w, _n: WatermarkSessions(label, gap, delay),
+                [keyed],
+                pacts=[Pact(watermark_key)],
+            )
         return self._add(
             label,
             lambda _w, _n: WatermarkWindows(label, spec, at, delay),

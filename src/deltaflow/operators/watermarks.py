@@ -1,5 +1,5 @@
-"""Watermarks: tumbling and sliding windows whose state stays bounded on a stream, as Spark's
-``withWatermark`` bounds it.
+"""Watermarks: windows (tumbling, sliding, sessions) whose state stays bounded on a stream, as
+Spark's ``withWatermark`` bounds it.
 
 ``coll.window(spec, at=fn, watermark=delay)``: at every (int, top-scope) logical time ``t``,
 the *watermark* ``W(t)`` is the largest event time of every update that arrived at a time
@@ -10,7 +10,8 @@ time is below ``W(t)`` is **late**: it is not applied, it is counted
 not late can reach it, so it is retracted from the output at the first time whose watermark
 passes it (every operator downstream forgets it then) and the operator drops its contents.
 The output at every time ``t`` is thus the windows of the updates applied so far whose ends
-are above ``W(t)``.
+are above ``W(t)``. A session is final once its end (``last + gap``) is at or below the
+watermark (:class:`WatermarkSessions`).
 
 The watermark is one value for the whole job, so every update goes through one worker (the
 one owning the operator's constant exchange key): that worker keeps the largest event time,
@@ -34,21 +35,23 @@ from __future__ import annotations
 
 import heapq
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..framework.durable.tables import Rows
 from .base import Interest, Operator, UpdateBatch
 from .durable import delayed_to
-from .eventtime import event_time
+from .eventtime import as_step, event_time
+from .sessions import SessionOperator, _Key
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from .base import Capability, OperatorContext
     from .durable import StateSink, StateSource
     from .windows import Sliding
 
-__all__ = ["WATERMARK_KEY", "WatermarkWindows", "watermark_key"]
+__all__ = ["WATERMARK_KEY", "WatermarkSessions", "WatermarkWindows", "watermark_key"]
 
 logger = logging.getLogger("deltaflow")
 
@@ -90,7 +93,7 @@ class WatermarkWindows(Operator):
     @property
     def watermark(self) -> Any:
         """The current watermark (``None`` before any update)."""
-        return None if self.high is None else self.high - self.delay
+        return None if self.high is None else self.high - as_step(self.high, self.delay)
 
     # -- checkpoints (see .durable) ------------------------------------------------------------
     def save(self, sink: StateSink) -> None:
@@ -239,3 +242,171 @@ class WatermarkWindows(Operator):
                 first,
             )
         self.late += late
+
+
+class WatermarkSessions(SessionOperator):
+    """Sessions with a watermark: an update below it is late; a session whose end
+    (``last + gap``) is at or below it is final, retracted at the next time and forgotten.
+    No update that is not late can reach a final session: its event time is at least the
+    watermark, so at least ``gap`` after the session's last event.
+
+    Every update comes to one worker (the watermark is global), so the state is saved under
+    the constant exchange key, whole.
+    """
+
+    def __init__(self, name: str, gap: Any, delay: Any) -> None:
+        super().__init__(name, gap, None)
+        self.delay = delay
+        #: The largest event time of every update processed (``None``: none yet).
+        self.high: Any = None
+        #: Late updates met (and not applied) so far.
+        self.late = 0
+
+    @property
+    def watermark(self) -> Any:
+        """The current watermark (``None`` before any update)."""
+        return None if self.high is None else self.high - as_step(self.high, self.delay)
+
+    def _late_test(self, time: int) -> Callable[[Any], bool] | None:
+        mark = self.watermark
+        if mark is None:
+            return None
+        return lambda at: bool(at < mark)
+
+    def _close_at(self, end: Any) -> Any:
+        return end
+
+    def _closes_sessions(self) -> bool:
+        return True
+
+    def _report(self, time: int, late: int, first: Any) -> None:
+        if not self.late:
+            logger.warning(
+                "%s: %d late update(s) at time %r are older than the watermark %r and were "
+                "not applied (the first: %r); later ones are counted in "
+                "job.statistics()['late'], not logged",
+                self.name,
+                late,
+                time,
+                self.watermark,
+                first,
+            )
+        self.late += late
+
+    # -- checkpoints: everything under the constant key --------------------------------------
+    def save(self, sink: StateSink) -> None:
+        """Hand the events, waiting updates, session ends, largest event time over."""
+        events = [
+            (key, at, d, c)
+            for key, state in self.keys.items()
+            for at, here in state.counts.items()
+            for d, c in here.items()
+        ]
+        sink.rows(
+            "events",
+            Rows({"key": [WATERMARK_KEY] * len(events), "skey": [e[0] for e in events],
+                  "at": [e[1] for e in events], "datum": [e[2] for e in events],
+                  "count": [e[3] for e in events]}),
+            "key",
+        )  # fmt: skip
+        data = [d for _, ds, _ in self.pending.values() for d in ds]
+        sink.rows(
+            "pending",
+            Rows({
+                "key": [WATERMARK_KEY] * len(data),
+                "data": data,
+                "time": [t for t, (_, ds, _) in self.pending.items() for _ in ds],
+                "diff": [r for _, _, rs in self.pending.values() for r in rs],
+            }),
+            "key",
+        )  # fmt: skip
+        closes = self.closes
+        sink.rows(
+            "closes",
+            Rows({"key": [WATERMARK_KEY] * len(closes), "skey": [c[2] for c in closes],
+                  "end": [c[0] for c in closes], "first": [c[3] for c in closes]}),
+            "key",
+        )  # fmt: skip
+        held = [] if self.high is None else [self.high]
+        sink.rows(
+            "high",
+            Rows({"key": [WATERMARK_KEY] * len(held), "high": held,
+                  "late": [self.late] * len(held)}),
+            "key",
+        )  # fmt: skip
+
+    def load(self, source: StateSource) -> None:
+        """Take the state back (on the worker owning the watermark)."""
+        events = source.rows("events")
+        if events is not None:
+            cols = events.columns
+            for key, at, d, c in zip(cols["skey"], cols["at"], cols["datum"], cols["count"]):
+                state = self.keys.get(key)
+                if state is None:
+                    state = self.keys[key] = _Key()
+                state.counts.setdefault(at, {})[d] = c
+            for state in self.keys.values():
+                state.times.update(at for at in state.counts if state.live(at))
+        pending = source.rows("pending")
+        if pending is not None:
+            cols = pending.columns
+            for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
+                slot = self._restored.setdefault(t, ([], []))
+                slot[0].append(d)
+                slot[1].append(r)
+        closes = source.rows("closes")
+        if closes is not None:
+            cols = closes.columns
+            for key, end, first in zip(cols["skey"], cols["end"], cols["first"]):
+                self._seq += 1
+                self.closes.append((end, self._seq, key, first))
+            heapq.heapify(self.closes)
+        high = source.rows("high")
+        if high is not None:
+            cols = high.columns
+            for h, n in zip(cols["high"], cols["late"]):
+                self.high = h if self.high is None else max(self.high, h)
+                self.late += n
+
+    def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
+        """A capability per restored waiting time (closes need none: they follow a time)."""
+        for time, (data, diffs) in self._restored.items():
+            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
+        self._restored = {}
+        for cap in capabilities:
+            cap.drop()
+
+    def schedule(self, ctx: OperatorContext) -> None:
+        """Queue new updates; each time the frontier has passed, in order: apply it, then
+        retract at the next time the sessions its watermark made final."""
+        pending = self.pending
+        for time, batch in ctx.messages(0):
+            slot = pending.get(time)
+            if slot is None:
+                slot = pending[time] = (ctx.capability(time), [], [])
+            slot[1].extend(batch.data)
+            slot[2].extend(batch.diffs)
+        frontier = ctx.frontier(0)
+        while pending:
+            time = min(pending)
+            if frontier.less_equal(time):
+                break
+            cap, data, diffs = pending.pop(time)
+            out: dict[Any, int] = {}
+            self._apply(time, data, diffs, out)
+            WatermarkWindows._send(ctx, time, out)
+            high = self.high
+            try:
+                for _, at, _ in data:
+                    if high is None or at > high:
+                        high = at
+            except TypeError as exc:
+                msg = f"{self.name}: event times that cannot be compared: {exc}"
+                raise TypeError(msg) from None
+            self.high = high
+            closed: dict[Any, int] = {}
+            mark = self.watermark
+            if mark is not None:
+                self._close(mark, closed)
+            WatermarkWindows._send(ctx, time + 1, closed)
+            cap.drop()
