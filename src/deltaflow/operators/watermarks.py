@@ -38,6 +38,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sortedcontainers import SortedDict  # type: ignore[import-untyped]
+
 from ..framework.durable.tables import Rows
 from .base import Interest, Operator, UpdateBatch
 from .durable import delayed_to
@@ -83,9 +85,12 @@ class WatermarkWindows(Operator):
         self.pending: dict[Any, tuple[Capability, list[Any], list[int]]] = {}
         #: The largest event time of every update processed (``None``: none yet).
         self.high: Any = None
-        #: Contents of the windows not final yet: ``{end: {((start, end), datum): count}}``.
-        self.open: dict[Any, dict[Any, int]] = {}
-        self._ends: list[Any] = []  # heap of the keys of ``open``
+        #: The updates applied to windows not all final yet, once each: ``{event time:
+        #: {datum: count}}`` (an event in several windows is kept once, not once per window).
+        self.events = SortedDict()
+        #: The windows that received updates and are not final: a heap of ``(end, start)``.
+        self.open: list[tuple[Any, Any]] = []
+        self._opened: set[tuple[Any, Any]] = set()
         #: Late updates met (and not applied) so far.
         self.late = 0
         self._restored: dict[int, tuple[list[Any], list[int]]] = {}
@@ -109,11 +114,17 @@ class WatermarkWindows(Operator):
             }),
             "key",
         )  # fmt: skip
-        items = [(item, c) for here in self.open.values() for item, c in here.items()]
+        rows = [(at, d, c) for at, here in self.events.items() for d, c in here.items()]
+        sink.rows(
+            "events",
+            Rows({"key": [WATERMARK_KEY] * len(rows), "at": [r[0] for r in rows],
+                  "datum": [r[1] for r in rows], "count": [r[2] for r in rows]}),
+            "key",
+        )  # fmt: skip
         sink.rows(
             "open",
-            Rows({"key": [WATERMARK_KEY] * len(items), "item": [i for i, _ in items],
-                  "count": [c for _, c in items]}),
+            Rows({"key": [WATERMARK_KEY] * len(self.open), "end": [w[0] for w in self.open],
+                  "start": [w[1] for w in self.open]}),
             "key",
         )  # fmt: skip
         held = [] if self.high is None else [self.high]
@@ -133,11 +144,16 @@ class WatermarkWindows(Operator):
                 slot = self._restored.setdefault(t, ([], []))
                 slot[0].append(d)
                 slot[1].append(r)
+        events = source.rows("events")
+        if events is not None:
+            cols = events.columns
+            for at, d, c in zip(cols["at"], cols["datum"], cols["count"]):
+                self._keep(at, d, c)
         windows = source.rows("open")
         if windows is not None:
             cols = windows.columns
-            for item, c in zip(cols["item"], cols["count"]):
-                self._keep(item, c)
+            for end, start in zip(cols["end"], cols["start"]):
+                self._open((end, start))
         high = source.rows("high")
         if high is not None:
             cols = high.columns
@@ -172,17 +188,23 @@ class WatermarkWindows(Operator):
             self._apply(ctx, time, data, diffs)
             cap.drop()
 
-    def _keep(self, item: Any, count: int) -> None:
-        end = item[0][1]
-        here = self.open.get(end)
+    def _keep(self, at: Any, datum: Any, count: int) -> None:
+        here = self.events.get(at)
         if here is None:
-            here = self.open[end] = {}
-            heapq.heappush(self._ends, end)
-        n = here.get(item, 0) + count
+            here = self.events[at] = {}
+        n = here.get(datum, 0) + count
         if n:
-            here[item] = n
+            here[datum] = n
         else:
-            del here[item]
+            del here[datum]
+            if not here:
+                del self.events[at]
+
+    def _open(self, window: tuple[Any, Any]) -> None:
+        """Note a window (as ``(end, start)``) that received updates."""
+        if window not in self._opened:
+            self._opened.add(window)
+            heapq.heappush(self.open, window)
 
     def _apply(self, ctx: OperatorContext, time: int, data: list[Any], diffs: list[int]) -> None:
         """Time ``time``'s updates: late ones dropped, others placed; then the windows the
@@ -207,21 +229,42 @@ class WatermarkWindows(Operator):
                     first = d
                 late += 1
                 continue
-            for w in windows(e):
+            placed = windows(e)
+            for w in placed:
                 item = (w, d)
                 out[item] = out.get(item, 0) + r
-                self._keep(item, r)
+                self._open((w[1], w[0]))
+            if placed:
+                self._keep(e, d, r)
         if late:
             self._report(time, late, first)
         self._send(ctx, time, out)
         self.high = high
         mark = self.watermark
-        ends = self._ends
+        if mark is not None:
+            self._send(ctx, time + 1, self._close(mark))
+
+    def _close(self, mark: Any) -> dict[Any, int]:
+        """Retract the windows whose ends are at or below ``mark``; forget the events none
+        of whose windows is open any more."""
         closed: dict[Any, int] = {}
-        while ends and mark is not None and ends[0] <= mark:
-            for item, c in self.open.pop(heapq.heappop(ends)).items():
-                closed[item] = -c
-        self._send(ctx, time + 1, closed)
+        opened, events = self.open, self.events
+        while opened and opened[0][0] <= mark:
+            end, start = heapq.heappop(opened)
+            self._opened.discard((end, start))
+            window = (start, end)
+            for at in events.irange(start, end, inclusive=(True, False)):
+                for d, c in events[at].items():
+                    closed[(window, d)] = closed.get((window, d), 0) - c
+        # An event's last window ends at or after every other of its windows, and later
+        # event times have later last windows: the final events are a prefix.
+        windows = self.spec.windows
+        while events:
+            at = events.keys()[0]
+            if windows(at)[-1][1] > mark:
+                break
+            del events[at]
+        return closed
 
     @staticmethod
     def _send(ctx: OperatorContext, time: int, out: dict[Any, int]) -> None:
