@@ -250,3 +250,20 @@ def test_a_schema_holds_for_every_file(tmp_path: Path, caplog: pytest.LogCapture
     (folder / "b.csv").write_text("user,page,extra\nbob,home,1\n")
     with caplog.at_level(logging.ERROR), pytest.raises(ValueError, match="'extra' is not declared"):
         df.run(TypedVisitors(), clicks=df.sources.files(folder))
+
+
+def test_formats_by_extension_or_by_name(tmp_path: Path) -> None:
+    """``.json`` and ``.ndjson`` are JSON lines; ``format=`` reads any extension; a file of
+    no known format is an error naming it; hidden and ``_`` files are skipped."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.json").write_text('{"user": "ann", "page": "home"}\n')
+    (folder / "b.ndjson").write_text('{"user": "bob", "page": "home"}\n')
+    (folder / ".c.csv").write_text("user,page\ncy,home\n")
+    (folder / "_d.csv").write_text("user,page\ndan,home\n")
+    assert df.run(Visitors(), clicks=df.sources.files(folder)) == [(("home", 2), 0, 1)]
+    (folder / "e.txt").write_text("user,page\neve,faq\n")
+    with pytest.raises(ValueError, match=r"'.*e\.txt': the format is not known"):
+        df.run(Visitors(), clicks=df.sources.files(folder))
+    out = df.run(Visitors(), clicks=df.sources.files(folder / "*.txt", format="csv"))
+    assert out == [(("faq", 1), 0, 1)]
