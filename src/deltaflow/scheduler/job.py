@@ -150,9 +150,9 @@ class Job:
         is read, as :func:`run` does). A job with ``checkpoint=`` checkpoints after every
         ``checkpoint_every`` batches (``None``: only when asked, or when its block ends); a
         resumed job continues each source after the last batch its checkpoint holds.
-        While it runs, it alone advances the job and takes its checkpoints (an
-        ``advance_to`` or ``checkpoint()`` from another task meanwhile is refused as usual
-        when they overlap). Returns how many batches were fed.
+        While it runs, it alone advances the job and takes its checkpoints: do not call
+        ``advance_to`` or ``checkpoint()`` from another task meanwhile. Returns how many
+        batches were fed.
 
         Raises:
             ValueError: the job has no sources.
