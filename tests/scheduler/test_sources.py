@@ -267,3 +267,19 @@ def test_formats_by_extension_or_by_name(tmp_path: Path) -> None:
         df.run(Visitors(), clicks=df.sources.files(folder))
     out = df.run(Visitors(), clicks=df.sources.files(folder / "*.txt", format="csv"))
     assert out == [(("faq", 1), 0, 1)]
+
+
+def test_following_for_ever_raises_a_bad_file_as_itself(tmp_path: Path) -> None:
+    """``follow()`` (each source in its own task) raises the error naming the file, not a
+    group of one."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("user,page,diff\nbob,home,x\n")
+
+    async def main() -> None:
+        source = df.sources.files(folder, poll=0.01)
+        async with df.open(Visitors(), sources={"clicks": source}) as job:
+            with pytest.raises(ValueError, match=r"a\.csv, line 2: column 'diff'"):
+                await job.follow()
+
+    trio.run(main)

@@ -38,11 +38,15 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 import trio
+
+if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
+    from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
     from ..framework.schema import Schema
@@ -253,12 +257,27 @@ class SourceFeeds:
                         return
                     await out.send((name, batch))
 
-        async with trio.open_nursery() as nursery:
-            async with send:
-                for name, reader in self.readers.items():
-                    nursery.start_soon(pump, name, reader, send.clone())
-            async with receive:
-                async for name, batch in receive:
-                    fed += 1
-                    await self._feed(name, batch, fed, every)
+        try:
+            async with trio.open_nursery() as nursery:
+                async with send:
+                    for name, reader in self.readers.items():
+                        nursery.start_soon(pump, name, reader, send.clone())
+                async with receive:
+                    async for name, batch in receive:
+                        fed += 1
+                        await self._feed(name, batch, fed, every)
+        except BaseExceptionGroup as group:
+            # One failure (a source's, or a batch the input refused) is raised as itself,
+            # as ``follow(once=True)`` raises it.
+            leaves = _leaves(group)
+            if len(leaves) == 1:
+                raise leaves[0] from None
+            raise
         return fed
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
