@@ -29,7 +29,7 @@ from .job import (
     _OpenJob as _OpenJob,
     check_progress,
 )
-from .sources import Source
+from .sources import Source, is_source
 from .validation import require_pipeline, validate_updates
 
 # Jobs spread over processes and peers (processes.py, peer.py) import ``_OpenJob`` and
@@ -206,7 +206,7 @@ def run(
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
-    sources = {name: src for name, src in inputs.items() if isinstance(src, Source)}
+    sources: dict[str, Source] = {n: s for n, s in inputs.items() if is_source(s)}
     validated = {
         name: validate_updates(name, upds, pipeline.input_schema(name))
         for name, upds in inputs.items()

@@ -36,11 +36,12 @@ The contract a source keeps:
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, runtime_checkable
 
 import attrs
 import trio
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from ..framework.schema import Schema
     from .job import Job
 
-__all__ = ["Batch", "Source", "SourceFeeds", "SourceReader"]
+__all__ = ["Batch", "Source", "SourceFeeds", "SourceReader", "check_sources", "is_source"]
 
 logger = logging.getLogger("deltaflow")
 
@@ -99,6 +100,17 @@ class Source(Protocol):
         ...
 
 
+def is_source(obj: object) -> TypeGuard[Source]:
+    """Whether ``obj`` is a :class:`Source`: its ``open`` a coroutine function (a
+    ``pathlib.Path``, whose ``open`` is not, is no source).
+
+    >>> import pathlib
+    >>> is_source(pathlib.Path("in")), is_source(Batch([], [], 0))
+    (False, False)
+    """
+    return isinstance(obj, Source) and inspect.iscoroutinefunction(type(obj).open)
+
+
 def check_sources(sources: object, inputs: Sequence[str], pipeline: str) -> dict[str, Source]:
     """``open(..., sources=)`` checked: a mapping from input names to sources.
 
@@ -116,7 +128,7 @@ def check_sources(sources: object, inputs: Sequence[str], pipeline: str) -> dict
         if name not in inputs:
             msg = f"sources: no input named {name!r}; {pipeline}.build() takes {list(inputs)}"
             raise ValueError(msg)
-        if not isinstance(source, Source):
+        if not is_source(source):
             msg = (
                 f"sources[{name!r}]: {source!r} is not a source (it needs an async open(input, "
                 "schema, offset) giving a reader; see df.sources)"
