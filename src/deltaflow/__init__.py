@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging as _logging
 
+from . import sources as sources  # df.sources: inputs a job feeds itself
 from .errors import (
     CheckpointError as CheckpointError,
     DeltaflowError as DeltaflowError,
@@ -86,6 +87,7 @@ __all__ = [
     "run",
     "session",
     "sliding",
+    "sources",
     "tumbling",
 ]
 

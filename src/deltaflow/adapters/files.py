@@ -155,16 +155,18 @@ def read_updates(
     *,
     time: str = "time",
     diff: str = "diff",
+    format: str | None = None,
 ) -> list[tuple[Any, Any, int]]:
-    """The updates in the file at ``path``, for the input ``name`` (format by extension),
-    read by ``schema`` when the input declares one; ``time`` and ``diff`` name those columns.
+    """The updates in the file at ``path``, for the input ``name`` (format by extension, or
+    ``format``: ``"csv"`` or ``"jsonl"``), read by ``schema`` when the input declares one;
+    ``time`` and ``diff`` name those columns.
 
     Raises:
         ValueError: an extension other than ``.csv`` or ``.jsonl``, bytes that are not UTF-8,
             or a malformed line, naming the file.
     """
     path = Path(path)
-    suffix = path.suffix.lower()
+    suffix = path.suffix.lower() if format is None else f".{format}"
     if suffix not in FORMATS:
         msg = f"input {name!r}: {str(path)!r} is neither .csv nor .jsonl"
         raise ValueError(msg)

@@ -17,6 +17,7 @@ loop body is entered into the loop automatically.
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -397,6 +398,7 @@ class Collection:
         *,
         retention: float | None = None,
         clock: Callable[[Any], int] | None = None,
+        watermark: Any = None,
     ) -> Collection:
         """``((start, end), datum)`` for every window of ``spec`` holding ``at(datum)``
         (``start <= at < end``), with the datum's count.
@@ -406,7 +408,12 @@ class Collection:
         ``key`` all data are one key). Event times are finite ints or floats. ``retention``
         closes windows at the logical time ``clock(end + retention)``: they leave the output
         and every operator's state, and later updates to them are late, reported and not
-        applied (see :mod:`deltaflow.operators.windows`).
+        applied (see :mod:`deltaflow.operators.windows`). ``watermark`` (a delay, in the
+        event times' span: a number, or a timedelta / ``"10 minutes"``) bounds the state on
+        a stream instead, as Spark's ``withWatermark``: an update whose event time is below
+        the largest one seen before its time minus the delay is late (counted in
+        ``job.statistics()["late"]``, not applied), and windows the watermark has passed
+        are final and leave the output (see :mod:`deltaflow.operators.watermarks`).
 
         >>> import deltaflow as df
         >>> from deltaflow.testing import example
@@ -424,6 +431,8 @@ class Collection:
             raise TypeError(msg)
         label = f"window({spec.label}, at={describe_callable(at)})"
         closing = Closing.of(label, retention, clock)
+        if watermark is not None:
+            return self._watermarked(spec, at, key, label, watermark, closing)
         if isinstance(spec, Sliding):
             if key is not None:
                 msg = f"{label}: key= groups sessions; tumbling and sliding windows take none"
@@ -440,9 +449,14 @@ class Collection:
             check_function("window", "key", key, 1)
         by = key if key is not None else _no_key
         gap = spec.gap
+        instants = spec.instants
         if self.scope.depth == 0:
             keyed = self._linear(
-                Step("map", lambda d: (by(d), event_time(label, at, d), d), f"{label}: keys")
+                Step(
+                    "map",
+                    lambda d: (by(d), event_time(label, at, d, instants), d),
+                    f"{label}: keys",
+                )
             )
             return keyed._add(
                 label,
@@ -454,9 +468,66 @@ class Collection:
             msg = f"{label}: a retention closes sessions in int (top-scope) time, not in a loop"
             raise ValueError(msg)
         pairs = self._linear(
-            Step("map", lambda d: (by(d), (event_time(label, at, d), d)), f"{label}: keys")
+            Step(
+                "map", lambda d: (by(d), (event_time(label, at, d, instants), d)), f"{label}: keys"
+            )
         )
         return pairs.reduce(session_logic(gap), label).map(_value)
+
+    def _watermarked(
+        self,
+        spec: Sliding | Session,
+        at: Callable[[Any], Any],
+        key: object,
+        label: str,
+        watermark: Any,
+        closing: object,
+    ) -> Collection:
+        """``window(..., watermark=)``: see :mod:`deltaflow.operators.watermarks`."""
+        from .eventtime import event_time, span
+        from .watermarks import WatermarkSessions, WatermarkWindows, watermark_key
+        from .windows import Session
+
+        if closing is not None:
+            msg = f"{label}: give a watermark= or a retention=, not both"
+            raise ValueError(msg)
+        if key is not None and not isinstance(spec, Session):
+            msg = f"{label}: key= groups sessions; tumbling and sliding windows take none"
+            raise ValueError(msg)
+        delay = span(label, "watermark", watermark, positive=False)
+        if isinstance(delay, dt.timedelta) != spec.instants:
+            msg = (
+                f"{label}: the watermark {watermark!r} and the windows' spans must be of one "
+                "kind (numbers, or timedeltas)"
+            )
+            raise TypeError(msg)
+        if self.scope.depth != 0:
+            msg = f"{label}: a watermark follows the stream's (top-scope) time, not a loop's"
+            raise ValueError(msg)
+        if isinstance(spec, Session):
+            if key is not None:
+                check_function("window", "key", key, 1)
+            by: Callable[[Any], Any] = key if key is not None else _no_key  # type: ignore[assignment]
+            instants, gap = spec.instants, spec.gap
+            keyed = self._linear(
+                Step(
+                    "map",
+                    lambda d: (by(d), event_time(label, at, d, instants), d),
+                    f"{label}: keys",
+                )
+            )
+            return keyed._add(
+                label,
+                lambda _w, _n: WatermarkSessions(label, gap, delay),
+                [keyed],
+                pacts=[Pact(watermark_key)],
+            )
+        return self._add(
+            label,
+            lambda _w, _n: WatermarkWindows(label, spec, at, delay),
+            [self],
+            pacts=[Pact(watermark_key)],
+        )
 
     # -- arrangements and joins ----------------------------------------------------------
     def _arrange(self, by_self: bool) -> Arranged:

@@ -33,6 +33,7 @@ from sortedcontainers import SortedList  # type: ignore[import-untyped]
 from ..framework.durable.tables import Rows
 from .base import Interest, Operator, UpdateBatch
 from .durable import Deltas, delayed_to, fold_counts
+from .eventtime import as_step
 from .windows import Closing, report_late
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ def sessions_of(times: list[Any], gap: Any) -> list[tuple[Any, Any, list[Any]]]:
     """
     out: list[tuple[Any, Any, list[Any]]] = []
     run: list[Any] = []
+    if times:
+        gap = as_step(times[0], gap)
     for a in times:
         if run and a - run[-1] >= gap:
             out.append((run[0], run[-1] + gap, run))
@@ -292,21 +295,42 @@ class SessionOperator(Operator):
                     out[item] = get(item, 0) + sign * c
         return sessions
 
-    def _apply(self, time: int, data: list[Any], diffs: list[int], out: dict[Any, int]) -> None:
+    # -- what closes a session: a retention here, a watermark in a subclass --------------------
+    def _late_test(self, time: int) -> Callable[[Any], bool] | None:
+        """Whether an update at ``time`` with a given event time is late (``None``: none is)."""
         closing = self.closing
+        if closing is None:
+            return None
+        name = self.name
+        return lambda at: closing.close_time(name, at) <= time
+
+    def _close_at(self, end: Any) -> Any:
+        """What a session ending at ``end`` closes at, in the order of :attr:`closes`."""
+        assert self.closing is not None
+        return self.closing.close_time(self.name, end)
+
+    def _report(self, time: int, late: int, first: Any) -> None:
+        report_late(self.name, time, late, first)
+
+    def _closes_sessions(self) -> bool:
+        return self.closing is not None
+
+    def _apply(self, time: int, data: list[Any], diffs: list[int], out: dict[Any, int]) -> None:
+        is_late = self._late_test(time)
         by_key: dict[Any, list[tuple[Any, Any, int]]] = {}
         late = 0
         first_late: Any = None
         for (key, at, d), r in zip(data, diffs):
-            if closing is not None and closing.close_time(self.name, at) <= time:
+            if is_late is not None and is_late(at):
                 if not late:
                     first_late = d
                 late += 1
                 continue
             by_key.setdefault(key, []).append((at, d, r))
         if late:
-            report_late(self.name, time, late, first_late)
+            self._report(time, late, first_late)
         gap = self.gap
+        closes = self._closes_sessions()
         deltas = self.deltas
         for key, changes in by_key.items():
             state = self.keys.get(key)
@@ -319,17 +343,18 @@ class SessionOperator(Operator):
                 self.size += state.add(a, d, r)
                 deltas.add(key, (a, d, r))
             sessions = self._emit(state, lo, hi, 1, out)
-            if closing is not None:
+            if closes:
                 for first, end, _ in sessions:
                     self._seq += 1
-                    entry = (closing.close_time(self.name, end), self._seq, key, first)
-                    heapq.heappush(self.closes, entry)
+                    heapq.heappush(self.closes, (self._close_at(end), self._seq, key, first))
             if not state.counts:
                 del self.keys[key]
         deltas.bound(self.size)
 
-    def _close(self, time: int, out: dict[Any, int]) -> None:
-        closes, closing, gap = self.closes, self.closing, self.gap
+    def _close(self, time: Any, out: dict[Any, int]) -> None:
+        """Retract and forget the sessions whose close (:meth:`_close_at`) is at or before
+        ``time``."""
+        closes, gap = self.closes, self.gap
         while closes and closes[0][0] <= time:
             _, _, key, first = heapq.heappop(closes)
             state = self.keys.get(key)
@@ -341,8 +366,7 @@ class SessionOperator(Operator):
                 continue  # no longer a session's first event: a later entry stands for it
             lo, hi = state.region(first, first, gap)
             _, end, members = state.sessions(lo, hi, gap)[0]
-            assert closing is not None
-            if closing.close_time(self.name, end) > time:
+            if self._close_at(end) > time:
                 continue
             window = (first, end)
             for a in members:

@@ -26,6 +26,7 @@ the first). The output at every logical time ``t`` is then the windows of the co
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 import numbers
@@ -34,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from .values import is_nan
+from .eventtime import as_step, epoch_of, event_time, floor_steps, is_instant, span
 
 __all__ = [
     "Closing",
@@ -61,30 +62,46 @@ def _check_span(spec: str, what: str, value: object, *, positive: bool = True) -
 @attrs.frozen
 class Sliding:
     """Windows of ``size`` starting every ``hop`` at ``origin + k * hop`` (a tumbling spec is
-    one whose hop is its size). Make one with :func:`sliding` or :func:`tumbling`."""
+    one whose hop is its size). Make one with :func:`sliding` or :func:`tumbling`.
 
-    size: int | float
-    hop: int | float
-    origin: int | float = 0
+    ``origin`` ``None`` (spans that are timedeltas, the default) aligns the windows on the
+    Unix epoch in the event time's own kind (naive, or in its time zone).
+    """
 
-    def windows(self, at: int | float) -> list[tuple[Any, Any]]:
+    size: Any
+    hop: Any
+    origin: Any = 0
+
+    @property
+    def instants(self) -> bool:
+        """Whether the event times are instants (the spans are timedeltas)."""
+        return isinstance(self.hop, dt.timedelta)
+
+    def windows(self, at: Any) -> list[tuple[Any, Any]]:
         """The ``(start, end)`` windows holding the event time ``at``, earliest first.
 
         >>> sliding(3, 1).windows(5)
         [(3, 6), (4, 7), (5, 8)]
+        >>> tumbling(600).windows(6 * 10**30 + 7)
+        [(6000000000000000000000000000000, 6000000000000000000000000000600)]
         """
         size, hop, origin = self.size, self.hop, self.origin
-        k = math.floor((at - origin) / hop)
+        if self.instants:
+            if origin is None:
+                origin = epoch_of(at)
+            size, hop = as_step(at, size), as_step(at, hop)
+        try:
+            k = floor_steps(at, origin, hop)
+        except (TypeError, ValueError) as exc:
+            msg = f"{self.label}: {exc}"
+            raise type(exc)(msg) from None
         start = origin + k * hop
-        # Division rounds floats: settle k on the exact comparison.
-        while start > at:
-            k -= 1
-            start = origin + k * hop
-        while start + hop <= at:
-            k += 1
-            start = origin + k * hop
         out = []
-        while start + size > at:
+        # At most ceil(size / hop) windows hold a time; the bound also ends the loop when a
+        # float hop falls below the precision of a huge event time.
+        for _ in range(self._most):
+            if not start + size > at:
+                break
             out.append((start, start + size))
             k -= 1
             start = origin + k * hop
@@ -92,11 +109,17 @@ class Sliding:
         return out
 
     @property
+    def _most(self) -> int:
+        q = self.size / self.hop
+        return math.ceil(q) if math.isfinite(q) else 1
+
+    @property
     def label(self) -> str:
         """How errors and logs name the spec."""
+        origin = "" if self.origin is None else f", origin={self.origin!r}"
         if self.hop == self.size:
-            return f"tumbling({self.size!r}, origin={self.origin!r})"
-        return f"sliding({self.size!r}, {self.hop!r}, origin={self.origin!r})"
+            return f"tumbling({self.size!r}{origin})"
+        return f"sliding({self.size!r}, {self.hop!r}{origin})"
 
 
 @attrs.frozen
@@ -104,7 +127,12 @@ class Session:
     """Per key, events whose sorted event times are less than ``gap`` apart chain into one
     session, the window ``(first, last + gap)``. Make one with :func:`session`."""
 
-    gap: int | float
+    gap: Any
+
+    @property
+    def instants(self) -> bool:
+        """Whether the event times are instants (the gap is a timedelta)."""
+        return isinstance(self.gap, dt.timedelta)
 
     @property
     def label(self) -> str:
@@ -112,58 +140,63 @@ class Session:
         return f"session({self.gap!r})"
 
 
-def tumbling(size: int | float, origin: int | float = 0) -> Sliding:
+def _origin(spec: str, origin: object, size: Any) -> Any:
+    """The origin of a spec with ``size``: a number for number spans, an instant (or None:
+    the epoch) for timedeltas."""
+    if isinstance(size, dt.timedelta):
+        if origin is None or origin == 0:
+            return None
+        if not is_instant(origin):
+            msg = f"{spec}: origin must be a datetime for timedelta windows, not {origin!r}"
+            raise TypeError(msg)
+        return origin
+    if origin is None:
+        return 0
+    _check_span(spec, "origin", origin, positive=False)
+    return origin
+
+
+def tumbling(size: Any, origin: Any = 0) -> Sliding:
     """Back-to-back windows ``[origin + k * size, origin + (k + 1) * size)``: each event time
-    is in exactly one.
+    is in exactly one. ``size`` is a number, or a ``timedelta`` / ``"10 minutes"`` for
+    event times that are datetimes (windows then align on the epoch unless given an
+    ``origin`` datetime).
 
     >>> tumbling(60).windows(130)
     [(120, 180)]
+    >>> import datetime as dt
+    >>> tumbling("1 hour").windows(dt.datetime(2024, 5, 1, 12, 30))[0][0]
+    datetime.datetime(2024, 5, 1, 12, 0)
     """
-    _check_span("tumbling", "size", size)
-    _check_span("tumbling", "origin", origin, positive=False)
-    return Sliding(size, size, origin)
+    size = span("tumbling", "size", size)
+    return Sliding(size, size, _origin("tumbling", origin, size))
 
 
-def sliding(size: int | float, hop: int | float, origin: int | float = 0) -> Sliding:
+def sliding(size: Any, hop: Any, origin: Any = 0) -> Sliding:
     """Windows of ``size`` starting at ``origin + k * hop``: an event time is in about
-    ``size / hop`` of them (none when it falls in a gap left by ``hop > size``).
+    ``size / hop`` of them (none when it falls in a gap left by ``hop > size``). Spans are
+    numbers, or timedeltas / ``"10 minutes"`` for datetimes, as for :func:`tumbling`.
 
     >>> sliding(600, 60).windows(0)[:2]
     [(-540, 60), (-480, 120)]
     """
-    _check_span("sliding", "size", size)
-    _check_span("sliding", "hop", hop)
-    _check_span("sliding", "origin", origin, positive=False)
-    return Sliding(size, hop, origin)
+    size = span("sliding", "size", size)
+    hop = span("sliding", "hop", hop)
+    if isinstance(size, dt.timedelta) != isinstance(hop, dt.timedelta):
+        msg = f"sliding: size {size!r} and hop {hop!r} must both be numbers or both timedeltas"
+        raise TypeError(msg)
+    return Sliding(size, hop, _origin("sliding", origin, size))
 
 
-def session(gap: int | float) -> Session:
+def session(gap: Any) -> Session:
     """Sessions: per key, event times less than ``gap`` apart chain into one window
     ``(first, last + gap)``; removing an event may split a session, adding one may merge two.
+    ``gap`` is a number, or a timedelta / ``"30 minutes"`` for datetimes.
 
     >>> session(5)
     Session(gap=5)
     """
-    _check_span("session", "gap", gap)
-    return Session(gap)
-
-
-def event_time(label: str, at: Callable[[Any], Any], datum: Any) -> int | float:
-    """``at(datum)``, checked: an int or a float that is not NaN (infinities have no window).
-
-    Raises:
-        TypeError: anything else, naming the operator and the datum.
-    """
-    t = at(datum)
-    if t.__class__ is int or t.__class__ is float:
-        if t.__class__ is int or math.isfinite(t):
-            return t
-    elif not isinstance(t, bool) and isinstance(t, numbers.Real):
-        t = int(t) if isinstance(t, numbers.Integral) else float(t)
-        if not is_nan(t) and not math.isinf(t):
-            return t
-    msg = f"{label}: at({datum!r}) gave {t!r}; event times are finite ints or floats"
-    raise TypeError(msg)
+    return Session(span("session", "gap", gap))
 
 
 def _default_clock(t: int | float) -> int:
@@ -237,13 +270,14 @@ class FixedWindows:
     ) -> list[tuple[Any, list[Any], list[int]]]:
         """``(time, data, diffs)`` groups of input to groups of ``((start, end), datum)``."""
         windows, at, label, closing = self.spec.windows, self.at, self.label, self.closing
+        instants = self.spec.instants
         if closing is None:
             out = []
             for t, data, diffs in groups:
                 nd: list[Any] = []
                 nr: list[int] = []
                 for d, r in zip(data, diffs):
-                    for w in windows(event_time(label, at, d)):
+                    for w in windows(event_time(label, at, d, instants)):
                         nd.append((w, d))
                         nr.append(r)
                 if nd:
@@ -259,7 +293,7 @@ class FixedWindows:
             first: Any = None
             for d, r in zip(data, diffs):
                 was_late = False
-                for w in windows(event_time(label, at, d)):
+                for w in windows(event_time(label, at, d, instants)):
                     end = w[1]
                     c = closes.get(end)
                     if c is None:

@@ -43,6 +43,7 @@ from .dashboard import Dashboard
 from .dashboard.server import close as close_listeners
 from .handles import InputHandle, OutputHandle
 from .plan import make_plan
+from .sources import SourceFeeds, check_sources
 from .transport import InProcessTransport, Transport
 from .validation import require_int, require_pipeline
 from .worker import Worker
@@ -161,6 +162,34 @@ class Job:
         self._operator_counts: list[observe.OperatorCounts] | None = None
         if profile or observe.logger.isEnabledFor(logging.DEBUG):
             self._operator_counts = observe.count_operators(self)
+        # -- sources (see .sources): the inputs the job feeds itself, and their offsets.
+        self._sources = SourceFeeds(self, {})
+
+    def attach_sources(self, sources: object) -> None:
+        """Feed the inputs named in ``sources`` from those sources (see :meth:`follow`).
+
+        Raises:
+            TypeError, ValueError: not a mapping of this pipeline's input names to sources.
+        """
+        names = list(self.inputs)
+        self._sources.sources = check_sources(sources, names, type(self.pipeline).__name__)
+
+    async def follow(self, *, once: bool = False, checkpoint_every: int | None = 10) -> int:
+        """Feed the job from its sources: each batch a source reads is fed at the job's time,
+        then the job advances past it (one time per batch), until every source has ended (a
+        batch source) or for ever; ``once``: until none has a batch now (what is there now
+        is read, as :func:`run` does). A job with ``checkpoint=`` checkpoints after every
+        ``checkpoint_every`` batches (``None``: only when asked, or when its block ends); a
+        resumed job continues each source after the last batch its checkpoint holds.
+        While it runs, it alone advances the job and takes its checkpoints: do not call
+        ``advance_to`` or ``checkpoint()`` from another task meanwhile. Returns how many
+        batches were fed.
+
+        Raises:
+            ValueError: the job has no sources.
+            TypeError, ValueError: a batch the input refuses (nothing of it is fed).
+        """
+        return await self._sources.follow(once=once, checkpoint_every=checkpoint_every)
 
     def _owner_key(self, name: str) -> Callable[[Any], Any] | None:
         """The key by which input ``name``'s data are exchanged right after it, if every
@@ -293,6 +322,7 @@ class Job:
         time = int(manifest["time"])
         self.time = time
         self.resumed_at = time
+        self._sources.resume(manifest.get("sources", {}))
         for name, handle in self.inputs.items():
             closed = bool(manifest["inputs"].get(name, {}).get("closed"))
             handle.closed = closed
@@ -504,6 +534,7 @@ class Job:
             "fingerprint": self.layout.fingerprint,
             "code": self.layout.code_entry(),
             "inputs": {name: {"closed": h.closed} for name, h in self.inputs.items()},
+            "sources": self._sources.offsets_before(time),
             "outputs": {
                 name: {"frontier": encode_frontier(store.frontier)}
                 for name, store in self.builder.stores.items()
@@ -524,6 +555,7 @@ class Job:
             checkpointer.failed(time)
             raise
         checkpointer.committed(capture, fragment, sequence)
+        self._sources.committed(time, header["sources"])
         observe.logger.info("checkpoint %d at time %d written", sequence, time)
 
     def _complete_before(self, time: int) -> bool:
@@ -562,8 +594,9 @@ class Job:
         its activations, records received (``ports``: per input port) and seconds when the
         job counts them (``df.open(..., profile=True)`` or ``dashboard=``, or the
         ``deltaflow`` logger at ``DEBUG``); ``checkpoints``, the last checkpoints taken
-        (when the job keeps them); and ``arrangements`` and delta queries' ``proposals``
-        (see :func:`.delta_statistics`)."""
+        (when the job keeps them); ``late``: the late updates each window operator with a
+        watermark dropped; and ``arrangements`` and delta queries' ``proposals`` (see
+        :func:`.delta_statistics`)."""
         counts = self._operator_counts
         workers = self._worker_statistics()
         operators = []
@@ -585,6 +618,7 @@ class Job:
             "processes": observe.processes_of(workers),
             "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
             "operators": operators,
+            "late": observe.total_late(workers),
         }
         if self.checkpointer is not None:
             stats["checkpoints"] = list(self.checkpointer.history)

@@ -33,6 +33,7 @@ import trio
 
 if TYPE_CHECKING:
     from .runtime import Job
+    from .worker import Worker
 
 __all__ = [
     "Advances",
@@ -160,9 +161,30 @@ def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
             "process": process,
             "pid": pid,
             "rss": rss,
+            "late": late_counts(w),
         }
         for w in job.workers
     ]
+
+
+def late_counts(worker: Worker) -> dict[str, int]:
+    """The late updates each window operator with a watermark met on ``worker`` and did not
+    apply, by operator name (see :mod:`deltaflow.operators.watermarks`)."""
+    out: dict[str, int] = {}
+    for actor in worker.actors:
+        late = getattr(actor.operator, "late", None)
+        if late is not None:
+            out[actor.name] = out.get(actor.name, 0) + late
+    return out
+
+
+def total_late(workers: list[dict[str, Any]]) -> dict[str, int]:
+    """The late counts of :func:`worker_statistics`'s workers, summed by operator."""
+    out: dict[str, int] = {}
+    for w in workers:
+        for name, n in w.get("late", {}).items():
+            out[name] = out.get(name, 0) + n
+    return out
 
 
 def _held(operator: Any) -> int:

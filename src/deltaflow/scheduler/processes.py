@@ -651,6 +651,7 @@ class ProcessJob(Job):
                 checkpointer.failed(time)
                 raise
             checkpointer.committed(capture, own, sequence)
+            self._sources.committed(time, header["sources"])
         finally:
             self._checkpointing = False
         return time

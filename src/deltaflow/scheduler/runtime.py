@@ -16,7 +16,7 @@ with`` block closes the inputs and waits until every output is complete.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import trio
@@ -30,6 +30,7 @@ from .job import (
     _OpenJob as _OpenJob,
     check_progress,
 )
+from .sources import Source, is_source
 from .validation import require_pipeline, validate_updates
 
 # Jobs spread over processes and peers (processes.py, peer.py) import ``_OpenJob`` and
@@ -60,6 +61,7 @@ def open(
     dashboard: int | tuple[str, int] | None = None,
     fresh: bool = False,
     allow_code_change: bool = False,
+    sources: Mapping[str, Source] | None = None,
 ) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
@@ -102,6 +104,10 @@ def open(
             ``127.0.0.1`` (``0`` picks a free one), or on ``(host, port)``; off loopback it
             requires the token in ``job.dashboard_url``. It counts each operator's work as
             ``profile=True`` does (see :mod:`deltaflow.scheduler.dashboard`).
+        sources: inputs the job feeds itself, by name (``df.sources.files("in/*.csv")``):
+            ``await job.follow()`` feeds each batch they read at its own time, and a
+            checkpoint keeps their offsets, so a resumed job goes on where it left off (see
+            :mod:`deltaflow.scheduler.sources`).
 
     Returns:
         An async context manager giving the running :class:`Job`.
@@ -148,6 +154,7 @@ def open(
             fresh=fresh,
             allow_code_change=allow_code_change,
         )
+    job.attach_sources(sources)
     return _OpenJob(job, gc_threshold, progress=progress, dashboard=served)
 
 
@@ -172,6 +179,20 @@ async def _run_to_end(
     return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
 
 
+async def _feed_sources(
+    job: Job, validated: dict[str, dict[int, tuple[list[Any], list[int]]]]
+) -> None:
+    """Feed the other inputs' updates up to their last time, then every batch the sources
+    hold now, one time each after those."""
+    last = max((max(by_time) for by_time in validated.values() if by_time), default=-1)
+    for name in list(validated):
+        handle = job.inputs[name]
+        for time, (data, diffs) in sorted(validated.pop(name).items()):
+            handle._extend(data, diffs, time)
+    await job.advance_to(last + 1)
+    await job.follow(once=True)
+
+
 def run(
     pipeline: Pipeline,
     /,
@@ -187,10 +208,12 @@ def run(
 
     Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``, or a pandas
     DataFrame (its columns other than ``time`` and ``diff`` form the datum; those two default
-    to 0 and 1); missing inputs are empty. Every time is processed as its own logical time
-    (all at once, so this measures throughput). Returns a list of ``(data, time, diff)``
-    sorted by time, with no two updates for the same ``(data, time)`` and no zero diff; a
-    ``build()`` returning a dict of collections gives a dict of such lists. ``workers``,
+    to 0 and 1), or a source (``df.sources.files(...)``: what it holds now, each batch at its
+    own time after those of the other inputs' updates); missing inputs are empty. Every time
+    is processed as its own logical time (all at once, so this measures throughput). Returns
+    a list of ``(data, time, diff)`` sorted by time, with no two updates for the same
+    ``(data, time)`` and no zero diff; a ``build()`` returning a dict of collections gives a
+    dict of such lists. ``workers``,
     ``processes``, ``fuse``, ``gc_threshold`` and ``progress`` are as for :func:`open`.
 
     Raises:
@@ -210,9 +233,11 @@ def run(
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
+    sources: dict[str, Source] = {n: s for n, s in inputs.items() if is_source(s)}
     validated = {
         name: validate_updates(name, upds, pipeline.input_schema(name))
         for name, upds in inputs.items()
+        if name not in sources
     }
     check_gc_threshold(gc_threshold)
 
@@ -224,7 +249,10 @@ def run(
             fuse=fuse,
             gc_threshold=gc_threshold,
             progress=progress,
+            sources=sources,
         ) as job:
+            if sources:
+                await _feed_sources(job, validated)
             outputs = await _run_to_end(job, validated)
         return outputs, job.builder.single_output
 
