@@ -229,6 +229,8 @@ def check_fields(manifest: dict[str, Any], sequence: int, where: str) -> None:
         _each(nodes, "manifest.nodes", lambda entry, path: _node(entry, path, files))
         if "code" in manifest or manifest["version"] >= SEALED:
             _code(_field(manifest, "code", "manifest"), "manifest.code")
+        if "sources" in manifest:  # (each offset is the source's own JSON value)
+            _dict(manifest["sources"], "manifest.sources")
     except _Bad as exc:
         msg = f"{where} is damaged: {exc}"
         raise CheckpointError(msg) from None
