@@ -30,9 +30,11 @@ from ..framework.durable.store import encode_frontier
 from ..operators.collection import DataflowBuilder, Pipeline
 from ..operators.delta.build import statistics as delta_statistics
 from . import observe
+from .accounting import Rejected, make_accounts
 from .checkpoint import Checkpointer, StateLayout, check_pipeline, counters, state_layout
 from .collector import collector_tuned
 from .handles import InputHandle, OutputHandle
+from .metrics import MetricsServer, check_metrics
 from .plan import make_plan
 from .transport import InProcessTransport, Transport
 from .validation import require_int, require_pipeline
@@ -66,6 +68,7 @@ class Job:
         history: int | None = None,
         profile: bool = False,
         checkpoint: Any = None,
+        on_bad: Any = None,
     ) -> None:
         pipeline = require_pipeline(pipeline)
         if workers.__class__ is not int or workers < 1:
@@ -104,10 +107,13 @@ class Job:
             if self._reads_runs(name):
                 for feed in feeds:
                     feed.runs = True
+        # -- accounting (scheduler/accounting.py): per input, records read and refused --
+        #: Per input, what it read, refused and set aside (its ``on_bad`` mode).
+        self.accounts = make_accounts(self.builder.feeds, on_bad)
         self.inputs: dict[str, InputHandle] = _Named(
             "input",
             {
-                name: InputHandle(self, name, feeds, self._owner_key(name))
+                name: InputHandle(self, name, feeds, self._owner_key(name), self.accounts[name])
                 for name, feeds in self.builder.feeds.items()
             },
         )
@@ -126,6 +132,8 @@ class Job:
         self.history = history
         for store in self.builder.stores.values():
             store.keep = history
+        #: Where the job serves its statistics as Prometheus metrics (``open(metrics=)``).
+        self.metrics_url: str | None = None
         # Counting wraps every activation: only when asked for, or when it will be logged.
         self._operator_counts: list[observe.OperatorCounts] | None = None
         if profile or observe.logger.isEnabledFor(logging.DEBUG):
@@ -232,11 +240,21 @@ class Job:
         time = int(manifest["time"])
         self.time = time
         self.resumed_at = time
+        saved = manifest.get("accounts", {})
+        for name, account in self.accounts.items():
+            account.restore(saved.get(name))
         for name, handle in self.inputs.items():
             closed = bool(manifest["inputs"].get(name, {}).get("closed"))
             handle.closed = closed
             for feed in handle._feeds:
                 feed.stand_at(time, closed)
+
+    @property
+    def rejected(self) -> list[Rejected]:
+        """The records the inputs set aside with ``on_bad="quarantine"``, as
+        :class:`~deltaflow.Rejected` (input, datum, reason, where), input by input in the
+        order refused; after a resume, those of times before the checkpoint's too."""
+        return [r for account in self.accounts.values() for r in account.rejected()]
 
     def _placement(self) -> str:
         """How many workers in how many processes, for the log: ``"2 workers, 1 process"``."""
@@ -362,6 +380,8 @@ class Job:
                 handle.flush(time if held else None)
         self.activate_inputs()
         self.time = time
+        for account in self.accounts.values():
+            account.close_before(time)
         if observe.logger.isEnabledFor(logging.DEBUG):
             observe.logger.debug("inputs advanced to time %r", time)
         for handle in self.inputs.values():
@@ -441,6 +461,7 @@ class Job:
             "pipeline": type(self.pipeline).__qualname__,
             "fingerprint": self.layout.fingerprint,
             "inputs": {name: {"closed": h.closed} for name, h in self.inputs.items()},
+            "accounts": {name: a.saved(time) for name, a in self.accounts.items()},
             "outputs": {
                 name: {"frontier": encode_frontier(store.frontier)}
                 for name, store in self.builder.stores.items()
@@ -492,11 +513,39 @@ class Job:
         return self.error is not None and not self._error_reported
 
     def statistics(self) -> dict[str, Any]:
-        """Counts for introspection: steps and activations per worker, actors, frontiers, and
-        per operator (in plan order) its name and the updates its arrangements hold, with its
-        activations, records received and seconds when the job counts them
-        (``df.open(..., profile=True)``, or the ``deltaflow`` logger at ``DEBUG``); and
-        ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`)."""
+        """Counts for introspection, as plain data (JSON-able):
+
+        * ``time``: the job's time (the inputs'; updates fed now are stamped with it);
+        * ``inputs``: per input, ``{"read", "accepted", "refused", "skipped",
+          "quarantined", "on_bad"}``: records offered, kept, refused (bad), and of those set
+          aside by ``on_bad`` (see :mod:`deltaflow.scheduler.accounting`); after a resume,
+          those of times before the checkpoint's included;
+        * ``outputs``: per output, ``{"written": n, "frontier": [...]}``: consolidated
+          updates published for completed times (since the job started) and the times the
+          output may still change at;
+        * ``workers``: steps, activations and actors per worker;
+        * ``operators``: per operator (in plan order) its name and the updates its
+          arrangements hold, with its activations, records received and seconds when the
+          job counts them (``df.open(..., profile=True)``, or the ``deltaflow`` logger at
+          ``DEBUG``);
+        * ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`).
+
+            >>> import deltaflow as df, trio
+            >>> class Same(df.Pipeline):
+            ...     def build(self, xs):
+            ...         return xs
+            >>> async def main():
+            ...     async with df.open(Same(), on_bad={"xs": "skip"}) as job:
+            ...         job.inputs["xs"].insert(1)
+            ...         job.inputs["xs"].insert([2])      # unhashable: skipped, counted
+            ...         await job.advance_to(1)
+            ...     return job.statistics()
+            >>> stats = trio.run(main)
+            >>> stats["inputs"]["xs"]
+            {'read': 2, 'accepted': 1, 'refused': 1, 'skipped': 1, 'quarantined': 0, 'on_bad': 'skip'}
+            >>> stats["outputs"]["output"]
+            {'written': 1, 'frontier': []}
+        """
         counts = self._operator_counts
         operators = []
         for i, arranged in enumerate(observe.arrangement_sizes(self)):
@@ -511,8 +560,16 @@ class Job:
                 {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
                 for w in self.workers
             ],
-            "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
             "operators": operators,
+            "time": self.time,
+            "inputs": {
+                name: {**account.counts(), "on_bad": account.mode}
+                for name, account in self.accounts.items()
+            },
+            "outputs": {
+                n: {"written": o.published, "frontier": list(o.frontier)}
+                for n, o in self.outputs.items()
+            },
         }
 
 
@@ -529,8 +586,18 @@ class _Named(dict[str, Any]):
 
 
 class _OpenJob:
-    def __init__(self, job: Job, gc_threshold: int | None, progress: bool | float = False) -> None:
+    def __init__(
+        self,
+        job: Job,
+        gc_threshold: int | None,
+        progress: bool | float = False,
+        metrics: object = None,
+    ) -> None:
         self._job = job
+        self._metrics: MetricsServer | None = None
+        if metrics is not None:
+            host, port = check_metrics(metrics)
+            self._metrics = MetricsServer(job.statistics, host, port)
         self._nursery_cm: Any = None
         self._collector = collector_tuned(gc_threshold)
         self._progress: observe.ProgressLine | None = None
@@ -548,13 +615,23 @@ class _OpenJob:
         if self._nursery_cm is not None:
             msg = "this df.open(...) was already entered: call df.open() again for another job"
             raise RuntimeError(msg)
-        await self._job._start()
+        if self._metrics is not None:
+            self._job.metrics_url = self._metrics.start()
+            observe.logger.info("job metrics at %s", self._job.metrics_url)
+        try:
+            await self._job._start()
+        except BaseException:
+            if self._metrics is not None:
+                self._metrics.stop()
+            raise
         self._collector.__enter__()
         try:
             self._nursery_cm = trio.open_nursery()
             nursery = await self._nursery_cm.__aenter__()
         except BaseException:
             self._collector.__exit__(None, None, None)
+            if self._metrics is not None:
+                self._metrics.stop()
             raise
         self._nursery = nursery
         job = self._job
@@ -594,6 +671,8 @@ class _OpenJob:
             raise _unwrapped(group) from None
         finally:
             self._collector.__exit__(None, None, None)
+            if self._metrics is not None:
+                self._metrics.stop()
             if self._progress is not None:
                 self._progress.finish()
         self._log_stop(pending or exc)

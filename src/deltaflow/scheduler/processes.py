@@ -501,6 +501,7 @@ class ProcessJob(Job):
         history: int | None = None,
         profile: bool = False,
         checkpoint: Any = None,
+        on_bad: Any = None,
     ) -> None:
         if processes.__class__ is not int or processes < 1:
             msg = f"processes must be a positive int, not {processes!r}"
@@ -525,7 +526,13 @@ class ProcessJob(Job):
         )  # fmt: skip
         # With counting on, the counts here are the sums of those the processes report.
         super().__init__(
-            pipeline, workers, fuse=fuse, history=history, profile=profile, checkpoint=checkpoint
+            pipeline,
+            workers,
+            fuse=fuse,
+            history=history,
+            profile=profile,
+            checkpoint=checkpoint,
+            on_bad=on_bad,
         )
         control = cast("_Control", self.transport)
         for name, handle in self.inputs.items():

@@ -16,12 +16,13 @@ with`` block closes the inputs and waits until every output is complete.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import trio
 
 from ..operators.collection import Pipeline
+from .accounting import Rejected, make_accounts
 from .collector import GC_THRESHOLD, check_gc_threshold
 from .handles import InputHandle, OutputHandle, Subscription
 from .job import (
@@ -40,6 +41,8 @@ __all__ = [
     "Job",
     "OutputHandle",
     "Subscription",
+    "check_inputs",
+    "execute",
     "open",
     "run",
 ]
@@ -56,6 +59,8 @@ def open(
     profile: bool = False,
     progress: bool | float = False,
     checkpoint: str | os.PathLike[str] | None = None,
+    on_bad: str | Mapping[str, str] | None = None,
+    metrics: int | tuple[str, int] | None = None,
 ) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
@@ -85,6 +90,15 @@ def open(
             job.checkpoint()`` writes one, and leaving the block normally writes one at
             ``job.time`` (see :meth:`Job.checkpoint`). ``None``: the state lives only in the
             job.
+        on_bad: what each input does with a bad record (malformed, unhashable, a NaN, not
+            fitting the input's declared schema): ``"fail"`` (the default: the error is
+            raised where it was fed), ``"skip"`` (left out, counted) or ``"quarantine"``
+            (left out, counted, kept in ``job.rejected``); one mode for every input or a
+            dict by input name (see :mod:`deltaflow.scheduler.accounting`).
+        metrics: serve the job's :meth:`Job.statistics` as Prometheus metrics over HTTP
+            on this port of the loopback interface (``0``: any free port), or on
+            ``(host, port)``; ``job.metrics_url`` then says where (see
+            :mod:`deltaflow.scheduler.metrics`; needs ``prometheus_client``).
 
     Returns:
         An async context manager giving the running :class:`Job`.
@@ -111,6 +125,7 @@ def open(
             history=history,
             profile=profile,
             checkpoint=checkpoint,
+            on_bad=on_bad,
         )
     else:
         job = Job(
@@ -120,8 +135,9 @@ def open(
             history=history,
             profile=profile,
             checkpoint=checkpoint,
+            on_bad=on_bad,
         )
-    return _OpenJob(job, gc_threshold, progress=progress)
+    return _OpenJob(job, gc_threshold, progress=progress, metrics=metrics)
 
 
 def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
@@ -154,25 +170,82 @@ def run(
     fuse: bool = True,
     gc_threshold: int | None = GC_THRESHOLD,
     progress: bool | float = False,
+    on_bad: str | Mapping[str, str] | None = None,
+    rejected: list[Rejected] | None = None,
     **inputs: Iterable[Any],
 ) -> Any:
     """Run ``pipeline`` over complete inputs and return its consolidated output updates.
 
     Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``, or a pandas
     DataFrame (its columns other than ``time`` and ``diff`` form the datum; those two default
-    to 0 and 1); missing inputs are empty. Every time is processed as its own logical time
-    (all at once, so this measures throughput). Returns a list of ``(data, time, diff)``
-    sorted by time, with no two updates for the same ``(data, time)`` and no zero diff; a
-    ``build()`` returning a dict of collections gives a dict of such lists. ``workers``,
-    ``processes``, ``fuse``, ``gc_threshold`` and ``progress`` are as for :func:`open`.
+    to 0 and 1). Every input ``build()`` takes must be given, but for those it declares
+    optional (``events: df.Collection = df.optional()``), which are empty when left out.
+    Every time is processed as its own logical time (all at once, so this measures
+    throughput). Returns a list of ``(data, time, diff)`` sorted by time, with no two
+    updates for the same ``(data, time)`` and no zero diff; a ``build()`` returning a dict
+    of collections gives a dict of such lists. ``workers``, ``processes``, ``fuse``,
+    ``gc_threshold``, ``progress`` and ``on_bad`` are as for :func:`open`; ``rejected``
+    receives the records ``on_bad="quarantine"`` sets aside (it is required then).
 
     Raises:
-        TypeError, ValueError: a malformed input, naming the input and the value.
+        TypeError, ValueError: a malformed input, naming the input and the value; an input
+            left out that is not optional.
         OperatorError: user code in an operator failed.
     """
+    result, _ = execute(
+        pipeline,
+        workers,
+        processes=processes,
+        fuse=fuse,
+        gc_threshold=gc_threshold,
+        progress=progress,
+        on_bad=on_bad,
+        rejected=rejected,
+        inputs=inputs,
+    )
+    return result
+
+
+def check_inputs(pipeline: Pipeline, given: Iterable[str], how: str) -> None:
+    """Refuse a run that leaves out an input ``build()`` does not declare optional.
+
+    Raises:
+        TypeError: naming the inputs left out, and how to give them (``how``: ``"events=[...]"``
+            for ``df.run``) or declare them optional.
+    """
+    given = set(given)
+    missing = [n for n in pipeline.input_names() if n not in given]
+    required = [n for n in missing if n not in pipeline.optional_inputs()]
+    if required:
+        shown = ", ".join(repr(n) for n in required)
+        example = how.format(name=required[0])
+        msg = (
+            f"{type(pipeline).__name__}: input(s) {shown} not given; give {example} (empty "
+            f"for no updates), or declare it optional in build(): "
+            f"{required[0]}: df.Collection = df.optional()"
+        )
+        raise TypeError(msg)
+
+
+def execute(
+    pipeline: Pipeline,
+    workers: int | None = None,
+    *,
+    processes: int = 1,
+    fuse: bool = True,
+    gc_threshold: int | None = GC_THRESHOLD,
+    progress: bool | float = False,
+    on_bad: str | Mapping[str, str] | None = None,
+    rejected: list[Rejected] | None = None,
+    metrics: int | tuple[str, int] | None = None,
+    inputs: Mapping[str, Iterable[Any]],
+) -> tuple[Any, dict[str, Any]]:
+    """:func:`run`, returning also the job's :meth:`Job.statistics` at its end (what the
+    command line reports)."""
     pipeline = require_pipeline(pipeline)
     names = pipeline.input_names()
-    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress"})
+    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress",
+                                 "on_bad", "rejected"})  # fmt: skip
     if taken:
         msg = (
             f"{type(pipeline).__name__}.build() has inputs named {taken}, which are run()'s own "
@@ -183,13 +256,21 @@ def run(
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
+    check_inputs(pipeline, inputs, "{name}=[...]")
+    accounts = make_accounts(names, on_bad)
+    if rejected is None and any(a.mode == "quarantine" for a in accounts.values()):
+        msg = (
+            "run(on_bad='quarantine') needs rejected=[] (a list) to receive the records it "
+            "sets aside; or use on_bad='skip' to count them only"
+        )
+        raise ValueError(msg)
     validated = {
-        name: validate_updates(name, upds, pipeline.input_schema(name))
+        name: validate_updates(name, upds, pipeline.input_schema(name), accounts[name])
         for name, upds in inputs.items()
     }
     check_gc_threshold(gc_threshold)
 
-    async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool]:
+    async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool, dict[str, Any]]:
         async with open(
             pipeline,
             workers,
@@ -197,11 +278,18 @@ def run(
             fuse=fuse,
             gc_threshold=gc_threshold,
             progress=progress,
+            on_bad=on_bad,
+            metrics=metrics,
         ) as job:
+            for name, account in accounts.items():
+                job.accounts[name].absorb(account)
             outputs = await _run_to_end(job, validated)
-        return outputs, job.builder.single_output
+        return outputs, job.builder.single_output, job.statistics()
 
-    result, single = trio.run(main)
+    result, single, stats = trio.run(main)
+    if rejected is not None:
+        for account in accounts.values():
+            rejected.extend(account.rejected())
     if single:
-        return result["output"]
-    return result
+        return result["output"], stats
+    return result, stats
