@@ -22,7 +22,7 @@ from typing import Any
 import trio
 
 from ..operators.collection import Pipeline
-from .accounting import Rejected, make_accounts
+from .accounting import InputAccount, Rejected, make_accounts
 from .collector import GC_THRESHOLD, check_gc_threshold
 from .handles import InputHandle, OutputHandle, Subscription
 from .job import (
@@ -238,10 +238,12 @@ def execute(
     on_bad: str | Mapping[str, str] | None = None,
     rejected: list[Rejected] | None = None,
     metrics: int | tuple[str, int] | None = None,
+    accounts: dict[str, InputAccount] | None = None,
     inputs: Mapping[str, Iterable[Any]],
 ) -> tuple[Any, dict[str, Any]]:
     """:func:`run`, returning also the job's :meth:`Job.statistics` at its end (what the
-    command line reports)."""
+    command line reports); ``accounts`` (by input, with their modes: ``on_bad`` is then
+    theirs) holds what reading the inputs refused already."""
     pipeline = require_pipeline(pipeline)
     names = pipeline.input_names()
     taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress",
@@ -257,7 +259,10 @@ def execute(
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
     check_inputs(pipeline, inputs, "{name}=[...]")
-    accounts = make_accounts(names, on_bad)
+    if accounts is None:
+        accounts = make_accounts(names, on_bad)
+    else:
+        on_bad = {name: a.mode for name, a in accounts.items()}
     if rejected is None and any(a.mode == "quarantine" for a in accounts.values()):
         msg = (
             "run(on_bad='quarantine') needs rejected=[] (a list) to receive the records it "
