@@ -13,7 +13,7 @@ import pytest
 
 import deltaflow as df
 
-PIPELINES = '''
+PIPELINES = """
 import deltaflow as df
 
 
@@ -32,7 +32,7 @@ class Pairs(df.Pipeline):
 class Both(df.Pipeline):
     def build(self, left, right):
         return left.concat(right)
-'''
+"""
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -193,9 +193,7 @@ def _summary(stats: dict[str, Any], rejected_path: str | None) -> str:
             f"{c['refused']:,} refused ({', '.join(aside)})"
         )
     if out:
-        written = ", ".join(
-            f"{name!r} {o['written']:,}" for name, o in stats["outputs"].items()
-        )
+        written = ", ".join(f"{name!r} {o['written']:,}" for name, o in stats["outputs"].items())
         out.append(f"deltaflow: updates written: {written}")
     return "".join(line + "\n" for line in out)
 

@@ -283,7 +283,7 @@ def collect(
         fuse=fuse,
         gc_threshold=GC_THRESHOLD,
         progress=False,
-        **inputs,
+        **inputs,  # type: ignore[arg-type]
     )
     if isinstance(result, dict):
         return {name: _canonical(ups) for name, ups in result.items()}

@@ -74,3 +74,17 @@ class TypedClicks(df.Pipeline):
 
     def build(self, clicks: df.Collection) -> df.Collection:
         return clicks
+
+
+class Pairs(df.Pipeline):
+    """``(k, a)`` and ``(k, b)`` to ``(k, (a, b))``: both inputs required."""
+
+    def build(self, left: df.Collection, right: df.Collection) -> df.Collection:
+        return left.join(right)
+
+
+class MaybeBots(df.Pipeline):
+    """Clicks per page, minus the bots' when given (``bots`` is optional)."""
+
+    def build(self, clicks: df.Collection, bots: df.Collection = df.optional()) -> df.Collection:
+        return clicks.concat(bots.negate()).map(lambda p: (p, None)).count()

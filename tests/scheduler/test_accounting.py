@@ -19,7 +19,7 @@ import deltaflow as df
 class Totals(df.Pipeline):
     """(user, n) rows to (user, total of n)."""
 
-    schemas = {"events": "user string, n long not null"}  # noqa: RUF012
+    schemas = {"events": "user string, n long not null"}
 
     def build(self, events: df.Collection) -> df.Collection:
         return events.sum()
@@ -112,7 +112,13 @@ def test_an_omitted_input_is_an_error_naming_it() -> None:
 # -- on_bad: skip and quarantine -------------------------------------------------------------
 def test_run_skips_and_quarantines_bad_updates() -> None:
     """df.run with on_bad: good updates processed, bad ones counted or handed back."""
-    updates = [(("u1", 1), 0, 1), (("u1", "x"), 0, 1), "bare", (("u2", 2), 1, 1), (("u2", None), 1, 1)]
+    updates = [
+        (("u1", 1), 0, 1),
+        (("u1", "x"), 0, 1),
+        "bare",
+        (("u2", 2), 1, 1),
+        (("u2", None), 1, 1),
+    ]
     assert df.run(Totals(), on_bad="skip", events=updates) == [
         (("u1", 1), 0, 1),
         (("u2", 2), 1, 1),
@@ -181,7 +187,9 @@ def _feed_at(job: df.Job, records: list[tuple[int, Any, bool]], time: int) -> No
             job.inputs["events"].insert(datum)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(records=RECORDS, checkpoint=st.integers(0, 5), crash=st.integers(0, 5))
 def test_quarantine_across_a_checkpoint_and_resume(
     tmp_path_factory: pytest.TempPathFactory,
@@ -228,7 +236,7 @@ def test_quarantine_across_a_checkpoint_and_resume(
         for t, datum, good in records:
             if good and t <= time:
                 totals[datum[0]] += datum[1]
-        assert got == {kv: 1 for kv in totals.items()}, time
+        assert got == dict.fromkeys(totals.items(), 1), time
     bad = [(repr(d), f"fed at time {t}") for t, d, good in records if not good]
     assert sorted((repr(r.datum), r.where) for r in job.rejected) == sorted(bad)
     counts = job.statistics()["inputs"]["events"]
@@ -247,21 +255,20 @@ async def test_metrics_endpoint_serves_the_statistics() -> None:
         job.inputs["events"].insert(("u1", "x"))
         await job.advance_to(1)
 
-        def scrape() -> str:
-            assert job.metrics_url is not None
-            with urllib.request.urlopen(job.metrics_url, timeout=10) as reply:  # noqa: S310
-                return str(reply.read().decode("utf-8"))
-
-        text = await trio.to_thread.run_sync(scrape)
+        url = job.metrics_url
+        text = await trio.to_thread.run_sync(_get, url)
         assert 'deltaflow_input_records_total{input="events",outcome="read"} 2.0' in text
         assert 'deltaflow_input_records_total{input="events",outcome="skipped"} 1.0' in text
         assert 'deltaflow_output_updates_total{output="output"} 1.0' in text
         assert 'deltaflow_output_frontier{output="output"} 1.0' in text
         job.inputs["events"].insert(("u2", 1))
         await job.advance_to(2)
-        text = await trio.to_thread.run_sync(scrape)
+        text = await trio.to_thread.run_sync(_get, url)
         assert 'deltaflow_input_records_total{input="events",outcome="read"} 3.0' in text
-        url = job.metrics_url
-    with pytest.raises(OSError):  # noqa: PT012 - the port is closed with the job
-        with urllib.request.urlopen(url, timeout=2):  # noqa: S310
-            pass
+    with pytest.raises(OSError):  # the port is closed with the job
+        await trio.to_thread.run_sync(_get, url)
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return str(reply.read().decode("utf-8"))

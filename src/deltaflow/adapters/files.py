@@ -70,10 +70,10 @@ def read_csv(
     A row is named by the line it starts on; a quoted field left open runs on to the end of
     the file (CSV lets a quoted field hold line breaks), which is said as such:
 
-    >>> read_csv(io.StringIO('a,b\\n1,2\\n3,"4\\n5,6\\n'), "xs")
+    >>> read_csv(io.StringIO('a,b\\n1,2\\n3,"4\\n5,6\\n'), "xs")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: input 'xs', line 3: a quoted field opens here and is never closed (it runs on to line 4); close the quote, or write a quote inside a quoted field as two ("")
+    ValueError: input 'xs', line 3: a quoted field opens here and is never closed ...
     """
     # strict: a quote left open is an error at the end of the file, not a cell running on
     reader = csv.reader(stream, strict=True)
@@ -126,7 +126,10 @@ def _not_csv(name: str, exc: csv.Error, where: str, last: int | None = None) -> 
             'close the quote, or write a quote inside a quoted field as two ("")'
         )
     else:
-        msg = f"input {name!r}, {where}: not CSV ({exc}); a quote inside a field must be in a quoted field, doubled"
+        msg = (
+            f"input {name!r}, {where}: not CSV ({exc}); a quote inside a field must be in a "
+            'quoted field, doubled ("")'
+        )
     raise ValueError(msg) from None
 
 
@@ -207,7 +210,9 @@ def _differ(name: str, where: str, obj: dict[str, Any], data: list[str], fields:
     what = " and ".join(
         ([f"lacks {missing}"] if missing else []) + ([f"has {extra}"] if extra else [])
     )
-    msg = f"input {name!r}, {where}: the fields differ from the first row's {fields}: this row {what}"
+    msg = (
+        f"input {name!r}, {where}: the fields differ from the first row's {fields}: this row {what}"
+    )
     raise ValueError(msg)
 
 

@@ -133,7 +133,8 @@ class InputHandle:
             data, diff = self._checked(data, diff)
             t = now if time is None else self._check_time(data, time)
         except (TypeError, ValueError) as exc:
-            at = now if time is None or _integer(time) is None else max(now, _integer(time))
+            given = None if time is None else _integer(time)
+            at = now if given is None else max(now, given)
             self.account.refuse(exc, data, f"fed at time {at}", at)
             return False
         self.account.admitted(t)
@@ -229,15 +230,20 @@ class InputHandle:
                 msg = f"input {self.name!r}: {len(data)} data but {len(new_diffs)} diffs"
                 raise ValueError(msg)
         account = self.account
+        where = f"fed at time {time}"
         if self._schema is None and account.mode == "fail":
+            # Checked as a whole (the common case fast); the first bad one is raised.
             try:
-                list(map(hash, data))
-            except TypeError:
-                for d in data:
-                    self._refuse_or_raise(lambda d=d: check_hashable(self.name, d), d, time)
-            self._refuse_or_raise(lambda: check_nans(self.name, data), None, time)
-            if not all(r.__class__ is int for r in new_diffs):
-                new_diffs = [check_diff(self.name, d, r) for d, r in zip(data, new_diffs)]
+                try:
+                    list(map(hash, data))
+                except TypeError:
+                    for d in data:
+                        check_hashable(self.name, d)
+                check_nans(self.name, data)
+                if not all(r.__class__ is int for r in new_diffs):
+                    new_diffs = [check_diff(self.name, d, r) for d, r in zip(data, new_diffs)]
+            except (TypeError, ValueError) as exc:
+                account.refuse(exc, None, where, time)
             account.admitted(time, len(data))
             return data, new_diffs
         kept: list[Any] = []
@@ -246,25 +252,17 @@ class InputHandle:
         for d, r in zip(data, new_diffs):
             try:
                 d, r = self._checked(d, r)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError) as error:
                 if account.mode == "fail":
-                    account.refuse(exc, d, f"fed at time {time}", time)
-                refused.append((exc, d))
+                    account.refuse(error, d, where, time)
+                refused.append((error, d))
                 continue
             kept.append(d)
             kept_diffs.append(r)
-        for exc, d in refused:
-            account.refuse(exc, d, f"fed at time {time}", time)
+        for reason, d in refused:
+            account.refuse(reason, d, where, time)
         account.admitted(time, len(kept))
         return kept, kept_diffs
-
-    def _refuse_or_raise(self, check: Callable[[], None], datum: Any, time: int) -> None:
-        """Run ``check``; its error counts as a refused record, and is raised."""
-        try:
-            check()
-        except (TypeError, ValueError) as exc:
-            self.account.refuse(exc, datum, f"fed at time {time}", time)
-            raise
 
     def _extend(self, data: list[Any], diffs: list[int], time: Time | None = None) -> None:
         """:meth:`extend` of columns already validated (:func:`run` checks them first)."""

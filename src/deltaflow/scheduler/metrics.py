@@ -3,8 +3,8 @@
 The endpoint is ``prometheus_client``'s HTTP server (a thread); each scrape asks the job's
 own trio loop for :meth:`~deltaflow.Job.statistics` (``trio.from_thread``), so the numbers
 are read where they are kept, never while an actor changes them. The server runs while the
-job's ``async with`` block does. It binds the loopback interface unless told otherwise: the metrics are counts and frontiers (no data), but anyone who reaches the port
-reads them.
+job's ``async with`` block does. It binds the loopback interface unless told otherwise: the
+metrics are counts and frontiers (no data), but anyone who reaches the port reads them.
 
 Metrics (each labelled by its input, output, operator or worker):
 
@@ -28,6 +28,7 @@ Metrics (each labelled by its input, output, operator or worker):
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -50,17 +51,15 @@ def check_metrics(metrics: object) -> tuple[str, int]:
         ValueError: not a port in 0..65535 nor a ``(host, port)`` pair.
     """
     host: object = LOOPBACK
-    port = metrics
+    port: object = metrics
     if isinstance(metrics, tuple) and len(metrics) == 2:
         host, port = metrics
-    if (
-        not isinstance(host, str)
-        or port.__class__ is not int
-        or not 0 <= port <= 65535  # type: ignore[operator]
-    ):
+    if not isinstance(host, str) or not isinstance(port, int) or isinstance(port, bool):
+        port = -1
+    if not 0 <= port <= 65535:
         msg = f"metrics must be a port (0..65535) or a (host, port) pair, not {metrics!r}"
         raise ValueError(msg)
-    return host, port  # type: ignore[return-value]
+    return str(host), port
 
 
 def _families(stats: Mapping[str, Any]) -> Iterator[Any]:
@@ -179,10 +178,8 @@ class MetricsServer:
 
     def _read(self) -> Mapping[str, Any]:
         """The job's statistics, taken in its trio loop (the last ones once it has ended)."""
-        try:
+        with contextlib.suppress(trio.RunFinishedError, RuntimeError):
             self._last = trio.from_thread.run_sync(self.statistics, trio_token=self._token)
-        except (trio.RunFinishedError, RuntimeError):
-            pass
         return self._last
 
     def stop(self) -> None:

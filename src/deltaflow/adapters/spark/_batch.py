@@ -37,6 +37,7 @@ from ...errors import PeerLostError
 from ...operators.collection import Pipeline
 from ...scheduler.handshake import check_secret, new_secret
 from ...scheduler.peer import run_peer
+from ...scheduler.runtime import check_inputs as required_inputs
 from ...scheduler.tls import TLS
 from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
 from ._errors import reported, translated
@@ -121,8 +122,9 @@ def check_inputs(
     """The pipeline, each input's layout and DataFrame, and the pipeline's dataflow builder.
 
     Raises:
-        TypeError: not a pipeline, an unknown input, or an input that is not a DataFrame
-            (or is not streaming for :func:`~.stream`, or is for :func:`run`).
+        TypeError: not a pipeline, an unknown input, an input left out that ``build()``
+            does not declare optional, or an input that is not a DataFrame (or is not
+            streaming for :func:`~.stream`, or is for :func:`run`).
     """
     from pyspark.sql import DataFrame
 
@@ -134,6 +136,7 @@ def check_inputs(
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
+    required_inputs(pipeline, inputs, "{name}=DATAFRAME")
     clash = sorted(RESERVED & set(names))
     if clash:
         msg = (

@@ -127,10 +127,20 @@ class _Finder(cloudpickle.Pickler):  # type: ignore[misc]
         self.modules: set[str] = set()
 
     def reducer_override(self, obj: Any) -> Any:
+        if obj.__class__ is types.CodeType:
+            # Code sent by value keeps its file name: an executor's traceback then names
+            # the user's file and line, not cloudpickle's "<dynamic-code>".
+            return _code_with_filename(obj)
         module = _referenced_module(obj)
         if module is not None:
             self.modules.add(module)
         return super().reducer_override(obj)
+
+
+def _code_with_filename(code: types.CodeType) -> Any:
+    """cloudpickle's reduction of a code object, with the code's own file name."""
+    make, args = _internals._code_reduce(code)
+    return make, tuple(code.co_filename if a == "<dynamic-code>" else a for a in args)
 
 
 def _referenced_module(obj: Any) -> str | None:
