@@ -33,8 +33,6 @@ import re
 from collections.abc import Iterator
 from typing import NoReturn
 
-import attrs
-
 from ...errors import PeerLostError, RemoteTraceback
 from ...scheduler.remote_errors import ErrorReport
 
@@ -62,8 +60,8 @@ def report_text(exc: BaseException) -> str:
     kind and message, the traceback of the user's exception behind it (Spark shows only the
     last exception of a chain), and the report."""
     report = ErrorReport.of(exc, with_cause=False)
-    brief = attrs.evolve(report, traceback="")  # the text above carries it already
-    return f"{type(exc).__name__}: {exc}\n\n{report.traceback}\n[{_MARK}{brief.to_text()}]"
+    # The report keeps the traceback too: the driver's error names the user's frames from it.
+    return f"{type(exc).__name__}: {exc}\n\n{report.traceback}\n[{_MARK}{report.to_text()}]"
 
 
 @contextlib.contextmanager
