@@ -169,8 +169,9 @@ class ReduceOperator(Operator):
         strict: a key whose accumulation holds a negative count (for ``count``, whose
             ``positive_only`` is False: whose total is negative) is an
             :class:`~deltaflow.errors.OperatorValueError` naming it (every public reduction
-            but ``threshold``, through :func:`.reduce_core`); False (the default here) hands
-            such counts on, as ``positive_only`` says.
+            but ``threshold``, through :func:`.reduce_core`), at int times (the top scope;
+            inside a loop rounds pass through negative counts); False (the default here)
+            hands such counts on, as ``positive_only`` says.
         by_count: for reductions over an arrangement by self (every value is ``()``) whose
             output is the single value ``()``: its count as a function of the key and the
             key's input count, ``by_count(key, n)`` (``distinct``, ``threshold``). The paths
@@ -207,7 +208,10 @@ class ReduceOperator(Operator):
         self.name = name
         self.logic = logic
         self.positive_only = positive_only
-        self.strict = strict
+        # Strict at the top scope (int times) only: inside a loop, the accumulations at a
+        # round's product times may pass through negative counts on the way to the fixed
+        # point (the rounds carry differences), which are not the user's collections.
+        self.strict = strict = strict and all(t.__class__ is int for t in source.lower)
         self.key_only = key_only
         # The built-in reductions' answer straight from the accumulation (see .logics.FOLDS).
         builtin = FOLDS.get(logic)
