@@ -11,6 +11,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.reference import assert_matches_oracle
+from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.operators import arrange, io
@@ -60,7 +61,7 @@ CASES: dict[str, tuple[Callable[..., df.Collection], Query]] = {
 _updates = st.lists(
     st.tuples(st.integers(0, 12), st.integers(0, 6), st.sampled_from([1, 1, -1, 2])),
     max_size=40,
-)
+).map(nonnegative)
 
 
 def _run(name: str, workers: int, xs: list[Any], ys: list[Any]) -> tuple[list[Any], list[bool]]:
