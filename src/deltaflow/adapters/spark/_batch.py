@@ -312,8 +312,9 @@ def run(
         RuntimeError: fewer than ``partitions`` free task slots.
         ModuleNotFoundError: the executors cannot import a module the pipeline needs (an
             installed package; the user's own modules travel with the pipeline), naming it.
-        OperatorError: user code raised, naming the operator and the user's exception;
-            the job's Spark exception is its ``__cause__`` (so for every error below).
+        OperatorError: user code raised, naming the operator and the user's exception,
+            which is its ``__cause__`` (the job's Spark exception its ``__context__``; for
+            every error below, Spark's exception is the ``__cause__``).
         ValueError, TypeError: a bad row (naming the input, the column and the row), an
             output datum that does not fit the schema (naming the output and the column).
         pyspark.errors.PySparkException: Spark failed the job for a reason of its own.
