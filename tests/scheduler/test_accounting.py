@@ -272,3 +272,22 @@ async def test_metrics_endpoint_serves_the_statistics() -> None:
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as reply:
         return str(reply.read().decode("utf-8"))
+
+
+async def test_quarantine_with_workers_in_processes(tmp_path: Path) -> None:
+    """With processes=2 the caller's inputs set records aside the same way, and a resume
+    from a checkpoint keeps those of earlier times exactly once."""
+    async with df.open(Totals(), 2, processes=2, on_bad="quarantine", checkpoint=tmp_path) as job:
+        job.inputs["events"].insert(("u1", 1))
+        job.inputs["events"].insert(("u1", "x"))
+        await job.advance_to(1)
+        job.inputs["events"].insert(("u2", None))  # at time 1: after the block's checkpoint
+    assert [r.datum for r in job.rejected] == [("u1", "x"), ("u2", None)]
+    async with df.open(Totals(), 2, processes=2, on_bad="quarantine", checkpoint=tmp_path) as job:
+        assert job.resumed_at == 1
+        assert [r.datum for r in job.rejected] == [("u1", "x")]  # times before 1
+        job.inputs["events"].insert(("u2", None))  # fed again from the checkpoint's time
+        await job.advance_to(2)
+        assert [r.datum for r in job.rejected] == [("u1", "x"), ("u2", None)]
+        assert job.statistics()["inputs"]["events"]["read"] == 3
+        assert job.output.at(1) == {("u1", 1): 1}
