@@ -307,5 +307,7 @@ def example(build: Callable[..., Collection | dict[str, Collection]], **inputs: 
     """
     pipeline_class = type("Example", (Pipeline,), {"build": staticmethod(build)})
     params = inspect.signature(build).parameters.values()
-    left_out = {p.name: [] for p in params if p.default is not p.empty and p.name not in inputs}
-    return run(pipeline_class(), **inputs, **left_out)
+    left_out: dict[str, Any] = {
+        p.name: [] for p in params if p.default is not p.empty and p.name not in inputs
+    }
+    return run(pipeline_class(), **{**inputs, **left_out})
