@@ -196,7 +196,7 @@ async def test_profiled_operator_counts_are_summed_over_the_processes() -> None:
 
 def test_workers_must_be_a_multiple_of_processes() -> None:
     with pytest.raises(ValueError, match="multiple of processes"):
-        df.run(Counts(), workers=3, processes=2)
+        df.run(Counts(), workers=3, processes=2, words=[])
 
 
 def test_worker_logs_reach_the_callers_logger(caplog: pytest.LogCaptureFixture) -> None:

@@ -147,9 +147,13 @@ def test_runs_cross_processes_split_by_key() -> None:
         def build(self, xs: df.Collection, ys: df.Collection) -> dict[str, df.Collection]:
             return {"d": xs.distinct(), "j": xs.join(ys)}
 
-    xs = [
-        ((k % 7, k), t, 1 - 2 * (k % 5 == 0)) for t in range(6) for k in range(40 * t, 40 * t + 60)
-    ]
+    xs = nonnegative(  # retractions of data inserted at time 0 (distinct needs a collection)
+        [
+            ((k % 7, k), t, 1 - 2 * (k % 5 == 0))
+            for t in range(6)
+            for k in range(40 * t, 40 * t + 60)
+        ]
+    )
     ys = [((k, -k), 0, 1) for k in range(7)]
     sent: list[bool] = []
     original = io._as_runs
