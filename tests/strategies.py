@@ -25,6 +25,7 @@ __all__ = [
     "diffs",
     "ints",
     "nested_products",
+    "nonnegative",
     "products",
     "shapes",
     "time_lists",
@@ -121,3 +122,28 @@ def update_lists(
 def update_lists_any_shape(*, max_size: int = 12) -> st.SearchStrategy[list[Update]]:
     """Update lists of one drawn shape."""
     return shapes().flatmap(lambda s: update_lists(s, max_size=max_size))
+
+
+def bottom(time: Time) -> Time:
+    """The least time of ``time``'s shape: ``0``, ``Product(0, 0)``, ..."""
+    if isinstance(time, Product):
+        return Product(bottom(time.outer), bottom(time.inner))
+    return 0
+
+
+def nonnegative(updates: list[Update]) -> list[Update]:
+    """``updates`` with, for each datum that has retractions, as many more insertions of it
+    at the least time: its count is then >= 0 at every time of any partial order (a
+    collection, as reductions require), and its retractions still retract.
+
+    >>> nonnegative([("a", 2, -1), ("b", 1, 1), ("a", 3, -2)])
+    [('a', 2, -1), ('b', 1, 1), ('a', 3, -2), ('a', 0, 3)]
+    """
+    retracted: dict[Any, int] = {}
+    for d, _, r in updates:
+        if r < 0:
+            retracted[d] = retracted.get(d, 0) - r
+    if not updates:
+        return updates
+    low = bottom(updates[0][1])
+    return [*updates, *((d, low, n) for d, n in retracted.items())]

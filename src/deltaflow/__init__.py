@@ -45,6 +45,7 @@ from .operators.collection import (
     Arranged as Arranged,
     Collection as Collection,
     Pipeline as Pipeline,
+    optional as optional,
 )
 from .operators.delta import (
     Index as Index,
@@ -58,6 +59,7 @@ from .operators.windows import (
     sliding as sliding,
     tumbling as tumbling,
 )
+from .scheduler.accounting import Rejected as Rejected
 from .scheduler.graph import graph as graph
 from .scheduler.runtime import Job as Job, open as open, run as run
 from .scheduler.tls import TLS as TLS
@@ -78,12 +80,14 @@ __all__ = [
     "PrefixExtender",
     "ProbeHandle",
     "Product",
+    "Rejected",
     "SubscriptionOverflowError",
     "Variable",
     "graph",
     "loop_scope",
     "multiway_join",
     "open",
+    "optional",
     "run",
     "session",
     "sliding",

@@ -9,6 +9,16 @@ declares in ``Pipeline.schemas`` is read by its declared columns and types. A pr
 with ``--progress``. ``--dashboard PORT`` serves the job's live dashboard (see
 :mod:`deltaflow.scheduler.dashboard`) and writes its address on stderr.
 
+Bad records: ``--on-bad MODE`` (every input) or ``--on-bad NAME=MODE``, ``MODE`` one of
+``fail`` (the default: the run stops at the first, exit code 2), ``skip`` (left out,
+counted) or ``quarantine`` (left out, counted, and written with their input, line and reason
+as JSON lines to ``--rejected FILE``, default ``rejected.jsonl``). When any record was
+refused, an end summary on stderr says how many per input. Every input ``build()`` takes must
+be given but for those it declares optional (``df.optional()``). ``--log-level LEVEL``
+shows the ``deltaflow`` logger's records from ``LEVEL`` on (``WARNING``, ``INFO``,
+``DEBUG``) on stderr; ``--metrics PORT`` serves the job's statistics to Prometheus on the
+loopback interface while it runs (``HOST:PORT`` to bind elsewhere).
+
 ``graph module:Pipeline [--format mermaid|dot]`` writes the planned graph
 (:mod:`deltaflow.scheduler.graph`); with ``--input`` files it runs the pipeline first and
 annotates each operator with its records and arrangement sizes.
@@ -23,8 +33,11 @@ and, in it, a :class:`~deltaflow.Pipeline` subclass (called with no arguments) o
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
+import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,10 +49,10 @@ from . import __version__
 from .adapters.files import read_updates, write_jsonl
 from .errors import DeltaflowError
 from .operators.collection import Pipeline
+from .scheduler.accounting import InputAccount, Rejected, check_on_bad, make_accounts
 from .scheduler.collector import GC_THRESHOLD
 from .scheduler.graph import FORMATS, graph
-from .scheduler.runtime import Job, _run_to_end, open, run
-from .scheduler.validation import validate_updates
+from .scheduler.runtime import Job, check_inputs, execute, open
 
 __all__ = ["load_pipeline", "main"]
 
@@ -99,7 +112,11 @@ def load_pipeline(target: str) -> Pipeline:
 
 
 def _inputs(
-    pipeline: Pipeline, specs: Sequence[str], time: str = "time", diff: str = "diff"
+    pipeline: Pipeline,
+    specs: Sequence[str],
+    time: str = "time",
+    diff: str = "diff",
+    accounts: dict[str, InputAccount] | None = None,
 ) -> dict[str, list[Any]]:
     names = pipeline.input_names()
     out: dict[str, list[Any]] = {}
@@ -117,12 +134,69 @@ def _inputs(
         if not Path(file).is_file():
             msg = f"--input {name}: no file {file!r}"
             raise UsageError(msg)
+        account = None if accounts is None else accounts[name]
+        refuse = None
+        if account is not None and account.mode != "fail":
+            refuse = functools.partial(_set_aside, account)
         try:
             schema = pipeline.input_schema(name)
-            out[name] = read_updates(file, name, schema, time=time, diff=diff)
+            out[name] = read_updates(file, name, schema, time=time, diff=diff, refuse=refuse)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     return out
+
+
+def _set_aside(account: InputAccount, exc: BaseException, record: Any, where: str) -> None:
+    account.refuse(exc, record, where, 0)
+
+
+def _on_bad(pipeline: Pipeline, specs: Sequence[str]) -> dict[str, str]:
+    """``--on-bad`` values (``MODE`` for every input, ``NAME=MODE`` for one) as modes by
+    input name."""
+    names = pipeline.input_names()
+    default = "fail"
+    explicit: dict[str, str] = {}
+    for spec in specs:
+        name, sep, mode = spec.rpartition("=")
+        try:
+            check_on_bad({name: mode} if sep else mode, names)
+        except ValueError as exc:
+            msg = f"--on-bad {spec}: {exc}"
+            raise UsageError(msg) from None
+        if sep:
+            explicit[name] = mode
+        else:
+            default = mode
+    return {n: explicit.get(n, default) for n in names}
+
+
+def _write_rejected(path: str, rejected: Sequence[Rejected]) -> None:
+    """The quarantined records as JSON lines: input, datum, reason, where."""
+    with Path(path).open("w", encoding="utf-8") as stream:
+        for r in rejected:
+            record = {"input": r.input, "datum": r.datum, "reason": r.reason, "where": r.where}
+            stream.write(json.dumps(record, default=repr) + "\n")
+
+
+def _summary(stats: dict[str, Any], rejected_path: str | None) -> str:
+    """One line per input that refused records, and what the outputs wrote."""
+    out = []
+    for name, c in stats["inputs"].items():
+        if not c["refused"]:
+            continue
+        aside = []
+        if c["skipped"]:
+            aside.append(f"{c['skipped']:,} skipped")
+        if c["quarantined"]:
+            aside.append(f"{c['quarantined']:,} quarantined to {rejected_path}")
+        out.append(
+            f"deltaflow: input {name!r}: {c['read']:,} read, {c['accepted']:,} accepted, "
+            f"{c['refused']:,} refused ({', '.join(aside)})"
+        )
+    if out:
+        written = ", ".join(f"{name!r} {o['written']:,}" for name, o in stats["outputs"].items())
+        out.append(f"deltaflow: updates written: {written}")
+    return "".join(line + "\n" for line in out)
 
 
 def _write(result: Any, path: str | None) -> None:
@@ -145,45 +219,42 @@ def _run(args: argparse.Namespace) -> None:
     if args.time_column == args.diff_column:
         msg = f"--time-column and --diff-column are both {args.time_column!r}"
         raise UsageError(msg)
-    inputs = _inputs(pipeline, args.input, args.time_column, args.diff_column)
+    modes = _on_bad(pipeline, args.on_bad)
+    accounts = make_accounts(pipeline.input_names(), modes)
+    inputs = _inputs(pipeline, args.input, args.time_column, args.diff_column, accounts)
+    try:
+        check_inputs(pipeline, inputs, "--input {name}=FILE")
+    except TypeError as exc:
+        raise UsageError(str(exc)) from None
     progress: bool | float = True if args.progress else PROGRESS_AFTER
-    if args.dashboard is not None:
-        served = (args.dashboard_host, args.dashboard)
-        result = trio.run(_served, pipeline, args.workers, args.processes, progress, served, inputs)
-        _write(result, args.output)
-        return
-    result = run(
+    rejected: list[Rejected] = []
+    served = None if args.dashboard is None else (args.dashboard_host, args.dashboard)
+    result, stats = execute(
         pipeline,
         args.workers,
         processes=args.processes,
         fuse=True,
         gc_threshold=GC_THRESHOLD,
         progress=progress,
-        **inputs,
+        rejected=rejected,
+        metrics=args.metrics,
+        dashboard=served,
+        accounts=accounts,
+        opened=_tell_dashboard,
+        inputs=inputs,
     )
     _write(result, args.output)
+    quarantine = any(a.mode == "quarantine" for a in accounts.values())
+    if quarantine:
+        _write_rejected(args.rejected, rejected)
+    sys.stderr.write(_summary(stats, args.rejected if quarantine else None))
 
 
-async def _served(
-    pipeline: Pipeline,
-    workers: int | None,
-    processes: int,
-    progress: bool | float,
-    dashboard: tuple[str, int],
-    inputs: dict[str, list[Any]],
-) -> Any:
-    """As :func:`run`, with the job's dashboard served (its address on stderr)."""
-    validated = {
-        name: validate_updates(name, updates, pipeline.input_schema(name))
-        for name, updates in inputs.items()
-    }
-    async with open(
-        pipeline, workers, processes=processes, progress=progress, dashboard=dashboard
-    ) as job:
+def _tell_dashboard(job: Job) -> None:
+    """Write the running job's dashboard address (if it serves one) on stderr."""
+    if job.dashboard_url is not None:
         sys.stderr.write(f"deltaflow: dashboard at {job.dashboard_url}\n")
         sys.stderr.flush()
-        outputs = await _run_to_end(job, validated)
-    return outputs["output"] if job.builder.single_output else outputs
 
 
 async def _profiled(pipeline: Pipeline, workers: int, inputs: dict[str, list[Any]]) -> Job:
@@ -264,6 +335,35 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HOST",
         help="the dashboard's address (default 127.0.0.1; any other requires the URL's token)",
     )
+    run_cmd.add_argument(
+        "--on-bad",
+        action="append",
+        default=[],
+        metavar="[NAME=]MODE",
+        help="what an input (every input without NAME=) does with a bad record: fail "
+        "(default), skip, or quarantine (to --rejected)",
+    )
+    run_cmd.add_argument(
+        "--rejected",
+        default="rejected.jsonl",
+        metavar="FILE",
+        help="where quarantined records go, as JSON lines (default: rejected.jsonl)",
+    )
+    run_cmd.add_argument(
+        "--log-level",
+        type=_level,
+        default=None,
+        metavar="LEVEL",
+        help="show deltaflow's log records from LEVEL on (DEBUG, INFO, WARNING, ERROR)",
+    )
+    run_cmd.add_argument(
+        "--metrics",
+        type=_address,
+        default=None,
+        metavar="[HOST:]PORT",
+        help="serve the job's statistics to Prometheus at http://HOST:PORT/metrics while "
+        "it runs (HOST default: 127.0.0.1)",
+    )
     run_cmd.set_defaults(handler=_run)
 
     graph_cmd = commands.add_parser("graph", help="write the planned graph (Mermaid or DOT)")
@@ -280,6 +380,26 @@ def _parser() -> argparse.ArgumentParser:
     graph_cmd.add_argument("--workers", type=_positive, default=1, help="workers (default 1)")
     graph_cmd.set_defaults(handler=_graph)
     return parser
+
+
+def _level(text: str) -> int:
+    level = logging.getLevelName(text.upper())
+    if not isinstance(level, int):
+        msg = f"expected a log level (DEBUG, INFO, WARNING, ERROR, CRITICAL), not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return level
+
+
+def _address(text: str) -> int | tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    try:
+        n = int(port)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 65535 or (sep and not host):
+        msg = f"expected PORT or HOST:PORT, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return (host.strip("[]"), n) if sep else n
 
 
 def _positive(text: str) -> int:
@@ -309,6 +429,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     (interrupted)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if getattr(args, "log_level", None) is not None:
+        logging.basicConfig(
+            level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+        )
+        logging.getLogger("deltaflow").setLevel(args.log_level)
     try:
         args.handler(args)
     except UsageError as exc:

@@ -35,6 +35,7 @@ order, not the product partial order).
 from __future__ import annotations
 
 import ast
+import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -283,7 +284,7 @@ def collect(
         fuse=fuse,
         gc_threshold=GC_THRESHOLD,
         progress=False,
-        **inputs,
+        **inputs,  # type: ignore[arg-type]
     )
     if isinstance(result, dict):
         return {name: _canonical(ups) for name, ups in result.items()}
@@ -295,7 +296,9 @@ def example(build: Callable[..., Collection | dict[str, Collection]], **inputs: 
 
     ``build`` takes the input collections as keyword arguments (its parameter names are the
     input names) and returns a collection (or a dict of them); ``inputs`` are the update
-    lists. It saves writing a :class:`~deltaflow.Pipeline` subclass in short examples.
+    lists. It saves writing a :class:`~deltaflow.Pipeline` subclass in short examples. A
+    parameter with a default (``lambda xs, k=2: ...``) is an input that may be left out
+    (empty), as :func:`deltaflow.optional` declares one.
 
     >>> example(lambda words: words.map(len), words=[("hi", 0, 1), ("hey", 1, 2)])
     [(2, 0, 1), (3, 1, 2)]
@@ -303,4 +306,8 @@ def example(build: Callable[..., Collection | dict[str, Collection]], **inputs: 
     [('a', 0, 1), ('a', 1, -1)]
     """
     pipeline_class = type("Example", (Pipeline,), {"build": staticmethod(build)})
-    return run(pipeline_class(), **inputs)
+    params = inspect.signature(build).parameters.values()
+    left_out: dict[str, Any] = {
+        p.name: [] for p in params if p.default is not p.empty and p.name not in inputs
+    }
+    return run(pipeline_class(), **{**inputs, **left_out})

@@ -89,3 +89,17 @@ class LatestByCategory(df.Pipeline):
         latest = by_user.map(lambda uv: ((uv[1][0][0], uv[1][1]), uv[1][0][1])).max()
         hours = by_page.map(lambda pv: ((pv[1][1], pv[1][0][1].hour), pv[0])).count()
         return {"latest": latest, "hours": hours}
+
+
+class Pairs(df.Pipeline):
+    """``(k, a)`` and ``(k, b)`` to ``(k, (a, b))``: both inputs required."""
+
+    def build(self, left: df.Collection, right: df.Collection) -> df.Collection:
+        return left.join(right)
+
+
+class MaybeBots(df.Pipeline):
+    """Clicks per page, minus the bots' when given (``bots`` is optional)."""
+
+    def build(self, clicks: df.Collection, bots: df.Collection = df.optional()) -> df.Collection:
+        return clicks.concat(bots.negate()).map(lambda p: (p, None)).count()

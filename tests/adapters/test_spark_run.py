@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -229,10 +230,17 @@ def test_output_that_does_not_fit_the_schema(spark: Any) -> None:
         )
 
 
+def pipes_line(text: str) -> int:
+    """The line of ``spark_pipelines.py`` holding ``text``."""
+    source = Path(pipes.__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(source, 1) if text in line)
+
+
 def test_failing_user_code_fails_the_job_quickly(spark: Any) -> None:
     """User code raising in one task fails the job within seconds with the OperatorError
     df.run raises: the operator's name, the user's exception type and message, and no more;
-    Spark's exception is its cause."""
+    its cause is the user's exception, whose traceback names the user's file and line (not
+    cloudpickle's <dynamic-code>); Spark's exception is its context."""
     xs = spark.createDataFrame([(n,) for n in range(40)], "x long")
     start = time.monotonic()
     with pytest.raises(df.OperatorError) as info:
@@ -243,8 +251,13 @@ def test_failing_user_code_fails_the_job_quickly(spark: Any) -> None:
     assert str(info.value) == str(local.value)
     assert str(info.value).endswith("raised ValueError: thirteen is unlucky")
     assert "map(" in info.value.operator and "explode" in info.value.operator
-    assert is_spark_error(info.value.__cause__)
-    assert "thirteen is unlucky" in str(info.value.__cause__)
+    user = info.value.__cause__
+    assert type(user) is ValueError and str(user) == "thirteen is unlucky"
+    assert is_spark_error(info.value.__context__)
+    trace = str(user.__cause__)
+    line = pipes_line("thirteen is unlucky") + 1  # the raise after the message
+    assert f'spark_pipelines.py", line {line}, in explode' in trace, trace
+    assert "<dynamic-code>" not in trace
 
 
 def test_a_pipeline_from_a_module_the_executors_cannot_import(spark: Any, tmp_path: Any) -> None:

@@ -122,3 +122,43 @@ def test_what_does_not_pickle_is_a_clear_error(user_modules: tuple[Path, ModuleT
     sys.modules["shipping_helpers"].LOCK = threading.Lock()
     with pytest.raises(TypeError, match=r"modules sent by value: \['shipping_pipes'"):
         ship(pipes.Small())
+
+
+def test_a_helper_named_like_a_stdlib_module_travels_by_value(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A helper ``pipes.py`` beside the script (the standard library had a ``pipes``) is the
+    user's own, judged by where it lives: it travels by value and the pipeline computes the
+    same where only the standard library's ``pipes`` could be imported."""
+    (tmp_path / "pipes.py").write_text("def small(x):\n    return x < 10\n")
+    (tmp_path / "stdlib_named_pipes.py").write_text(
+        "import deltaflow as df\nimport pipes\n\n"
+        "class Small(df.Pipeline):\n    def build(self, xs):\n"
+        "        return xs.filter(pipes.small).map(lambda x: (x % 2, x)).count()\n"
+    )
+    saved = sys.modules.pop("pipes", None)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import stdlib_named_pipes  # type: ignore[import-not-found]
+
+        assert not installed("pipes")
+        shipment = ship(stdlib_named_pipes.Small())
+        assert "pipes" in shipment.by_value and "pipes" not in shipment.by_reference
+        xs = [(x, x % 3, 1) for x in range(20)]
+        want = df.run(stdlib_named_pipes.Small(), xs=xs)
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("pipes", "stdlib_named_pipes"):
+            sys.modules.pop(name, None)
+        if saved is not None:
+            sys.modules["pipes"] = saved
+    blob = tmp_path_factory.mktemp("elsewhere") / "pipeline.pickle"
+    blob.write_bytes(shipment.blob)
+    code = (
+        "import warnings, deltaflow as df\n"
+        "warnings.simplefilter('ignore')\n"
+        "from deltaflow.adapters.spark._ship import unship\n"
+        f"pipeline = unship(open({str(blob)!r}, 'rb').read())\n"
+        f"print(df.run(pipeline, xs={xs!r}))\n"
+    )
+    assert in_fresh_interpreter(code, blob.parent) == f"{want}\n"

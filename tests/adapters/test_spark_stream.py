@@ -242,7 +242,8 @@ def test_failing_worker_fails_the_query(spark: Any, tmp_path: Path) -> None:
         df.run(pipes.Fails(), xs=[(1, 0, 1), (2, 0, 1), (13, 1, 1)])
     assert str(info.value) == str(local.value)
     assert "explode" in info.value.operator
-    assert type(info.value.__cause__).__module__.startswith("pyspark")
+    assert type(info.value.__cause__) is ValueError  # the user's exception
+    assert type(info.value.__context__).__module__.startswith("pyspark")
     assert running.error is info.value
     assert running.failure == f"OperatorError: {local.value}"
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.reference import assert_matches_oracle
+from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.testing import example
@@ -26,7 +27,7 @@ def updates(vals: st.SearchStrategy[Any]) -> st.SearchStrategy[list[Any]]:
             st.integers(min_value=-2, max_value=3).filter(bool),
         ),
         max_size=14,
-    )
+    ).map(nonnegative)
 
 
 def positive_by_key(c: Counter[Any]) -> dict[Any, list[tuple[Any, int]]]:

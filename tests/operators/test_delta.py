@@ -19,6 +19,7 @@ from hypothesis import given, strategies as st
 from tests.jobs import pipeline_of
 from tests.operators.test_join import examples
 from tests.reference import assert_matches_oracle
+from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.framework.lattice import Product
@@ -229,7 +230,7 @@ def closure(edges: Counter[Any]) -> Counter[Any]:
 @given(
     edges=st.lists(
         st.tuples(st.tuples(nodes, nodes), times, st.sampled_from([1, 1, -1])), max_size=15
-    )
+    ).map(nonnegative)
 )
 def test_transitive_closure_with_a_multiway_step(workers: int, edges: list[Update]) -> None:
     """A loop whose step is a multiway join (product times, a recursive atom) reaches the

@@ -25,6 +25,7 @@ from tests.reference import (
     expected_at,
     interesting_times_for_check,
 )
+from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.framework.antichain import Antichain
@@ -105,7 +106,7 @@ def histories(
         )
     )
     extra = [(d, draw(st.integers(t, max_time)), -r) for d, t, r in base if draw(st.booleans())]
-    return draw(st.permutations(base + extra))
+    return nonnegative(draw(st.permutations(base + extra)))
 
 
 def clean(c: Counter[Any]) -> Counter[Any]:

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.operators.test_reduce import FakeContext, consolidated, drive, frontier_chains
 from tests.reference import assert_matches_oracle
+from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.framework import kernels
@@ -296,7 +297,7 @@ class _Counting(df.Pipeline):
     records=st.lists(
         st.tuples(st.integers(0, 40), st.integers(0, 6), st.sampled_from([1, 1, 2, -1])),
         max_size=40,
-    )
+    ).map(nonnegative)
 )
 def test_counting_reductions_in_a_job_match_the_oracle(
     mode: str, records: list[Any], workers: int

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.reference import assert_matches_oracle
+from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.testing import accumulate
@@ -29,7 +30,7 @@ def events(times: st.SearchStrategy[Any] = EVENT_TIMES, max_time: int = 6) -> An
             st.integers(min_value=-2, max_value=2).filter(bool),
         ),
         max_size=16,
-    )
+    ).map(nonnegative)
 
 
 def brute_windows(at: float, size: float, hop: float, origin: float) -> list[tuple[Any, Any]]:

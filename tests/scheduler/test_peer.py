@@ -17,6 +17,7 @@ import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.reference import assert_matches_oracle
+from tests.strategies import nonnegative
 from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of
 
 import deltaflow as df
@@ -73,7 +74,9 @@ class CountValues(df.Pipeline):
         return xs.map(lambda x: (x, x)).count().map(lambda kn: kn[1])
 
 
-updates = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3), st.sampled_from([1, 1, -1])))
+updates = st.lists(
+    st.tuples(st.integers(0, 6), st.integers(0, 3), st.sampled_from([1, 1, -1]))
+).map(nonnegative)
 edges = st.lists(
     st.tuples(st.tuples(st.integers(0, 6), st.integers(0, 6)), st.integers(0, 3), st.just(1))
 )

@@ -22,6 +22,7 @@ import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.reference import assert_matches_oracle
+from tests.strategies import nonnegative
 from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of, run_shape
 
 import deltaflow as df
@@ -95,7 +96,7 @@ pairs = st.lists(
         st.sampled_from([1, 1, -1]),
     ),
     max_size=40,
-)
+).map(nonnegative)  # reductions need collections (no negative counts)
 
 
 @pytest.mark.parametrize("workers", [2, 4])
@@ -195,7 +196,7 @@ async def test_profiled_operator_counts_are_summed_over_the_processes() -> None:
 
 def test_workers_must_be_a_multiple_of_processes() -> None:
     with pytest.raises(ValueError, match="multiple of processes"):
-        df.run(Counts(), workers=3, processes=2)
+        df.run(Counts(), workers=3, processes=2, words=[])
 
 
 def test_worker_logs_reach_the_callers_logger(caplog: pytest.LogCaptureFixture) -> None:

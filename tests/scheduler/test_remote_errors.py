@@ -4,7 +4,9 @@ message, its user's exception and traceback text along, through pickle or throug
 from __future__ import annotations
 
 import pickle
+import sys
 
+import attrs
 import pytest
 from hypothesis import given, strategies as st
 
@@ -62,10 +64,23 @@ def test_the_users_exception_comes_back_as_the_cause() -> None:
     assert type(again) is df.OperatorError and again.operator == "map(f)"  # type: ignore[attr-defined]
     assert type(again.__cause__) is LookupError and again.__cause__.args == ("x",)
     assert "raise cause" in str(again.__cause__.__cause__)
-    # As text, only its traceback travels.
+    # As text, its class (a built-in here), plain arguments and traceback travel: made again.
     texted = ErrorReport.from_text(ErrorReport.of(error).to_text()).rebuild()
-    assert isinstance(texted.__cause__, RemoteTraceback)
-    assert "LookupError: x" in str(texted.__cause__)
+    assert type(texted.__cause__) is LookupError and texted.__cause__.args == ("x",)
+    assert isinstance(texted.__cause__.__cause__, RemoteTraceback)
+    assert "LookupError: x" in str(texted.__cause__.__cause__)
+
+
+def test_a_user_class_comes_back_as_text_only_when_already_imported() -> None:
+    """As text, a user exception's class is made again only from a module imported here
+    (nothing is imported on a text's word); else the traceback text is the cause."""
+    error = raised(df.OperatorError("operator 'f' raised Custom: c", operator="f"), Custom("c"))
+    texted = ErrorReport.from_text(ErrorReport.of(error).to_text()).rebuild()
+    assert type(texted.__cause__) is Custom and texted.__cause__.args == ("c",)
+    report = attrs.evolve(ErrorReport.of(error, with_cause=False), cause_module="not_imported_x")
+    again = ErrorReport.from_text(report.to_text()).rebuild()
+    assert isinstance(again.__cause__, RemoteTraceback)
+    assert "not_imported_x" not in sys.modules
 
 
 class Custom(Exception):

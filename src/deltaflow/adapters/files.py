@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ..scheduler.frames import TableLayout
+from ..scheduler.frames import Refuse, TableLayout
 
 if TYPE_CHECKING:
     from ..framework.schema import Schema
@@ -61,11 +61,26 @@ def read_csv(
     time: str = "time",
     diff: str = "diff",
     source: str = "",
+    refuse: Refuse | None = None,
 ) -> list[tuple[Any, Any, int]]:
     """The updates of a CSV file with a header row (cells read as the module says);
-    ``source`` (the file) prefixes the line numbers of errors."""
-    reader = csv.reader(stream)
-    header = next(reader, None)
+    ``source`` (the file) prefixes the line numbers of errors. With ``refuse``, a line that
+    does not fit is handed to it (``refuse(error, line's cells, where)``) and left out.
+
+    A row is named by the line it starts on; a quoted field left open runs on to the end of
+    the file (CSV lets a quoted field hold line breaks), which is said as such:
+
+    >>> read_csv(io.StringIO('a,b\\n1,2\\n3,"4\\n5,6\\n'), "xs")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: input 'xs', line 3: a quoted field opens here and is never closed ...
+    """
+    # strict: a quote left open is an error at the end of the file, not a cell running on
+    reader = csv.reader(stream, strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        _not_csv(name, exc, f"{source}, line 1" if source else "line 1")
     if header is None:
         return []
     if header and header[0].startswith(_BOM):
@@ -75,10 +90,47 @@ def read_csv(
         name, header, schema, time=time, diff=diff, where=f", {source}" if source else ""
     )
     out = []
-    for row in reader:
-        if row:
-            out.append(layout.update(row, text=True, where=f"{at}line {reader.line_num}"))
+    while True:
+        first = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            try:
+                _not_csv(name, exc, f"{at}line {first}", reader.line_num)
+            except ValueError as error:
+                if refuse is None:
+                    raise
+                refuse(error, (), f"{at}line {first}")
+                break  # the reader cannot go on past it
+        if not row:
+            continue
+        where = f"{at}line {first}"
+        try:
+            out.append(layout.update(row, text=True, where=where))
+        except ValueError as exc:
+            if refuse is None:
+                raise
+            refuse(exc, tuple(row), where)
     return out
+
+
+def _not_csv(name: str, exc: csv.Error, where: str, last: int | None = None) -> None:
+    """Raise the ``ValueError`` for what the CSV reader refused at ``where``: a quote left
+    open (the reader met the end of the file inside a quoted field) said as such."""
+    if "unexpected end of data" in str(exc):
+        runs = f" (it runs on to line {last})" if last is not None else ""
+        msg = (
+            f"input {name!r}, {where}: a quoted field opens here and is never closed{runs}; "
+            'close the quote, or write a quote inside a quoted field as two ("")'
+        )
+    else:
+        msg = (
+            f"input {name!r}, {where}: not CSV ({exc}); a quote inside a field must be in a "
+            'quoted field, doubled ("")'
+        )
+    raise ValueError(msg) from None
 
 
 def _hashable(value: Any, where: str) -> Any:
@@ -103,9 +155,11 @@ def read_jsonl(
     time: str = "time",
     diff: str = "diff",
     source: str = "",
+    refuse: Refuse | None = None,
 ) -> list[tuple[Any, Any, int]]:
     """The updates of a JSON-lines file: one object per line (blank lines skipped), every one
-    with the fields of the first."""
+    with the fields of the first. With ``refuse``, a line that does not fit is handed to it
+    (``refuse(error, line, where)``) and left out."""
     out = []
     layout: TableLayout | None = None
     fields: list[str] = []
@@ -117,35 +171,49 @@ def read_jsonl(
             continue
         where = f"{at}line {number}"
         try:
-            obj = json.loads(line, parse_constant=_no_constant)
+            obj = _object(name, line, where)
+            # The time and diff may be left out of any row (0 and 1); the data fields may not.
+            data = [k for k in obj if k not in (time, diff)]
+            if layout is None:
+                layout = TableLayout.of(
+                    name, [*data, time, diff], schema, time=time, diff=diff, where=f", {where}"
+                )
+                fields = data
+            elif data != fields and set(data) != set(fields):
+                _differ(name, where, obj, data, fields)
+            values = [_hashable(obj[k], f"input {name!r}, {where}") for k in fields]
+            values += [obj.get(time, 0), obj.get(diff, 1)]
+            out.append(layout.update(values, text=False, where=where))
         except ValueError as exc:
-            msg = f"input {name!r}, {where}: not JSON ({exc})"
-            raise ValueError(msg) from None
-        if not isinstance(obj, dict):
-            msg = f"input {name!r}, {where}: expected a JSON object, got {obj!r}"
-            raise ValueError(msg)
-        # The time and diff may be left out of any row (0 and 1); the data fields may not.
-        data = [k for k in obj if k not in (time, diff)]
-        if layout is None:
-            fields = data
-            layout = TableLayout.of(
-                name, [*fields, time, diff], schema, time=time, diff=diff, where=f", {where}"
-            )
-        elif data != fields and set(data) != set(fields):
-            missing = [f for f in fields if f not in obj]
-            extra = [f for f in data if f not in fields]
-            what = " and ".join(
-                ([f"lacks {missing}"] if missing else []) + ([f"has {extra}"] if extra else [])
-            )
-            msg = (
-                f"input {name!r}, {where}: the fields differ from the first row's {fields}: "
-                f"this row {what}"
-            )
-            raise ValueError(msg)
-        values = [_hashable(obj[k], f"input {name!r}, {where}") for k in fields]
-        values += [obj.get(time, 0), obj.get(diff, 1)]
-        out.append(layout.update(values, text=False, where=where))
+            if refuse is None:
+                raise
+            refuse(exc, line.rstrip("\r\n"), where)
     return out
+
+
+def _object(name: str, line: str, where: str) -> dict[str, Any]:
+    """The JSON object on ``line``, or a ``ValueError`` naming the input and ``where``."""
+    try:
+        obj = json.loads(line, parse_constant=_no_constant)
+    except ValueError as exc:
+        msg = f"input {name!r}, {where}: not JSON ({exc})"
+        raise ValueError(msg) from None
+    if not isinstance(obj, dict):
+        msg = f"input {name!r}, {where}: expected a JSON object, got {obj!r}"
+        raise ValueError(msg)
+    return obj
+
+
+def _differ(name: str, where: str, obj: dict[str, Any], data: list[str], fields: list[str]) -> None:
+    missing = [f for f in fields if f not in obj]
+    extra = [f for f in data if f not in fields]
+    what = " and ".join(
+        ([f"lacks {missing}"] if missing else []) + ([f"has {extra}"] if extra else [])
+    )
+    msg = (
+        f"input {name!r}, {where}: the fields differ from the first row's {fields}: this row {what}"
+    )
+    raise ValueError(msg)
 
 
 def read_updates(
@@ -156,10 +224,11 @@ def read_updates(
     time: str = "time",
     diff: str = "diff",
     format: str | None = None,
+    refuse: Refuse | None = None,
 ) -> list[tuple[Any, Any, int]]:
     """The updates in the file at ``path``, for the input ``name`` (format by extension, or
     ``format``: ``"csv"`` or ``"jsonl"``), read by ``schema`` when the input declares one;
-    ``time`` and ``diff`` name those columns.
+    ``time`` and ``diff`` name those columns; ``refuse``: as for :func:`read_csv`.
 
     Raises:
         ValueError: an extension other than ``.csv`` or ``.jsonl``, bytes that are not UTF-8,
@@ -184,7 +253,7 @@ def read_updates(
         text = text[1:]
     reader = read_csv if suffix == ".csv" else read_jsonl
     stream = io.StringIO(text, newline="" if suffix == ".csv" else None)
-    return reader(stream, name, schema, time=time, diff=diff, source=str(path))
+    return reader(stream, name, schema, time=time, diff=diff, source=str(path), refuse=refuse)
 
 
 _NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}

@@ -164,10 +164,30 @@ def _no_constant(name: str) -> Any:
 
 @attrs.frozen
 class Column:
-    """One declared column: its name and type."""
+    """One declared column: its name, its type, and whether it may hold null (``None``):
+    Spark's rule, nullable unless declared ``NOT NULL``."""
 
     name: str
     type: ColumnType
+    nullable: bool = True
+
+    def check(self, value: Any) -> Any:
+        """:meth:`ColumnType.check`, and a null refused in a ``NOT NULL`` column.
+
+        >>> Column("ts", ColumnType("bigint"), nullable=False).check(None)
+        Traceback (most recent call last):
+        ...
+        ValueError: column 'ts' is null, but it is declared NOT NULL
+        """
+        try:
+            out = self.type.check(value)
+        except ValueError as exc:
+            msg = f"column {self.name!r}: {exc}"
+            raise ValueError(msg) from None
+        if out is None and not self.nullable:
+            msg = f"column {self.name!r} is null, but it is declared NOT NULL"
+            raise ValueError(msg)
+        return out
 
 
 def _type_of(text: str, ddl: str) -> ColumnType:
@@ -234,9 +254,11 @@ class Schema:
                     raise ValueError(msg)
                 name, rest = pieces
             rest = rest.strip().lstrip(":").strip()
-            if rest.lower().endswith(" not null"):
-                rest = rest[: -len(" not null")]
-            columns.append(Column(name, _type_of(rest, ddl)))
+            nullable = True
+            words = rest.rsplit(None, 2)
+            if len(words) == 3 and [w.lower() for w in words[1:]] == ["not", "null"]:
+                rest, nullable = words[0], False
+            columns.append(Column(name, _type_of(rest, ddl), nullable))
         if not columns:
             msg = f"schema {ddl!r} has no columns"
             raise ValueError(msg)
@@ -255,4 +277,31 @@ class Schema:
     @property
     def ddl(self) -> str:
         """The schema as a DDL string with canonical type names."""
-        return ", ".join(f"{c.name} {c.type.ddl}" for c in self.columns)
+        return ", ".join(
+            f"{c.name} {c.type.ddl}" + ("" if c.nullable else " not null") for c in self.columns
+        )
+
+    def check_datum(self, datum: Any) -> Any:
+        """``datum`` (fed from Python: one column's value, or a tuple of the columns' values
+        in order) with each value checked by its column, or a ``ValueError`` saying why it
+        does not fit.
+
+        >>> schema = Schema.parse("user string, ts long not null")
+        >>> schema.check_datum(("u1", 7))
+        ('u1', 7)
+        >>> schema.check_datum(("u1", "x"))
+        Traceback (most recent call last):
+        ...
+        ValueError: column 'ts': 'x' is not a bigint
+        >>> schema.check_datum("u1")
+        Traceback (most recent call last):
+        ...
+        ValueError: 'u1' is not a tuple of the 2 declared columns (user string, ts bigint not null)
+        """
+        columns = self.columns
+        if len(columns) == 1:
+            return columns[0].check(datum)
+        if datum.__class__ is not tuple or len(datum) != len(columns):
+            msg = f"{datum!r} is not a tuple of the {len(columns)} declared columns ({self.ddl})"
+            raise ValueError(msg)
+        return tuple(c.check(v) for c, v in zip(columns, datum))

@@ -44,7 +44,15 @@ if TYPE_CHECKING:
     from .delta.extenders import Index, PrefixExtender
     from .windows import Session, Sliding
 
-__all__ = ["Arranged", "Collection", "DataflowBuilder", "Pipeline", "Scope"]
+__all__ = [
+    "Arranged",
+    "Collection",
+    "DataflowBuilder",
+    "OptionalInput",
+    "Pipeline",
+    "Scope",
+    "optional",
+]
 
 
 @attrs.define(eq=False)
@@ -916,6 +924,23 @@ def _innermost(collections: list[Collection]) -> Scope:
     return best
 
 
+@attrs.frozen
+class OptionalInput:
+    """The default of a ``build()`` parameter that names an optional input (made by
+    :func:`optional`): never passed to ``build``, which always receives a collection."""
+
+
+def optional() -> Any:
+    """Declare an input optional, as the default of its ``build()`` parameter::
+
+        def build(self, clicks: df.Collection, bots: df.Collection = df.optional()): ...
+
+    ``df.run``, the command line and ``dfspark.run`` / ``dfspark.stream`` then read an
+    omitted ``bots`` as empty; leaving out any other input is an error naming it.
+    """
+    return OptionalInput()
+
+
 class Pipeline:
     """Base class of a deltaflow computation: subclass it and write :meth:`build`.
 
@@ -959,6 +984,21 @@ class Pipeline:
     def build(self, *args: Any, **kwargs: Any) -> Collection | dict[str, Collection]:
         """Describe the computation. Override this."""
         raise NotImplementedError
+
+    def optional_inputs(self) -> list[str]:
+        """The inputs ``build`` declares optional (a parameter defaulting to
+        :func:`deltaflow.optional`): ``df.run``, the command line and the Spark adapter treat
+        them as empty when left out, and refuse any other input left out.
+
+        >>> import deltaflow as df
+        >>> class Clicks(df.Pipeline):
+        ...     def build(self, clicks, bots: df.Collection = df.optional()):
+        ...         return clicks.concat(bots.negate())
+        >>> Clicks().optional_inputs()
+        ['bots']
+        """
+        params = inspect.signature(self.build).parameters.values()
+        return [p.name for p in params if isinstance(p.default, OptionalInput)]
 
     def input_names(self) -> list[str]:
         """The names of ``build``'s parameters, in order."""

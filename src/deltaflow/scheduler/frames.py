@@ -28,7 +28,7 @@ Nothing here imports pandas: a DataFrame is recognised by its ``columns`` and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from ..framework.schema import ColumnType, Schema
 
 __all__ = ["TableLayout", "infer", "is_frame", "updates_from_frame", "updates_from_rows"]
+
+Refuse = Callable[[BaseException, Any, str], None]
+"""``refuse(error, record, where)``: what a reader does with a record that does not fit
+instead of raising (an input's ``on_bad`` mode, :mod:`deltaflow.scheduler.accounting`)."""
 
 _INT = re.compile(r"-?[0-9]+")
 _FLOAT = re.compile(r"-?[0-9]+\.[0-9]+")
@@ -81,6 +85,8 @@ class TableLayout:
     types: tuple[ColumnType | None, ...]
     time_at: int | None
     diff_at: int | None
+    #: Per data column, whether it is declared ``NOT NULL`` (empty: none is).
+    required: tuple[bool, ...] = ()
 
     @classmethod
     def of(
@@ -131,7 +137,8 @@ class TableLayout:
             raise ValueError(msg)
         data_at = tuple(columns.index(c) for c in schema.names)
         types = tuple(c.type for c in schema.columns)
-        return cls(name, columns, data_at, types, time_at, diff_at)
+        required = tuple(not c.nullable for c in schema.columns)
+        return cls(name, columns, data_at, types, time_at, diff_at, required)
 
     def update(self, row: Sequence[Any], *, text: bool, where: str) -> tuple[Any, Any, Any]:
         """The ``(data, time, diff)`` of one row: text cells (``text``, a CSV) are parsed by
@@ -158,6 +165,12 @@ class TableLayout:
             except ValueError as exc:
                 msg = f"input {self.name!r}, {where}: column {self.columns[i]!r}: {exc}"
                 raise ValueError(msg) from None
+            if values[-1] is None and self.required and self.required[len(values) - 1]:
+                msg = (
+                    f"input {self.name!r}, {where}: column {self.columns[i]!r} is null "
+                    f"({cell!r}), but it is declared NOT NULL"
+                )
+                raise ValueError(msg)
         data = values[0] if len(values) == 1 else tuple(values)
         time = (
             0
@@ -188,20 +201,33 @@ def updates_from_rows(
     columns: Sequence[str],
     rows: Iterable[Sequence[Any]],
     schema: Schema | None = None,
+    refuse: Refuse | None = None,
 ) -> list[tuple[Any, Any, int]]:
-    """``(data, time, diff)`` for each row of a table of typed values with ``columns``.
+    """``(data, time, diff)`` for each row of a table of typed values with ``columns``;
+    with ``refuse``, a row that does not fit is handed to it (``refuse(error, row, where)``)
+    and left out instead of raised.
 
     Raises:
         ValueError: no data column, a repeated column, a row of the wrong length, or a value
             that does not fit its declared type, naming the input ``name`` and the row.
     """
     layout = TableLayout.of(name, columns, schema)
-    return [layout.update(row, text=False, where=f"row {i}") for i, row in enumerate(rows)]
+    if refuse is None:
+        return [layout.update(row, text=False, where=f"row {i}") for i, row in enumerate(rows)]
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(layout.update(row, text=False, where=f"row {i}"))
+        except ValueError as exc:
+            refuse(exc, tuple(row), f"row {i}")
+    return out
 
 
 def updates_from_frame(
-    name: str, frame: Any, schema: Schema | None = None
+    name: str, frame: Any, schema: Schema | None = None, refuse: Refuse | None = None
 ) -> list[tuple[Any, Any, int]]:
-    """The updates of a DataFrame (see the module), rows in order."""
+    """The updates of a DataFrame (see the module), rows in order (``refuse``: as for
+    :func:`updates_from_rows`)."""
     columns = [str(c) for c in frame.columns]
-    return updates_from_rows(name, columns, frame.itertuples(index=False, name=None), schema)
+    rows = frame.itertuples(index=False, name=None)
+    return updates_from_rows(name, columns, rows, schema, refuse)

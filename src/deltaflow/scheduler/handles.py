@@ -30,7 +30,8 @@ from ..framework.hashing import owners
 from ..operators.dataflow import identity_key
 from ..operators.values import as_count as _integer
 from . import observe
-from .frames import is_frame, updates_from_frame
+from .accounting import InputAccount
+from .frames import is_frame
 from .validation import (
     check_diff,
     check_hashable,
@@ -57,7 +58,9 @@ class InputHandle:
 
     ``insert(d)``, ``remove(d)`` and ``update(d, diff)`` change the input at its current time
     (the job's time: 0 at first, then whatever ``job.advance_to`` set); ``update_at`` at a
-    later time. Updates are validated when fed: a bad one raises and nothing else is lost.
+    later time. Updates are validated when fed (against the input's declared schema too): a
+    bad one raises and nothing else is lost, or, with the input's ``on_bad`` mode ``"skip"``
+    or ``"quarantine"``, is set aside and counted (:mod:`deltaflow.scheduler.accounting`).
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class InputHandle:
         name: str,
         feeds: list[InputFeed],
         owner_key: Callable[[Any], Any] | None = None,
+        account: InputAccount | None = None,
     ) -> None:
         self._job = job
         self.name = name
@@ -73,6 +77,9 @@ class InputHandle:
         #: The key the input's data are exchanged by right after it (``None``: not known):
         #: :meth:`flush` then hands each datum to the worker that owns it.
         self._owner_key = owner_key
+        #: What this input read and refused (see :mod:`.accounting`).
+        self.account = InputAccount(name) if account is None else account
+        self._schema = job.pipeline.input_schema(name)
         self._data: list[Any] = []
         self._diffs: list[int] = []
         self._later: dict[Any, tuple[list[Any], list[int]]] = {}
@@ -103,47 +110,64 @@ class InputHandle:
             raise ValueError(msg)
         return t
 
+    def _checked(self, data: Any, diff: Any) -> tuple[Any, int]:
+        """``(data, diff)`` checked (the schema, hashable, no NaN, an int diff), or the error
+        naming the input and the value."""
+        if self._schema is not None:
+            try:
+                data = self._schema.check_datum(data)
+            except ValueError as exc:
+                msg = f"input {self.name!r}: {data!r} does not fit the declared schema: {exc}"
+                raise ValueError(msg) from None
+        check_hashable(self.name, data)
+        check_nan(self.name, data)
+        if diff.__class__ is not int:
+            diff = check_diff(self.name, data, diff)
+        return data, diff
+
+    def _admit(self, data: Any, diff: Any, time: Any = None) -> bool:
+        """Check one update and keep it (at ``time``, default the current one); a bad one is
+        refused by the input's ``on_bad`` mode: raised, or set aside (then False)."""
+        now = self._job.time
+        try:
+            data, diff = self._checked(data, diff)
+            t = now if time is None else self._check_time(data, time)
+        except (TypeError, ValueError) as exc:
+            given = None if time is None else _integer(time)
+            at = now if given is None else max(now, given)
+            self.account.refuse(exc, data, f"fed at time {at}", at)
+            return False
+        self.account.admitted(t)
+        if t == now:
+            self._data.append(data)
+            self._diffs.append(diff)
+            return True
+        slot = self._later.get(t)
+        if slot is None:
+            slot = self._later[t] = ([], [])
+        slot[0].append(data)
+        slot[1].append(diff)
+        return True
+
     def insert(self, data: Any) -> None:
         """Add one ``data`` at the current time."""
         self._check_open()
-        check_hashable(self.name, data)
-        check_nan(self.name, data)
-        self._data.append(data)
-        self._diffs.append(1)
+        self._admit(data, 1)
 
     def remove(self, data: Any) -> None:
         """Remove one ``data`` at the current time."""
         self._check_open()
-        check_hashable(self.name, data)
-        check_nan(self.name, data)
-        self._data.append(data)
-        self._diffs.append(-1)
+        self._admit(data, -1)
 
     def update(self, data: Any, diff: int = 1) -> None:
         """Change the count of ``data`` by ``diff`` at the current time."""
         self._check_open()
-        check_hashable(self.name, data)
-        check_nan(self.name, data)
-        diff = check_diff(self.name, data, diff)
-        self._data.append(data)
-        self._diffs.append(diff)
+        self._admit(data, diff)
 
     def update_at(self, data: Any, time: Time, diff: int = 1) -> None:
         """Change the count of ``data`` by ``diff`` at a ``time`` not before the current one."""
         self._check_open()
-        check_hashable(self.name, data)
-        check_nan(self.name, data)
-        diff = check_diff(self.name, data, diff)
-        time = self._check_time(data, time)
-        if time == self._job.time:
-            self._data.append(data)
-            self._diffs.append(diff)
-            return
-        slot = self._later.get(time)
-        if slot is None:
-            slot = self._later[time] = ([], [])
-        slot[0].append(data)
-        slot[1].append(diff)
+        self._admit(data, diff, time)
 
     def insert_many(self, data: Iterable[Any], diffs: Iterable[int] | None = None) -> None:
         """Change many data at the current time at once (diff 1 each, or ``diffs``).
@@ -153,13 +177,14 @@ class InputHandle:
         column (default: the current time) and ``diff`` column (default 1) place them.
 
         Validated as a whole before anything is kept: a bad datum or diff raises and
-        nothing of this call is fed.
+        nothing of this call is fed (with ``on_bad`` ``"skip"`` or ``"quarantine"``, the
+        bad ones are set aside and the rest fed).
         """
         self._check_open()
         if is_frame(data):
             self._insert_frame(data, diffs)
             return
-        data, new_diffs = self._columns(data, diffs)
+        data, new_diffs = self._columns(data, diffs, self._job.time)
         self._data.extend(data)
         self._diffs.extend(new_diffs)
 
@@ -170,8 +195,7 @@ class InputHandle:
         columns = [str(c) for c in frame.columns]
         if "time" not in columns:
             frame = frame.assign(time=self._job.time)
-        schema = self._job.pipeline.input_schema(self.name)
-        by_time = validate_updates(self.name, updates_from_frame(self.name, frame, schema))
+        by_time = validate_updates(self.name, frame, self._schema, self.account, self._job.time)
         for time, (data, _) in by_time.items():
             self._check_time(data[0], time)
         for time, (data, new_diffs) in sorted(by_time.items()):
@@ -181,34 +205,64 @@ class InputHandle:
         """Feed columns in bulk at ``time`` (the current time when ``None``), validated as a
         whole before anything is kept, like :meth:`insert_many`."""
         self._check_open()
-        data, new_diffs = self._columns(data, diffs)
-        if time is not None:
-            time = self._check_time(data[0] if data else None, time)
-        self._extend(data, new_diffs, time)
-
-    def _columns(
-        self, data: Iterable[Any], diffs: Iterable[int] | None
-    ) -> tuple[list[Any], list[int]]:
-        """``data`` and ``diffs`` as lists, every datum hashable and every diff an int."""
         if isinstance(data, (str, bytes)):
             msg = f"input {self.name!r}: expected an iterable of data, not {data!r}"
             raise TypeError(msg)
         data = list(data)
-        try:
-            list(map(hash, data))
-        except TypeError:
-            for d in data:
-                check_hashable(self.name, d)
-        check_nans(self.name, data)
+        at = self._job.time if time is None else self._check_time(data[0] if data else None, time)
+        data, new_diffs = self._columns(data, diffs, at)
+        self._extend(data, new_diffs, at)
+
+    def _columns(
+        self, data: Iterable[Any], diffs: Iterable[int] | None, time: int
+    ) -> tuple[list[Any], list[int]]:
+        """``data`` and ``diffs`` (fed at ``time``) as lists, every datum hashable and fitting
+        the schema, every diff an int; bad ones raised, or set aside by ``on_bad``."""
+        if isinstance(data, (str, bytes)):
+            msg = f"input {self.name!r}: expected an iterable of data, not {data!r}"
+            raise TypeError(msg)
+        data = list(data)
         if diffs is None:
-            return data, [1] * len(data)
-        new_diffs = list(diffs)
-        if len(new_diffs) != len(data):
-            msg = f"input {self.name!r}: {len(data)} data but {len(new_diffs)} diffs"
-            raise ValueError(msg)
-        if not all(r.__class__ is int for r in new_diffs):
-            new_diffs = [check_diff(self.name, d, r) for d, r in zip(data, new_diffs)]
-        return data, new_diffs
+            new_diffs = [1] * len(data)
+        else:
+            new_diffs = list(diffs)
+            if len(new_diffs) != len(data):
+                msg = f"input {self.name!r}: {len(data)} data but {len(new_diffs)} diffs"
+                raise ValueError(msg)
+        account = self.account
+        where = f"fed at time {time}"
+        if self._schema is None and account.mode == "fail":
+            # Checked as a whole (the common case fast); the first bad one is raised.
+            try:
+                try:
+                    list(map(hash, data))
+                except TypeError:
+                    for d in data:
+                        check_hashable(self.name, d)
+                check_nans(self.name, data)
+                if not all(r.__class__ is int for r in new_diffs):
+                    new_diffs = [check_diff(self.name, d, r) for d, r in zip(data, new_diffs)]
+            except (TypeError, ValueError) as exc:
+                account.refuse(exc, None, where, time)
+            account.admitted(time, len(data))
+            return data, new_diffs
+        kept: list[Any] = []
+        kept_diffs: list[int] = []
+        refused: list[tuple[BaseException, Any]] = []
+        for d, r in zip(data, new_diffs):
+            try:
+                d, r = self._checked(d, r)
+            except (TypeError, ValueError) as error:
+                if account.mode == "fail":
+                    account.refuse(error, d, where, time)
+                refused.append((error, d))
+                continue
+            kept.append(d)
+            kept_diffs.append(r)
+        for reason, d in refused:
+            account.refuse(reason, d, where, time)
+        account.admitted(time, len(kept))
+        return kept, kept_diffs
 
     def _extend(self, data: list[Any], diffs: list[int], time: Time | None = None) -> None:
         """:meth:`extend` of columns already validated (:func:`run` checks them first)."""

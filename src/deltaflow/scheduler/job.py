@@ -30,6 +30,7 @@ from ..framework.durable.store import encode_frontier
 from ..operators.collection import DataflowBuilder, Pipeline
 from ..operators.delta.build import statistics as delta_statistics
 from . import observe
+from .accounting import Rejected, make_accounts
 from .checkpoint import (
     Checkpointer,
     StateLayout,
@@ -42,6 +43,7 @@ from .collector import collector_tuned
 from .dashboard import Dashboard
 from .dashboard.server import close as close_listeners
 from .handles import InputHandle, OutputHandle
+from .metrics import MetricsServer, check_metrics
 from .plan import make_plan
 from .sources import SourceFeeds, check_sources
 from .transport import InProcessTransport, Transport
@@ -82,6 +84,7 @@ class Job:
         checkpoint: Any = None,
         fresh: bool = False,
         allow_code_change: bool = False,
+        on_bad: Any = None,
     ) -> None:
         pipeline = require_pipeline(pipeline)
         flags: tuple[tuple[str, object], ...] = (
@@ -134,10 +137,13 @@ class Job:
             if self._reads_runs(name):
                 for feed in feeds:
                     feed.runs = True
+        # -- accounting (scheduler/accounting.py): per input, records read and refused --
+        #: Per input, what it read, refused and set aside (its ``on_bad`` mode).
+        self.accounts = make_accounts(self.builder.feeds, on_bad)
         self.inputs: dict[str, InputHandle] = _Named(
             "input",
             {
-                name: InputHandle(self, name, feeds, self._owner_key(name))
+                name: InputHandle(self, name, feeds, self._owner_key(name), self.accounts[name])
                 for name, feeds in self.builder.feeds.items()
             },
         )
@@ -158,6 +164,8 @@ class Job:
         self.advances = observe.Advances()
         for store in self.builder.stores.values():
             store.keep = history
+        #: Where the job serves its statistics as Prometheus metrics (``open(metrics=)``).
+        self.metrics_url: str | None = None
         # Counting wraps every activation: only when asked for, or when it will be logged.
         self._operator_counts: list[observe.OperatorCounts] | None = None
         if profile or observe.logger.isEnabledFor(logging.DEBUG):
@@ -323,11 +331,21 @@ class Job:
         self.time = time
         self.resumed_at = time
         self._sources.resume(manifest.get("sources", {}))
+        saved = manifest.get("accounts", {})
+        for name, account in self.accounts.items():
+            account.restore(saved.get(name))
         for name, handle in self.inputs.items():
             closed = bool(manifest["inputs"].get(name, {}).get("closed"))
             handle.closed = closed
             for feed in handle._feeds:
                 feed.stand_at(time, closed)
+
+    @property
+    def rejected(self) -> list[Rejected]:
+        """The records the inputs set aside with ``on_bad="quarantine"``, as
+        :class:`~deltaflow.Rejected` (input, datum, reason, where), input by input in the
+        order refused; after a resume, those of times before the checkpoint's too."""
+        return [r for account in self.accounts.values() for r in account.rejected()]
 
     def _placement(self) -> str:
         """How many workers in how many processes, for the log: ``"2 workers, 1 process"``."""
@@ -454,6 +472,8 @@ class Job:
         self.activate_inputs()
         self.time = time
         self.advances.record(time)
+        for account in self.accounts.values():
+            account.close_before(time)
         if observe.logger.isEnabledFor(logging.DEBUG):
             observe.logger.debug("inputs advanced to time %r", time)
         for handle in self.inputs.values():
@@ -535,6 +555,7 @@ class Job:
             "code": self.layout.code_entry(),
             "inputs": {name: {"closed": h.closed} for name, h in self.inputs.items()},
             "sources": self._sources.offsets_before(time),
+            "accounts": {name: a.saved(time) for name, a in self.accounts.items()},
             "outputs": {
                 name: {"frontier": encode_frontier(store.frontier)}
                 for name, store in self.builder.stores.items()
@@ -587,16 +608,43 @@ class Job:
         return self.error is not None and not self._error_reported
 
     def statistics(self) -> dict[str, Any]:
-        """Counts for introspection: per worker its steps, activations, actors, the updates
-        each operator's arrangements hold on it and its process; per process its pid and
-        resident memory (``processes``); the job's ``time`` and each output's frontier;
-        per operator (in plan order) its name and the updates its arrangements hold, with
-        its activations, records received (``ports``: per input port) and seconds when the
-        job counts them (``df.open(..., profile=True)`` or ``dashboard=``, or the
-        ``deltaflow`` logger at ``DEBUG``); ``checkpoints``, the last checkpoints taken
-        (when the job keeps them); ``late``: the late updates each window operator with a
-        watermark dropped; and ``arrangements`` and delta queries' ``proposals`` (see
-        :func:`.delta_statistics`)."""
+        """Counts for introspection, as plain data (JSON-able):
+
+        * ``time``: the job's time (the inputs'; updates fed now are stamped with it);
+        * ``inputs``: per input, ``{"read", "accepted", "refused", "skipped",
+          "quarantined", "on_bad"}``: records offered, kept, refused (bad), and of those set
+          aside by ``on_bad`` (see :mod:`deltaflow.scheduler.accounting`); after a resume,
+          those of times before the checkpoint's included;
+        * ``outputs``: per output, ``{"written": n, "frontier": [...]}``: consolidated
+          updates published for completed times (since the job started) and the times the
+          output may still change at;
+        * ``workers``: per worker its steps, activations, actors, the updates each
+          operator's arrangements hold on it, its process and its late updates; and
+          ``processes``: per process its pid and resident memory;
+        * ``operators``: per operator (in plan order) its name and the updates its
+          arrangements hold, with its activations, records received (``ports``: per input
+          port) and seconds when the job counts them (``df.open(..., profile=True)`` or
+          ``dashboard=``, or the ``deltaflow`` logger at ``DEBUG``);
+        * ``late``: the late updates each window operator with a watermark dropped;
+        * ``checkpoints``: the last checkpoints taken (when the job keeps them);
+        * ``arrangements`` and delta queries' ``proposals`` (see :func:`.delta_statistics`).
+
+            >>> import deltaflow as df, trio
+            >>> class Same(df.Pipeline):
+            ...     def build(self, xs):
+            ...         return xs
+            >>> async def main():
+            ...     async with df.open(Same(), on_bad={"xs": "skip"}) as job:
+            ...         job.inputs["xs"].insert(1)
+            ...         job.inputs["xs"].insert([2])      # unhashable: skipped, counted
+            ...         await job.advance_to(1)
+            ...     return job.statistics()
+            >>> stats = trio.run(main)
+            >>> stats["inputs"]["xs"]["read"], stats["inputs"]["xs"]["skipped"]
+            (2, 1)
+            >>> stats["outputs"]["output"]
+            {'written': 1, 'frontier': []}
+        """
         counts = self._operator_counts
         workers = self._worker_statistics()
         operators = []
@@ -616,7 +664,14 @@ class Job:
             "time": self.time,
             "workers": workers,
             "processes": observe.processes_of(workers),
-            "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},
+            "inputs": {
+                name: {**account.counts(), "on_bad": account.mode}
+                for name, account in self.accounts.items()
+            },
+            "outputs": {
+                n: {"written": o.published, "frontier": list(o.frontier)}
+                for n, o in self.outputs.items()
+            },
             "operators": operators,
             "late": observe.total_late(workers),
         }
@@ -649,11 +704,16 @@ class _OpenJob:
         gc_threshold: int | None,
         progress: bool | float = False,
         dashboard: tuple[str, int] | None = None,
+        metrics: object = None,
     ) -> None:
         self._job = job
         # The live dashboard (``dashboard=``), served from the job's nursery until it ends.
         self._dashboard = None if dashboard is None else Dashboard(job, *dashboard)
         self._dashboard_scope = trio.CancelScope()
+        self._metrics: MetricsServer | None = None
+        if metrics is not None:
+            host, port = check_metrics(metrics)
+            self._metrics = MetricsServer(job.statistics, host, port)
         self._nursery_cm: Any = None
         self._collector = collector_tuned(gc_threshold)
         self._progress: observe.ProgressLine | None = None
@@ -673,10 +733,19 @@ class _OpenJob:
             raise RuntimeError(msg)
         # The dashboard's address first: taken, the job starts nothing (no worker process).
         listeners = None if self._dashboard is None else await self._dashboard.bind()
+        if self._metrics is not None:
+            try:
+                self._job.metrics_url = self._metrics.start()
+            except BaseException:
+                close_listeners(listeners or [])
+                raise
+            observe.logger.info("job metrics at %s", self._job.metrics_url)
         try:
             await self._job._start()
         except BaseException:
             close_listeners(listeners or [])
+            if self._metrics is not None:
+                self._metrics.stop()
             raise
         self._collector.__enter__()
         try:
@@ -686,6 +755,8 @@ class _OpenJob:
             self._collector.__exit__(None, None, None)
             close_listeners(listeners or [])
             self._job._release_location()
+            if self._metrics is not None:
+                self._metrics.stop()
             raise
         self._nursery = nursery
         job = self._job
@@ -733,6 +804,8 @@ class _OpenJob:
             raise _unwrapped(group) from None
         finally:
             self._collector.__exit__(None, None, None)
+            if self._metrics is not None:
+                self._metrics.stop()
             if self._progress is not None:
                 self._progress.finish()
             job._release_location()

@@ -12,7 +12,8 @@
   worker's arrangements hold and the memory of the process hosting it
   (:func:`worker_statistics`), grouped by process (:func:`processes_of`).
 * The progress line shows, on stderr, the time the outputs have reached, the output updates
-  per second and the elapsed time, rewritten in place on a terminal.
+  per second, the elapsed time and the records the inputs read and refused, rewritten in
+  place on a terminal.
 
     >>> import logging
     >>> logger.name, any(isinstance(h, logging.NullHandler) for h in logger.handlers)
@@ -298,13 +299,20 @@ class ProgressLine:
         >>> line = ProgressLine(df.Job(Same()))
         >>> line.text().split(" | ")[:2]
         ['deltaflow: time 0', '0 updates out']
+        >>> line.text().split(" | ")[-1]
+        '0 read, 0 refused'
         """
         elapsed = time.perf_counter() - self._start
         updates = sum(out.published for out in self.job.outputs.values())
         rate = updates / elapsed if elapsed > 0 else 0.0
+        read = refused = 0
+        for account in self.job.accounts.values():
+            counts = account.counts()
+            read += counts["read"]
+            refused += counts["refused"]
         return (
             f"deltaflow: time {_reached(self.job)} | {updates:,} updates out | "
-            f"{rate:,.0f} updates/s | {elapsed:.1f} s"
+            f"{rate:,.0f} updates/s | {elapsed:.1f} s | {read:,} read, {refused:,} refused"
         )
 
     def show(self, final: bool = False) -> None:

@@ -507,6 +507,7 @@ class ProcessJob(Job):
         checkpoint: Any = None,
         fresh: bool = False,
         allow_code_change: bool = False,
+        on_bad: Any = None,
     ) -> None:
         if processes.__class__ is not int or processes < 1:
             msg = f"processes must be a positive int, not {processes!r}"
@@ -532,7 +533,7 @@ class ProcessJob(Job):
         # With counting on, the counts here are the sums of those the processes report.
         super().__init__(
             pipeline, workers, fuse=fuse, history=history, profile=profile, checkpoint=checkpoint,
-            fresh=fresh, allow_code_change=allow_code_change,
+            fresh=fresh, allow_code_change=allow_code_change, on_bad=on_bad,
         )  # fmt: skip
         control = cast("_Control", self.transport)
         for name, handle in self.inputs.items():

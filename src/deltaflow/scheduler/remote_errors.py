@@ -30,7 +30,10 @@ behind an ``OperatorError`` comes along pickled when it can: the rebuilt error's
 
 A report also travels as text (:meth:`ErrorReport.to_text`: base64 of JSON, never a pickle),
 for channels that carry only a message, such as a failed Spark task's; the user's exception
-does not travel that way, only its name, message and traceback text.
+does not travel that way, only its class's name and module, its plain arguments and its
+traceback text: the rebuilt error's ``__cause__`` is then a new exception of that class when
+it is deltaflow's, a built-in, or one of a module already imported here (nothing is imported
+or unpickled on the word of a text), else the :class:`~deltaflow.errors.RemoteTraceback`.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import base64
 import builtins
 import json
 import pickle
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +60,10 @@ _PLAIN = (str, int, float, bool, type(None))
 
 def _format(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _known(module: str, kind: str) -> type[BaseException] | None:
@@ -87,6 +95,10 @@ class ErrorReport:
     traceback: str
     #: The user's exception, pickled, when it was asked for and pickles.
     cause: bytes | None = None
+    #: The user's exception's class name and module, and its plain arguments.
+    cause_kind: str | None = None
+    cause_module: str | None = None
+    cause_args: tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, exc: BaseException, *, with_cause: bool = True) -> ErrorReport:
@@ -108,6 +120,11 @@ class ErrorReport:
             operator=exc.operator if isinstance(exc, OperatorError) else None,
             traceback=_format(user if user is not None else exc),
             cause=pickled,
+            cause_kind=None if user is None else type(user).__name__,
+            cause_module=None if user is None else type(user).__module__,
+            cause_args=()
+            if user is None or not all(isinstance(a, _PLAIN) for a in user.args)
+            else tuple(user.args),
         )
 
     def rebuild(self, otherwise: Callable[[str], BaseException] = DeltaflowError) -> BaseException:
@@ -135,14 +152,29 @@ class ErrorReport:
         return exc
 
     def _user(self) -> BaseException | None:
-        """The user's exception, unpickled, if the report carries it and it unpickles."""
-        if self.cause is None:
+        """The user's exception, unpickled, if the report carries it and it unpickles; else
+        one made of its class and plain arguments (see the module docstring)."""
+        if self.cause is not None:
+            try:
+                user = pickle.loads(self.cause)
+            except Exception:  # its class is not importable here, or does not unpickle
+                user = None
+            if isinstance(user, BaseException):
+                return user
+        if self.cause_kind is None or self.cause_module is None:
+            return None
+        kind = _known(self.cause_module, self.cause_kind)
+        if kind is None:
+            module = sys.modules.get(self.cause_module)  # imported already: never import
+            found = getattr(module, self.cause_kind, None) if module is not None else None
+            if isinstance(found, type) and issubclass(found, Exception):
+                kind = found
+        if kind is None or issubclass(kind, OperatorError):
             return None
         try:
-            user = pickle.loads(self.cause)
-        except Exception:  # its class is not importable here, or does not unpickle
+            return kind(*self.cause_args)
+        except Exception:  # a constructor that wants other arguments
             return None
-        return user if isinstance(user, BaseException) else None
 
     def to_text(self) -> str:
         """The report without the pickled exception, as one line of base64 (of JSON)."""
@@ -166,6 +198,9 @@ class ErrorReport:
                 args=tuple(a for a in fields["args"] if isinstance(a, _PLAIN)),
                 operator=None if fields["operator"] is None else str(fields["operator"]),
                 traceback=str(fields["traceback"]),
+                cause_kind=_text_or_none(fields.get("cause_kind")),
+                cause_module=_text_or_none(fields.get("cause_module")),
+                cause_args=tuple(a for a in fields.get("cause_args", ()) if isinstance(a, _PLAIN)),
             )
         except (ValueError, TypeError, KeyError) as exc:
             msg = f"not an error report: {text[:80]!r}"

@@ -16,12 +16,13 @@ with`` block closes the inputs and waits until every output is complete.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import trio
 
 from ..operators.collection import Pipeline
+from .accounting import InputAccount, Rejected, make_accounts
 from .collector import GC_THRESHOLD, check_gc_threshold
 from .dashboard import check_dashboard
 from .handles import InputHandle, OutputHandle, Subscription
@@ -42,6 +43,8 @@ __all__ = [
     "Job",
     "OutputHandle",
     "Subscription",
+    "check_inputs",
+    "execute",
     "open",
     "run",
 ]
@@ -62,6 +65,8 @@ def open(
     fresh: bool = False,
     allow_code_change: bool = False,
     sources: Mapping[str, Source] | None = None,
+    on_bad: str | Mapping[str, str] | None = None,
+    metrics: int | tuple[str, int] | None = None,
 ) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
@@ -108,6 +113,15 @@ def open(
             ``await job.follow()`` feeds each batch they read at its own time, and a
             checkpoint keeps their offsets, so a resumed job goes on where it left off (see
             :mod:`deltaflow.scheduler.sources`).
+        on_bad: what each input does with a bad record (malformed, unhashable, a NaN, not
+            fitting the input's declared schema): ``"fail"`` (the default: the error is
+            raised where it was fed), ``"skip"`` (left out, counted) or ``"quarantine"``
+            (left out, counted, kept in ``job.rejected``); one mode for every input or a
+            dict by input name (see :mod:`deltaflow.scheduler.accounting`).
+        metrics: serve the job's :meth:`Job.statistics` as Prometheus metrics over HTTP
+            on this port of the loopback interface (``0``: any free port), or on
+            ``(host, port)``; ``job.metrics_url`` then says where (see
+            :mod:`deltaflow.scheduler.metrics`; needs ``prometheus_client``).
 
     Returns:
         An async context manager giving the running :class:`Job`.
@@ -142,6 +156,7 @@ def open(
             checkpoint=checkpoint,
             fresh=fresh,
             allow_code_change=allow_code_change,
+            on_bad=on_bad,
         )
     else:
         job = Job(
@@ -153,9 +168,10 @@ def open(
             checkpoint=checkpoint,
             fresh=fresh,
             allow_code_change=allow_code_change,
+            on_bad=on_bad,
         )
     job.attach_sources(sources)
-    return _OpenJob(job, gc_threshold, progress=progress, dashboard=served)
+    return _OpenJob(job, gc_threshold, progress=progress, dashboard=served, metrics=metrics)
 
 
 def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
@@ -202,6 +218,8 @@ def run(
     fuse: bool = True,
     gc_threshold: int | None = GC_THRESHOLD,
     progress: bool | float = False,
+    on_bad: str | Mapping[str, str] | None = None,
+    rejected: list[Rejected] | None = None,
     **inputs: Iterable[Any],
 ) -> Any:
     """Run ``pipeline`` over complete inputs and return its consolidated output updates.
@@ -209,20 +227,81 @@ def run(
     Each input is an iterable of ``(data, time, diff)`` with int times ``>= 0``, or a pandas
     DataFrame (its columns other than ``time`` and ``diff`` form the datum; those two default
     to 0 and 1), or a source (``df.sources.files(...)``: what it holds now, each batch at its
-    own time after those of the other inputs' updates); missing inputs are empty. Every time
-    is processed as its own logical time (all at once, so this measures throughput). Returns
-    a list of ``(data, time, diff)`` sorted by time, with no two updates for the same
-    ``(data, time)`` and no zero diff; a ``build()`` returning a dict of collections gives a
-    dict of such lists. ``workers``,
-    ``processes``, ``fuse``, ``gc_threshold`` and ``progress`` are as for :func:`open`.
+    own time after those of the other inputs' updates). Every input ``build()`` takes must be
+    given, but for those it declares optional (``events: df.Collection = df.optional()``),
+    which are empty when left out. Every time is processed as its own logical time (all at
+    once, so this measures throughput). Returns a list of ``(data, time, diff)`` sorted by
+    time, with no two updates for the same ``(data, time)`` and no zero diff; a ``build()``
+    returning a dict of collections gives a dict of such lists. ``workers``, ``processes``,
+    ``fuse``, ``gc_threshold``, ``progress`` and ``on_bad`` are as for :func:`open`;
+    ``rejected`` receives the records ``on_bad="quarantine"`` sets aside (it is required
+    then).
 
     Raises:
-        TypeError, ValueError: a malformed input, naming the input and the value.
+        TypeError, ValueError: a malformed input, naming the input and the value; an input
+            left out that is not optional.
         OperatorError: user code in an operator failed.
     """
+    result, _ = execute(
+        pipeline,
+        workers,
+        processes=processes,
+        fuse=fuse,
+        gc_threshold=gc_threshold,
+        progress=progress,
+        on_bad=on_bad,
+        rejected=rejected,
+        inputs=inputs,
+    )
+    return result
+
+
+def check_inputs(pipeline: Pipeline, given: Iterable[str], how: str) -> None:
+    """Refuse a run that leaves out an input ``build()`` does not declare optional.
+
+    Raises:
+        TypeError: naming the inputs left out, and how to give them (``how``: ``"events=[...]"``
+            for ``df.run``) or declare them optional.
+    """
+    given = set(given)
+    missing = [n for n in pipeline.input_names() if n not in given]
+    required = [n for n in missing if n not in pipeline.optional_inputs()]
+    if required:
+        shown = ", ".join(repr(n) for n in required)
+        example = how.format(name=required[0])
+        msg = (
+            f"{type(pipeline).__name__}: input(s) {shown} not given; give {example} (empty "
+            f"for no updates), or declare it optional in build(): "
+            f"{required[0]}: df.Collection = df.optional()"
+        )
+        raise TypeError(msg)
+
+
+def execute(
+    pipeline: Pipeline,
+    workers: int | None = None,
+    *,
+    processes: int = 1,
+    fuse: bool = True,
+    gc_threshold: int | None = GC_THRESHOLD,
+    progress: bool | float = False,
+    on_bad: str | Mapping[str, str] | None = None,
+    rejected: list[Rejected] | None = None,
+    metrics: int | tuple[str, int] | None = None,
+    dashboard: tuple[str, int] | None = None,
+    accounts: dict[str, InputAccount] | None = None,
+    opened: Callable[[Job], None] | None = None,
+    inputs: Mapping[str, Iterable[Any]],
+) -> tuple[Any, dict[str, Any]]:
+    """:func:`run`, returning also the job's :meth:`Job.statistics` at its end (what the
+    command line reports); ``accounts`` (by input, with their modes: ``on_bad`` is then
+    theirs) holds what reading the inputs refused already; ``metrics`` and ``dashboard`` are
+    as for :func:`open`, and ``opened(job)`` is called once the job is open (the command
+    line tells the dashboard's address)."""
     pipeline = require_pipeline(pipeline)
     names = pipeline.input_names()
-    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress"})
+    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress",
+                                 "on_bad", "rejected"})  # fmt: skip
     if taken:
         msg = (
             f"{type(pipeline).__name__}.build() has inputs named {taken}, which are run()'s own "
@@ -234,14 +313,25 @@ def run(
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
     sources: dict[str, Source] = {n: s for n, s in inputs.items() if is_source(s)}
+    check_inputs(pipeline, inputs, "{name}=[...]")
+    if accounts is None:
+        accounts = make_accounts(names, on_bad)
+    else:
+        on_bad = {name: a.mode for name, a in accounts.items()}
+    if rejected is None and any(a.mode == "quarantine" for a in accounts.values()):
+        msg = (
+            "run(on_bad='quarantine') needs rejected=[] (a list) to receive the records it "
+            "sets aside; or use on_bad='skip' to count them only"
+        )
+        raise ValueError(msg)
     validated = {
-        name: validate_updates(name, upds, pipeline.input_schema(name))
+        name: validate_updates(name, upds, pipeline.input_schema(name), accounts[name])
         for name, upds in inputs.items()
         if name not in sources
     }
     check_gc_threshold(gc_threshold)
 
-    async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool]:
+    async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool, dict[str, Any]]:
         async with open(
             pipeline,
             workers,
@@ -250,13 +340,23 @@ def run(
             gc_threshold=gc_threshold,
             progress=progress,
             sources=sources,
+            on_bad=on_bad,
+            metrics=metrics,
+            dashboard=dashboard,
         ) as job:
+            if opened is not None:
+                opened(job)
+            for name, account in accounts.items():
+                job.accounts[name].absorb(account)
             if sources:
                 await _feed_sources(job, validated)
             outputs = await _run_to_end(job, validated)
-        return outputs, job.builder.single_output
+        return outputs, job.builder.single_output, job.statistics()
 
-    result, single = trio.run(main)
+    result, single, stats = trio.run(main)
+    if rejected is not None:
+        for account in accounts.values():
+            rejected.extend(account.rejected())
     if single:
-        return result["output"]
-    return result
+        return result["output"], stats
+    return result, stats

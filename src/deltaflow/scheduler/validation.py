@@ -13,7 +13,8 @@ reported where it was fed rather than deep in an operator:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..operators.collection import Pipeline
@@ -22,6 +23,7 @@ from .frames import is_frame, updates_from_frame
 
 if TYPE_CHECKING:
     from ..framework.schema import Schema
+    from .accounting import InputAccount
 
 __all__ = [
     "check_diff",
@@ -109,12 +111,23 @@ def check_diff(input_name: str, data: Any, diff: Any) -> int:
 
 
 def validate_updates(
-    name: str, updates: Iterable[Any], schema: Schema | None = None
+    name: str,
+    updates: Iterable[Any],
+    schema: Schema | None = None,
+    account: InputAccount | None = None,
+    at: int = 0,
 ) -> dict[int, tuple[list[Any], list[int]]]:
     """Group ``(data, time, diff)`` triples (or a DataFrame's rows, read by ``schema`` when
-    the input declares one) by time, rejecting the first malformed one."""
+    the input declares one) by time, rejecting the first malformed one; each datum is checked
+    against ``schema``. With an ``account`` (:mod:`.accounting`) every update is counted, and
+    a bad one is refused by its mode: raised (``"fail"``) or set aside (no time earlier than
+    ``at`` is stamped on it)."""
+    refuse = None
+    if account is not None and account.mode != "fail":
+        refuse = functools.partial(_set_aside, account, at)
     if is_frame(updates):
-        updates = updates_from_frame(name, updates, schema)
+        updates = updates_from_frame(name, updates, schema, refuse)
+        schema = None  # the frame's rows were read by it
     if isinstance(updates, (str, bytes, Mapping)):
         msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
         raise TypeError(msg)
@@ -123,6 +136,8 @@ def validate_updates(
     except TypeError:
         msg = f"input {name!r}: expected an iterable of (data, time, diff) triples, got {updates!r}"
         raise TypeError(msg) from None
+    if schema is not None or refuse is not None:
+        return _validate_each(name, it, schema, account, at)
     by_time: dict[int, tuple[list[Any], list[int]]] = {}
     get = by_time.get
     # Every datum in the order fed, checked for NaNs as one batch: before the error of a
@@ -147,10 +162,66 @@ def validate_updates(
             slot[1].append(diff)
     except (_Malformed, TypeError, ValueError) as exc:
         bad = exc.args[0] if isinstance(exc, _Malformed) else upd
-        check_nans(name, seen)  # what came before the bad update (never noted) first
-        _explain(name, bad)
+        try:
+            check_nans(name, seen)  # what came before the bad update (never noted) first
+            _explain(name, bad)
+        except (TypeError, ValueError) as error:
+            if account is not None:
+                account.refuse(error, bad, f"update {len(seen)}", at)
+            raise
         raise  # the error came from the iterable itself (``bad`` is the update before it)
-    check_nans(name, seen)
+    try:
+        check_nans(name, seen)
+    except ValueError as error:
+        if account is not None:
+            account.refuse(error, None, "", at)
+        raise
+    if account is not None:
+        for time, (data, _) in by_time.items():
+            account.admitted(max(time, at), len(data))
+    return by_time
+
+
+def _set_aside(account: InputAccount, at: int, exc: BaseException, datum: Any, where: str) -> None:
+    account.refuse(exc, datum, where, at)
+
+
+def _validate_each(
+    name: str,
+    updates: Iterator[Any],
+    schema: Schema | None,
+    account: InputAccount | None,
+    at: int,
+) -> dict[int, tuple[list[Any], list[int]]]:
+    """:func:`validate_updates` one update at a time: each datum checked against ``schema``,
+    each bad update refused by ``account``'s mode."""
+    by_time: dict[int, tuple[list[Any], list[int]]] = {}
+    for i, upd in enumerate(updates):
+        try:
+            time, diff = _explain(name, upd)
+            data = upd[0]
+            if schema is not None:
+                try:
+                    data = schema.check_datum(data)
+                except ValueError as exc:
+                    msg = f"input {name!r}: {upd!r} does not fit the declared schema: {exc}"
+                    raise ValueError(msg) from None
+                check_hashable(name, data)
+            check_nan(name, data)
+        except (TypeError, ValueError) as exc:
+            if account is None:
+                raise
+            t = upd[1] if isinstance(upd, tuple) and len(upd) == 3 else None
+            t = _integer(t) if t is not None else None
+            account.refuse(exc, upd, f"update {i}", max(at, t if t is not None and t >= 0 else 0))
+            continue
+        if account is not None:
+            account.admitted(max(time, at))
+        slot = by_time.get(time)
+        if slot is None:
+            slot = by_time[time] = ([], [])
+        slot[0].append(data)
+        slot[1].append(diff)
     return by_time
 
 
@@ -162,13 +233,20 @@ def _explain(name: str, upd: Any) -> tuple[int, int]:
     """Raise the precise error for a rejected update; an update whose time and diff are
     integers of another type (numpy's) passes, with them as ``int``."""
     if not isinstance(upd, tuple) or len(upd) != 3:
-        msg = f"input {name!r}: expected a (data, time, diff) triple, got {upd!r}"
+        msg = (
+            f"input {name!r}: expected an update triple (data, time, diff), got {upd!r}; "
+            f"to feed the datum itself once at time 0, pass ({upd!r}, 0, 1)"
+        )
         raise ValueError(msg)
     data, time, diff = upd
     check_hashable(name, data)
     t = _integer(time)
     if t is None:
-        msg = f"input {name!r}: time {time!r} in {upd!r} must be an int"
+        msg = (
+            f"input {name!r}: expected an update triple (data, time, diff), got {upd!r}, whose "
+            f"time {time!r} must be an int; if {upd!r} is the datum itself, pass "
+            f"({upd!r}, 0, 1)"
+        )
         raise TypeError(msg)
     if t < 0:
         msg = f"input {name!r}: time {time!r} in {upd!r} must be >= 0"

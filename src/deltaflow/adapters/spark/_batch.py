@@ -37,6 +37,7 @@ from ...errors import PeerLostError
 from ...operators.collection import Pipeline
 from ...scheduler.handshake import check_secret, new_secret
 from ...scheduler.peer import run_peer
+from ...scheduler.runtime import check_inputs as required_inputs
 from ...scheduler.tls import TLS
 from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
 from ._errors import reported, translated
@@ -128,8 +129,9 @@ def check_inputs(
     column either).
 
     Raises:
-        TypeError: not a pipeline, an unknown input, or an input that is not a DataFrame
-            (or is not streaming for :func:`~.stream`, or is for :func:`run`).
+        TypeError: not a pipeline, an unknown input, an input left out that ``build()``
+            does not declare optional, or an input that is not a DataFrame (or is not
+            streaming for :func:`~.stream`, or is for :func:`run`).
     """
     from pyspark.sql import DataFrame
 
@@ -141,6 +143,7 @@ def check_inputs(
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
+    required_inputs(pipeline, inputs, "{name}=DATAFRAME")
     clash = sorted(RESERVED & set(names))
     if clash:
         msg = (
@@ -320,8 +323,9 @@ def run(
         RuntimeError: fewer than ``partitions`` free task slots.
         ModuleNotFoundError: the executors cannot import a module the pipeline needs (an
             installed package; the user's own modules travel with the pipeline), naming it.
-        OperatorError: user code raised, naming the operator and the user's exception;
-            the job's Spark exception is its ``__cause__`` (so for every error below).
+        OperatorError: user code raised, naming the operator and the user's exception,
+            which is its ``__cause__`` (the job's Spark exception its ``__context__``; for
+            every error below, Spark's exception is the ``__cause__``).
         ValueError, TypeError: a bad row (naming the input, the column and the row), an
             output datum that does not fit the schema (naming the output and the column).
         pyspark.errors.PySparkException: Spark failed the job for a reason of its own.

@@ -8,8 +8,11 @@ inside. So every deltaflow task runs under :func:`reported`: an error leaving it
 driver makes Spark's calls under :func:`translated`, which finds the report in Spark's
 exception and raises the error it describes - the :class:`~deltaflow.OperatorError` naming
 the operator and the user's exception, the ``ValueError`` of a bad row, the ``TypeError`` of
-an output datum that does not fit the schema - chained to Spark's exception (its
-``__cause__``), which keeps the whole story within reach.
+an output datum that does not fit the schema. An ``OperatorError``'s ``__cause__`` is the
+user's exception (rebuilt, :mod:`deltaflow.scheduler.remote_errors`), whose own cause holds
+the task's traceback, naming the user's file and line (:func:`._ship.ship` keeps the
+functions' file names); Spark's exception is its ``__context__``. Any other error's
+``__cause__`` is Spark's exception, which keeps the whole story within reach.
 
     >>> try:
     ...     with translated():
@@ -28,13 +31,20 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
+from typing import NoReturn
 
-import attrs
-
-from ...errors import PeerLostError
+from ...errors import PeerLostError, RemoteTraceback
 from ...scheduler.remote_errors import ErrorReport
 
-__all__ = ["TaskFailed", "from_spark", "from_text", "report_text", "reported", "translated"]
+__all__ = [
+    "TaskFailed",
+    "from_spark",
+    "from_text",
+    "raise_from",
+    "report_text",
+    "reported",
+    "translated",
+]
 
 _MARK = "deltaflow-error:"
 _FOUND = re.compile(r"\[deltaflow-error:([A-Za-z0-9+/=]+)\]")
@@ -50,8 +60,8 @@ def report_text(exc: BaseException) -> str:
     kind and message, the traceback of the user's exception behind it (Spark shows only the
     last exception of a chain), and the report."""
     report = ErrorReport.of(exc, with_cause=False)
-    brief = attrs.evolve(report, traceback="")  # the text above carries it already
-    return f"{type(exc).__name__}: {exc}\n\n{report.traceback}\n[{_MARK}{brief.to_text()}]"
+    # The report keeps the traceback too: the driver's error names the user's frames from it.
+    return f"{type(exc).__name__}: {exc}\n\n{report.traceback}\n[{_MARK}{report.to_text()}]"
 
 
 @contextlib.contextmanager
@@ -92,4 +102,14 @@ def translated() -> Iterator[None]:
         error = from_spark(exc)
         if error is None:
             raise
-        raise error from exc
+        raise_from(error, exc)
+
+
+def raise_from(error: BaseException, spark: BaseException) -> NoReturn:
+    """Raise ``error`` (rebuilt from a task's report) for Spark's exception ``spark``: the
+    user's exception behind it stays its ``__cause__`` (``spark`` its ``__context__``);
+    else ``spark`` is its cause."""
+    if error.__cause__ is not None and not isinstance(error.__cause__, RemoteTraceback):
+        error.__context__ = spark
+        raise error
+    raise error from spark

@@ -92,23 +92,31 @@ def installed(name: str) -> bool:
     site-packages, deltaflow and what its tasks run): one the executors must have installed,
     rather than one of the user's own, which :func:`ship` sends by value.
 
+    A module that is loaded is judged by where it lives, not by its name: a ``pipes.py``
+    beside the user's script is the user's own even though the standard library once had a
+    module of that name (and a ``json.py`` there would be too).
+
     >>> installed("json"), installed("deltaflow.graphs"), installed("numpy")
     (True, True, True)
     """
     top = name.partition(".")[0]
-    if top == RUNTIME or top in sys.stdlib_module_names or top in sys.builtin_module_names:
-        return True
-    if top in _distributed():
+    if top == RUNTIME:
         return True
     module = sys.modules.get(top)
     places = list(getattr(module, "__path__", None) or [])
     file = getattr(module, "__file__", None)
     if file:
         places.append(file)
-    if not places:
-        return True  # built into the interpreter: nothing to ship
-    roots = _install_dirs()
-    return all(any(Path(p).resolve().is_relative_to(r) for r in roots) for p in places)
+    if places:
+        roots = _install_dirs()
+        return all(any(Path(p).resolve().is_relative_to(r) for r in roots) for p in places)
+    # Not loaded, or built into the interpreter: its name is all there is to go by.
+    return (
+        module is not None
+        or top in sys.stdlib_module_names
+        or top in sys.builtin_module_names
+        or top in _distributed()
+    )
 
 
 class _Finder(cloudpickle.Pickler):  # type: ignore[misc]
@@ -119,10 +127,20 @@ class _Finder(cloudpickle.Pickler):  # type: ignore[misc]
         self.modules: set[str] = set()
 
     def reducer_override(self, obj: Any) -> Any:
+        if obj.__class__ is types.CodeType:
+            # Code sent by value keeps its file name: an executor's traceback then names
+            # the user's file and line, not cloudpickle's "<dynamic-code>".
+            return _code_with_filename(obj)
         module = _referenced_module(obj)
         if module is not None:
             self.modules.add(module)
         return super().reducer_override(obj)
+
+
+def _code_with_filename(code: types.CodeType) -> Any:
+    """cloudpickle's reduction of a code object, with the code's own file name."""
+    make, args = _internals._code_reduce(code)
+    return make, tuple(code.co_filename if a == "<dynamic-code>" else a for a in args)
 
 
 def _referenced_module(obj: Any) -> str | None:

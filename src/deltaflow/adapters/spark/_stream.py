@@ -86,7 +86,7 @@ from ...scheduler.tcp import FrameError
 from ...scheduler.tls import TLS
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
 from ._convert import InputLayout, OutputLayout, tag_inputs
-from ._errors import from_spark, from_text, report_text, translated
+from ._errors import from_spark, from_text, raise_from, report_text, translated
 from ._logs import records_accumulator, relog
 from ._ship import require_importable, ship
 from ._slots import require_slots, task_host
@@ -583,7 +583,7 @@ class SparkStream:
             error = self.error if self._error is not None else from_spark(exc)
             if error is None or error is exc:
                 raise
-            raise error from exc
+            raise_from(error, exc)
 
     def process_all_available(self) -> None:
         """Block until every row available now has gone through the workers and the sink.

@@ -179,6 +179,14 @@ def _node(entry: Any, path: str, files: dict[str, Any]) -> None:
         _time(cap[1], f"{path}.caps time")
 
 
+def _account(value: Any, path: str) -> None:
+    if value is not None:
+        entry = _dict(value, path)
+        for field, n in _dict(_field(entry, "counts", path), f"{path}.counts").items():
+            _int(n, f"{path}.counts[{field!r}]")
+        _str(_field(entry, "rejected", path), f"{path}.rejected")
+
+
 def _file(info: Any, path: str) -> None:
     info = _dict(info, path)
     _int(_field(info, "bytes", path), f"{path}.bytes")
@@ -231,6 +239,8 @@ def check_fields(manifest: dict[str, Any], sequence: int, where: str) -> None:
             _code(_field(manifest, "code", "manifest"), "manifest.code")
         if "sources" in manifest:  # (each offset is the source's own JSON value)
             _dict(manifest["sources"], "manifest.sources")
+        if "accounts" in manifest:  # (each input's counts, checked as it restores them)
+            _each(manifest["accounts"], "manifest.accounts", _account)
     except _Bad as exc:
         msg = f"{where} is damaged: {exc}"
         raise CheckpointError(msg) from None

@@ -10,15 +10,22 @@ input*, not of its changes. ``logic(key, vals)`` gets the key's accumulated valu
 What ``logic`` sees
 ===================
 
-* Only values with a **positive** accumulated count, each once, with its count. Inside loops
-  (and with inputs that retract more than they inserted) a value can transiently accumulate to
-  a negative count; such values are left out, as are zero counts. A key with no positive value
-  is absent: ``logic`` is not called for it and its output is empty.
+* Only values with a **positive** accumulated count, each once, with its count; zero counts
+  are left out, and a key with no positive value is absent (``logic`` is not called for it).
+* A **negative** count (a value, or for ``count`` a key's total, retracted more than it was
+  inserted) is no collection: the public reductions raise an
+  :class:`~deltaflow.errors.OperatorValueError` naming the reduction, the key and the count,
+  on every path (the columnar kernels included), rather than let the key vanish. Only
+  ``threshold(f)`` takes such counts: its ``f`` is given the key's count, whatever its sign.
+  The rule holds at the top scope (int times): inside a loop, a round's accumulation may
+  pass through negative counts on the way to the fixed point (rounds carry differences),
+  and those are left out as zero counts are.
 * Sorted by value when the values are mutually comparable with ``<``, otherwise by deltaflow's
   deterministic universal order (numbers, then strings, bytes, tuples, ...; see
   :mod:`deltaflow.framework.trace.order`).
 * ``count`` and ``threshold`` use an internal variant that sees every non-zero count,
-  negative ones included, because their contract is about the key's total.
+  because their contract is about the key's total (``reduce_core(strict=False)`` is how
+  ``threshold`` is handed negative ones).
 
 How it is computed
 ==================

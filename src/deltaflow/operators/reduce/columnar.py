@@ -41,7 +41,7 @@ from deltaflow.framework.trace.columns import all_unit, sort_consolidate_int
 from deltaflow.framework.trace.ints import IntColumns as Columns, int_columns, lists_columns
 
 from .counting import ByCount, order_by
-from .logics import COLUMNS, count_logic
+from .logics import COLUMNS, count_logic, negative
 
 if TYPE_CHECKING:
     from ..durable import Deltas
@@ -72,23 +72,30 @@ class CountKernel:
 
     by_count: ByCount | None
     columns: Callable[[np.ndarray], np.ndarray] | None
+    #: A negative total is an error (the operator's ``strict``).
+    strict: bool = True
 
 
 def counting_kernel(
-    logic: Any, positive_only: bool, by_count: ByCount | None
+    logic: Any,
+    positive_only: bool,
+    by_count: ByCount | None,
+    strict: bool = True,
+    columns: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> CountKernel | None:
     """The kernel for a reduction with this logic, or None when it has none (chosen once, when
-    the operator is made).
+    the operator is made); ``columns``: ``by_count``'s column form (default: looked up, for a
+    ``by_count`` the operator has not wrapped).
 
     >>> counting_kernel(count_logic, False, None)
-    CountKernel(by_count=None, columns=None)
+    CountKernel(by_count=None, columns=None, strict=True)
     >>> counting_kernel(count_logic, True, None) is None  # positive counts only: not a total
     True
     """
     if by_count is not None:
-        return CountKernel(by_count, COLUMNS.get(by_count))
+        return CountKernel(by_count, columns or COLUMNS.get(by_count), strict)
     if logic is count_logic and not positive_only:
-        return CountKernel(None, None)
+        return CountKernel(None, None, strict)
     return None
 
 
@@ -246,6 +253,13 @@ def _apply(
     final[-1] = True
     final_n: list[int] = after[final].tolist()
     by_count = kernel.by_count
+    if after.size and after.min() < 0 and kernel.strict:
+        # A negative total: count's rule, or the strict by_count's, names the key.
+        i = int(np.argmin(after))
+        key, n = keys[int(group_key[i])], int(after[i])
+        if by_count is None:
+            raise negative(op.name, key, n)
+        by_count(key, n)
     if by_count is None:
         fixes = _count_fixes(keys, group_key, times, prior, after)
         for key, total in zip(keys, final_n):

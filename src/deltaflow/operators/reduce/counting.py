@@ -263,6 +263,9 @@ class RowCounts:
         n = _prefix_sums(in_k, in_p, in_d, at_k, at_p)
         out = _prefix_sums(out_k, out_p, out_d, at_k, at_p)
         if columns is not None:
+            if n.size and n.min() < 0:  # by_count names the key (distinct's raises)
+                i = int(np.argmin(n))
+                by_count(items[int(at_k[i])][0], int(n[i]))
             want = columns(n)
         else:
             counts = zip(at_k.tolist(), n.tolist())

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import OperatorValueError
 from ..values import as_count, check_ordered
 from .counting import ByCount
 
@@ -30,6 +31,8 @@ __all__ = [
     "distinct_logic",
     "max_logic",
     "min_logic",
+    "negative",
+    "strict_count",
     "threshold_functions",
 ]
 
@@ -48,12 +51,45 @@ def distinct_logic(_key: Any, vals: list[tuple[Any, int]]) -> list[tuple[Any, in
     return [((), 1)]
 
 
+def negative(operator: str, key: Any, n: int, val: Any = None) -> OperatorValueError:
+    """The error of a reduction's key (or value ``val`` of it) accumulating to a negative
+    count ``n``: more retracted than inserted, which is no collection; every reduction but
+    ``threshold`` (whose ``f`` is given any count) raises it rather than let the key vanish.
+
+    >>> print(negative("count", "k", -1))  # doctest: +ELLIPSIS
+    count: key 'k' has count -1: more was retracted than inserted ...
+    """
+    what = f"key {key!r}" if val is None else f"key {key!r}, value {val!r},"
+    msg = (
+        f"{operator}: {what} has count {n}: more was retracted than inserted (a collection "
+        "has no negative counts); retract only what was inserted, or use threshold(f), "
+        "whose f is given negative counts too"
+    )
+    return OperatorValueError(msg, operator=operator)
+
+
+def strict_count(operator: str, by_count: ByCount) -> ByCount:
+    """``by_count`` refusing a negative count with :func:`negative` (a strict reduction's).
+
+    >>> strict_count("distinct", distinct_by_count)("k", 2)
+    1
+    """
+
+    def checked(key: Any, n: int) -> int:
+        if n < 0:
+            raise negative(operator, key, n)
+        return by_count(key, n)
+
+    return checked
+
+
 def distinct_by_count(_key: Any, n: int) -> int:
     return 1 if n > 0 else 0
 
 
 def distinct_columns(n: np.ndarray) -> np.ndarray:
-    """:func:`distinct_by_count` on a column of counts."""
+    """:func:`distinct_by_count` on a column of counts (its callers report a negative one
+    through the operator's ``by_count``, with the key)."""
     return (n > 0).astype(np.int64)
 
 

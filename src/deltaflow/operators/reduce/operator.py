@@ -94,7 +94,7 @@ from .accumulation import difference
 from .chains import least, pair_row
 from .columnar import KERNEL_MIN, counting_kernel
 from .counting import ByCount, RowCounts
-from .logics import COLUMNS, FOLDS, Logic
+from .logics import COLUMNS, FOLDS, Logic, negative, strict_count
 from .pair_counts import PairCounts
 from .paths import Activation, KeyPath, on_pairs, path_for
 from .total import correct_total
@@ -174,6 +174,12 @@ class ReduceOperator(Operator):
         key_only: send ``key`` instead of ``(key, out_val)`` downstream (arrangements by self:
             ``distinct``, ``threshold``). The output spine always holds ``(key, out_val)``.
         total_order: use the fast path for ``int`` times (``None``: whenever times are ints).
+        strict: a key whose accumulation holds a negative count (for ``count``, whose
+            ``positive_only`` is False: whose total is negative) is an
+            :class:`~deltaflow.errors.OperatorValueError` naming it (every public reduction
+            but ``threshold``, through :func:`.reduce_core`), at int times (the top scope;
+            inside a loop rounds pass through negative counts); False (the default here)
+            hands such counts on, as ``positive_only`` says.
         by_count: for reductions over an arrangement by self (every value is ``()``) whose
             output is the single value ``()``: its count as a function of the key and the
             key's input count, ``by_count(key, n)`` (``distinct``, ``threshold``). The paths
@@ -205,14 +211,23 @@ class ReduceOperator(Operator):
         key_only: bool = False,
         total_order: bool | None = None,
         by_count: ByCount | None = None,
+        strict: bool = False,
     ) -> None:
         self.name = name
         self.logic = logic
         self.positive_only = positive_only
+        # Strict at the top scope (int times) only: inside a loop, the accumulations at a
+        # round's product times may pass through negative counts on the way to the fixed
+        # point (the rounds carry differences), which are not the user's collections.
+        self.strict = strict = strict and all(t.__class__ is int for t in source.lower)
         self.key_only = key_only
         # The built-in reductions' answer straight from the accumulation (see .logics.FOLDS).
         builtin = FOLDS.get(logic)
         self.fold = builtin[0] if builtin and builtin[1] == positive_only else None
+        #: ``by_count`` on a numpy column of counts, when it has one.
+        self.columns = COLUMNS.get(by_count)
+        if strict and by_count is not None:
+            by_count = strict_count(name, by_count)
         self.by_count = by_count
         self.source = source
         self.upper: Antichain = source.lower
@@ -221,7 +236,11 @@ class ReduceOperator(Operator):
         # How a key of a partial order is corrected: one path for the shape of its times.
         self.path: KeyPath = path_for(source.lower)
         # Int times: the numpy kernel large batches of ints take, if this logic has one.
-        self.kernel = counting_kernel(logic, positive_only, by_count) if self.total else None
+        self.kernel = (
+            counting_kernel(logic, positive_only, by_count, strict, self.columns)
+            if self.total
+            else None
+        )
         if output is not None and output.upper != source.lower:
             msg = f"{name}: the output spine must start at {source.lower!r}, not {output.upper!r}"
             raise ValueError(msg)
@@ -330,7 +349,14 @@ class ReduceOperator(Operator):
     # ------------------------------------------------------------------ evaluation
 
     def evaluate(self, key: Any, acc: dict[Any, int]) -> dict[Any, int]:
-        """``logic`` at one accumulation, consolidated into ``{out_val: count}``."""
+        """``logic`` at one accumulation, consolidated into ``{out_val: count}``.
+
+        Raises:
+            OperatorValueError: (``strict``) a negative count in ``acc``; for a reduction
+                handed every count (``count``), a negative total.
+        """
+        if self.strict:
+            self._check_counts(key, acc)
         fold = self.fold
         if fold is not None:
             folded = fold(acc)
@@ -361,6 +387,16 @@ class ReduceOperator(Operator):
             )
             raise TypeError(msg) from None
         return out
+
+    def _check_counts(self, key: Any, acc: dict[Any, int]) -> None:
+        if self.positive_only:
+            for val, c in acc.items():
+                if c < 0:
+                    raise negative(self.name, key, c, None if val == () else val)
+        else:
+            total = sum(acc.values())
+            if total < 0:
+                raise negative(self.name, key, total)
 
     def correction(self, key: Any, acc: dict[Any, int], current: dict[Any, int]) -> dict[Any, int]:
         """``logic``'s output at input ``acc`` minus the output ``current`` there (empty: none)."""
@@ -462,7 +498,7 @@ class ReduceOperator(Operator):
             del waiting[t]
         by_count = self.by_count
         assert by_count is not None
-        return state.step(keys, x, diffs, y, by_count, COLUMNS.get(by_count))
+        return state.step(keys, x, diffs, y, by_count, self.columns)
 
     def _due(self, upper: Antichain) -> dict[Any, list[Time]]:
         """The keys to correct at ``upper`` with their seeds: the times of the updates of the
@@ -520,7 +556,7 @@ class ReduceOperator(Operator):
         if row_batch is not None and len(row_batch):
             by_count = self.by_count
             assert by_count is not None
-            if not row_batch.correct(by_count, line_fixes, COLUMNS.get(by_count)):
+            if not row_batch.correct(by_count, line_fixes, self.columns):
                 for key, y, times, history, written in row_batch.queued():
                     pair_row(self, key, y, times, history, written, None, line_fixes)
         for (x, y), rows in line_fixes.items():

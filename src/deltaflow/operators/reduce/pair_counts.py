@@ -217,6 +217,9 @@ class PairCounts:
         n = _prefix_sums(in_k, in_x, in_d, at_k, at_x)
         out = _prefix_sums(out_k, out_x, out_d, at_k, at_x)
         if columns is not None:
+            if n.size and n.min() < 0:  # by_count names the key (distinct's raises)
+                i = int(np.argmin(n))
+                by_count(decode_keys(keys[at_k[i] : at_k[i] + 1], self.pairs)[0], int(n[i]))
             want = columns(n)
         else:
             names = decode_keys(keys, self.pairs)

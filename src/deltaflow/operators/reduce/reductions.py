@@ -59,6 +59,7 @@ def reduce_core(
     total_order: bool | None = None,
     arrange_output: bool = True,
     by_count: ByCount | None = None,
+    strict: bool = True,
 ) -> tuple[Collection, TraceRegistry | None]:
     """Add a :class:`ReduceOperator` reading ``arranged``; return its output and output trace.
 
@@ -66,7 +67,8 @@ def reduce_core(
     ``arrange_output`` the registry gives the output spine of each worker, an arrangement by
     key of the same data (its ``upper`` may lag the frontier by rounds without changes);
     without it the registry is ``None`` and int-time reductions keep no output trace.
-    ``by_count`` (see :class:`ReduceOperator`) needs an arrangement by self.
+    ``by_count`` (see :class:`ReduceOperator`) needs an arrangement by self; ``strict``
+    (every public reduction but ``threshold``): a negative count is an error naming the key.
     """
     from ..collection import Collection
 
@@ -90,6 +92,7 @@ def reduce_core(
             key_only=key_only,
             total_order=total_order,
             by_count=by_count,
+            strict=strict,
         )
 
     stream = Collection(arranged.builder, arranged.node, 0, arranged.scope)
@@ -106,6 +109,7 @@ def _build(
     positive_only: bool = True,
     key_only: bool = False,
     by_count: ByCount | None = None,
+    strict: bool = True,
 ) -> Collection:
     """The public reductions: the output trace is not handed out, so none is kept for ints."""
     return reduce_core(
@@ -116,6 +120,7 @@ def _build(
         key_only=key_only,
         arrange_output=False,
         by_count=by_count,
+        strict=strict,
     )[0]
 
 
@@ -141,7 +146,8 @@ def reduce(collection: Collection, logic: Logic, name: str | None = None) -> Col
 
 
 def count(collection: Collection) -> Collection:
-    """``(key, n)`` per key of ``(key, val)`` data: ``n`` sums the key's counts, if positive.
+    """``(key, n)`` per key of ``(key, val)`` data: ``n`` sums the key's counts, if positive;
+    a negative sum is an :class:`~deltaflow.errors.OperatorValueError` naming the key.
 
     >>> from deltaflow.testing import example
     >>> example(lambda xs: count(xs), xs=[(("a", 1), 0, 2), (("a", 2), 0, 1)])
@@ -151,11 +157,12 @@ def count(collection: Collection) -> Collection:
 
 
 def distinct(collection: Collection) -> Collection:
-    """Each datum with a positive count, once.
+    """Each datum with a positive count, once (a negative count is an
+    :class:`~deltaflow.errors.OperatorValueError` naming the datum).
 
     >>> from deltaflow.testing import example
-    >>> example(lambda xs: distinct(xs), xs=[("a", 0, 3), ("b", 0, -1)])
-    [('a', 0, 1)]
+    >>> example(lambda xs: distinct(xs), xs=[("a", 0, 3), ("b", 0, 1), ("b", 1, -1)])
+    [('a', 0, 1), ('b', 0, 1), ('b', 1, -1)]
     """
     return _build(
         collection.arrange_by_self(),
@@ -183,6 +190,7 @@ def threshold(collection: Collection, f: Callable[[Any, int], int]) -> Collectio
         positive_only=False,
         key_only=True,
         by_count=by_count,
+        strict=False,  # f is given every count, negative ones included
     )
 
 
