@@ -29,6 +29,7 @@ from .job import (
     _OpenJob as _OpenJob,
     check_progress,
 )
+from .sinks import Sink
 from .sources import Source
 from .validation import require_pipeline, validate_updates
 
@@ -58,6 +59,7 @@ def open(
     progress: bool | float = False,
     checkpoint: str | os.PathLike[str] | None = None,
     sources: Mapping[str, Source] | None = None,
+    sinks: Mapping[str, Sink] | None = None,
 ) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
@@ -91,6 +93,10 @@ def open(
             ``await job.follow()`` feeds each batch they read at its own time, and a
             checkpoint keeps their offsets, so a resumed job goes on where it left off (see
             :mod:`deltaflow.scheduler.sources`).
+        sinks: outputs the job writes out itself, by name (``df.sinks.postgres(...)``): each
+            time that closes is written once, before ``advance_to`` returns; a resumed job
+            writes only the times after those the sink holds (see
+            :mod:`deltaflow.scheduler.sinks`).
 
     Returns:
         An async context manager giving the running :class:`Job`.
@@ -128,6 +134,7 @@ def open(
             checkpoint=checkpoint,
         )
     job.attach_sources(sources)
+    job.attach_sinks(sinks)
     return _OpenJob(job, gc_threshold, progress=progress)
 
 
