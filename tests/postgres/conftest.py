@@ -54,7 +54,7 @@ class Server:
         options = (
             f"-c listen_addresses='' -c unix_socket_directories={self.root} "
             "-c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            "-c fsync=off -c full_page_writes=off"
         )
         command = [os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-w", "-t", "60"]
         command += ["-l", os.path.join(self.root, "server.log"), "-o", options, *args]
