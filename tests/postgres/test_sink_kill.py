@@ -128,3 +128,79 @@ def test_killed_job_writes_each_time_once(pg_dsn: str, tmp_path: Path) -> None:
             rows = conn.execute(f"SELECT region, total, time, diff FROM {table}").fetchall()
             assert Counter(tuple(r) for r in rows) == expected(data), f"trial {trial}"
     assert killed > 0, "no trial was killed: the test checked nothing of resuming"
+
+
+CDC_CHILD = """
+import sys, trio
+import deltaflow as df
+sys.path.insert(0, {tests!r})
+from test_sink import Revenue
+
+async def main():
+    source = df.sources.postgres({dsn!r}, "orders", slot={slot!r}, poll=0.05)
+    sink = df.sinks.postgres({dsn!r}, {table!r}, mode="changelog")
+    async with df.open(Revenue(), checkpoint={location!r},
+                       sources={{"orders": source}}, sinks={{"output": sink}}) as job:
+        print("started", job.time, flush=True)
+        await job.follow(once=sys.argv[1] == "once", checkpoint_every=2)
+    print("done", flush=True)
+
+trio.run(main)
+"""
+
+
+def test_killed_cdc_job_keeps_the_table_equal_to_sql(pg_dsn: str, tmp_path: Path) -> None:
+    """Orders changing while a job following them is killed and restarted: the changelog
+    table, replayed time by time, is always a collection (no row twice: no time written
+    twice), and ends equal to the view SQL computes."""
+    from tests.postgres.test_source import VIEW, make_orders, random_transaction
+
+    rng = random.Random(4747)
+    tests = str(Path(__file__).parent)
+    kills = 0
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        next_id = make_orders(conn, rng)
+        for trial in range(2):
+            table = f"cdc{trial}"
+            conn.execute(f"CREATE TABLE {table} (region text, total bigint, time bigint, diff int)")
+            script = tmp_path / f"cdc{trial}.py"
+            script.write_text(
+                CDC_CHILD.format(
+                    tests=tests,
+                    dsn=pg_dsn,
+                    slot=f"cdc{trial}",
+                    table=table,
+                    location=str(tmp_path / f"cdc-ckpt{trial}"),
+                )
+            )
+            for _ in range(KILLS):
+                child = subprocess.Popen(
+                    [sys.executable, str(script), "follow"],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+                assert child.stdout is not None
+                child.stdout.readline()
+                for _ in range(4):
+                    random_transaction(conn, rng, next_id)
+                    time.sleep(rng.uniform(0.0, 0.1))
+                time.sleep(rng.uniform(0.0, 0.3))
+                assert child.poll() is None, child.communicate()[1].decode()
+                child.send_signal(signal.SIGKILL)
+                child.communicate()
+                kills += 1
+            random_transaction(conn, rng, next_id)
+            done = subprocess.run(
+                [sys.executable, str(script), "once"], capture_output=True, timeout=120
+            )
+            assert done.returncode == 0, done.stderr.decode()
+            rows = conn.execute(
+                f"SELECT region, total, time, diff FROM {table} ORDER BY time"
+            ).fetchall()
+            state: Counter[tuple[Any, ...]] = Counter()
+            for region, total, _, diff in rows:
+                state[(region, total)] += diff
+                assert state[(region, total)] in (0, 1), f"trial {trial}: {rows}"
+            final = Counter({k: n for k, n in state.items() if n})
+            assert final == Counter(tuple(r) for r in conn.execute(VIEW).fetchall())
+    assert kills > 0
