@@ -164,3 +164,56 @@ async def test_errors_name_the_table(pg_dsn: str, tmp_path: Path) -> None:
     with pytest.raises(DatabaseError, match=r"table 'orders'.*cannot connect") as info:
         await source.open("orders", None, None)
     assert "s3cret" not in str(info.value) and "s3cret" not in repr(source)
+
+
+class RegionRevenue(df.Pipeline):
+    """The guide's example: orders ``(id, customer, amount)`` and customers
+    ``(id, region)`` to revenue per region."""
+
+    def build(self, orders: df.Collection, customers: df.Collection) -> df.Collection:
+        by_customer = orders.map(lambda o: (o[1], o[2]))
+        region = customers.map(lambda c: (c[0], c[1]))
+        return by_customer.join(region).map(lambda kv: (kv[1][1], kv[1][0])).sum()
+
+
+JOINED = (
+    "SELECT c.region, sum(o.amount)::bigint FROM orders o JOIN customers c "
+    "ON o.customer = c.id GROUP BY c.region"
+)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_two_tables_into_a_sink_against_sql(pg_dsn: str, workers: int) -> None:
+    rng = random.Random(workers)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE orders (id int PRIMARY KEY, customer int, amount int)")
+        conn.execute("CREATE TABLE customers (id int PRIMARY KEY, region text)")
+        conn.execute("CREATE TABLE revenue (region text PRIMARY KEY, total bigint)")
+        for table in ("orders", "customers"):
+            conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+        for c in range(6):
+            conn.execute("INSERT INTO customers VALUES (%s, %s)", (c, rng.choice("NSEW")))
+        sources = {
+            "orders": df.sources.postgres(pg_dsn, "orders", slot="o_slot", poll=0.05),
+            "customers": df.sources.postgres(pg_dsn, "customers", slot="c_slot", poll=0.05),
+        }
+        sinks = {"output": df.sinks.postgres(pg_dsn, "revenue", key="region")}
+        async with df.open(RegionRevenue(), workers=workers, sources=sources, sinks=sinks) as job:
+            await job.follow(once=True)
+            for i in range(12):
+                with conn.transaction():
+                    if i % 4 == 3:
+                        conn.execute(
+                            "UPDATE customers SET region = %s WHERE id = %s",
+                            (rng.choice("NSEW"), rng.randrange(6)),
+                        )
+                    elif i % 4 == 2:
+                        conn.execute("DELETE FROM orders WHERE id = %s", (i - 1,))
+                    else:
+                        conn.execute(
+                            "INSERT INTO orders VALUES (%s, %s, %s)",
+                            (i, rng.randrange(6), rng.randrange(1, 50)),
+                        )
+                await job.follow(once=True)
+                table = Counter(conn.execute("SELECT region, total FROM revenue").fetchall())
+                assert table == Counter(conn.execute(JOINED).fetchall()), f"step {i}"
