@@ -62,10 +62,8 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(request: pytest.FixtureRequest) -> Iterator[Server]:
+def postgres_server() -> Iterator[Server]:
     """One PostgreSQL server for the whole session (see the module)."""
-    if request.config.getoption("--schedule"):
-        pytest.skip("the server is a process of its own, out of --schedule's reach")
     pytest.importorskip("psycopg", reason="the postgres tests need psycopg (pip install psycopg)")
     folder = _binaries()
     if folder is None:
