@@ -9,10 +9,28 @@ with its password removed, so that credentials never reach a log or an error.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-__all__ = ["DatabaseError", "connect", "psycopg", "redact"]
+import trio
+
+__all__ = [
+    "ConnectionLost",
+    "DatabaseError",
+    "connect",
+    "lost",
+    "psycopg",
+    "reconnect",
+    "redact",
+    "retrying",
+    "scrub",
+]
+
+logger = logging.getLogger("deltaflow")
+T = TypeVar("T")
 
 _URL_PASSWORD = re.compile(r"^(postgres(?:ql)?://[^:@/?#]*):[^@/?#]*@")
 _KW_PASSWORD = re.compile(r"\s*\bpassword\s*=\s*(?:'(?:[^'\\]|\\.)*'|\S*)", re.IGNORECASE)
@@ -74,3 +92,62 @@ def connect(dsn: str, what: str, **kwargs: Any) -> Any:
         detail = scrub(str(exc).strip(), dsn)
         msg = f"{what}: cannot connect to PostgreSQL at {redact(dsn)!r}: {detail}"
         raise DatabaseError(msg) from None
+
+
+class ConnectionLost(DatabaseError):
+    """The connection to the server broke (a restart, a network failure): the work may be
+    retried on a new connection."""
+
+
+def lost(conn: Any, exc: BaseException) -> bool:
+    """Whether ``exc``, raised on ``conn``, is the connection breaking."""
+    pg = psycopg()
+    return isinstance(exc, pg.OperationalError) and bool(conn.closed or conn.broken)
+
+
+def reconnect(conn: Any, dsn: str, what: str, **kwargs: Any) -> Any:
+    """A new connection replacing the broken ``conn``.
+
+    Raises:
+        ConnectionLost: the server cannot be reached yet.
+    """
+    pg = psycopg()
+    with contextlib.suppress(Exception):
+        conn.close()
+    try:
+        return pg.connect(dsn, **kwargs)
+    except pg.OperationalError as exc:
+        detail = scrub(str(exc).strip(), dsn)
+        msg = f"{what}: cannot reconnect to PostgreSQL at {redact(dsn)!r}: {detail}"
+        raise ConnectionLost(msg) from None
+
+
+async def retrying(
+    action: Callable[[], Awaitable[T]],
+    again: Callable[[], Awaitable[None]],
+    what: str,
+    patience: float,
+) -> T:
+    """``action()``, and while it raises :class:`ConnectionLost`, ``again()`` (reconnect)
+    and ``action()`` once more, backing off from 0.1 s to 5 s between attempts: a server
+    restart is waited out.
+
+    Raises:
+        DatabaseError: the connection stayed lost for ``patience`` seconds.
+    """
+    delay, waited = 0.1, 0.0
+    while True:
+        try:
+            return await action()
+        except ConnectionLost as exc:
+            if waited >= patience:
+                msg = f"{what}: the server stayed unreachable for {waited:.0f} s: {exc}"
+                raise DatabaseError(msg) from None
+            logger.warning("%s: connection lost, reconnecting in %.1f s: %s", what, delay, exc)
+        await trio.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, 5.0)
+        try:
+            await again()
+        except ConnectionLost as exc:
+            logger.info("%s: %s", what, exc)

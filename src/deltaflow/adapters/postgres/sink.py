@@ -29,7 +29,17 @@ from typing import Any
 import attrs
 import trio
 
-from .connect import DatabaseError, connect, psycopg, redact, scrub
+from .connect import (
+    ConnectionLost,
+    DatabaseError,
+    connect,
+    lost,
+    psycopg,
+    reconnect,
+    redact,
+    retrying,
+    scrub,
+)
 from .tables import Table, columns
 
 __all__ = ["PROGRESS_TABLE", "PostgresSink", "PostgresSinkWriter", "postgres"]
@@ -48,6 +58,8 @@ class PostgresSink:
     key: tuple[str, ...]
     mode: str
     name: str
+    #: How long a lost connection is retried (with backoff) before the job fails.
+    patience: float = 60.0
 
     def __repr__(self) -> str:
         return (
@@ -107,11 +119,23 @@ class PostgresSinkWriter:
     columns: list[str]
     data: list[str]
     written: int | None
+    #: After a reconnection: whether the write in flight committed is read first.
+    recheck: bool = False
 
     async def write(self, time: int, updates: list[tuple[Any, int]]) -> None:
-        """Write ``time``'s updates and the progress row in one transaction."""
-        await trio.to_thread.run_sync(self._write, time, updates)
+        """Write ``time``'s updates and the progress row in one transaction. A lost
+        connection is retried with backoff; whether the transaction committed before it
+        broke is read from the progress row first."""
+
+        async def attempt() -> None:
+            await trio.to_thread.run_sync(self._write, time, updates)
+
+        await retrying(attempt, self._reconnect, self.what, self.sink.patience)
         self.written = time
+
+    async def _reconnect(self) -> None:
+        self.conn = await trio.to_thread.run_sync(reconnect, self.conn, self.sink.dsn, self.what)
+        self.recheck = True
 
     async def aclose(self) -> None:
         """Close the connection."""
@@ -132,6 +156,14 @@ class PostgresSinkWriter:
         sql = pg.sql
         table = self.sink.table.sql()
         try:
+            if self.recheck:
+                row = self.conn.execute(
+                    f"SELECT time FROM {PROGRESS_TABLE} WHERE sink = %s", (self.sink.name,)
+                ).fetchone()
+                self.conn.commit()
+                self.recheck = False
+                if row is not None and int(row[0]) >= time:
+                    return  # it committed before the connection broke
             with self.conn.transaction():
                 if self.sink.mode == "changelog":
                     rows = [(*self._row(d), time, r) for d, r in updates]
@@ -147,6 +179,8 @@ class PostgresSinkWriter:
                 )
         except pg.Error as exc:
             detail = scrub(str(exc).strip(), self.sink.dsn)
+            if lost(self.conn, exc):
+                raise ConnectionLost(detail) from None
             msg = f"{self.what}: writing time {time} failed: {detail}"
             raise DatabaseError(msg) from None
 
@@ -194,13 +228,15 @@ def postgres(
     *,
     mode: str = "upsert",
     name: str | None = None,
+    patience: float = 60.0,
 ) -> PostgresSink:
     """A sink keeping the existing PostgreSQL table ``table`` (``"name"`` or
     ``"schema.name"``) of the database at ``dsn`` equal to an output (see the module):
     ``mode="upsert"`` by ``key`` (a column or columns), or ``mode="changelog"`` appending
     ``(columns..., time, diff)``. ``name`` identifies the sink's progress row (default: the
     table's name): give two sinks of one table different names only if they write different
-    rows.
+    rows. A lost connection (a server restart) is retried with backoff for ``patience``
+    seconds.
 
     Raises:
         ValueError: an unknown mode, an upsert without a key, or a malformed table name.
@@ -212,5 +248,10 @@ def postgres(
     if mode == "upsert" and not keys:
         msg = f"sinks.postgres({table!r}): an upsert table needs key= (its key column or columns)"
         raise ValueError(msg)
+    wait: object = patience
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
+        msg = f"sinks.postgres: patience must be a number of seconds >= 0, not {patience!r}"
+        raise ValueError(msg)
     parsed = Table.parse(table)
-    return PostgresSink(dsn, parsed, keys, mode, str(parsed) if name is None else name)
+    sink_name = str(parsed) if name is None else name
+    return PostgresSink(dsn, parsed, keys, mode, sink_name, float(patience))

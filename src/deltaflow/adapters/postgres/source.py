@@ -25,6 +25,7 @@ that deletes and updates carry the whole old row, and the server ``wal_level = l
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections import deque
@@ -35,7 +36,17 @@ import trio
 
 from ...framework.schema import Schema
 from ...scheduler.sources import Batch
-from .connect import DatabaseError, connect, psycopg, redact, scrub
+from .connect import (
+    ConnectionLost,
+    DatabaseError,
+    connect,
+    lost,
+    psycopg,
+    reconnect,
+    redact,
+    retrying,
+    scrub,
+)
 from .decoding import convert, parse_change
 from .tables import Table, columns
 
@@ -61,6 +72,8 @@ class PostgresSource:
     slot: str
     schema: Schema | None = None
     poll: float = 0.2
+    #: How long a lost connection is retried (with backoff) before the job fails.
+    patience: float = 60.0
 
     def __repr__(self) -> str:
         return (
@@ -190,7 +203,7 @@ class PostgresReader:
         """The next committed transaction that touched the table."""
         while True:
             if not self.ready:
-                await trio.to_thread.run_sync(self._fetch)
+                await retrying(self._fetch_async, self._reconnect, self.what, self.source.patience)
             if self.ready:
                 batch = self.ready.popleft()
                 self.lsn = batch.offset["lsn"]
@@ -206,6 +219,18 @@ class PostgresReader:
     async def aclose(self) -> None:
         """Close the connection (the slot stays, for a resumed job)."""
         await trio.to_thread.run_sync(self.conn.close)
+
+    async def _fetch_async(self) -> None:
+        await trio.to_thread.run_sync(self._fetch)
+
+    async def _reconnect(self) -> None:
+        """A new connection after the server went away: the slot is where it was, so the
+        next peek reads the same transactions again (those fed already are skipped)."""
+        self.conn = await trio.to_thread.run_sync(
+            functools.partial(reconnect, self.conn, self.source.dsn, self.what, autocommit=True)
+        )
+        self.acked = None
+        logger.info("%s: reconnected", self.what)
 
     def _fetch(self) -> None:
         """Advance the slot to the last acknowledged position, then peek at what follows."""
@@ -227,6 +252,8 @@ class PostgresReader:
             ).fetchall()
         except pg.Error as exc:
             detail = scrub(str(exc).strip(), self.source.dsn)
+            if lost(self.conn, exc):
+                raise ConnectionLost(detail) from None
             if "does not exist" in detail and "slot" in detail:
                 msg = (
                     f"{self.what}: the replication slot {slot!r} was dropped while the job "
@@ -277,6 +304,7 @@ def postgres(
     slot: str,
     schema: str | Schema | None = None,
     poll: float = 0.2,
+    patience: float = 60.0,
 ) -> PostgresSource:
     """A source of the PostgreSQL table ``table`` (``"name"`` or ``"schema.name"``) of the
     database at ``dsn``: its rows, then each committed transaction's changes (see the
@@ -297,4 +325,8 @@ def postgres(
         msg = f"sources.postgres: poll must be a number of seconds > 0, not {poll!r}"
         raise ValueError(msg)
     parsed = None if schema is None or isinstance(schema, Schema) else Schema.parse(schema)
-    return PostgresSource(dsn, Table.parse(table), slot, parsed, float(poll))
+    wait: object = patience
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
+        msg = f"sources.postgres: patience must be a number of seconds >= 0, not {patience!r}"
+        raise ValueError(msg)
+    return PostgresSource(dsn, Table.parse(table), slot, parsed, float(poll), float(patience))
