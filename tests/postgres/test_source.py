@@ -217,3 +217,62 @@ async def test_two_tables_into_a_sink_against_sql(pg_dsn: str, workers: int) -> 
                 await job.follow(once=True)
                 table = Counter(conn.execute("SELECT region, total FROM revenue").fetchall())
                 assert table == Counter(conn.execute(JOINED).fetchall()), f"step {i}"
+
+
+def test_cli_input_from_a_table(pg_dsn: str, postgres_server: Any, tmp_path: Path) -> None:
+    """``--input orders=postgresql://.../db/orders``: the table's rows, and no slot left."""
+    import json
+    import subprocess
+    import sys
+
+    rng = random.Random(9)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        make_orders(conn, rng)
+        want = Counter(tuple(r) for r in conn.execute(VIEW).fetchall())
+        dbname = conn.info.dbname
+        module = tmp_path / "revenue.py"
+        module.write_text(
+            "import deltaflow as df\n"
+            "class Revenue(df.Pipeline):\n"
+            "    def build(self, orders):\n"
+            "        return orders.map(lambda o: (o[1], o[2])).sum()\n"
+        )
+        url = f"postgresql://df@/{dbname}/orders?host={postgres_server.root}"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "deltaflow",
+                "run",
+                f"{module}:Revenue",
+                "--input",
+                f"orders={url}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        got: Counter[tuple[Any, ...]] = Counter()
+        for line in done.stdout.splitlines():
+            record = json.loads(line)
+            got[tuple(record["data"])] += record["diff"]
+        assert +got == want
+        slots = conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall()
+        assert not [s for (s,) in slots if s.startswith("deltaflow_cli")]
+        bad = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "deltaflow",
+                "run",
+                f"{module}:Revenue",
+                "--input",
+                f"orders=postgresql://df:hunter2@/{dbname}/missing?host={postgres_server.root}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert bad.returncode == 1
+        assert "no table 'missing'" in bad.stderr and "hunter2" not in bad.stderr

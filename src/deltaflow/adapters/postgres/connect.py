@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import trio
 
+from ...errors import DeltaflowError
+
 __all__ = [
     "ConnectionLost",
     "DatabaseError",
@@ -37,7 +39,7 @@ _KW_PASSWORD = re.compile(r"\s*\bpassword\s*=\s*(?:'(?:[^'\\]|\\.)*'|\S*)", re.I
 _QUERY_PASSWORD = re.compile(r"([?&])password=[^&#]*&?", re.IGNORECASE)
 
 
-class DatabaseError(RuntimeError):
+class DatabaseError(DeltaflowError):
     """A PostgreSQL source or sink could not do its work: the message names the table and
     the server (never a password)."""
 

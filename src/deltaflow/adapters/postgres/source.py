@@ -74,6 +74,8 @@ class PostgresSource:
     poll: float = 0.2
     #: How long a lost connection is retried (with backoff) before the job fails.
     patience: float = 60.0
+    #: Drop the slot when the reader closes (a one-off read: nothing resumes from it).
+    temporary: bool = False
 
     def __repr__(self) -> str:
         return (
@@ -217,8 +219,20 @@ class PostgresReader:
         self.acknowledged = str(offset["lsn"])
 
     async def aclose(self) -> None:
-        """Close the connection (the slot stays, for a resumed job)."""
-        await trio.to_thread.run_sync(self.conn.close)
+        """Close the connection. The slot stays, for a resumed job, unless the source is
+        ``temporary``."""
+        await trio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        try:
+            if self.source.temporary and not self.conn.closed:
+                self.conn.execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                    "WHERE slot_name = %s AND database = current_database()",
+                    (self.source.slot,),
+                )
+        finally:
+            self.conn.close()
 
     async def _fetch_async(self) -> None:
         await trio.to_thread.run_sync(self._fetch)
@@ -305,6 +319,7 @@ def postgres(
     schema: str | Schema | None = None,
     poll: float = 0.2,
     patience: float = 60.0,
+    temporary: bool = False,
 ) -> PostgresSource:
     """A source of the PostgreSQL table ``table`` (``"name"`` or ``"schema.name"``) of the
     database at ``dsn``: its rows, then each committed transaction's changes (see the
@@ -329,4 +344,27 @@ def postgres(
     if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
         msg = f"sources.postgres: patience must be a number of seconds >= 0, not {patience!r}"
         raise ValueError(msg)
-    return PostgresSource(dsn, Table.parse(table), slot, parsed, float(poll), float(patience))
+    return PostgresSource(
+        dsn, Table.parse(table), slot, parsed, float(poll), float(patience), bool(temporary)
+    )
+
+
+def from_url(url: str) -> tuple[str, str]:
+    """``(dsn, table)`` of a URL naming a table: the database's URL with the table as its
+    last path segment.
+
+    >>> from_url("postgresql://ann@db:5432/shop/orders?sslmode=require")
+    ('postgresql://ann@db:5432/shop?sslmode=require', 'orders')
+
+    Raises:
+        ValueError: no database and table in the path.
+    """
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    segments = parts.path.strip("/").split("/")
+    if len(segments) != 2 or not all(segments):
+        msg = f"{redact(url)!r}: a table is given as postgresql://[user@]host[:port]/database/table"
+        raise ValueError(msg)
+    dsn = urllib.parse.urlunsplit(parts._replace(path="/" + segments[0]))
+    return dsn, urllib.parse.unquote(segments[1])
