@@ -50,14 +50,17 @@ def sql_view(conn: Any) -> Counter[tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("workers", [1, 3])
-async def test_upsert_table_equals_sql_view(pg_dsn: str, seed: int, workers: int) -> None:
+@pytest.mark.parametrize(("workers", "processes"), [(1, 1), (3, 1), (2, 2)])
+async def test_upsert_table_equals_sql_view(
+    pg_dsn: str, seed: int, workers: int, processes: int
+) -> None:
     rng = random.Random(seed)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE mirror (id int PRIMARY KEY, region text, amount int)")
         conn.execute("CREATE TABLE revenue (region text PRIMARY KEY, total bigint)")
         sink = df.sinks.postgres(pg_dsn, "revenue", key="region")
-        async with df.open(Revenue(), workers=workers, sinks={"output": sink}) as job:
+        opened = df.open(Revenue(), workers, processes=processes, sinks={"output": sink})
+        async with opened as job:
             for t, batch in enumerate(random_batches(rng, 12)):
                 for row, diff in batch:
                     job.inputs["orders"].update(row, diff)
