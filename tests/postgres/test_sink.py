@@ -130,3 +130,19 @@ def test_redact() -> None:
     )
     assert redact("host=h password='p w' user=a") == "host=h user=a"
     assert scrub("failed for pw", "postgresql://a:pw@h/d") == "failed for ***"
+
+
+async def test_a_fresh_job_empties_a_sink_holding_an_earlier_runs_times(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE revenue (region text PRIMARY KEY, total bigint)")
+        sink = df.sinks.postgres(pg_dsn, "revenue", key="region")
+        async with df.open(Revenue(), sinks={"output": sink}) as job:
+            job.inputs["orders"].insert((1, "north", 3))
+            job.inputs["orders"].insert((2, "west", 1))
+            await job.advance_to(5)
+        async with df.open(Revenue(), sinks={"output": sink}) as job:
+            job.inputs["orders"].insert((2, "south", 4))
+            await job.advance_to(1)
+        assert conn.execute("SELECT region, total FROM revenue").fetchall() == [("south", 4)]
+        progress = conn.execute("SELECT time FROM deltaflow_sink_progress").fetchall()
+        assert progress == [(0,)]

@@ -22,7 +22,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-TRIALS = 3
+TRIALS = 4
 KILLS = 2  # per trial, then it runs to the end (a child starts slowly on a loaded machine)
 BATCHES = 14
 

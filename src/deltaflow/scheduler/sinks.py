@@ -12,7 +12,10 @@ transaction) holds every time exactly once, however the job was stopped.
 The contract a sink keeps:
 
 * ``written`` is the last time whose updates the sink holds durably (``None``: none), read
-  when opened;
+  when opened. A job starting afresh (not resumed from a checkpoint) that finds times there
+  (of a run stopped before its first checkpoint, or of another job) calls the writer's
+  ``reset()``, which empties the sink and sets ``written`` to ``None`` (a writer without
+  one is refused): the sink holds one run's output, never a mix;
 * ``write(time, updates)`` makes ``time``'s consolidated ``(datum, diff)`` updates and the
   new ``written`` durable together, or neither (raising); times come in increasing order,
   each after ``written``. Times whose updates cancel out are not written.
@@ -45,6 +48,7 @@ The contract a sink keeps:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -55,6 +59,8 @@ if TYPE_CHECKING:
     from .job import Job
 
 __all__ = ["Sink", "SinkFeeds", "SinkWriter", "check_sinks"]
+
+logger = logging.getLogger("deltaflow")
 
 
 @runtime_checkable
@@ -129,6 +135,8 @@ class SinkFeeds:
                 if not isinstance(opened, SinkWriter):
                     msg = f"sink of output {name!r}: open() gave {opened!r}, not a sink writer"
                     raise TypeError(msg)
+                if opened.written is not None and self.job.resumed_at is None:
+                    await self._reset(name, opened)
                 self.writers[name] = writer = opened
             pending = self.pending[name]
             while pending:
@@ -136,6 +144,21 @@ class SinkFeeds:
                 if updates and (writer.written is None or time > writer.written):
                     await writer.write(time, updates)
                 pending.pop(0)
+
+    async def _reset(self, name: str, writer: SinkWriter) -> None:
+        """The job starts afresh, and the sink holds times of a run it does not continue
+        (one stopped before its first checkpoint, or another job): empty it, or refuse."""
+        reset = getattr(writer, "reset", None)
+        if reset is None:
+            await writer.aclose()
+            msg = (
+                f"sink of output {name!r}: it holds the times up to {writer.written} of an "
+                "earlier run, and this job starts afresh (no checkpoint to resume), and the "
+                "sink cannot be emptied (no reset()): empty it, or resume that checkpoint"
+            )
+            raise ValueError(msg)
+        logger.info("sink of output %r: emptied, the job starts afresh", name)
+        await reset()
 
     async def aclose(self) -> None:
         """Close every open writer."""

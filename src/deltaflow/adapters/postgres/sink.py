@@ -5,7 +5,8 @@ row of the table ``deltaflow_sink_progress`` (created if missing) holding, for t
 name, the last time written. A job stopped at any moment (even killed with SIGKILL) and
 resumed on its checkpoint recomputes the times from the checkpoint's on, and the sink writes
 only those after the time its progress row holds: no time is written twice or lost (see
-:mod:`deltaflow.scheduler.sinks`).
+:mod:`deltaflow.scheduler.sinks`). The sink owns its table: a job starting afresh (no
+checkpoint to resume) that finds a progress row empties the table first.
 
 Two modes:
 
@@ -132,6 +133,25 @@ class PostgresSinkWriter:
 
         await retrying(attempt, self._reconnect, self.what, self.sink.patience)
         self.written = time
+
+    async def reset(self) -> None:
+        """Empty the table and the progress row (one transaction): the job starts afresh,
+        and the table held the output of a run it does not continue."""
+        await trio.to_thread.run_sync(self._reset)
+        self.written = None
+
+    def _reset(self) -> None:
+        pg = psycopg()
+        try:
+            with self.conn.transaction():
+                self.conn.execute(pg.sql.SQL("DELETE FROM {}").format(self.sink.table.sql()))
+                self.conn.execute(
+                    f"DELETE FROM {PROGRESS_TABLE} WHERE sink = %s", (self.sink.name,)
+                )
+        except pg.Error as exc:
+            detail = scrub(str(exc).strip(), self.sink.dsn)
+            msg = f"{self.what}: emptying the table failed: {detail}"
+            raise DatabaseError(msg) from None
 
     async def _reconnect(self) -> None:
         self.conn = await trio.to_thread.run_sync(reconnect, self.conn, self.sink.dsn, self.what)
