@@ -276,3 +276,49 @@ def test_cli_input_from_a_table(pg_dsn: str, postgres_server: Any, tmp_path: Pat
         )
         assert bad.returncode == 1
         assert "no table 'missing'" in bad.stderr and "hunter2" not in bad.stderr
+
+
+async def test_a_row_reads_the_same_from_the_snapshot_and_a_change(pg_dsn: str) -> None:
+    """Odd names and many types: a row read from the snapshot equals the same row read from
+    an insert, an update's old and new rows, and a delete (nulls and quotes included)."""
+    import datetime
+    import decimal
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            'CREATE TABLE "Odd Table" ("my col" text, b boolean, d date, ts timestamp, '
+            "f double precision, n numeric(10,2), arr int[], v varchar(20), k int)"
+        )
+        conn.execute('ALTER TABLE "Odd Table" REPLICA IDENTITY FULL')
+        row = (
+            "it's new-tuple: x[y]:'z' null",
+            True,
+            datetime.date(2024, 2, 29),
+            datetime.datetime(2024, 1, 2, 3, 4, 5, 600000),
+            0.1,
+            decimal.Decimal("12.50"),
+            "{1,2,3}",
+            None,
+            1,
+        )
+        insert = 'INSERT INTO "Odd Table" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)'
+        conn.execute(insert, (*row[:6], [1, 2, 3], *row[7:]))
+        source = df.sources.postgres(pg_dsn, "Odd Table", slot="odd", poll=0.05)
+        reader = await source.open("odd", None, None)
+        try:
+            snapshot = await reader.read(False)
+            assert snapshot is not None
+            assert list(snapshot.data) == [row]
+            conn.execute(insert, (*row[:6], [1, 2, 3], *row[7:8], 2))
+            conn.execute('UPDATE "Odd Table" SET b = false WHERE k = 2')
+            conn.execute('DELETE FROM "Odd Table" WHERE k = 2')
+            batches = [await reader.read(True) for _ in range(3)]
+        finally:
+            await reader.aclose()
+        second = (*row[:8], 2)
+        flipped = (second[0], False, *second[2:])
+        assert [(list(b.data), list(b.diffs)) for b in batches if b is not None] == [
+            ([second], [1]),
+            ([second, flipped], [-1, 1]),
+            ([flipped], [-1]),
+        ]
