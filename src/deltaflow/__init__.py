@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import logging as _logging
 
-from . import sources as sources  # df.sources: inputs a job feeds itself
+from . import (
+    sinks as sinks,  # df.sinks: outputs a job writes out itself
+    sources as sources,  # df.sources: inputs a job feeds itself
+)
 from .errors import (
     CheckpointError as CheckpointError,
     DeltaflowError as DeltaflowError,
@@ -90,6 +93,7 @@ __all__ = [
     "optional",
     "run",
     "session",
+    "sinks",
     "sliding",
     "sources",
     "tumbling",

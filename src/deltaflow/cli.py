@@ -1,7 +1,10 @@
 """The command line: ``python -m deltaflow`` (or ``deltaflow``).
 
 ``run module:Pipeline --input NAME=FILE ... [--output FILE]`` runs a pipeline over files of
-updates (``.csv`` or ``.jsonl``, see :mod:`deltaflow.adapters.files`) and writes its output
+updates (``.csv`` or ``.jsonl``, see :mod:`deltaflow.adapters.files`), or PostgreSQL tables
+(``--input orders=postgresql://user@host/database/orders``: the table's rows, read through
+a replication slot dropped afterwards, see :mod:`deltaflow.adapters.postgres.source`), and
+writes its output
 updates as JSON lines, to stdout without ``--output``. ``--time-column`` / ``--diff-column``
 name the files' time and diff columns (default ``time`` and ``diff``); an input the pipeline
 declares in ``Pipeline.schemas`` is read by its declared columns and types. A progress line
@@ -117,9 +120,9 @@ def _inputs(
     time: str = "time",
     diff: str = "diff",
     accounts: dict[str, InputAccount] | None = None,
-) -> dict[str, list[Any]]:
+) -> dict[str, Any]:
     names = pipeline.input_names()
-    out: dict[str, list[Any]] = {}
+    out: dict[str, Any] = {}
     for spec in specs:
         name, sep, file = spec.partition("=")
         if not sep or not name or not file:
@@ -131,6 +134,9 @@ def _inputs(
         if name in out:
             msg = f"--input {name} given twice"
             raise UsageError(msg)
+        if file.startswith(("postgresql://", "postgres://")):
+            out[name] = _postgres(name, file)
+            continue
         if not Path(file).is_file():
             msg = f"--input {name}: no file {file!r}"
             raise UsageError(msg)
@@ -197,6 +203,21 @@ def _summary(stats: dict[str, Any], rejected_path: str | None) -> str:
         written = ", ".join(f"{name!r} {o['written']:,}" for name, o in stats["outputs"].items())
         out.append(f"deltaflow: updates written: {written}")
     return "".join(line + "\n" for line in out)
+
+
+def _postgres(name: str, url: str) -> Any:
+    """A one-off read of a PostgreSQL table: its rows and the changes committed while the
+    job starts, through a slot dropped afterwards."""
+    import os
+
+    from .adapters.postgres.source import from_url, postgres
+
+    try:
+        dsn, table = from_url(url)
+        slot = "deltaflow_cli_" + "".join(c if c.isalnum() else "_" for c in name.lower())
+        return postgres(dsn, table, slot=f"{slot}_{os.getpid()}"[:63], temporary=True)
+    except ValueError as exc:
+        raise UsageError(f"--input {name}: {exc}") from None
 
 
 def _write(result: Any, path: str | None) -> None:
@@ -274,6 +295,9 @@ def _graph(args: argparse.Namespace) -> None:
     pipeline = load_pipeline(args.target)
     if args.input:
         inputs = _inputs(pipeline, args.input)
+        if not all(isinstance(updates, list) for updates in inputs.values()):
+            msg = "graph --input takes files (a database table is not read here)"
+            raise UsageError(msg)
         text = graph(trio.run(_profiled, pipeline, args.workers, inputs), args.format)
     else:
         text = graph(pipeline, args.format, workers=args.workers)

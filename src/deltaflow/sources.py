@@ -3,6 +3,7 @@
 * :func:`files` — files as they appear in a directory or match a glob (CSV, JSON lines,
   Parquet), like Spark's file source.
 * :func:`iterable` — the batches of an in-process iterable.
+* :func:`postgres` — a PostgreSQL table's rows, then its changes (logical replication).
 * :class:`Source`, :class:`SourceReader`, :class:`Batch` — the protocol another source (a
   database's change stream, a Kafka topic) implements; see
   :mod:`deltaflow.scheduler.sources`.
@@ -17,6 +18,7 @@
 
 from __future__ import annotations
 
+from .adapters.postgres.source import PostgresSource as PostgresSource, postgres as postgres
 from .adapters.sources import (
     FilesSource as FilesSource,
     IterableSource as IterableSource,
@@ -25,4 +27,14 @@ from .adapters.sources import (
 )
 from .scheduler.sources import Batch as Batch, Source as Source, SourceReader as SourceReader
 
-__all__ = ["Batch", "FilesSource", "IterableSource", "Source", "SourceReader", "files", "iterable"]
+__all__ = [
+    "Batch",
+    "FilesSource",
+    "IterableSource",
+    "PostgresSource",
+    "Source",
+    "SourceReader",
+    "files",
+    "iterable",
+    "postgres",
+]

@@ -45,6 +45,7 @@ from .dashboard.server import close as close_listeners
 from .handles import InputHandle, OutputHandle
 from .metrics import MetricsServer, check_metrics
 from .plan import make_plan
+from .sinks import SinkFeeds, check_sinks
 from .sources import SourceFeeds, check_sources
 from .transport import InProcessTransport, Transport
 from .validation import require_int, require_pipeline
@@ -172,6 +173,17 @@ class Job:
             self._operator_counts = observe.count_operators(self)
         # -- sources (see .sources): the inputs the job feeds itself, and their offsets.
         self._sources = SourceFeeds(self, {})
+        # -- sinks (see .sinks): the outputs the job writes out itself, each closed time once.
+        self._sinks = SinkFeeds(self)
+
+    def attach_sinks(self, sinks: object) -> None:
+        """Write the outputs named in ``sinks`` there (see :mod:`.sinks`).
+
+        Raises:
+            TypeError, ValueError: not a mapping of this pipeline's output names to sinks.
+        """
+        names = list(self.outputs)
+        self._sinks.attach(check_sinks(sinks, names, type(self.pipeline).__name__))
 
     def attach_sources(self, sources: object) -> None:
         """Feed the inputs named in ``sources`` from those sources (see :meth:`follow`).
@@ -482,6 +494,7 @@ class Job:
                     feed.time = time
         self.activate_inputs()
         await self._wait_for(lambda: self._complete_before(time))
+        await self._sinks.drain()  # every closed time written before a checkpoint can follow
 
     def flush(self) -> None:
         """Hand what was fed to the workers without advancing time.
@@ -598,6 +611,8 @@ class Job:
         self.activate_inputs()
         with contextlib.suppress(JobClosedError):
             await self._wait_for(self._finished)
+        if self.error is None:
+            await self._sinks.drain()
         self.closed = True
         for out in self.outputs.values():
             out.close_subscriptions()
@@ -803,6 +818,7 @@ class _OpenJob:
             self._log_stop(group)
             raise _unwrapped(group) from None
         finally:
+            await job._sinks.aclose()
             self._collector.__exit__(None, None, None)
             if self._metrics is not None:
                 self._metrics.stop()

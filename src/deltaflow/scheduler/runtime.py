@@ -31,6 +31,7 @@ from .job import (
     _OpenJob as _OpenJob,
     check_progress,
 )
+from .sinks import Sink
 from .sources import Source, is_source
 from .validation import require_pipeline, validate_updates
 
@@ -67,6 +68,7 @@ def open(
     sources: Mapping[str, Source] | None = None,
     on_bad: str | Mapping[str, str] | None = None,
     metrics: int | tuple[str, int] | None = None,
+    sinks: Mapping[str, Sink] | None = None,
 ) -> _OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
@@ -122,6 +124,10 @@ def open(
             on this port of the loopback interface (``0``: any free port), or on
             ``(host, port)``; ``job.metrics_url`` then says where (see
             :mod:`deltaflow.scheduler.metrics`; needs ``prometheus_client``).
+        sinks: outputs the job writes out itself, by name (``df.sinks.postgres(...)``): each
+            time that closes is written once, before ``advance_to`` returns; a resumed job
+            writes only the times after those the sink holds (see
+            :mod:`deltaflow.scheduler.sinks`).
 
     Returns:
         An async context manager giving the running :class:`Job`.
@@ -171,6 +177,7 @@ def open(
             on_bad=on_bad,
         )
     job.attach_sources(sources)
+    job.attach_sinks(sinks)
     return _OpenJob(job, gc_threshold, progress=progress, dashboard=served, metrics=metrics)
 
 

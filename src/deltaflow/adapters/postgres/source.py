@@ -1,0 +1,370 @@
+"""``df.sources.postgres``: a table's rows, then its changes, through logical replication.
+
+Opened afresh, the source creates its replication slot (``test_decoding``) on a replication
+connection, which exports the snapshot the slot starts at; it reads the whole table in that
+snapshot (``REPEATABLE READ``, ``SET TRANSACTION SNAPSHOT``) as its first batch. Every
+change after the snapshot is then in the slot, and none before it: nothing missed, nothing
+twice. Then each committed transaction that touched the table is one batch (one time of the
+job): inserts ``+1``, deletes ``-1``, updates a retraction of the old row and an insertion of
+the new one. Rows are tuples in the table's column order.
+
+The changes are read with ``pg_logical_slot_peek_changes`` over an ordinary connection, which
+leaves the slot where it is; the offset after a batch is the LSN of its transaction's commit,
+and the slot is moved past it (``pg_replication_slot_advance``) only when the job
+acknowledges it, that is once a checkpoint holding it is durable. The server keeps every
+change after the slot's position, so a job killed at any moment and resumed on its
+checkpoint reads exactly the transactions after the checkpoint's offset.
+
+The table must have ``REPLICA IDENTITY FULL`` (``ALTER TABLE t REPLICA IDENTITY FULL``) so
+that deletes and updates carry the whole old row, and the server ``wal_level = logical``.
+
+    >>> import deltaflow as df
+    >>> df.sources.postgres("postgresql://ann:secret@db/shop", "orders", slot="orders_job")
+    PostgresSource(dsn='postgresql://ann@db/shop', table='orders', slot='orders_job')
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections import deque
+from typing import Any
+
+import attrs
+import trio
+
+from ...framework.schema import Schema
+from ...scheduler.sources import Batch
+from .connect import (
+    ConnectionLost,
+    DatabaseError,
+    connect,
+    lost,
+    psycopg,
+    reconnect,
+    redact,
+    retrying,
+    scrub,
+)
+from .decoding import convert, parse_change
+from .tables import Table, columns
+
+__all__ = ["PostgresReader", "PostgresSource", "postgres"]
+
+logger = logging.getLogger("deltaflow")
+
+_SLOT = re.compile(r"^[a-z0-9_]{1,63}$")
+
+
+def lsn_value(lsn: str) -> int:
+    """An LSN (``"16/B374D848"``) as a number, for ordering."""
+    high, low = lsn.split("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+@attrs.frozen(repr=False)
+class PostgresSource:
+    """The rows and changes of a PostgreSQL table; make one with :func:`postgres`."""
+
+    dsn: str
+    table: Table
+    slot: str
+    schema: Schema | None = None
+    poll: float = 0.2
+    #: How long a lost connection is retried (with backoff) before the job fails.
+    patience: float = 60.0
+    #: Drop the slot when the reader closes (a one-off read: nothing resumes from it).
+    temporary: bool = False
+
+    def __repr__(self) -> str:
+        return (
+            f"PostgresSource(dsn={redact(self.dsn)!r}, table={str(self.table)!r}, "
+            f"slot={self.slot!r})"
+        )
+
+    async def open(self, input: str, schema: Schema | None, offset: Any) -> PostgresReader:
+        """A reader after ``offset`` (``{"lsn": ...}``; ``None``: a new slot and snapshot).
+
+        Raises:
+            DatabaseError: the server cannot be reached, the table is missing, not
+                ``REPLICA IDENTITY FULL`` or not of the declared columns, or the slot a
+                checkpoint continues from was dropped, naming the table.
+        """
+        if offset is not None and (not isinstance(offset, dict) or "lsn" not in offset):
+            msg = f"input {input!r}: the offset {offset!r} is not a PostgreSQL position"
+            raise ValueError(msg)
+        return await trio.to_thread.run_sync(self._open, input, self.schema or schema, offset)
+
+    def _open(self, input: str, schema: Schema | None, offset: Any) -> PostgresReader:
+        what = f"input {input!r} (table {str(self.table)!r})"
+        conn = connect(self.dsn, what, autocommit=True)
+        try:
+            cols = columns(conn, self.table, what)
+            names = [n for n, _ in cols]
+            if schema is not None and list(schema.names) != names:
+                msg = (
+                    f"{what}: the declared columns {list(schema.names)} are not the table's {names}"
+                )
+                raise DatabaseError(msg)
+            ident = conn.execute(
+                "SELECT c.relreplident, quote_ident(n.nspname) || '.' || quote_ident(c.relname) "
+                "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.oid = to_regclass(%s)",
+                (self.table.sql().as_string(conn),),
+            ).fetchone()
+            if ident[0] != "f":
+                msg = (
+                    f"{what}: the table needs REPLICA IDENTITY FULL for its deletes and updates "
+                    f"to carry the old rows (ALTER TABLE {self.table} REPLICA IDENTITY FULL)"
+                )
+                raise DatabaseError(msg)
+            reader = PostgresReader(self, what, conn, cols, str(ident[1]))
+            if offset is None:
+                reader.start()
+            else:
+                reader.resume(str(offset["lsn"]))
+        except BaseException:
+            conn.close()
+            raise
+        return reader
+
+
+@attrs.define(eq=False)
+class PostgresReader:
+    """An open :class:`PostgresSource`: its connection, position and unread transactions."""
+
+    source: PostgresSource
+    what: str
+    conn: Any
+    columns: list[tuple[str, str]]
+    #: The table as ``test_decoding`` names it (``public.orders``).
+    decoded_name: str
+    lsn: str = "0/0"
+    acknowledged: str | None = None
+    acked: str | None = None
+    ready: deque[Batch] = attrs.field(factory=deque)
+
+    def start(self) -> None:
+        """A new slot (replacing one of the same name) and the table's rows in its snapshot
+        as the first batch."""
+        pg = psycopg()
+        slot = self.source.slot
+        self.conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE slot_name = %s AND database = current_database()",
+            (slot,),
+        )
+        repl = connect(self.source.dsn, self.what, autocommit=True, replication="database")
+        try:
+            result = repl.pgconn.exec_(
+                f'CREATE_REPLICATION_SLOT "{slot}" LOGICAL test_decoding EXPORT_SNAPSHOT'.encode()
+            )
+            if result.status != pg.pq.ExecStatus.TUPLES_OK:
+                detail = (result.error_message or b"").decode(errors="replace").strip()
+                msg = f"{self.what}: cannot create the replication slot {slot!r}: {detail}"
+                raise DatabaseError(scrub(msg, self.source.dsn))
+            consistent = result.get_value(0, 1).decode()
+            snapshot = result.get_value(0, 2).decode()
+            sql = pg.sql
+            select = sql.SQL("SELECT {} FROM {}").format(
+                sql.SQL(", ").join(
+                    sql.SQL("{}::text").format(sql.Identifier(n)) for n, _ in self.columns
+                ),
+                self.source.table.sql(),
+            )
+            with self.conn.transaction():
+                self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                self.conn.execute(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
+                rows = self.conn.execute(select).fetchall()
+        finally:
+            repl.close()
+        types = [t for _, t in self.columns]
+        data = [tuple(convert(t, v) for t, v in zip(types, row)) for row in rows]
+        self.lsn = consistent
+        self.ready.append(Batch(data, [1] * len(data), offset={"lsn": consistent}))
+
+    def resume(self, lsn: str) -> None:
+        """Continue after ``lsn`` (a durable checkpoint's): the slot must still be there."""
+        found = self.conn.execute(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s "
+            "AND database = current_database()",
+            (self.source.slot,),
+        ).fetchone()
+        if found is None:
+            msg = (
+                f"{self.what}: the replication slot {self.source.slot!r} the checkpoint "
+                "continues from was dropped, and the changes it held are gone; start the "
+                "job afresh (a new checkpoint location) to read the table again"
+            )
+            raise DatabaseError(msg)
+        self.lsn = lsn
+        self.acknowledge({"lsn": lsn})
+
+    async def read(self, wait: bool) -> Batch | None:
+        """The next committed transaction that touched the table."""
+        while True:
+            if not self.ready:
+                await retrying(self._fetch_async, self._reconnect, self.what, self.source.patience)
+            if self.ready:
+                batch = self.ready.popleft()
+                self.lsn = batch.offset["lsn"]
+                return batch
+            if not wait:
+                return None
+            await trio.sleep(self.source.poll)
+
+    def acknowledge(self, offset: Any) -> None:
+        """The slot may move past ``offset``: done at the next read."""
+        self.acknowledged = str(offset["lsn"])
+
+    async def aclose(self) -> None:
+        """Close the connection. The slot stays, for a resumed job, unless the source is
+        ``temporary``."""
+        await trio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        try:
+            if self.source.temporary and not self.conn.closed:
+                self.conn.execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                    "WHERE slot_name = %s AND database = current_database()",
+                    (self.source.slot,),
+                )
+        finally:
+            self.conn.close()
+
+    async def _fetch_async(self) -> None:
+        await trio.to_thread.run_sync(self._fetch)
+
+    async def _reconnect(self) -> None:
+        """A new connection after the server went away: the slot is where it was, so the
+        next peek reads the same transactions again (those fed already are skipped)."""
+        self.conn = await trio.to_thread.run_sync(
+            functools.partial(reconnect, self.conn, self.source.dsn, self.what, autocommit=True)
+        )
+        self.acked = None
+        logger.info("%s: reconnected", self.what)
+
+    def _fetch(self) -> None:
+        """Advance the slot to the last acknowledged position, then peek at what follows."""
+        pg = psycopg()
+        slot = self.source.slot
+        try:
+            if self.acknowledged is not None and self.acknowledged != self.acked:
+                self.conn.execute(
+                    "SELECT pg_replication_slot_advance(slot_name, %s::pg_lsn) "
+                    "FROM pg_replication_slots WHERE slot_name = %s "
+                    "AND confirmed_flush_lsn < %s::pg_lsn",
+                    (self.acknowledged, slot, self.acknowledged),
+                )
+                self.acked = self.acknowledged
+            rows = self.conn.execute(
+                "SELECT lsn::text, data FROM pg_logical_slot_peek_changes(%s, NULL, NULL, "
+                "'include-xids', '0', 'skip-empty-xacts', '1')",
+                (slot,),
+            ).fetchall()
+        except pg.Error as exc:
+            detail = scrub(str(exc).strip(), self.source.dsn)
+            if lost(self.conn, exc):
+                raise ConnectionLost(detail) from None
+            if "does not exist" in detail and "slot" in detail:
+                msg = (
+                    f"{self.what}: the replication slot {slot!r} was dropped while the job "
+                    "ran; the changes it held are gone"
+                )
+            else:
+                msg = f"{self.what}: reading the changes failed: {detail}"
+            raise DatabaseError(msg) from None
+        self._collect(rows)
+
+    def _collect(self, rows: list[tuple[str, str]]) -> None:
+        """The transactions committed after the position, one batch each."""
+        after = lsn_value(self.lsn)
+        data: list[Any] = []
+        diffs: list[int] = []
+        names = [n for n, _ in self.columns]
+        for lsn, line in rows:
+            if line.startswith("BEGIN"):
+                data, diffs = [], []
+            elif line.startswith("COMMIT"):
+                if data and lsn_value(lsn) > after:
+                    self.ready.append(Batch(data, diffs, offset={"lsn": lsn}))
+            elif line.startswith(f"table {self.decoded_name}: "):
+                _, action, new, old = parse_change(line)
+                if action == "TRUNCATE":
+                    msg = f"{self.what}: the table was truncated; a source reads no TRUNCATE"
+                    raise DatabaseError(msg)
+                for row, diff in ((old, -1), (new, 1)):
+                    if row is not None:
+                        data.append(self._row(row, names))
+                        diffs.append(diff)
+
+    def _row(self, values: dict[str, str | None], names: list[str]) -> tuple[Any, ...]:
+        unknown = [n for n in values if n not in names]
+        if unknown:
+            msg = (
+                f"{self.what}: a change has columns {unknown} the table did not have when "
+                f"the source opened ({names}): its schema changed"
+            )
+            raise DatabaseError(msg)
+        return tuple(convert(t, values.get(n)) for n, t in self.columns)
+
+
+def postgres(
+    dsn: str,
+    table: str,
+    *,
+    slot: str,
+    schema: str | Schema | None = None,
+    poll: float = 0.2,
+    patience: float = 60.0,
+    temporary: bool = False,
+) -> PostgresSource:
+    """A source of the PostgreSQL table ``table`` (``"name"`` or ``"schema.name"``) of the
+    database at ``dsn``: its rows, then each committed transaction's changes (see the
+    module), through the replication slot ``slot`` (created by the source; one per source
+    and job). ``schema``: the columns expected (a DDL string; default the input's declared
+    schema), checked against the table's. Following, it looks for changes every ``poll``
+    seconds.
+
+    Raises:
+        ValueError: a malformed table or slot name, schema or ``poll``.
+    """
+    named: object = slot
+    if not isinstance(named, str) or not _SLOT.match(named):
+        msg = f"sources.postgres: slot must be 1-63 of a-z, 0-9 and _, not {slot!r}"
+        raise ValueError(msg)
+    raw: object = poll
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
+        msg = f"sources.postgres: poll must be a number of seconds > 0, not {poll!r}"
+        raise ValueError(msg)
+    parsed = None if schema is None or isinstance(schema, Schema) else Schema.parse(schema)
+    wait: object = patience
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
+        msg = f"sources.postgres: patience must be a number of seconds >= 0, not {patience!r}"
+        raise ValueError(msg)
+    return PostgresSource(
+        dsn, Table.parse(table), slot, parsed, float(poll), float(patience), bool(temporary)
+    )
+
+
+def from_url(url: str) -> tuple[str, str]:
+    """``(dsn, table)`` of a URL naming a table: the database's URL with the table as its
+    last path segment.
+
+    >>> from_url("postgresql://ann@db:5432/shop/orders?sslmode=require")
+    ('postgresql://ann@db:5432/shop?sslmode=require', 'orders')
+
+    Raises:
+        ValueError: no database and table in the path.
+    """
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    segments = parts.path.strip("/").split("/")
+    if len(segments) != 2 or not all(segments):
+        msg = f"{redact(url)!r}: a table is given as postgresql://[user@]host[:port]/database/table"
+        raise ValueError(msg)
+    dsn = urllib.parse.urlunsplit(parts._replace(path="/" + segments[0]))
+    return dsn, urllib.parse.unquote(segments[1])
