@@ -94,8 +94,11 @@ def probes(product: bool, frontier: tuple[Any, ...]) -> list[Any]:
 @given(data=steps())
 def test_columns_alone_hold_what_a_history_holds(data: tuple[bool, list[Any]]) -> None:
     product, plan = data
-    with mock.patch.object(SortedRuns, "MAX_PENDING", 2):  # (converted every two batches)
-        check_against_history(product, plan)
+    # Converted every two batches, or waiting indexed by key (small batches), or a mix.
+    with mock.patch.object(SortedRuns, "MAX_PENDING", 2):
+        for recent in (0, 3, 1024):
+            with mock.patch.object(SortedRuns, "MAX_RECENT", recent):
+                check_against_history(product, plan)
 
 
 def check_against_history(product: bool, plan: list[Any]) -> None:
@@ -191,8 +194,9 @@ modes = st.sampled_from(["auto", "always", "never"])
 def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Columns read by key only a few times before a history is built, converted and
     compacted often: every way a side goes, on small inputs."""
-    monkeypatch.setattr(join_module, "ROW_READS", 3)
+    monkeypatch.setattr(join_module, "ROW_READ_COST", 4)
     monkeypatch.setattr(SortedRuns, "MAX_PENDING", 2)
+    monkeypatch.setattr(SortedRuns, "MAX_RECENT", 3)
     monkeypatch.setattr(SortedRuns, "COMPACT_ABOVE", 4)
     monkeypatch.setattr(KeyedHistory, "COMPACT_ALL_WRITTEN", 4)
 
@@ -309,8 +313,9 @@ def _as_of(
 def test_a_side_builds_its_history_once_read_often(
     small_thresholds: None,
 ) -> None:
-    """Small batches read a side by key a few times (:data:`ROW_READS`), then the side
-    builds its history and keeps it."""
+    """Small batches read a side of 10 updates by key until their look-ups have cost as much
+    as building its history (three reads at :data:`ROW_READ_COST` 4), then the side builds
+    its history and keeps it."""
     sides: dict[str, Any] = defaultdict(list)
 
     async def main() -> None:

@@ -128,12 +128,20 @@ class SortedRuns:
     (:meth:`lookup_many`), they are compacted by :meth:`tidy`, and whatever they cannot hold
     or do (a batch without int columns, values that are not ints to compact) leaves them
     ``valid`` no more, everything still held, for the owner to build its history from
-    (:meth:`updates`) and go on with that. Batches waiting are converted every
-    :attr:`MAX_PENDING`.
+    (:meth:`updates`) and go on with that. Small batches (:attr:`MAX_RECENT` updates
+    together) wait indexed by key in a dict, where a look-up finds them without converting
+    them, so that a side read key by key costs per look-up a binary search per run (their
+    number grows as the log of the side) and nothing that grows with the side; larger ones
+    are converted at the next read, and batches waiting beyond :attr:`MAX_PENDING` are
+    converted at once.
 
     The kernel reads the runs as they are: unlike the row path it does not compact a key's
     long list as it meets it (beside a history, the history's full passes still compact, and
     the runs are then given up).
+
+    :attr:`touched` counts the updates converted, merged, compacted or listed whole
+    (:meth:`updates`) so far: the work that grows with the side, which a reader looking up a
+    few keys must not cause (look-ups count only the updates they find).
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> side = SortedRuns(alone=True)
@@ -145,8 +153,12 @@ class SortedRuns:
     """
 
     #: Batches noted but not yet read beyond which the runs are given up (``alone``:
-    #: converted).
+    #: converted, unless they wait indexed by key: see :attr:`MAX_RECENT`).
     MAX_PENDING = 64
+    #: Updates of batches waiting (``alone``) that are held indexed by key for look-ups
+    #: rather than converted at the next read: a conversion and its merges cost numpy's
+    #: fixed cost per call, which single-update rounds would pay at every read.
+    MAX_RECENT = 1024
     #: Updates held beyond which :meth:`tidy` compacts (then twice what it kept, per
     #: frontier element, beyond that): amortised constant cost per update.
     COMPACT_ABOVE = 4096
@@ -158,6 +170,12 @@ class SortedRuns:
     #: The updates noted (beside a history: its size, while the runs hold the same updates).
     size: int = attrs.field(default=0, init=False)
     valid: bool = attrs.field(default=True, init=False)
+    #: Updates converted, merged, compacted or listed whole so far (see the class).
+    touched: int = attrs.field(default=0, init=False)
+    #: ``alone``: the updates of the batches waiting, by key as ``(val, time, diff)``, while
+    #: they are few enough (:attr:`MAX_RECENT`); None when they are to be converted first.
+    _recent: dict[Any, list[tuple[Any, Any, int]]] | None = attrs.field(init=False)
+    _pending_size: int = attrs.field(default=0, init=False)
     #: Updates held beyond which :meth:`tidy` compacts the runs.
     limit: int = attrs.field(init=False)
 
@@ -165,22 +183,51 @@ class SortedRuns:
     def _first_limit(self) -> int:
         return self.COMPACT_ABOVE
 
+    @_recent.default
+    def _first_recent(self) -> dict[Any, list[tuple[Any, Any, int]]] | None:
+        return {} if self.alone else None
+
     def add(self, batch: Batch | RawBatch) -> None:
         """Note a batch that has entered the side."""
         if not self.valid:
             return
-        if len(self._pending) >= self.MAX_PENDING:
+        recent = self._recent
+        if len(self._pending) >= self.MAX_PENDING and recent is None:
             if not self.alone:
                 self.drop()
                 return
             self.runs()
+            recent = self._recent
+        n = len(batch)
         self._pending.append(batch)
-        self.size += len(batch)
+        self.size += n
+        self._pending_size += n
+        if recent is None:
+            return
+        if self._pending_size > self.MAX_RECENT:
+            self._recent = None  # (converted at the next read)
+            return
+        get = recent.get
+        for key, val, time, diff in batch.updates():
+            rows = get(key)
+            if rows is None:
+                recent[key] = [(val, time, diff)]
+            else:
+                rows.append((val, time, diff))
+
+    def beside_history(self) -> None:
+        """From now on the runs are noted beside a history (no longer ``alone``)."""
+        self.alone = False
+        self._recent = None
+        if not self.valid:
+            self.drop()
 
     def drop(self) -> None:
         """Give the runs up (the history holds what they cannot)."""
         self.valid = False
         self._pending = []
+        self._pending_size = 0
+        self._recent = None
         self._runs = []
 
     def usable(self, history_size: int) -> bool:
@@ -203,6 +250,7 @@ class SortedRuns:
             return []
         if self._pending:
             parts = []
+            self.touched += self._pending_size
             for batch in _grouped(self._pending):
                 cols = columns_of(batch)
                 if cols is None:
@@ -219,17 +267,21 @@ class SortedRuns:
             if run is None or (runs and _kind(run) != _kind(runs[0])):
                 return self._fail()  # (int keys and pair keys, say: codes must never meet)
             self._pending = []
+            self._pending_size = 0
+            self._recent = {} if self.alone else None
             runs.append(run)
             while len(runs) > 1 and 2 * len(runs[-1]) >= len(runs[-2]):
                 last = runs.pop()
                 merged = _merge([runs.pop(), last])
                 assert merged is not None  # (runs of one kind always merge)
+                self.touched += len(merged)
                 runs.append(merged)
         return self._runs
 
     def updates(self) -> Iterator[tuple[Any, Any, Time, int]]:
         """Every update held, as ``(key, val, time, diff)`` Python values (the runs', then
         those of the batches not yet converted)."""
+        self.touched += self.size
         for run in self._runs:
             everything = np.arange(len(run))
             product = run.times.ndim == 2
@@ -243,48 +295,56 @@ class SortedRuns:
         for batch in self._pending:
             yield from batch.updates()
 
+    def _convert_unindexed(self) -> bool:
+        """Convert the batches waiting unless they wait indexed by key; whether the runs are
+        still valid."""
+        if self._pending and self._recent is None:
+            self.runs()
+        return self.valid
+
     def readable_by(self, keys: list[Any]) -> bool:
         """Whether :meth:`lookup_many` can find ``keys`` (the runs hold every noted batch
-        and the keys are of their kind: ints, or pairs of ints that pack)."""
-        runs = self.runs()
-        if not runs:
-            return not self.size and self.valid
-        if runs[0].objs is None:
-            return as_int64(keys) is not None
-        return pair_keys(keys) is not None
+        not waiting indexed by key, and the keys are of their kind: ints, or pairs of ints
+        that pack)."""
+        if not self._convert_unindexed():
+            return False
+        runs = self._runs
+        return not runs or self._codes(keys, runs[0]) is not None
+
+    @staticmethod
+    def _codes(keys: list[Any], run: Columns) -> Any:
+        return as_int64(keys) if run.objs is None else pair_keys(keys)
 
     def lookup_many(self, keys: list[Any]) -> dict[Any, list[tuple[Any, Time, int]]]:
         """The ``(val, time, diff)`` updates held of each of ``keys`` (distinct, of the
-        runs' kind: :meth:`readable_by`); keys without any are absent."""
-        runs = self.runs()
+        runs' kind: :meth:`readable_by`); keys without any are absent.
+
+        Runtime complexity: O(k log n) for k keys over runs of n updates (O(log n) runs, a
+        binary search in each), plus the updates found; nothing proportional to n.
+        """
         found: dict[Any, list[tuple[Any, Time, int]]] = {}
-        if not runs or not keys:
+        if not keys or not self._convert_unindexed():
             return found
-        codes = as_int64(keys) if runs[0].objs is None else pair_keys(keys)
-        assert codes is not None, "keys of another kind than the runs' (see readable_by)"
+        runs = self._runs
+        codes = self._codes(keys, runs[0]) if runs else None
+        assert codes is not None or not runs, "keys of another kind (see readable_by)"
         for run in runs:
-            lo = np.searchsorted(run.keys, codes, "left")
-            counts = np.searchsorted(run.keys, codes, "right") - lo
-            hit = np.flatnonzero(counts)
-            if not len(hit):
-                continue
-            counts = counts[hit]
-            n = int(counts.sum())
-            ends = np.cumsum(counts)
-            rows = np.arange(n) + np.repeat(lo[hit] - ends + counts, counts)
-            times = run.times[rows].tolist()
-            if run.times.ndim == 2:
-                times = [new_tuple(Product, t) for t in times]
-            got = list(zip(_values(gather(run.vals, rows), n), times, run.diffs[rows].tolist()))
-            pos = 0
-            for j, m in zip(hit.tolist(), counts.tolist()):
-                key = keys[j]
+            if len(keys) <= _FEW_KEYS:
+                _lookup_few(run, keys, codes, found)
+            else:
+                _lookup_all(run, keys, codes, found)
+        recent = self._recent
+        if recent:
+            get = recent.get
+            for key in keys:
+                rows = get(key)
+                if rows is None:
+                    continue
                 have = found.get(key)
                 if have is None:
-                    found[key] = got[pos : pos + m]
+                    found[key] = rows.copy()
                 else:
-                    have.extend(got[pos : pos + m])
-                pos += m
+                    have.extend(rows)
         return found
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> bool:
@@ -300,6 +360,8 @@ class SortedRuns:
         """
         if not frontier:
             self._pending = []
+            self._pending_size = 0
+            self._recent = {} if self.alone else None
             self._runs = []
             self.size = 0
             self.limit = self.COMPACT_ABOVE
@@ -333,10 +395,76 @@ class SortedRuns:
             0,
         )
         objs = None if runs[0].objs is None else unpack_pairs(keys)
+        self.touched += self.size
         self._runs = [Columns(keys, vals_, unpack(flat), diffs, objs)] if len(keys) else []
         self.size = len(keys)
         self.limit = self.COMPACT_ABOVE + 2 * self.size * len(frontier)
         return True
+
+
+_FEW_KEYS = 8
+"""Keys looked up at most which each key's updates are sliced out of a run one by one (more
+are gathered in one pass: fewer calls per key, more per look-up)."""
+
+
+def _rows_of(run: Columns, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
+    """The ``(val, time, diff)`` updates of ``run[lo:hi]``."""
+    times = run.times[lo:hi].tolist()
+    if run.times.ndim == 2:
+        times = [new_tuple(Product, t) for t in times]
+    vals = run.vals
+    if vals is None:
+        got = [()] * (hi - lo)
+    elif isinstance(vals, np.ndarray):
+        got = vals[lo:hi].tolist()
+    else:
+        got = vals[lo:hi]
+    return list(zip(got, times, run.diffs[lo:hi].tolist()))
+
+
+def _lookup_few(
+    run: Columns, keys: list[Any], codes: Any, found: dict[Any, list[tuple[Any, Time, int]]]
+) -> None:
+    """Add the updates ``run`` holds of ``keys`` (a few) to ``found``, slicing per key."""
+    starts = run.keys.searchsorted(codes, "left").tolist()
+    ends = run.keys.searchsorted(codes, "right").tolist()
+    for key, lo, hi in zip(keys, starts, ends):
+        if lo == hi:
+            continue
+        rows = _rows_of(run, lo, hi)
+        have = found.get(key)
+        if have is None:
+            found[key] = rows
+        else:
+            have.extend(rows)
+
+
+def _lookup_all(
+    run: Columns, keys: list[Any], codes: Any, found: dict[Any, list[tuple[Any, Time, int]]]
+) -> None:
+    """Add the updates ``run`` holds of ``keys`` to ``found``, gathered in one pass."""
+    lo = np.searchsorted(run.keys, codes, "left")
+    counts = np.searchsorted(run.keys, codes, "right") - lo
+    hit = np.flatnonzero(counts)
+    if not len(hit):
+        return
+    counts = counts[hit]
+    n = int(counts.sum())
+    ends = np.cumsum(counts)
+    rows = np.arange(n) + np.repeat(lo[hit] - ends + counts, counts)
+    times = run.times[rows].tolist()
+    if run.times.ndim == 2:
+        times = [new_tuple(Product, t) for t in times]
+    got = list(zip(_values(gather(run.vals, rows), n), times, run.diffs[rows].tolist()))
+    pos = 0
+    for j, m in zip(hit.tolist(), counts.tolist()):
+        key = keys[j]
+        have = found.get(key)
+        if have is None:
+            found[key] = got[pos : pos + m]
+        else:
+            have.extend(got[pos : pos + m])
+        pos += m
 
 
 def _grouped(batches: list[Batch | RawBatch]) -> list[Batch | RawBatch]:
