@@ -176,6 +176,7 @@ class SortedRuns:
     #: they are few enough (:attr:`MAX_RECENT`); None when they are to be converted first.
     _recent: dict[Any, list[tuple[Any, Any, int]]] | None = attrs.field(init=False)
     _pending_size: int = attrs.field(default=0, init=False)
+    _last_codes: tuple[list[Any], Any] | None = attrs.field(default=None, init=False)
     #: Updates held beyond which :meth:`tidy` compacts the runs.
     limit: int = attrs.field(init=False)
 
@@ -311,9 +312,15 @@ class SortedRuns:
         runs = self._runs
         return not runs or self._codes(keys, runs[0]) is not None
 
-    @staticmethod
-    def _codes(keys: list[Any], run: Columns) -> Any:
-        return as_int64(keys) if run.objs is None else pair_keys(keys)
+    def _codes(self, keys: list[Any], run: Columns) -> Any:
+        """``keys`` as codes of ``run``'s kind, or None (the last answer kept: a reader
+        asks :meth:`readable_by`, then looks the same keys up)."""
+        last = self._last_codes
+        if last is not None and last[0] == keys:
+            return last[1]
+        codes = as_int64(keys) if run.objs is None else pair_keys(keys)
+        self._last_codes = (keys, codes)
+        return codes
 
     def lookup_many(self, keys: list[Any]) -> dict[Any, list[tuple[Any, Time, int]]]:
         """The ``(val, time, diff)`` updates held of each of ``keys`` (distinct, of the
@@ -367,7 +374,11 @@ class SortedRuns:
             self.limit = self.COMPACT_ABOVE
             return self.valid
         if self.size <= self.limit and not force:
-            return True
+            if self._pending and self._recent is None:
+                # Converted now, while no reader waits (after a load, say), rather than by
+                # the first look-up.
+                self.runs()
+            return self.valid
         runs = self.runs()
         if not runs:
             return self.valid
@@ -408,29 +419,43 @@ are gathered in one pass: fewer calls per key, more per look-up)."""
 
 
 def _rows_of(run: Columns, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
-    """The ``(val, time, diff)`` updates of ``run[lo:hi]``."""
-    times = run.times[lo:hi].tolist()
-    if run.times.ndim == 2:
-        times = [new_tuple(Product, t) for t in times]
-    vals = run.vals
+    """The ``(val, time, diff)`` updates of ``run[lo:hi]`` (a key's few updates read an
+    element at a time: slicing costs more than that for a handful)."""
+    vals, times, diffs = run.vals, run.times, run.diffs
+    if hi - lo <= _FEW_KEYS and (vals is None or isinstance(vals, np.ndarray)):
+        item = times.item
+        product = times.ndim == 2
+        out = []
+        for i in range(lo, hi):
+            t = new_tuple(Product, (item(i, 0), item(i, 1))) if product else item(i)
+            out.append((() if vals is None else vals.item(i), t, diffs.item(i)))
+        return out
+    times_ = times[lo:hi].tolist()
+    if times.ndim == 2:
+        times_ = [new_tuple(Product, t) for t in times_]
     if vals is None:
         got = [()] * (hi - lo)
     elif isinstance(vals, np.ndarray):
         got = vals[lo:hi].tolist()
     else:
         got = vals[lo:hi]
-    return list(zip(got, times, run.diffs[lo:hi].tolist()))
+    return list(zip(got, times_, diffs[lo:hi].tolist()))
 
 
 def _lookup_few(
     run: Columns, keys: list[Any], codes: Any, found: dict[Any, list[tuple[Any, Time, int]]]
 ) -> None:
-    """Add the updates ``run`` holds of ``keys`` (a few) to ``found``, slicing per key."""
-    starts = run.keys.searchsorted(codes, "left").tolist()
-    ends = run.keys.searchsorted(codes, "right").tolist()
-    for key, lo, hi in zip(keys, starts, ends):
-        if lo == hi:
+    """Add the updates ``run`` holds of ``keys`` (a few) to ``found``, slicing per key (a
+    key the run lacks costs its share of one binary search)."""
+    sorted_keys = run.keys
+    n = len(sorted_keys)
+    item = sorted_keys.item
+    for key, code, lo in zip(keys, codes.tolist(), sorted_keys.searchsorted(codes).tolist()):
+        if lo == n or item(lo) != code:
             continue
+        hi = lo + 1
+        while hi < n and item(hi) == code:  # (as many steps as updates found)
+            hi += 1
         rows = _rows_of(run, lo, hi)
         have = found.get(key)
         if have is None:
