@@ -338,3 +338,41 @@ def test_a_side_builds_its_history_once_read_often(
     trio.run(main)
     assert sides["alone"] == [True, True, True, False, False]
     assert sides["stored"] == [10] * 5
+
+
+def test_single_key_rounds_leave_a_large_side_alone() -> None:
+    """Rounds of one update each, after a load of many, read the loaded side key by key: the
+    work that grows with a side (:attr:`SortedRuns.touched`: updates converted, merged,
+    compacted, or listed to build a history) stays far below the side's size over the
+    rounds, while every round's output is the oracle's."""
+    n, rounds = 20_000, 300
+    counts: dict[str, int] = {}
+
+    async def main() -> None:
+        previous = kernels.set_mode("auto")
+        try:
+            async with df.open(pipeline_of(lambda a, b: a.join(b))) as job:
+                (op,) = join_operators(job)
+                job.inputs["b"].insert_many([(k % (n // 2), k) for k in range(n)])
+                await job.advance_to(1)
+                side = op.sorted_runs[1]
+                counts["loaded"] = side.touched
+                want: dict[Any, int] = {}
+                for t in range(1, rounds + 1):
+                    key = (t * 7919) % (n // 2)  # (a key not met before)
+                    job.inputs["a"].insert((key, -t))
+                    vals = [key, key + n // 2]
+                    if t % 3 == 0:  # the large side changes too, a key at a time
+                        job.inputs["b"].insert((key, n + t))
+                        vals.append(n + t)
+                    await job.advance_to(t + 1)
+                    want.update({(key, (-t, v)): 1 for v in vals})
+                    assert job.output.at(t) == want, t
+                counts["rounds"] = side.touched - counts["loaded"]
+                counts["alone"] = side.alone
+        finally:
+            kernels.set_mode(previous)
+
+    trio.run(main)
+    assert counts["alone"], "the side built its history (a pass over all of it)"
+    assert counts["rounds"] < n // 4, counts

@@ -159,8 +159,8 @@ class SortedRuns:
     #: rather than converted at the next read: a conversion and its merges cost numpy's
     #: fixed cost per call, which single-update rounds would pay at every read.
     MAX_RECENT = 1024
-    #: Updates held beyond which :meth:`tidy` compacts (then twice what it kept, per
-    #: frontier element, beyond that): amortised constant cost per update.
+    #: Updates held beyond which :meth:`tidy` checks that the runs can be compacted (then
+    #: twice as many): a side that cannot, small, keeps its columns.
     COMPACT_ABOVE = 4096
 
     #: The runs are the side's only copy (no history beside them).
@@ -177,7 +177,9 @@ class SortedRuns:
     _recent: dict[Any, list[tuple[Any, Any, int]]] | None = attrs.field(init=False)
     _pending_size: int = attrs.field(default=0, init=False)
     _last_codes: tuple[list[Any], Any] | None = attrs.field(default=None, init=False)
-    #: Updates held beyond which :meth:`tidy` compacts the runs.
+    #: ``alone``: the frontier of the last :meth:`tidy`, to which merges compact.
+    _frontier: tuple[Time, ...] = attrs.field(default=(), init=False)
+    #: Updates held beyond which :meth:`tidy` checks that the runs can be compacted.
     limit: int = attrs.field(init=False)
 
     @limit.default
@@ -206,7 +208,10 @@ class SortedRuns:
         if recent is None:
             return
         if self._pending_size > self.MAX_RECENT:
-            self._recent = None  # (converted at the next read)
+            # Converted now, in the activation that brought them (a load, say), rather than
+            # by the next reader (a single-update round).
+            self._recent = None
+            self.runs()
             return
         get = recent.get
         for key, val, time, diff in batch.updates():
@@ -273,11 +278,24 @@ class SortedRuns:
             runs.append(run)
             while len(runs) > 1 and 2 * len(runs[-1]) >= len(runs[-2]):
                 last = runs.pop()
-                merged = _merge([runs.pop(), last])
-                assert merged is not None  # (runs of one kind always merge)
-                self.touched += len(merged)
-                runs.append(merged)
+                merged = self._merged(runs.pop(), last)
+                if len(merged):
+                    runs.append(merged)
         return self._runs
+
+    def _merged(self, first: Columns, last: Columns) -> Columns:
+        """Two runs as one; ``alone``, compacted to the frontier of the last :meth:`tidy`
+        (where they can be): a spine's merges, so that each update is compacted as often as
+        it is merged, O(log n) times, and never the whole side at once."""
+        self.touched += len(first) + len(last)
+        if self.alone and self._frontier:
+            compacted = _compact([first, last], self._frontier)
+            if compacted is not None:
+                self.size -= len(first) + len(last) - len(compacted)
+                return compacted
+        merged = _merge([first, last])
+        assert merged is not None  # (runs of one kind always merge)
+        return merged
 
     def updates(self) -> Iterator[tuple[Any, Any, Time, int]]:
         """Every update held, as ``(key, val, time, diff)`` Python values (the runs', then
@@ -355,15 +373,15 @@ class SortedRuns:
         return found
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> bool:
-        """Compact the runs (``alone``) to ``frontier`` once they hold more than
-        :attr:`limit` updates (at once with ``force``): every time advanced by it
-        (``advance_by``, a vectorised join and meet), equal ``(key, val, time)`` summed,
-        zeros dropped. False (nothing done) when the runs cannot: a batch not held as
-        columns, values that are not ints, a time that is not of the runs' kind.
+        """Note ``frontier`` (``alone``): the runs are compacted to it as they merge (every
+        time advanced by it, ``advance_by`` as a vectorised join and meet; equal ``(key, val,
+        time)`` summed, zeros dropped), all of them at once with ``force``. False when they
+        cannot be (checked once they hold more than :attr:`limit` updates, and with
+        ``force``): a batch not held as columns, values that are not ints, a time that is
+        not of the runs' kind.
 
-        Runtime complexity: O(n log n) for the n updates held when it compacts, which
-        happens after the side has grown by the updates it kept: O(log n) amortised per
-        update; O(1) otherwise.
+        Runtime complexity: O(number of runs) without ``force``; the merges' compaction costs
+        a constant factor on the merges, O(log n) amortised per update.
         """
         if not frontier:
             self._pending = []
@@ -373,44 +391,64 @@ class SortedRuns:
             self.size = 0
             self.limit = self.COMPACT_ABOVE
             return self.valid
+        self._frontier = frontier
         if self.size <= self.limit and not force:
-            if self._pending and self._recent is None:
-                # Converted now, while no reader waits (after a load, say), rather than by
-                # the first look-up.
-                self.runs()
             return self.valid
+        if not force:
+            if not self.valid or not all(_compactable(run, frontier) for run in self._runs):
+                return False
+            self.limit = self.COMPACT_ABOVE + 2 * self.size
+            return True
         runs = self.runs()
         if not runs:
             return self.valid
-        vals = [run.vals for run in runs]
-        if any(v is not None and not isinstance(v, np.ndarray) for v in vals):
+        if not all(_compactable(run, frontier) for run in runs):
             return False
-        times = np.concatenate([run.times for run in runs])
-        bound = _frontier_array(frontier, times.ndim)
-        if bound is None:
-            return False
-        advanced = None
-        for f in bound:
-            joined_ = np.maximum(times, f)
-            advanced = joined_ if advanced is None else np.minimum(advanced, joined_)
-        packed = _pack_times(advanced)
-        if packed is None:  # (times too far apart to sort as one column: left as they are)
-            self.limit = 2 * self.size
+        compacted = _compact(runs, frontier)
+        if compacted is None:  # (times too far apart to sort as one column: left as they are)
             return True
-        flat, unpack = packed
-        keys, vals_, flat, diffs = sort_consolidate_int(
-            np.concatenate([run.keys for run in runs]),
-            None if vals[0] is None else np.concatenate(vals),
-            flat,
-            np.concatenate([run.diffs for run in runs]),
-            0,
-        )
-        objs = None if runs[0].objs is None else unpack_pairs(keys)
         self.touched += self.size
-        self._runs = [Columns(keys, vals_, unpack(flat), diffs, objs)] if len(keys) else []
-        self.size = len(keys)
-        self.limit = self.COMPACT_ABOVE + 2 * self.size * len(frontier)
+        self._runs = [compacted] if len(compacted) else []
+        self.size = len(compacted)
+        self.limit = self.COMPACT_ABOVE + 2 * self.size
         return True
+
+
+def _compactable(run: Columns, frontier: tuple[Time, ...]) -> bool:
+    """Whether ``run`` can be compacted to ``frontier`` (int values or none, times of the
+    frontier's kind)."""
+    vals = run.vals
+    if vals is not None and not isinstance(vals, np.ndarray):
+        return False
+    return _frontier_array(frontier, run.times.ndim) is not None
+
+
+def _compact(runs: list[Columns], frontier: tuple[Time, ...]) -> Columns | None:
+    """``runs`` as one run compacted to ``frontier`` (key-sorted), or None if they cannot
+    be (see :func:`_compactable`; or times too far apart to sort as one column)."""
+    if not all(_compactable(run, frontier) for run in runs):
+        return None
+    times = np.concatenate([run.times for run in runs])
+    bound = _frontier_array(frontier, times.ndim)
+    assert bound is not None  # (checked by _compactable)
+    advanced = None
+    for f in bound:
+        joined_ = np.maximum(times, f)
+        advanced = joined_ if advanced is None else np.minimum(advanced, joined_)
+    packed = _pack_times(advanced)
+    if packed is None:
+        return None
+    flat, unpack = packed
+    vals = [run.vals for run in runs]
+    keys, vals_, flat, diffs = sort_consolidate_int(
+        np.concatenate([run.keys for run in runs]),
+        None if vals[0] is None else np.concatenate(vals),
+        flat,
+        np.concatenate([run.diffs for run in runs]),
+        0,
+    )
+    objs = None if runs[0].objs is None else unpack_pairs(keys)
+    return Columns(keys, vals_, unpack(flat), diffs, objs)
 
 
 _FEW_KEYS = 8
