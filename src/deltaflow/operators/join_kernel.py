@@ -157,7 +157,8 @@ class SortedRuns:
     MAX_PENDING = 64
     #: Updates of batches waiting (``alone``) that are held indexed by key for look-ups
     #: rather than converted at the next read: a conversion and its merges cost numpy's
-    #: fixed cost per call, which single-update rounds would pay at every read.
+    #: fixed cost per call, which single-update rounds would pay at every read. (No more
+    #: than :attr:`COMPACT_ABOVE` or than the runs hold: what waits is not compacted.)
     MAX_RECENT = 1024
     #: Updates held beyond which :meth:`tidy` checks that the runs can be compacted (then
     #: twice as many): a side that cannot, small, keeps its columns.
@@ -207,8 +208,10 @@ class SortedRuns:
         self._pending_size += n
         if recent is None:
             return
-        if self._pending_size > self.MAX_RECENT:
-            # Converted now, in the activation that brought them (a load, say), rather than
+        if self._pending_size > min(
+            self.MAX_RECENT, max(self.COMPACT_ABOVE, self.size - self._pending_size)
+        ):
+            # (Sooner for a side small in columns: what waits is not compacted.) Converted now, in the activation that brought them (a load, say), rather than
             # by the next reader (a single-update round).
             self._recent = None
             self.runs()
@@ -275,6 +278,13 @@ class SortedRuns:
             self._pending = []
             self._pending_size = 0
             self._recent = {} if self.alone else None
+            if self.alone and self._frontier:
+                compacted = _compact([run], self._frontier)
+                if compacted is not None:
+                    self.size -= len(run) - len(compacted)
+                    run = compacted
+            if not len(run):
+                return runs
             runs.append(run)
             while len(runs) > 1 and 2 * len(runs[-1]) >= len(runs[-2]):
                 last = runs.pop()
