@@ -26,6 +26,7 @@ convert to int arrays or it keeps the row path), never per update.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
 from itertools import pairwise
@@ -178,6 +179,9 @@ class SortedRuns:
     _recent: dict[Any, list[tuple[Any, Any, int]]] | None = attrs.field(init=False)
     _pending_size: int = attrs.field(default=0, init=False)
     _last_codes: tuple[list[Any], Any] | None = attrs.field(default=None, init=False)
+    #: Per run, its columns as memoryviews (built at the first look-up of few keys after
+    #: the runs changed): read an element at a time without numpy's cost per call.
+    _views: list[_View] | None = attrs.field(default=None, init=False)
     #: ``alone``: the frontier of the last :meth:`tidy`, to which merges compact.
     _frontier: tuple[Time, ...] = attrs.field(default=(), init=False)
     #: Updates held beyond which :meth:`tidy` checks that the runs can be compacted.
@@ -211,8 +215,9 @@ class SortedRuns:
         if self._pending_size > min(
             self.MAX_RECENT, max(self.COMPACT_ABOVE, self.size - self._pending_size)
         ):
-            # (Sooner for a side small in columns: what waits is not compacted.) Converted now, in the activation that brought them (a load, say), rather than
-            # by the next reader (a single-update round).
+            # Converted now, in the activation that brought them (a load, say), rather than
+            # by the next reader (a single-update round); sooner for a side whose runs hold
+            # few updates, as what waits is not compacted.
             self._recent = None
             self.runs()
             return
@@ -238,6 +243,7 @@ class SortedRuns:
         self._pending_size = 0
         self._recent = None
         self._runs = []
+        self._views = None
 
     def usable(self, history_size: int) -> bool:
         """Whether the runs hold what a history of ``history_size`` updates holds."""
@@ -278,6 +284,7 @@ class SortedRuns:
             self._pending = []
             self._pending_size = 0
             self._recent = {} if self.alone else None
+            self._views = None
             if self.alone and self._frontier:
                 compacted = _compact([run], self._frontier)
                 if compacted is not None:
@@ -340,13 +347,19 @@ class SortedRuns:
         runs = self._runs
         return not runs or self._codes(keys, runs[0]) is not None
 
-    def _codes(self, keys: list[Any], run: Columns) -> Any:
-        """``keys`` as codes of ``run``'s kind, or None (the last answer kept: a reader
-        asks :meth:`readable_by`, then looks the same keys up)."""
+    def _codes(self, keys: list[Any], run: Columns) -> list[int] | None:
+        """``keys`` as codes of ``run``'s kind (plain ints as themselves), or None (the
+        last answer kept: a reader asks :meth:`readable_by`, then looks the same keys
+        up)."""
         last = self._last_codes
         if last is not None and last[0] == keys:
-            return last[1]
-        codes = as_int64(keys) if run.objs is None else pair_keys(keys)
+            return last[1]  # type: ignore[no-any-return]
+        codes: list[int] | None
+        if run.objs is None:
+            codes = keys if all(k.__class__ is int for k in keys) else None
+        else:
+            packed = pair_keys(keys)
+            codes = None if packed is None else packed.tolist()
         self._last_codes = (keys, codes)
         return codes
 
@@ -363,11 +376,15 @@ class SortedRuns:
         runs = self._runs
         codes = self._codes(keys, runs[0]) if runs else None
         assert codes is not None or not runs, "keys of another kind (see readable_by)"
-        for run in runs:
-            if len(keys) <= _FEW_KEYS:
-                _lookup_few(run, keys, codes, found)
-            else:
-                _lookup_all(run, keys, codes, found)
+        if len(keys) <= _FEW_KEYS and runs:
+            views = self._views
+            if views is None:
+                views = self._views = [_View.of(run) for run in runs]
+            for view in views:
+                view.lookup(keys, codes, found)  # type: ignore[arg-type]
+        else:
+            for run in runs:
+                _lookup_all(run, keys, np.array(codes, dtype=np.int64), found)
         recent = self._recent
         if recent:
             get = recent.get
@@ -398,6 +415,7 @@ class SortedRuns:
             self._pending_size = 0
             self._recent = {} if self.alone else None
             self._runs = []
+            self._views = None
             self.size = 0
             self.limit = self.COMPACT_ABOVE
             return self.valid
@@ -418,6 +436,7 @@ class SortedRuns:
         if compacted is None:  # (times too far apart to sort as one column: left as they are)
             return True
         self.touched += self.size
+        self._views = None
         self._runs = [compacted] if len(compacted) else []
         self.size = len(compacted)
         self.limit = self.COMPACT_ABOVE + 2 * self.size
@@ -461,55 +480,72 @@ def _compact(runs: list[Columns], frontier: tuple[Time, ...]) -> Columns | None:
     return Columns(keys, vals_, unpack(flat), diffs, objs)
 
 
-_FEW_KEYS = 8
-"""Keys looked up at most which each key's updates are sliced out of a run one by one (more
-are gathered in one pass: fewer calls per key, more per look-up)."""
+_FEW_KEYS = 16
+"""Keys looked up at most which each is searched alone in the runs' memoryviews
+(:class:`_View`); more are gathered in one pass by numpy (its fixed cost per call then
+spread over them)."""
 
 
-def _rows_of(run: Columns, lo: int, hi: int) -> list[tuple[Any, Time, int]]:
-    """The ``(val, time, diff)`` updates of ``run[lo:hi]`` (a key's few updates read an
-    element at a time: slicing costs more than that for a handful)."""
-    vals, times, diffs = run.vals, run.times, run.diffs
-    if hi - lo <= _FEW_KEYS and (vals is None or isinstance(vals, np.ndarray)):
-        item = times.item
-        product = times.ndim == 2
-        out = []
-        for i in range(lo, hi):
-            t = new_tuple(Product, (item(i, 0), item(i, 1))) if product else item(i)
-            out.append((() if vals is None else vals.item(i), t, diffs.item(i)))
-        return out
-    times_ = times[lo:hi].tolist()
-    if times.ndim == 2:
-        times_ = [new_tuple(Product, t) for t in times_]
-    if vals is None:
-        got = [()] * (hi - lo)
-    elif isinstance(vals, np.ndarray):
-        got = vals[lo:hi].tolist()
-    else:
-        got = vals[lo:hi]
-    return list(zip(got, times_, diffs[lo:hi].tolist()))
+def _memory(column: Any) -> memoryview:
+    """A flat memoryview of an int64 array (a copy only if it is not contiguous)."""
+    flat: Any = np.ascontiguousarray(column).reshape(-1)
+    return memoryview(flat)
 
 
-def _lookup_few(
-    run: Columns, keys: list[Any], codes: Any, found: dict[Any, list[tuple[Any, Time, int]]]
-) -> None:
-    """Add the updates ``run`` holds of ``keys`` (a few) to ``found``, slicing per key (a
-    key the run lacks costs its share of one binary search)."""
-    sorted_keys = run.keys
-    n = len(sorted_keys)
-    item = sorted_keys.item
-    for key, code, lo in zip(keys, codes.tolist(), sorted_keys.searchsorted(codes).tolist()):
-        if lo == n or item(lo) != code:
-            continue
-        hi = lo + 1
-        while hi < n and item(hi) == code:  # (as many steps as updates found)
-            hi += 1
-        rows = _rows_of(run, lo, hi)
-        have = found.get(key)
-        if have is None:
-            found[key] = rows
-        else:
-            have.extend(rows)
+@attrs.define(slots=True, eq=False)
+class _View:
+    """A run's columns as memoryviews over its arrays (no copy): an element read as a
+    Python int costs an index, where numpy costs a call; searched by :func:`bisect_left`.
+
+    >>> from deltaflow.operators.arrange import RawBatch
+    >>> side = SortedRuns(alone=True)
+    >>> side.add(RawBatch([4, 2, 4], [1, 2, 1], [0, 1, 2], [1, 1, -1]))
+    >>> found = {}
+    >>> _View.of(side.runs()[0]).lookup([4, 3], [4, 3], found)
+    >>> found
+    {4: [(1, 0, 1), (1, 2, -1)]}
+    """
+
+    keys: memoryview
+    vals: Any  # a memoryview, a list of objects, or None (every value ``()``)
+    times: memoryview  # ``(n, 2)`` times flattened: outer at 2i, inner at 2i + 1
+    product: bool
+    diffs: memoryview
+
+    @classmethod
+    def of(cls, run: Columns) -> _View:
+        """The views of ``run``'s columns."""
+        vals = run.vals
+        if isinstance(vals, np.ndarray):
+            vals = _memory(vals)
+        return cls(
+            _memory(run.keys), vals, _memory(run.times), run.times.ndim == 2, _memory(run.diffs)
+        )
+
+    def lookup(
+        self, keys: list[Any], codes: list[int], found: dict[Any, list[tuple[Any, Time, int]]]
+    ) -> None:
+        """Add the ``(val, time, diff)`` updates held of ``keys`` (their ``codes``) to
+        ``found``: a binary search per key, then a step per update found."""
+        sorted_keys = self.keys
+        n = len(sorted_keys)
+        vals, times, diffs, product = self.vals, self.times, self.diffs, self.product
+        for key, code in zip(keys, codes):
+            lo = bisect_left(sorted_keys, code)
+            if lo == n or sorted_keys[lo] != code:
+                continue
+            hi = lo + 1
+            while hi < n and sorted_keys[hi] == code:
+                hi += 1
+            rows = []
+            for i in range(lo, hi):
+                t = new_tuple(Product, (times[2 * i], times[2 * i + 1])) if product else times[i]
+                rows.append((() if vals is None else vals[i], t, diffs[i]))
+            have = found.get(key)
+            if have is None:
+                found[key] = rows
+            else:
+                have.extend(rows)
 
 
 def _lookup_all(
