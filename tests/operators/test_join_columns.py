@@ -94,8 +94,11 @@ def probes(product: bool, frontier: tuple[Any, ...]) -> list[Any]:
 @given(data=steps())
 def test_columns_alone_hold_what_a_history_holds(data: tuple[bool, list[Any]]) -> None:
     product, plan = data
-    with mock.patch.object(SortedRuns, "MAX_PENDING", 2):  # (converted every two batches)
-        check_against_history(product, plan)
+    # Converted every two batches, or waiting indexed by key (small batches), or a mix.
+    with mock.patch.object(SortedRuns, "MAX_PENDING", 2):
+        for recent in (0, 3, 1024):
+            with mock.patch.object(SortedRuns, "MAX_RECENT", recent):
+                check_against_history(product, plan)
 
 
 def check_against_history(product: bool, plan: list[Any]) -> None:
@@ -191,8 +194,9 @@ modes = st.sampled_from(["auto", "always", "never"])
 def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Columns read by key only a few times before a history is built, converted and
     compacted often: every way a side goes, on small inputs."""
-    monkeypatch.setattr(join_module, "ROW_READS", 3)
+    monkeypatch.setattr(join_module, "ROW_READ_COST", 4)
     monkeypatch.setattr(SortedRuns, "MAX_PENDING", 2)
+    monkeypatch.setattr(SortedRuns, "MAX_RECENT", 3)
     monkeypatch.setattr(SortedRuns, "COMPACT_ABOVE", 4)
     monkeypatch.setattr(KeyedHistory, "COMPACT_ALL_WRITTEN", 4)
 
@@ -309,8 +313,9 @@ def _as_of(
 def test_a_side_builds_its_history_once_read_often(
     small_thresholds: None,
 ) -> None:
-    """Small batches read a side by key a few times (:data:`ROW_READS`), then the side
-    builds its history and keeps it."""
+    """Small batches read a side of 10 updates by key until their look-ups have cost as much
+    as building its history (three reads at :data:`ROW_READ_COST` 4), then the side builds
+    its history and keeps it."""
     sides: dict[str, Any] = defaultdict(list)
 
     async def main() -> None:
@@ -333,3 +338,41 @@ def test_a_side_builds_its_history_once_read_often(
     trio.run(main)
     assert sides["alone"] == [True, True, True, False, False]
     assert sides["stored"] == [10] * 5
+
+
+def test_single_key_rounds_leave_a_large_side_alone() -> None:
+    """Rounds of one update each, after a load of many, read the loaded side key by key: the
+    work that grows with a side (:attr:`SortedRuns.touched`: updates converted, merged,
+    compacted, or listed to build a history) stays far below the side's size over the
+    rounds, while every round's output is the oracle's."""
+    n, rounds = 20_000, 300
+    counts: dict[str, int] = {}
+
+    async def main() -> None:
+        previous = kernels.set_mode("auto")
+        try:
+            async with df.open(pipeline_of(lambda a, b: a.join(b))) as job:
+                (op,) = join_operators(job)
+                job.inputs["b"].insert_many([(k % (n // 2), k) for k in range(n)])
+                await job.advance_to(1)
+                side = op.sorted_runs[1]
+                counts["loaded"] = side.touched
+                want: dict[Any, int] = {}
+                for t in range(1, rounds + 1):
+                    key = (t * 7919) % (n // 2)  # (a key not met before)
+                    job.inputs["a"].insert((key, -t))
+                    vals = [key, key + n // 2]
+                    if t % 3 == 0:  # the large side changes too, a key at a time
+                        job.inputs["b"].insert((key, n + t))
+                        vals.append(n + t)
+                    await job.advance_to(t + 1)
+                    want.update({(key, (-t, v)): 1 for v in vals})
+                    assert job.output.at(t) == want, t
+                counts["rounds"] = side.touched - counts["loaded"]
+                counts["alone"] = side.alone
+        finally:
+            kernels.set_mode(previous)
+
+    trio.run(main)
+    assert counts["alone"], "the side built its history (a pass over all of it)"
+    assert counts["rounds"] < n // 4, counts

@@ -22,8 +22,10 @@ Such a side of int data starts as key-sorted int columns alone (:class:`.SortedR
 them, and they are compacted as the history would be. The side builds its history from them,
 once, and keeps it from then on, when the columns cannot serve: a batch without int columns
 (stored, or arriving to read them), a compaction they cannot do, a checkpoint, kernels turned
-off, or a row-path reader that keeps coming (:data:`ROW_READS`: single-update rounds, where a
-dict lookup per key costs less than numpy's fixed cost per batch).
+off, or row-path readers that have cost, in numpy's fixed cost per look-up, as much as
+building the history would (:data:`ROW_READ_COST`). Until then a single-update round looks
+its keys up in the columns, a binary search per run, and does nothing that grows with the
+side.
 
 The output of one work item is summed per time and datum as it is made (output data must be
 hashable, as everywhere downstream), and sent marked consolidated: an arrangement that reads it
@@ -179,10 +181,13 @@ fresh one on the same data, as such updates pile up in its lists."""
 LOOKUP_CHUNK = 1024
 """Keys of an arriving batch looked up in the other side together (bounds what is held)."""
 
-ROW_READS = 64
-"""Batches the row path may look up in a side held as columns alone before the side builds
-its history: each lookup pays numpy's fixed cost, a dict lookup per key does not, so a side
-read again and again by small batches (interactive rounds) is better off with the dict."""
+ROW_READ_COST = 8
+"""What one row-path look-up of a batch's keys in a side held as columns alone costs more
+than in a dict history (numpy's fixed cost per call), in updates' worth of building that
+history. The side builds its history once its look-ups have cost as much as the building
+would (reads times this reach its size): a side read key by key for long is better off with
+the dict, but building it for a large side is paid in one round, so it must be earned; at
+worst twice the cheaper of the two is paid."""
 
 
 class JoinOperator(Operator):
@@ -226,7 +231,7 @@ class JoinOperator(Operator):
         columns = kernels.mode() != "never"
         self.sorted_runs = tuple(SortedRuns(alone=columns) if o else None for o in own)
         # Batches the row path has looked up in each side held as columns alone.
-        self.row_reads = [0, 0]
+        self.row_reads = [0, 0]  # (see :data:`ROW_READ_COST`)
         if all(own):
             # Nothing to acknowledge in a trace: a frontier that moves without a message
             # leaves no work (the histories only grow, and are tidied, when messages come).
@@ -297,9 +302,7 @@ class JoinOperator(Operator):
         history = self.histories[side]
         assert history is not None
         history.extend(runs.updates())
-        runs.alone = False
-        if not runs.valid:
-            runs.drop()
+        runs.beside_history()
 
     def _store(self, item: _Work) -> None:
         """Record ``item``'s batch (joined now) in its side's history or columns."""
@@ -317,14 +320,14 @@ class JoinOperator(Operator):
     def _read_rows(self, item: _Work) -> None:
         """Before the row path reads ``item``'s other side: if that side is held as columns
         alone, look the batch's keys up in them, or build its history (see
-        :data:`ROW_READS`)."""
+        :data:`ROW_READ_COST`)."""
         side = 0 if item.swap else 1
         runs = self.sorted_runs[side]
         if runs is None or not runs.alone:
             return
         if not runs.size:
             return  # (nothing to join: the history is as empty)
-        if kernels.mode() == "never" or self.row_reads[side] >= ROW_READS:
+        if kernels.mode() == "never" or self.row_reads[side] * ROW_READ_COST >= runs.size:
             self._build_history(side)
             return
         history = item.others

@@ -26,6 +26,7 @@ convert to int arrays or it keeps the row path), never per update.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
 from itertools import pairwise
@@ -128,12 +129,20 @@ class SortedRuns:
     (:meth:`lookup_many`), they are compacted by :meth:`tidy`, and whatever they cannot hold
     or do (a batch without int columns, values that are not ints to compact) leaves them
     ``valid`` no more, everything still held, for the owner to build its history from
-    (:meth:`updates`) and go on with that. Batches waiting are converted every
-    :attr:`MAX_PENDING`.
+    (:meth:`updates`) and go on with that. Small batches (:attr:`MAX_RECENT` updates
+    together) wait indexed by key in a dict, where a look-up finds them without converting
+    them, so that a side read key by key costs per look-up a binary search per run (their
+    number grows as the log of the side) and nothing that grows with the side; larger ones
+    are converted at the next read, and batches waiting beyond :attr:`MAX_PENDING` are
+    converted at once.
 
     The kernel reads the runs as they are: unlike the row path it does not compact a key's
     long list as it meets it (beside a history, the history's full passes still compact, and
     the runs are then given up).
+
+    :attr:`touched` counts the updates converted, merged, compacted or listed whole
+    (:meth:`updates`) so far: the work that grows with the side, which a reader looking up a
+    few keys must not cause (look-ups count only the updates they find).
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> side = SortedRuns(alone=True)
@@ -145,10 +154,15 @@ class SortedRuns:
     """
 
     #: Batches noted but not yet read beyond which the runs are given up (``alone``:
-    #: converted).
+    #: converted, unless they wait indexed by key: see :attr:`MAX_RECENT`).
     MAX_PENDING = 64
-    #: Updates held beyond which :meth:`tidy` compacts (then twice what it kept, per
-    #: frontier element, beyond that): amortised constant cost per update.
+    #: Updates of batches waiting (``alone``) that are held indexed by key for look-ups
+    #: rather than converted at the next read: a conversion and its merges cost numpy's
+    #: fixed cost per call, which single-update rounds would pay at every read. (No more
+    #: than :attr:`COMPACT_ABOVE` or than the runs hold: what waits is not compacted.)
+    MAX_RECENT = 1024
+    #: Updates held beyond which :meth:`tidy` checks that the runs can be compacted (then
+    #: twice as many): a side that cannot, small, keeps its columns.
     COMPACT_ABOVE = 4096
 
     #: The runs are the side's only copy (no history beside them).
@@ -158,30 +172,78 @@ class SortedRuns:
     #: The updates noted (beside a history: its size, while the runs hold the same updates).
     size: int = attrs.field(default=0, init=False)
     valid: bool = attrs.field(default=True, init=False)
-    #: Updates held beyond which :meth:`tidy` compacts the runs.
+    #: Updates converted, merged, compacted or listed whole so far (see the class).
+    touched: int = attrs.field(default=0, init=False)
+    #: ``alone``: the updates of the batches waiting, by key as ``(val, time, diff)``, while
+    #: they are few enough (:attr:`MAX_RECENT`); None when they are to be converted first.
+    _recent: dict[Any, list[tuple[Any, Any, int]]] | None = attrs.field(init=False)
+    _pending_size: int = attrs.field(default=0, init=False)
+    _last_codes: tuple[list[Any], Any] | None = attrs.field(default=None, init=False)
+    #: Per run, its columns as memoryviews (built at the first look-up of few keys after
+    #: the runs changed): read an element at a time without numpy's cost per call.
+    _views: list[_View] | None = attrs.field(default=None, init=False)
+    #: ``alone``: the frontier of the last :meth:`tidy`, to which merges compact.
+    _frontier: tuple[Time, ...] = attrs.field(default=(), init=False)
+    #: Updates held beyond which :meth:`tidy` checks that the runs can be compacted.
     limit: int = attrs.field(init=False)
 
     @limit.default
     def _first_limit(self) -> int:
         return self.COMPACT_ABOVE
 
+    @_recent.default
+    def _first_recent(self) -> dict[Any, list[tuple[Any, Any, int]]] | None:
+        return {} if self.alone else None
+
     def add(self, batch: Batch | RawBatch) -> None:
         """Note a batch that has entered the side."""
         if not self.valid:
             return
-        if len(self._pending) >= self.MAX_PENDING:
+        recent = self._recent
+        if len(self._pending) >= self.MAX_PENDING and recent is None:
             if not self.alone:
                 self.drop()
                 return
             self.runs()
+            recent = self._recent
+        n = len(batch)
         self._pending.append(batch)
-        self.size += len(batch)
+        self.size += n
+        self._pending_size += n
+        if recent is None:
+            return
+        if self._pending_size > min(
+            self.MAX_RECENT, max(self.COMPACT_ABOVE, self.size - self._pending_size)
+        ):
+            # Converted now, in the activation that brought them (a load, say), rather than
+            # by the next reader (a single-update round); sooner for a side whose runs hold
+            # few updates, as what waits is not compacted.
+            self._recent = None
+            self.runs()
+            return
+        get = recent.get
+        for key, val, time, diff in batch.updates():
+            rows = get(key)
+            if rows is None:
+                recent[key] = [(val, time, diff)]
+            else:
+                rows.append((val, time, diff))
+
+    def beside_history(self) -> None:
+        """From now on the runs are noted beside a history (no longer ``alone``)."""
+        self.alone = False
+        self._recent = None
+        if not self.valid:
+            self.drop()
 
     def drop(self) -> None:
         """Give the runs up (the history holds what they cannot)."""
         self.valid = False
         self._pending = []
+        self._pending_size = 0
+        self._recent = None
         self._runs = []
+        self._views = None
 
     def usable(self, history_size: int) -> bool:
         """Whether the runs hold what a history of ``history_size`` updates holds."""
@@ -203,6 +265,7 @@ class SortedRuns:
             return []
         if self._pending:
             parts = []
+            self.touched += self._pending_size
             for batch in _grouped(self._pending):
                 cols = columns_of(batch)
                 if cols is None:
@@ -219,17 +282,42 @@ class SortedRuns:
             if run is None or (runs and _kind(run) != _kind(runs[0])):
                 return self._fail()  # (int keys and pair keys, say: codes must never meet)
             self._pending = []
+            self._pending_size = 0
+            self._recent = {} if self.alone else None
+            self._views = None
+            if self.alone and self._frontier:
+                compacted = _compact([run], self._frontier)
+                if compacted is not None:
+                    self.size -= len(run) - len(compacted)
+                    run = compacted
+            if not len(run):
+                return runs
             runs.append(run)
             while len(runs) > 1 and 2 * len(runs[-1]) >= len(runs[-2]):
                 last = runs.pop()
-                merged = _merge([runs.pop(), last])
-                assert merged is not None  # (runs of one kind always merge)
-                runs.append(merged)
+                merged = self._merged(runs.pop(), last)
+                if len(merged):
+                    runs.append(merged)
         return self._runs
+
+    def _merged(self, first: Columns, last: Columns) -> Columns:
+        """Two runs as one; ``alone``, compacted to the frontier of the last :meth:`tidy`
+        (where they can be): a spine's merges, so that each update is compacted as often as
+        it is merged, O(log n) times, and never the whole side at once."""
+        self.touched += len(first) + len(last)
+        if self.alone and self._frontier:
+            compacted = _compact([first, last], self._frontier)
+            if compacted is not None:
+                self.size -= len(first) + len(last) - len(compacted)
+                return compacted
+        merged = _merge([first, last])
+        assert merged is not None  # (runs of one kind always merge)
+        return merged
 
     def updates(self) -> Iterator[tuple[Any, Any, Time, int]]:
         """Every update held, as ``(key, val, time, diff)`` Python values (the runs', then
         those of the batches not yet converted)."""
+        self.touched += self.size
         for run in self._runs:
             everything = np.arange(len(run))
             product = run.times.ndim == 2
@@ -243,100 +331,249 @@ class SortedRuns:
         for batch in self._pending:
             yield from batch.updates()
 
+    def _convert_unindexed(self) -> bool:
+        """Convert the batches waiting unless they wait indexed by key; whether the runs are
+        still valid."""
+        if self._pending and self._recent is None:
+            self.runs()
+        return self.valid
+
     def readable_by(self, keys: list[Any]) -> bool:
         """Whether :meth:`lookup_many` can find ``keys`` (the runs hold every noted batch
-        and the keys are of their kind: ints, or pairs of ints that pack)."""
-        runs = self.runs()
-        if not runs:
-            return not self.size and self.valid
-        if runs[0].objs is None:
-            return as_int64(keys) is not None
-        return pair_keys(keys) is not None
+        not waiting indexed by key, and the keys are of their kind: ints, or pairs of ints
+        that pack)."""
+        if not self._convert_unindexed():
+            return False
+        runs = self._runs
+        return not runs or self._codes(keys, runs[0]) is not None
+
+    def _codes(self, keys: list[Any], run: Columns) -> list[int] | None:
+        """``keys`` as codes of ``run``'s kind (plain ints as themselves), or None (the
+        last answer kept: a reader asks :meth:`readable_by`, then looks the same keys
+        up)."""
+        last = self._last_codes
+        if last is not None and last[0] == keys:
+            return last[1]  # type: ignore[no-any-return]
+        codes: list[int] | None
+        if run.objs is None:
+            codes = keys if all(k.__class__ is int for k in keys) else None
+        else:
+            packed = pair_keys(keys)
+            codes = None if packed is None else packed.tolist()
+        self._last_codes = (keys, codes)
+        return codes
 
     def lookup_many(self, keys: list[Any]) -> dict[Any, list[tuple[Any, Time, int]]]:
         """The ``(val, time, diff)`` updates held of each of ``keys`` (distinct, of the
-        runs' kind: :meth:`readable_by`); keys without any are absent."""
-        runs = self.runs()
+        runs' kind: :meth:`readable_by`); keys without any are absent.
+
+        Runtime complexity: O(k log n) for k keys over runs of n updates (O(log n) runs, a
+        binary search in each), plus the updates found; nothing proportional to n.
+        """
         found: dict[Any, list[tuple[Any, Time, int]]] = {}
-        if not runs or not keys:
+        if not keys or not self._convert_unindexed():
             return found
-        codes = as_int64(keys) if runs[0].objs is None else pair_keys(keys)
-        assert codes is not None, "keys of another kind than the runs' (see readable_by)"
-        for run in runs:
-            lo = np.searchsorted(run.keys, codes, "left")
-            counts = np.searchsorted(run.keys, codes, "right") - lo
-            hit = np.flatnonzero(counts)
-            if not len(hit):
-                continue
-            counts = counts[hit]
-            n = int(counts.sum())
-            ends = np.cumsum(counts)
-            rows = np.arange(n) + np.repeat(lo[hit] - ends + counts, counts)
-            times = run.times[rows].tolist()
-            if run.times.ndim == 2:
-                times = [new_tuple(Product, t) for t in times]
-            got = list(zip(_values(gather(run.vals, rows), n), times, run.diffs[rows].tolist()))
-            pos = 0
-            for j, m in zip(hit.tolist(), counts.tolist()):
-                key = keys[j]
+        runs = self._runs
+        codes = self._codes(keys, runs[0]) if runs else None
+        assert codes is not None or not runs, "keys of another kind (see readable_by)"
+        if len(keys) <= _FEW_KEYS and runs:
+            views = self._views
+            if views is None:
+                views = self._views = [_View.of(run) for run in runs]
+            for view in views:
+                view.lookup(keys, codes, found)  # type: ignore[arg-type]
+        else:
+            for run in runs:
+                _lookup_all(run, keys, np.array(codes, dtype=np.int64), found)
+        recent = self._recent
+        if recent:
+            get = recent.get
+            for key in keys:
+                rows = get(key)
+                if rows is None:
+                    continue
                 have = found.get(key)
                 if have is None:
-                    found[key] = got[pos : pos + m]
+                    found[key] = rows.copy()
                 else:
-                    have.extend(got[pos : pos + m])
-                pos += m
+                    have.extend(rows)
         return found
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> bool:
-        """Compact the runs (``alone``) to ``frontier`` once they hold more than
-        :attr:`limit` updates (at once with ``force``): every time advanced by it
-        (``advance_by``, a vectorised join and meet), equal ``(key, val, time)`` summed,
-        zeros dropped. False (nothing done) when the runs cannot: a batch not held as
-        columns, values that are not ints, a time that is not of the runs' kind.
+        """Note ``frontier`` (``alone``): the runs are compacted to it as they merge (every
+        time advanced by it, ``advance_by`` as a vectorised join and meet; equal ``(key, val,
+        time)`` summed, zeros dropped), all of them at once with ``force``. False when they
+        cannot be (checked once they hold more than :attr:`limit` updates, and with
+        ``force``): a batch not held as columns, values that are not ints, a time that is
+        not of the runs' kind.
 
-        Runtime complexity: O(n log n) for the n updates held when it compacts, which
-        happens after the side has grown by the updates it kept: O(log n) amortised per
-        update; O(1) otherwise.
+        Runtime complexity: O(number of runs) without ``force``; the merges' compaction costs
+        a constant factor on the merges, O(log n) amortised per update.
         """
         if not frontier:
             self._pending = []
+            self._pending_size = 0
+            self._recent = {} if self.alone else None
             self._runs = []
+            self._views = None
             self.size = 0
             self.limit = self.COMPACT_ABOVE
             return self.valid
+        self._frontier = frontier
         if self.size <= self.limit and not force:
+            return self.valid
+        if not force:
+            if not self.valid or not all(_compactable(run, frontier) for run in self._runs):
+                return False
+            self.limit = self.COMPACT_ABOVE + 2 * self.size
             return True
         runs = self.runs()
         if not runs:
             return self.valid
-        vals = [run.vals for run in runs]
-        if any(v is not None and not isinstance(v, np.ndarray) for v in vals):
+        if not all(_compactable(run, frontier) for run in runs):
             return False
-        times = np.concatenate([run.times for run in runs])
-        bound = _frontier_array(frontier, times.ndim)
-        if bound is None:
-            return False
-        advanced = None
-        for f in bound:
-            joined_ = np.maximum(times, f)
-            advanced = joined_ if advanced is None else np.minimum(advanced, joined_)
-        packed = _pack_times(advanced)
-        if packed is None:  # (times too far apart to sort as one column: left as they are)
-            self.limit = 2 * self.size
+        compacted = _compact(runs, frontier)
+        if compacted is None:  # (times too far apart to sort as one column: left as they are)
             return True
-        flat, unpack = packed
-        keys, vals_, flat, diffs = sort_consolidate_int(
-            np.concatenate([run.keys for run in runs]),
-            None if vals[0] is None else np.concatenate(vals),
-            flat,
-            np.concatenate([run.diffs for run in runs]),
-            0,
-        )
-        objs = None if runs[0].objs is None else unpack_pairs(keys)
-        self._runs = [Columns(keys, vals_, unpack(flat), diffs, objs)] if len(keys) else []
-        self.size = len(keys)
-        self.limit = self.COMPACT_ABOVE + 2 * self.size * len(frontier)
+        self.touched += self.size
+        self._views = None
+        self._runs = [compacted] if len(compacted) else []
+        self.size = len(compacted)
+        self.limit = self.COMPACT_ABOVE + 2 * self.size
         return True
+
+
+def _compactable(run: Columns, frontier: tuple[Time, ...]) -> bool:
+    """Whether ``run`` can be compacted to ``frontier`` (int values or none, times of the
+    frontier's kind)."""
+    vals = run.vals
+    if vals is not None and not isinstance(vals, np.ndarray):
+        return False
+    return _frontier_array(frontier, run.times.ndim) is not None
+
+
+def _compact(runs: list[Columns], frontier: tuple[Time, ...]) -> Columns | None:
+    """``runs`` as one run compacted to ``frontier`` (key-sorted), or None if they cannot
+    be (see :func:`_compactable`; or times too far apart to sort as one column)."""
+    if not all(_compactable(run, frontier) for run in runs):
+        return None
+    times = np.concatenate([run.times for run in runs])
+    bound = _frontier_array(frontier, times.ndim)
+    assert bound is not None  # (checked by _compactable)
+    advanced = None
+    for f in bound:
+        joined_ = np.maximum(times, f)
+        advanced = joined_ if advanced is None else np.minimum(advanced, joined_)
+    packed = _pack_times(advanced)
+    if packed is None:
+        return None
+    flat, unpack = packed
+    vals = [run.vals for run in runs]
+    keys, vals_, flat, diffs = sort_consolidate_int(
+        np.concatenate([run.keys for run in runs]),
+        None if vals[0] is None else np.concatenate(vals),
+        flat,
+        np.concatenate([run.diffs for run in runs]),
+        0,
+    )
+    objs = None if runs[0].objs is None else unpack_pairs(keys)
+    return Columns(keys, vals_, unpack(flat), diffs, objs)
+
+
+_FEW_KEYS = 16
+"""Keys looked up at most which each is searched alone in the runs' memoryviews
+(:class:`_View`); more are gathered in one pass by numpy (its fixed cost per call then
+spread over them)."""
+
+
+def _memory(column: Any) -> memoryview:
+    """A flat memoryview of an int64 array (a copy only if it is not contiguous)."""
+    flat: Any = np.ascontiguousarray(column).reshape(-1)
+    return memoryview(flat)
+
+
+@attrs.define(slots=True, eq=False)
+class _View:
+    """A run's columns as memoryviews over its arrays (no copy): an element read as a
+    Python int costs an index, where numpy costs a call; searched by :func:`bisect_left`.
+
+    >>> from deltaflow.operators.arrange import RawBatch
+    >>> side = SortedRuns(alone=True)
+    >>> side.add(RawBatch([4, 2, 4], [1, 2, 1], [0, 1, 2], [1, 1, -1]))
+    >>> found = {}
+    >>> _View.of(side.runs()[0]).lookup([4, 3], [4, 3], found)
+    >>> found
+    {4: [(1, 0, 1), (1, 2, -1)]}
+    """
+
+    keys: memoryview
+    vals: Any  # a memoryview, a list of objects, or None (every value ``()``)
+    times: memoryview  # ``(n, 2)`` times flattened: outer at 2i, inner at 2i + 1
+    product: bool
+    diffs: memoryview
+
+    @classmethod
+    def of(cls, run: Columns) -> _View:
+        """The views of ``run``'s columns."""
+        vals = run.vals
+        if isinstance(vals, np.ndarray):
+            vals = _memory(vals)
+        return cls(
+            _memory(run.keys), vals, _memory(run.times), run.times.ndim == 2, _memory(run.diffs)
+        )
+
+    def lookup(
+        self, keys: list[Any], codes: list[int], found: dict[Any, list[tuple[Any, Time, int]]]
+    ) -> None:
+        """Add the ``(val, time, diff)`` updates held of ``keys`` (their ``codes``) to
+        ``found``: a binary search per key, then a step per update found."""
+        sorted_keys = self.keys
+        n = len(sorted_keys)
+        vals, times, diffs, product = self.vals, self.times, self.diffs, self.product
+        for key, code in zip(keys, codes):
+            lo = bisect_left(sorted_keys, code)
+            if lo == n or sorted_keys[lo] != code:
+                continue
+            hi = lo + 1
+            while hi < n and sorted_keys[hi] == code:
+                hi += 1
+            rows = []
+            for i in range(lo, hi):
+                t = new_tuple(Product, (times[2 * i], times[2 * i + 1])) if product else times[i]
+                rows.append((() if vals is None else vals[i], t, diffs[i]))
+            have = found.get(key)
+            if have is None:
+                found[key] = rows
+            else:
+                have.extend(rows)
+
+
+def _lookup_all(
+    run: Columns, keys: list[Any], codes: Any, found: dict[Any, list[tuple[Any, Time, int]]]
+) -> None:
+    """Add the updates ``run`` holds of ``keys`` to ``found``, gathered in one pass."""
+    lo = np.searchsorted(run.keys, codes, "left")
+    counts = np.searchsorted(run.keys, codes, "right") - lo
+    hit = np.flatnonzero(counts)
+    if not len(hit):
+        return
+    counts = counts[hit]
+    n = int(counts.sum())
+    ends = np.cumsum(counts)
+    rows = np.arange(n) + np.repeat(lo[hit] - ends + counts, counts)
+    times = run.times[rows].tolist()
+    if run.times.ndim == 2:
+        times = [new_tuple(Product, t) for t in times]
+    got = list(zip(_values(gather(run.vals, rows), n), times, run.diffs[rows].tolist()))
+    pos = 0
+    for j, m in zip(hit.tolist(), counts.tolist()):
+        key = keys[j]
+        have = found.get(key)
+        if have is None:
+            found[key] = got[pos : pos + m]
+        else:
+            have.extend(got[pos : pos + m])
+        pos += m
 
 
 def _grouped(batches: list[Batch | RawBatch]) -> list[Batch | RawBatch]:
