@@ -32,7 +32,7 @@ A column named ``time`` is written as a dictionary (few distinct times after com
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import accumulate, chain, compress
 from typing import Any
 
@@ -180,7 +180,7 @@ class Groups:
         index: Mapping[Any, Any],
         names: tuple[str, ...],
         keys: Iterable[Any] | None = None,
-        rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
+        rows: Callable[[Any], Collection[tuple[Any, ...]]] | None = None,
         *,
         single: bool = False,
     ) -> Groups:
@@ -204,16 +204,15 @@ class Groups:
             keys = list(index)
             lists = list(index.values())
         else:
-            present = []
-            lists = []
-            for k in keys:
-                value = index.get(k)
-                if value:
-                    present.append(k)
-                    lists.append(value)
-                else:
-                    deleted.append(k)
-            keys = present
+            # (Looked up in C, one pass per step: a few changed keys of many, or most.)
+            keys = list(keys)
+            lists = list(map(index.get, keys))
+            there = list(map(bool, lists))
+            if not all(there):
+                gone = [not t for t in there]
+                deleted = list(compress(keys, gone))
+                keys = list(compress(keys, there))
+                lists = list(compress(lists, there))
         if single:
             return cls(keys, [1] * len(keys), {names[0]: lists}, deleted, partial)
         if rows is not None:
