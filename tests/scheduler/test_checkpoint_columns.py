@@ -107,8 +107,8 @@ def recompute(events: dict[Event, int]) -> dict[str, dict[Any, int]]:
         if n > 0:
             latest[u] = max(latest.get(u, s), s)
     return {
-        "visitors": {(k, n): 1 for k, n in visitors.items()},
-        "latest": {(u, s): 1 for u, s in latest.items()},
+        "visitors": dict.fromkeys(visitors.items(), 1),
+        "latest": dict.fromkeys(latest.items(), 1),
     }
 
 

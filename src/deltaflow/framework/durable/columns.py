@@ -60,6 +60,7 @@ __all__ = [
     "decode_column",
     "encode_column",
     "field_of",
+    "int64_of",
     "numpy_of",
     "prepared",
     "spec_of",

@@ -42,10 +42,10 @@ import numpy as np
 from ..hashing import SELF_HASHED_BELOW, stable_hash
 from .columns import (
     arrow_of,
-    columns_of,
     decode_column,
     encode_column,
     field_of,
+    int64_of,
     numpy_of,
     prepared,
     spec_of,
@@ -217,12 +217,16 @@ class Groups:
             return cls(keys, [1] * len(keys), {names[0]: lists}, deleted, partial)
         if rows is not None:
             lists = list(map(rows, lists))
-        flat = list(chain.from_iterable(lists))
-        columns = {
-            name: prepared(values, KINDS.get(name))
-            for name, values in zip(names, columns_of(flat, len(names)))
-        }
-        return cls(keys, list(map(len, lists)), columns, deleted, partial)
+        counts = list(map(len, lists))
+        # Every row's items in one flat list, each column a slice of it (no list of the rows
+        # on the way: a checkpoint takes every changed key's rows).
+        items = list(chain.from_iterable(chain.from_iterable(lists)))
+        width = len(names)
+        if len(items) != width * sum(counts):
+            msg = f"rows of {width} columns {names} expected, got {len(items)} items"
+            raise ValueError(msg)
+        columns = {name: prepared(items[j::width], KINDS.get(name)) for j, name in enumerate(names)}
+        return cls(keys, counts, columns, deleted, partial)
 
     def values(self, name: str) -> dict[Any, Any]:
         """``{key: value}`` of groups of one row each, ``value`` its column ``name``."""
@@ -238,7 +242,7 @@ class Groups:
         import pyarrow as pa
 
         keys = encode_column([*self.keys, *self.deleted])
-        counts = np.asarray([*self.counts, *([0] * len(self.deleted))], dtype=np.int64)
+        counts = int64_of([*self.counts, *([0] * len(self.deleted))])
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         n = int(offsets[-1])
