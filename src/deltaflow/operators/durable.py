@@ -37,7 +37,7 @@ rows of every key that changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..framework.antichain import Antichain
@@ -265,7 +265,7 @@ class StateSink(Protocol):
         index: Mapping[Any, Any],
         columns: tuple[str, ...],
         changed: set[Any] | None,
-        rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
+        rows: Callable[[Any], Collection[tuple[Any, ...]]] | None = None,
         *,
         single: bool = False,
     ) -> None:
@@ -281,7 +281,7 @@ class StateSink(Protocol):
         columns: tuple[str, ...],
         appended: Sequence[list[Any]] | None,
         size: int,
-        rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
+        rows: Callable[[Any], Collection[tuple[Any, ...]]] | None = None,
     ) -> None:
         """A keyed index ``{key: [row tuple, ...]}`` of ``size`` rows holding ``columns``
         (``rows(value)``, when given, makes a key's list of its value),

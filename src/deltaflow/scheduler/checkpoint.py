@@ -42,7 +42,7 @@ import logging
 import re
 import time as _time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -365,7 +365,7 @@ class _Sink:
         index: Mapping[Any, Any],
         columns: tuple[str, ...],
         changed: set[Any] | None,
-        rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
+        rows: Callable[[Any], Collection[tuple[Any, ...]]] | None = None,
         *,
         single: bool = False,
     ) -> None:
@@ -395,7 +395,7 @@ class _Sink:
         columns: tuple[str, ...],
         appended: Sequence[list[Any]] | None,
         size: int,
-        rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
+        rows: Callable[[Any], Collection[tuple[Any, ...]]] | None = None,
     ) -> None:
         self._table(name, "index", "key")
         where = (self.node, name, self.worker)

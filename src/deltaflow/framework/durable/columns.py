@@ -6,7 +6,8 @@ every value's exact class:
 
 * ``int`` (within 64 bits: in the narrowest integer type holding the column), ``float``,
   ``bool``: numpy-backed Arrow columns;
-* ``str`` and ``bytes``: Arrow string and binary columns;
+* ``str`` and ``bytes``: Arrow string and binary columns (strings with a lone surrogate,
+  not UTF-8, are pickled);
 * ``None`` only, or ``()`` only: a null column (no bytes at all);
 * tuples of one length, and :class:`~deltaflow.framework.lattice.Product` times: a struct of
   one column per position, each with its own codec (so ``(int, str)`` pairs are two typed
@@ -46,6 +47,7 @@ import attrs
 import cloudpickle  # type: ignore[import-untyped]
 import numpy as np
 
+from ..kernels import use_kernel
 from ..lattice import Product, new_tuple
 
 if TYPE_CHECKING:
@@ -58,10 +60,16 @@ __all__ = [
     "decode_column",
     "encode_column",
     "field_of",
+    "int64_of",
     "numpy_of",
     "prepared",
     "spec_of",
 ]
+
+#: Under ``DELTAFLOW_KERNELS=auto``, a column of at least this many values takes the
+#: vectorised path (:func:`_text_at_once`, tuples split by slicing); a shorter one the general
+#: path, value by value, whose fixed cost is lower.
+VECTOR_MIN = 64
 
 #: A column has a dictionary worth writing when it has at most one distinct value per this
 #: many rows.
@@ -139,11 +147,31 @@ def _narrowest(ints: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 def _text(values: Sequence[Any], kind: Any, encode: bool) -> Any:
     """A large string (``encode``: of ``str``) or binary Arrow array of ``values``."""
     pa = _arrow()
-    raw = [v.encode("utf-8", "surrogatepass") for v in values] if encode else list(values)
+    raw = [v.encode("utf-8") for v in values] if encode else list(values)
     offsets = np.zeros(len(raw) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=offsets[1:])
     data = pa.py_buffer(b"".join(raw))
     return pa.Array.from_buffers(kind, len(raw), [None, pa.py_buffer(offsets), data])
+
+
+def _text_at_once(values: Sequence[str]) -> Any:
+    """A large string Arrow array of ``values`` made in a few passes over them in C, not an
+    encoding per value: their concatenation, when ASCII, is the array's data as it is, and
+    each string's length its length in bytes; ``None`` when some string is not ASCII (the
+    general path, :func:`_text`, encodes those one by one).
+
+    >>> _text_at_once(["ab", "", "c"]).to_pylist(), _text_at_once(["é"])
+    (['ab', '', 'c'], None)
+    """
+    joined = "".join(values)
+    if not joined.isascii():
+        return None
+    pa = _arrow()
+    n = len(values)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=n), out=offsets[1:])
+    data = pa.py_buffer(joined.encode("ascii"))
+    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), data])
 
 
 @attrs.frozen
@@ -159,24 +187,21 @@ class Column:
         return self.array.type
 
 
-#: Rows transposed at once by :func:`columns_of` (the argument tuple ``zip(*rows)`` builds is
-#: this long at most).
-TRANSPOSE_CHUNK = 65_536
-
-
 def columns_of(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    """The ``width`` columns of row tuples, each a list: one pass over the rows (in a large
-    heap, each pass over them costs a cache miss per row whatever it does).
+    """The ``width`` columns of row tuples, each a list: the rows' items as one flat list,
+    each column a slice of it (copies in C: no tuple is built per row, and in a large heap
+    each pass over the rows costs a cache miss per row whatever it does).
 
     >>> columns_of([(1, "a"), (2, "b")], 2)
     [[1, 2], ['a', 'b']]
     """
-    columns: list[list[Any]] = [[] for _ in range(width)]
-    for lo in range(0, len(rows), TRANSPOSE_CHUNK):
-        chunk = rows[lo : lo + TRANSPOSE_CHUNK]
-        for column, part in zip(columns, zip(*chunk)):
-            column.extend(part)
-    return columns
+    if width == 1:
+        return [[row[0] for row in rows]]
+    flat = list(chain.from_iterable(rows))
+    if len(flat) != width * len(rows):
+        msg = f"rows of {width} columns expected, got {len(flat)} items in {len(rows)} rows"
+        raise ValueError(msg)
+    return [flat[j::width] for j in range(width)]
 
 
 #: Ints converted per ``struct.pack`` call by :func:`int64_of` (its arguments are a tuple).
@@ -297,7 +322,13 @@ def _encode_uniform(pa: Any, cls: type, values: Sequence[Any]) -> Column | None:
     if cls is bool:
         return Column(arrow_of(np.asarray(values, dtype=np.bool_)), {"k": "bool"})
     if cls is str:
-        return Column(_text(values, pa.large_string(), True), {"k": "str"})
+        at_once = _text_at_once(values) if use_kernel(len(values), threshold=VECTOR_MIN) else None
+        if at_once is not None:
+            return Column(at_once, {"k": "str"})
+        try:
+            return Column(_text(values, pa.large_string(), True), {"k": "str"})
+        except UnicodeEncodeError:
+            return None  # a lone surrogate: not UTF-8, so not an Arrow string (a pickle)
     if cls is bytes:
         return Column(_text(values, pa.large_binary(), False), {"k": "bytes"})
     if cls is type(None):
@@ -315,9 +346,12 @@ def _encode_uniform(pa: Any, cls: type, values: Sequence[Any]) -> Column | None:
         arity = lengths.pop()
         if arity == 0:
             return Column(pa.nulls(len(values)), {"k": "unit"})
-        parts = _int_parts(values, arity) or [
-            encode_column(part) for part in columns_of(values, arity)
-        ]
+        if use_kernel(len(values), threshold=VECTOR_MIN):
+            parts = _sliced_parts(values, arity)
+        else:
+            parts = _int_parts(values, arity) or [
+                encode_column(part) for part in columns_of(values, arity)
+            ]
         names = tuple(str(i) for i in range(arity))
         return Column(_struct(pa, parts, names), {"k": "tuple", "c": _specs(parts)})
     return None
@@ -341,6 +375,25 @@ def _int_parts(values: Sequence[tuple[Any, ...]], arity: int) -> list[Column] | 
     except struct.error:
         return None
     return [Column(arrow_of(_narrowest(ints[:, j])), {"k": "int"}) for j in range(arity)]
+
+
+def _sliced_parts(values: Sequence[tuple[Any, ...]], arity: int) -> list[Column]:
+    """Tuples of ``arity`` items each as one column per position: one flat list of all
+    their items, and each position a slice of it (copies in C, no loop over the rows in
+    Python); positions all of plain ints go to :func:`int64_of` at once.
+
+    >>> [c.array.to_pylist() for c in _sliced_parts([(1, "a"), (2, "b")], 2)]
+    [[1, 2], ['a', 'b']]
+    """
+    flat = list(chain.from_iterable(values))
+    if all(v.__class__ is int for v in values[0]) and set(map(type, flat)) == {int}:
+        try:
+            ints = int64_of(flat).reshape(len(values), arity)
+        except struct.error:
+            pass  # (an int beyond 64 bits: each position finds its own codec)
+        else:
+            return [Column(arrow_of(_narrowest(ints[:, j])), {"k": "int"}) for j in range(arity)]
+    return [encode_column(flat[j::arity]) for j in range(arity)]
 
 
 def _specs(parts: list[Column]) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ A column named ``time`` is written as a dictionary (few distinct times after com
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import accumulate, chain, compress
 from typing import Any
 
@@ -42,10 +42,10 @@ import numpy as np
 from ..hashing import SELF_HASHED_BELOW, stable_hash
 from .columns import (
     arrow_of,
-    columns_of,
     decode_column,
     encode_column,
     field_of,
+    int64_of,
     numpy_of,
     prepared,
     spec_of,
@@ -180,7 +180,7 @@ class Groups:
         index: Mapping[Any, Any],
         names: tuple[str, ...],
         keys: Iterable[Any] | None = None,
-        rows: Callable[[Any], Sequence[tuple[Any, ...]]] | None = None,
+        rows: Callable[[Any], Collection[tuple[Any, ...]]] | None = None,
         *,
         single: bool = False,
     ) -> Groups:
@@ -204,26 +204,29 @@ class Groups:
             keys = list(index)
             lists = list(index.values())
         else:
-            present = []
-            lists = []
-            for k in keys:
-                value = index.get(k)
-                if value:
-                    present.append(k)
-                    lists.append(value)
-                else:
-                    deleted.append(k)
-            keys = present
+            # (Looked up in C, one pass per step: a few changed keys of many, or most.)
+            keys = list(keys)
+            lists = list(map(index.get, keys))
+            there = list(map(bool, lists))
+            if not all(there):
+                gone = [not t for t in there]
+                deleted = list(compress(keys, gone))
+                keys = list(compress(keys, there))
+                lists = list(compress(lists, there))
         if single:
             return cls(keys, [1] * len(keys), {names[0]: lists}, deleted, partial)
         if rows is not None:
             lists = list(map(rows, lists))
-        flat = list(chain.from_iterable(lists))
-        columns = {
-            name: prepared(values, KINDS.get(name))
-            for name, values in zip(names, columns_of(flat, len(names)))
-        }
-        return cls(keys, list(map(len, lists)), columns, deleted, partial)
+        counts = list(map(len, lists))
+        # Every row's items in one flat list, each column a slice of it (no list of the rows
+        # on the way: a checkpoint takes every changed key's rows).
+        items = list(chain.from_iterable(chain.from_iterable(lists)))
+        width = len(names)
+        if len(items) != width * sum(counts):
+            msg = f"rows of {width} columns {names} expected, got {len(items)} items"
+            raise ValueError(msg)
+        columns = {name: prepared(items[j::width], KINDS.get(name)) for j, name in enumerate(names)}
+        return cls(keys, counts, columns, deleted, partial)
 
     def values(self, name: str) -> dict[Any, Any]:
         """``{key: value}`` of groups of one row each, ``value`` its column ``name``."""
@@ -239,7 +242,7 @@ class Groups:
         import pyarrow as pa
 
         keys = encode_column([*self.keys, *self.deleted])
-        counts = np.asarray([*self.counts, *([0] * len(self.deleted))], dtype=np.int64)
+        counts = int64_of([*self.counts, *([0] * len(self.deleted))])
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         n = int(offsets[-1])
