@@ -168,7 +168,7 @@ class Worker:
                 for port, times in enumerate(self._initial_times(actor.index))
                 for t in times
             ]
-            self._guard(actor, lambda a=actor, c=caps: a.operator.initialize(a, c))
+            self._guard(actor, lambda a=actor, c=caps: a.initialize(c))
             self.activate(actor.index)
 
     def activate(self, index: int) -> None:
