@@ -508,7 +508,13 @@ class Job:
         return {
             **delta_statistics(self.builder.spec),
             "workers": [
-                {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
+                {
+                    "steps": w.steps,
+                    "activations": w.activations,
+                    "actors": len(w.actors),
+                    "messages": w.messages,
+                    "pointstamps": w.pointstamps,
+                }
                 for w in self.workers
             ],
             "outputs": {n: list(o.frontier) for n, o in self.outputs.items()},

@@ -711,7 +711,13 @@ class _ChildJob(PeerJob):
 
     def _stats(self) -> list[dict[str, int]]:
         return [
-            {"steps": w.steps, "activations": w.activations, "actors": len(w.actors)}
+            {
+                "steps": w.steps,
+                "activations": w.activations,
+                "actors": len(w.actors),
+                "messages": w.messages,
+                "pointstamps": w.pointstamps,
+            }
             for w in self.workers
         ]
 
