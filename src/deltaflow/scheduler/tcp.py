@@ -70,8 +70,9 @@ MAX_FRAME = 1 << 30
 MAX_BUFFERS = 1 << 16
 #: A frame of several messages longer than this is sent as several frames.
 SPLIT_FRAME = 1 << 26
-#: An update batch (or a RunsBatch) longer than this crosses in parts of this size, so the receiver unpickles
-#: one part while the sender pickles the next (the receiver joins them before delivery).
+#: An update batch (or a RunsBatch) longer than this crosses in parts of this size, so the
+#: receiver unpickles one part while the sender pickles the next (it joins them before
+#: delivery).
 PART = 1 << 17
 
 
