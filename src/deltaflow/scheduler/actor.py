@@ -103,8 +103,9 @@ class Actor:
         reads_runs = bool(getattr(operator, "reads_runs", False))
         self.expands = [inlet is None and not reads_runs for inlet in self.inlets]
         # Per output port: the update batches sent in this activation, each with the right
-        # it was sent under, ``(right, time, payload)``; sent at its end (``_flush``).
-        self._out: list[list[tuple[Time, Time, Any]] | None] = [None] * outputs
+        # it was sent under, as flat ``right, time, payload`` triples; sent at its end
+        # (``_flush``).
+        self._out: list[list[Any] | None] = [None] * outputs
         self._sending: list[int] = []
         # Per output port: the linear chains run as its outlets (see :mod:`.plan`), each with
         # the routes of what it makes.
@@ -217,12 +218,13 @@ class Actor:
             right = self._covering(port, time)
         cls = payload.__class__
         if cls is UpdateBatch or cls is RunsBatch:
+            # Flat ``right, time, payload`` triples: the common single send costs one list.
             out = self._out[port]
             if out is None:
-                self._out[port] = [(right, time, payload)]
+                self._out[port] = [right, time, payload]
                 self._sending.append(port)
             else:
-                out.append((right, time, payload))
+                out += (right, time, payload)
             return
         self._emit(port, time, payload)
 
@@ -252,19 +254,24 @@ class Actor:
         and for each outer time inside one.
         """
         ports = self._sending
+        outs = self._out
         for port in ports:
-            out = self._out[port]
-            self._out[port] = None
+            out = outs[port]
+            outs[port] = None
             assert out is not None
-            if len(out) == 1:
-                _, time, payload = out[0]
-                self._emit(port, time, payload)
+            if len(out) == 3:
+                time, payload = out[1], out[2]
+                self._route(self.routes[port], time, payload)
+                for chain, routes in self.outlets[port]:
+                    for t, batch in chain.transform([(time, payload)]):
+                        self._route(routes, t, batch)
                 continue
-            first = out[0][0]
-            if all(right is first or right == first for right, _, _ in out):
-                groups = [out]
+            sends = list(zip(out[::3], out[1::3], out[2::3]))
+            first = out[0]
+            if all(right is first or right == first for right in out[::3]):
+                groups = [sends]
             else:
-                groups = _by_lower_right(out)
+                groups = _by_lower_right(sends)
             for group in groups:
                 runs = RunsBatch.of([(t, p) for _, t, p in group])
                 if runs.times:
