@@ -78,6 +78,9 @@ class ScheduledTransport:
             extra: list[ProgressChange] = [(False, node, port, time, len(pieces) - 1)]
             for r in range(len(self.workers)):
                 self.fifos[sender, r].append(("progress", extra))
+            # The sender's counts of what it sent (a checkpoint's quiescence test compares
+            # them with what was received) include the extra pieces and progress batches.
+            self.workers[sender].sent += len(pieces) - 1 + len(self.workers)
         for piece in pieces:
             self.fifos[sender, worker].append(("data", node, port, time, piece))
         self._wake.set()
