@@ -19,12 +19,24 @@ its own, in turn, so each has the machine to itself as far as the others go.
     python benchmarks/bench_scaling.py [--quick] [--only w2s,w2i,w4,w1]
 
 Prints one JSON line per figure.
+
+``--work`` counts instead of timing (deterministic, so it holds on any machine): for W1 and
+W2 with their rounds known up front and for the W4 load, at 1, 2, 4 and 8 workers in one
+process, the data messages and pointstamp changes per round (``scaling.work.*``); with
+``--callgrind`` also the instructions (valgrind's callgrind, every process summed) of the
+rounds alone, the work of the run without them (the load; for W4, generating the graph)
+subtracted, and their ratio to one worker's (``work_ratio``). The figure projects a speedup
+on as many cores as workers: ``workers / work_ratio``, the work spread evenly and nothing
+waited for (an upper bound; each worker's share of the messages is its wait).
+
+    python benchmarks/bench_scaling.py --work [--callgrind] [--quick] [--only w1,w2s,w4]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -116,6 +128,104 @@ def measure(what: str, config: str, quick: bool) -> dict[str, Any]:
     return _static(KeyCount, {"records": init}, "records", singles, cfg)
 
 
+# -- work and messages per round (``--work``) ---------------------------------------------
+WORK_WORKERS = (1, 2, 4, 8)
+WORK_FIGURES = {"w1": "scaling.work.w1.static", "w2s": "scaling.work.w2.static",
+                "w4": "scaling.work.w4.load"}  # fmt: skip
+
+
+def _work_inputs(what: str, quick: bool, with_rounds: bool) -> tuple[Any, dict[str, Any], int]:
+    """The pipeline, its inputs as ``(data, time, diff)`` and the rounds they hold."""
+    if what == "w2s":
+        roots, init, rounds = w2_reach()
+        singles = _singles(rounds[: 100 if quick else 300]) if with_rounds else []
+        load = {"roots": roots, "edges": init}
+        return Reachability(), _static_inputs(load, "edges", singles), max(len(singles), 1)
+    if what == "w1":
+        init, rounds = w1_count()
+        singles = _singles(rounds[: 1_000 if quick else 3_000]) if with_rounds else []
+        return (
+            KeyCount(),
+            _static_inputs({"records": init}, "records", singles),
+            max(len(singles), 1),
+        )
+    assert what == "w4"
+    nodes = 10_000 if quick else 30_000
+    root, edges, _ = w4_bfs(nodes=nodes, edges=2 * nodes, rounds=1)
+    if not with_rounds:  # the driver's own work: generating the graph
+        return Bfs(), {}, 1
+    return Bfs(), {"roots": [(root, 0, 1)], "edges": [(e, 0, 1) for e in edges]}, 1
+
+
+async def _work_run(pipeline: Any, workers: int, inputs: dict[str, Any]) -> dict[str, int]:
+    async with df.open(pipeline, workers) as job:
+        for name, updates in inputs.items():
+            by_time: dict[int, tuple[list[Any], list[int]]] = {}
+            for d, t, r in updates:
+                data, diffs = by_time.setdefault(t, ([], []))
+                data.append(d)
+                diffs.append(r)
+            for t in sorted(by_time):
+                job.inputs[name].extend(*by_time[t], time=t)
+        await job.close()
+        stats = job.statistics()["workers"]
+    return {k: sum(w.get(k, 0) for w in stats) for k in ("messages", "pointstamps", "steps")}
+
+
+def work_child(what: str, workers: int, with_rounds: bool, quick: bool) -> dict[str, Any]:
+    pipeline, inputs, rounds = _work_inputs(what, quick, with_rounds)
+    if not inputs:
+        return {"rounds": rounds}
+    return {"rounds": rounds, **trio.run(_work_run, pipeline, workers, inputs)}
+
+
+def _instructions(stderr: str) -> int:
+    """Callgrind's instruction count, summed over every process it traced."""
+    counts = [int(line.rsplit(":", 1)[1]) for line in stderr.splitlines() if "Collected :" in line]
+    if not counts:
+        msg = f"no instruction count in callgrind's output: {stderr[-500:]!r}"
+        raise RuntimeError(msg)
+    return sum(counts)
+
+
+def _work_measure(what: str, workers: int, with_rounds: bool, quick: bool, grind: bool) -> Any:
+    command = [sys.executable, __file__, "--work-child", what, str(workers),
+               "rounds" if with_rounds else "base"] + (["--quick"] if quick else [])  # fmt: skip
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if grind:
+        command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                   "--trace-children=yes", *command]  # fmt: skip
+    out = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    if grind:
+        record["instructions"] = _instructions(out.stderr)
+    return record
+
+
+def bench_work(what: str, quick: bool, grind: bool, counts: tuple[int, ...]) -> None:
+    record: dict[str, Any] = {"figure": WORK_FIGURES[what]}
+    base = _work_measure(what, 1, False, quick, grind) if grind else None
+    for workers in counts:
+        full = _work_measure(what, workers, True, quick, grind)
+        rounds = full["rounds"]
+        row: dict[str, Any] = {
+            "messages_per_round": full["messages"] / rounds,
+            "pointstamps_per_round": full["pointstamps"] / rounds,
+        }
+        if grind and base is not None:
+            if what != "w4":  # the load at as many workers, so that only the rounds remain
+                base = _work_measure(what, workers, False, quick, grind)
+            row["instructions"] = full["instructions"] - base["instructions"]
+        record[f"workers_{workers}"] = row
+    if grind:
+        one = record["workers_1"]["instructions"]
+        for workers in counts:
+            row = record[f"workers_{workers}"]
+            row["work_ratio"] = row["instructions"] / one
+            row["projected_speedup"] = workers / row["work_ratio"]
+    emit(record)
+
+
 # -- the runner ------------------------------------------------------------------------------
 FIGURES = {"w2s": "scaling.w2.static", "w2i": "scaling.w2.interactive",
            "w4": "scaling.w4x10.load", "w1": "scaling.w1.static"}  # fmt: skip
@@ -151,10 +261,22 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["--child"]:
         emit(measure(args[1], args[2], "--quick" in args))
         return 0
+    if args[:1] == ["--work-child"]:
+        emit(work_child(args[1], int(args[2]), args[3] == "rounds", "--quick" in args))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer rounds")
-    parser.add_argument("--only", default="w2s,w2i,w4,w1")
+    parser.add_argument("--only", default=None)
+    parser.add_argument("--work", action="store_true", help="messages and work per round")
+    parser.add_argument("--callgrind", action="store_true", help="with --work: instructions")
+    parser.add_argument("--workers", default="1,2,4,8", help="with --work: worker counts")
     ns = parser.parse_args(args)
+    if ns.work:
+        for what in (ns.only or "w1,w2s,w4").split(","):
+            counts = tuple(int(w) for w in ns.workers.split(","))
+            bench_work(what, ns.quick, ns.callgrind, counts)
+        return 0
+    ns.only = ns.only or "w2s,w2i,w4,w1"
     bench_capacity()
     for what in ns.only.split(","):
         bench(what, ns.quick)

@@ -12,7 +12,12 @@ makes them happen on purpose, reproducibly from a seed:
   FIFO (or a few of them), and between deliveries lets the workers run a random number of
   scheduling rounds, each worker yielding after every step;
 * so progress from one worker may reach a second before or after the data and progress of a
-  third, and a worker may drain a message before the batch that counts it reached anyone.
+  third, and a worker may drain a message before the batch that counts it reached anyone;
+* a message of updates at many times (a ``RunsBatch``) is sometimes split into pieces at its
+  time, its runs dealt between them at random and a run cut in two, as a transport may cut a
+  long message: each non-empty piece is a message of its own, announced (``+1`` each past the first,
+  broadcast before the pieces on the sender's FIFOs, so that no tracker ever sees a piece
+  drained before it is counted) and drained on its own.
 
 Use :func:`scheduled` around code that runs jobs (``df.run``, ``df.open``)::
 
@@ -33,10 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from deltaflow.operators.base import RunsBatch
 from deltaflow.scheduler.runtime import Job
+from deltaflow.scheduler.transport import ProgressChange
 
 if TYPE_CHECKING:
-    from deltaflow.scheduler.transport import ProgressChange, Transport
+    from deltaflow.scheduler.transport import Transport
     from deltaflow.scheduler.worker import Worker
 
 __all__ = ["ScheduledTransport", "scheduled"]
@@ -66,8 +73,28 @@ class ScheduledTransport:
     def send_data(
         self, sender: int, worker: int, node: int, port: int, time: Any, payload: Any
     ) -> None:
-        self.fifos[sender, worker].append(("data", node, port, time, payload))
+        pieces = self._pieces(payload) if payload.__class__ is RunsBatch else [payload]
+        if len(pieces) > 1:
+            extra: list[ProgressChange] = [(False, node, port, time, len(pieces) - 1)]
+            for r in range(len(self.workers)):
+                self.fifos[sender, r].append(("progress", extra))
+            # The sender's counts of what it sent (a checkpoint's quiescence test compares
+            # them with what was received) include the extra pieces and progress batches.
+            self.workers[sender].sent += len(pieces) - 1 + len(self.workers)
+        for piece in pieces:
+            self.fifos[sender, worker].append(("data", node, port, time, piece))
         self._wake.set()
+
+    def _pieces(self, runs: RunsBatch) -> list[RunsBatch]:
+        """``runs`` as it is, or (half the time) cut in two or three pieces: a random deal
+        of its updates, each keeping its run's time (pieces left empty dropped)."""
+        rng = self.rng
+        if len(runs) < 2 or rng.random() < 0.5:
+            return [runs]
+        k = rng.choice((2, 2, 3))
+        owner = [rng.randrange(k) for _ in range(len(runs))]
+        pieces = [runs.take([o == i for o in owner]) for i in range(k)]
+        return [p for p in pieces if len(p)]
 
     def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
         for r in range(len(self.workers)):

@@ -25,17 +25,23 @@ def deliveries(seed: int) -> tuple[list[tuple[int, int, str, int]], Any]:
     sent: dict[tuple[int, int], int] = {}
 
     class Recording(ScheduledTransport):
+        # What each call puts on the FIFOs (a message cut in pieces puts several items).
         def send_data(self, sender: int, worker: int, *rest: Any) -> None:
-            self._count(sender, worker)
+            before = self._lengths()
             super().send_data(sender, worker, *rest)
+            self._count(before)
 
         def broadcast_progress(self, sender: int, changes: Any) -> None:
-            for r in range(len(self.workers)):
-                self._count(sender, r)
+            before = self._lengths()
             super().broadcast_progress(sender, changes)
+            self._count(before)
 
-        def _count(self, s: int, r: int) -> None:
-            sent[s, r] = sent.get((s, r), 0) + 1
+        def _lengths(self) -> dict[tuple[int, int], int]:
+            return {pair: len(fifo) for pair, fifo in self.fifos.items()}
+
+        def _count(self, before: dict[tuple[int, int], int]) -> None:
+            for pair, n in self._lengths().items():
+                sent[pair] = sent.get(pair, 0) + n - before[pair]
 
         def _deliver(self, pair: tuple[int, int]) -> None:
             n = sum(1 for e in log if (e[0], e[1]) == pair)

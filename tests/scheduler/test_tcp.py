@@ -19,7 +19,7 @@ import trio
 from hypothesis import given, settings, strategies as st
 from tests.attacks import make_tls
 
-from deltaflow.operators.base import UpdateBatch
+from deltaflow.operators.base import RunsBatch, UpdateBatch
 from deltaflow.scheduler import tcp
 from deltaflow.scheduler.tcp import (
     MAX_BUFFERS,
@@ -162,18 +162,35 @@ class _Sink:
         self.got.append((node, port, time, payload))
 
 
+def _runs_of(n: int) -> RunsBatch:
+    """``n`` updates in runs at three times, the last run long enough to span parts."""
+    return RunsBatch([4, 2, 9], [3, 5, n - 8], [(i, -i) for i in range(n)], [1] * n)
+
+
 @secure
-async def test_a_batch_longer_than_a_part_crosses_whole(over_tls: bool, tls: TLS) -> None:
-    """The transport cuts a long batch into parts; the receiving worker gets it whole."""
+@pytest.mark.parametrize("runs", [False, True], ids=["updates", "runs"])
+async def test_a_batch_longer_than_a_part_crosses_whole(
+    over_tls: bool, tls: TLS, runs: bool
+) -> None:
+    """The transport cuts a long batch (or a multi-time one) into parts; the receiving
+    worker gets it whole, each run at its time."""
     sink = _Sink()
     n = 2 * PART + 5
-    batch = UpdateBatch([(i, -i) for i in range(n)], [1] * n)
+    batch: Any = _runs_of(n) if runs else UpdateBatch([(i, -i) for i in range(n)], [1] * n)
     ends = linked(tls if over_tls else None)
     async with ends as (a, b), trio.open_nursery() as nursery:
         one = TcpTransport(0, 1, {1: a}, lambda exc: None)
         two = TcpTransport(1, 1, {0: b}, lambda exc: None)
         two.attach([sink])  # type: ignore[list-item]
+        queue, kinds = a.queue, []
+
+        def spy(message: Any) -> None:
+            kinds.append(message[0])
+            queue(message)
+
+        a.queue = spy  # type: ignore[method-assign]
         one.send_data(0, 1, 3, 0, 7, batch)
+        assert kinds == ["part", "part", "d"]
         a.close_after_queued()
         nursery.start_soon(a.send_loop)
         while not sink.got:

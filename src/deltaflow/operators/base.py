@@ -8,10 +8,15 @@ operator talks to the runtime only through an :class:`OperatorContext`:
 
 * ``ctx.messages(port)`` drains a mailbox. Each message is ``(time, payload)``; while it is being
   handled the operator may send at any time ``>= time`` (the message carries that right).
+  ``time`` is a lower bound of the payload's times: a :class:`RunsBatch` carries updates at
+  many times (only operators that declare :attr:`Operator.reads_runs` see one; the others get
+  its runs as messages of their own).
 * ``ctx.frontier(port)`` is the input's frontier: every time that may still arrive is beyond it.
 * ``ctx.send(port, time, payload)`` sends a message on an output port. It requires a capability
   for some time ``<= time``: the time of a message drained in this activation, or a
-  :class:`Capability` the operator holds.
+  :class:`Capability` the operator holds. The update batches an activation sends on a port
+  leave together when it ends, one message per destination (a :class:`RunsBatch` when they
+  hold several): send each time's output as it comes; the runtime groups it.
 * ``ctx.capability(time, port)`` mints a capability (only derived from one of those rights);
   stateful operators keep capabilities for the times they still owe output for, then
   ``downgrade`` or ``drop`` them. Holding a capability at ``t`` keeps every downstream frontier
@@ -26,7 +31,7 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Callable, Iterable, Sequence
-from itertools import compress
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -44,6 +49,7 @@ __all__ = [
     "UpdateBatch",
     "check_function",
     "describe_callable",
+    "expand_runs",
     "is_pair",
     "sum_diffs",
 ]
@@ -81,14 +87,20 @@ class UpdateBatch:
 @attrs.define(slots=True)
 class RunsBatch:
     """The updates of several times as one message: runs of :class:`UpdateBatch` columns,
-    one run per time, sent at the least of them.
+    each run at a time of its own, sent under one capability at a lower bound of them all.
 
-    Run ``i`` holds ``lengths[i]`` updates at ``times[i]`` (times increasing, none empty),
-    the runs' data and diffs concatenated. An input whose readers take it sends one instead
-    of one message per time when many times are known at once (a static run): its readers
-    get the updates of every time in one activation either way, and this spares a message,
-    a delivery and a step per time; a linear step then runs once over all the data, and an
-    arrangement reads int data into columns with one repeat of the times.
+    Run ``i`` holds ``lengths[i]`` updates at ``times[i]`` (none empty), the runs' data and
+    diffs concatenated. The message's time is at or before every run's time (timely's
+    message time: a lower bound, not the time of the data); the runs' times may be partially
+    ordered, may repeat, and come in the order they were sent. Every reader takes an update's
+    time from its run, never from the message: an operator that reads runs itself
+    (``Operator.reads_runs``) reads them here, any other gets :meth:`per_time`'s messages.
+
+    One message spares a delivery, a pointstamp and a step per time: an input sends one
+    when many times are known at once, and the runtime sends one per destination for all
+    the update batches an activation sent on an output (:mod:`deltaflow.scheduler.actor`).
+
+    ``consolidated``: every run is consolidated (see :class:`UpdateBatch`).
 
     >>> runs = RunsBatch([1, 3], [2, 1], ["a", "b", "a"], [1, 1, -1])
     >>> runs.per_time()
@@ -99,18 +111,47 @@ class RunsBatch:
     lengths: list[int]
     data: list[Any]
     diffs: list[int]
+    consolidated: bool = attrs.field(default=False, eq=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.data)
 
+    @classmethod
+    def of(cls, messages: Iterable[tuple[Time, Any]]) -> RunsBatch:
+        """The runs of ``messages`` (``(time, UpdateBatch | RunsBatch)``), in order; empty
+        batches leave no run.
+
+        >>> RunsBatch.of([(2, UpdateBatch(["a"], [1])), (1, UpdateBatch([], []))])
+        RunsBatch(times=[2], lengths=[1], data=['a'], diffs=[1])
+        """
+        times: list[Time] = []
+        lengths: list[int] = []
+        data: list[Any] = []
+        diffs: list[int] = []
+        consolidated = True
+        for t, batch in messages:
+            if batch.__class__ is RunsBatch:
+                times.extend(batch.times)
+                lengths.extend(batch.lengths)
+            elif batch.data:
+                times.append(t)
+                lengths.append(len(batch.data))
+            else:
+                continue
+            data.extend(batch.data)
+            diffs.extend(batch.diffs)
+            consolidated = consolidated and batch.consolidated
+        return cls(times, lengths, data, diffs, consolidated)
+
     def per_time(self) -> list[tuple[Time, UpdateBatch]]:
-        """One ``(time, UpdateBatch)`` message per run."""
+        """One ``(time, UpdateBatch)`` message per run, in order."""
         out = []
         lo = 0
         data, diffs = self.data, self.diffs
+        consolidated = self.consolidated
         for t, n in zip(self.times, self.lengths):
             hi = lo + n
-            out.append((t, UpdateBatch(data[lo:hi], diffs[lo:hi])))
+            out.append((t, UpdateBatch(data[lo:hi], diffs[lo:hi], consolidated)))
             lo = hi
         return out
 
@@ -123,7 +164,42 @@ class RunsBatch:
             [n for n in kept if n],
             list(compress(self.data, mask)),
             list(compress(self.diffs, mask)),
+            self.consolidated,
         )
+
+    def map_times(self, fn: Callable[[Time], Time | None]) -> RunsBatch:
+        """The runs at ``fn(time)``; a run whose time maps to ``None`` is dropped.
+
+        >>> RunsBatch([1, 2], [1, 1], ["a", "b"], [1, 1]).map_times(lambda t: t * 10)
+        RunsBatch(times=[10, 20], lengths=[1, 1], data=['a', 'b'], diffs=[1, 1])
+        """
+        mapped = list(map(fn, self.times))
+        times = [t for t in mapped if t is not None]
+        if len(times) == len(mapped):
+            return RunsBatch(times, self.lengths, self.data, self.diffs, self.consolidated)
+        mask: list[bool] = []
+        for t, n in zip(mapped, self.lengths):
+            mask.extend(repeat(t is not None, n))
+        kept = self.take(mask)
+        kept.times = times
+        return kept
+
+
+def expand_runs(messages: list[tuple[Time, Any]]) -> list[tuple[Time, Any]]:
+    """``messages`` with every :class:`RunsBatch` replaced by its runs, one message each:
+    what an operator that does not read runs itself sees.
+
+    >>> expand_runs([(0, RunsBatch([1, 2], [1, 1], ["a", "b"], [1, -1]))])
+    [(1, UpdateBatch(data=['a'], diffs=[1])), (2, UpdateBatch(data=['b'], diffs=[-1]))]
+    """
+    out: list[tuple[Time, Any]] = []
+    for message in messages:
+        batch = message[1]
+        if batch.__class__ is RunsBatch:
+            out.extend(batch.per_time())
+        else:
+            out.append(message)
+    return out
 
 
 def _cuts(items: list[Any], lengths: list[int]) -> list[list[Any]]:
@@ -231,6 +307,11 @@ class Operator:
     #: ``save`` and ``load`` (:mod:`.durable`); one that does neither stops a checkpoint with
     #: an error rather than lose its state.
     stateless: bool = False
+    #: ``True`` for an operator that reads :class:`RunsBatch` messages itself, taking each
+    #: update's time from its run (linear steps, scope crossings, feedback, routing). Any
+    #: other operator gets a drained ``RunsBatch`` as one message per run, so that its
+    #: ``(time, UpdateBatch)`` reading stays right whatever its senders grouped.
+    reads_runs: bool = False
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """Called once before the first activation with one capability per output port at the

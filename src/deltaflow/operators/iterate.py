@@ -65,9 +65,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..framework.lattice import Product
+from ..framework.lattice import Product, meet_all
 from ..framework.summary import PathSummary
-from .base import Interest, Operator, UpdateBatch, check_function
+from .base import Interest, Operator, RunsBatch, UpdateBatch, check_function
 from .collection import Collection, DataflowBuilder, Scope
 from .dataflow import Edge, NodeTraits
 
@@ -132,6 +132,7 @@ class FeedbackOperator(Operator):
     interest = Interest.NEVER
     stateless = True
     reads_frontiers = False
+    reads_runs = True
 
     def __init__(self, limit: int | None = None, name: str = "feedback") -> None:
         self.limit = _check_limit(limit)
@@ -150,6 +151,14 @@ class FeedbackOperator(Operator):
         send = ctx.send
         limit = self.limit
         for time, batch in ctx.messages(0):
+            if batch.__class__ is RunsBatch:
+                # Each run one round later; the runs past the limit dropped.
+                batch = batch.map_times(self.advance)  # type: ignore[arg-type]
+                if not batch.data:
+                    continue
+                time = meet_all(batch.times)
+                send(0, time, batch)
+                continue
             inner = time.inner + 1  # type: ignore[union-attr]
             if limit is not None and inner >= limit:
                 continue

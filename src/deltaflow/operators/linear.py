@@ -170,6 +170,7 @@ class LinearOperator(Operator):
     interest = Interest.NEVER
     stateless = True
     reads_frontiers = False
+    reads_runs = True
 
     def __init__(self, steps: Sequence[Step], name: str | None = None) -> None:
         self.steps = list(steps)
@@ -224,6 +225,7 @@ class Concat(Operator):
     interest = Interest.NEVER
     stateless = True
     reads_frontiers = False
+    reads_runs = True
 
     def __init__(self, inputs: int) -> None:
         self.inputs = inputs
@@ -245,6 +247,7 @@ class Exchange(Operator):
     interest = Interest.NEVER
     stateless = True
     reads_frontiers = False
+    reads_runs = True
 
     def __init__(self, key: Callable[[Any], Any] | None, name: str = "exchange") -> None:
         self.key = key

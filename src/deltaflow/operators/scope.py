@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import OperatorTypeError, OperatorValueError
 from ..framework.lattice import Product
-from .base import Interest, Operator, UpdateBatch
+from .base import Interest, Operator, RunsBatch, UpdateBatch
 from .values import as_count
 
 if TYPE_CHECKING:
+    from ..framework.lattice import Time
     from .base import OperatorContext
 
 __all__ = ["EnterAt", "ScopeOperator"]
@@ -33,6 +34,7 @@ class ScopeOperator(Operator):
     interest = Interest.NEVER
     stateless = True
     reads_frontiers = False
+    reads_runs = True
 
     def __init__(self, kind: str) -> None:
         if kind not in ("enter", "leave"):
@@ -46,10 +48,22 @@ class ScopeOperator(Operator):
         send = ctx.send
         if self.kind == "enter":
             for time, batch in ctx.messages(0):
+                if batch.__class__ is RunsBatch:
+                    batch = batch.map_times(_entered)
                 send(0, Product(time, 0), batch)
         else:
             for time, batch in ctx.messages(0):
+                if batch.__class__ is RunsBatch:
+                    batch = batch.map_times(_left)
                 send(0, time.outer, batch)  # type: ignore[union-attr]
+
+
+def _entered(time: Time) -> Time:
+    return Product(time, 0)
+
+
+def _left(time: Time) -> Time:
+    return time.outer  # type: ignore[union-attr,no-any-return]
 
 
 class EnterAt(Operator):

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import OperatorError
 from ..framework.antichain import Antichain
 from ..framework.hashing import COLUMNS_FROM, SELF_HASHED_BELOW, owners, stable_hash
-from ..framework.lattice import less_equal
-from ..operators.base import Interest, RunsBatch, UpdateBatch
+from ..framework.lattice import less_equal, meet_all
+from ..operators.base import Interest, RunsBatch, UpdateBatch, expand_runs
 from ..operators.dataflow import identity_key
 from ..operators.linear import LinearOperator
 from .capability import Capability
@@ -48,8 +48,11 @@ class Actor:
     __slots__ = (
         "_feeds",
         "_held",
+        "_out",
         "_rights",
+        "_sending",
         "_worker",
+        "expands",
         "fresh",
         "frontiers",
         "index",
@@ -95,6 +98,15 @@ class Actor:
         # Per input port: what turns its drained messages into what the operator reads (an
         # absorbed arrangement's ``forward``, see :mod:`.plan`), or ``None``.
         self.inlets = [(inlets or {}).get(port) for port in range(inputs)]
+        # Per input port: whether a drained RunsBatch is handed over as one message per run
+        # (the operator does not read runs itself; an inlet reads them for it).
+        reads_runs = bool(getattr(operator, "reads_runs", False))
+        self.expands = [inlet is None and not reads_runs for inlet in self.inlets]
+        # Per output port: the update batches sent in this activation, each with the right
+        # it was sent under, as flat ``right, time, payload`` triples; sent at its end
+        # (``_flush``).
+        self._out: list[list[Any] | None] = [None] * outputs
+        self._sending: list[int] = []
         # Per output port: the linear chains run as its outlets (see :mod:`.plan`), each with
         # the routes of what it makes.
         self.outlets = outlets or [[] for _ in range(outputs)]
@@ -159,7 +171,11 @@ class Actor:
             for rights, summary in self._feeds[port]:
                 rights.append(time if summary is None else summary.results_in(time))
             inlet = self.inlets[port]
-            return box if inlet is None else inlet(box)
+            if inlet is not None:
+                return inlet(box)
+            if self.expands[port] and box[0][1].__class__ is RunsBatch:
+                return box[0][1].per_time()
+            return box
         times = [t for t, _ in box]
         announced = times if fresh < 0 else times[:fresh]
         pending.extend([(False, node, port, t, -1) for t in announced])
@@ -170,7 +186,9 @@ class Actor:
                 results_in = summary.results_in
                 rights.extend([results_in(t) for t in times])
         inlet = self.inlets[port]
-        return box if inlet is None else inlet(box)
+        if inlet is not None:
+            return inlet(box)
+        return expand_runs(box) if self.expands[port] else box
 
     def frontier(self, port: int) -> Antichain:
         """The frontier of input ``port``."""
@@ -182,23 +200,86 @@ class Actor:
         return frontier
 
     def send(self, port: int, time: Time, payload: Any) -> None:
-        """Send ``payload`` at ``time`` on output ``port`` to every consumer."""
+        """Send ``payload`` at ``time`` on output ``port`` to every consumer.
+
+        An update batch waits for the end of the activation (:meth:`_flush`), where every
+        update batch sent on the port goes as one message per destination; anything else
+        (an arrangement's trace batch) goes at once.
+        """
         rights = self._rights[port]
         if len(rights) > self.RIGHTS_KEPT:
             # Many messages drained (many times known at once): only their minimal times
             # matter for what may be sent, and every send checks them.
             rights[:] = Antichain(rights).elements
-        for t in rights:  # ``_may_send``, with its common case inlined
-            if t is time or less_equal(t, time):
+        for right in rights:  # ``_may_send``, with its common case inlined
+            if right is time or less_equal(right, time):
                 break
         else:
-            if not self._may_send(port, time):
-                msg = (
-                    f"operator '{self.name}' (output {port}) sent at time {time!r} without a "
-                    f"capability: it holds {sorted(self._held[port])!r} and received "
-                    f"{sorted(set(self._rights[port]))!r} in this activation"
-                )
-                raise ValueError(msg)
+            right = self._covering(port, time)
+        cls = payload.__class__
+        if cls is UpdateBatch or cls is RunsBatch:
+            # Flat ``right, time, payload`` triples: the common single send costs one list.
+            out = self._out[port]
+            if out is None:
+                self._out[port] = [right, time, payload]
+                self._sending.append(port)
+            else:
+                out += (right, time, payload)
+            return
+        self._emit(port, time, payload)
+
+    def _covering(self, port: int, time: Time) -> Time:
+        """A held capability's time ``<=`` ``time`` on ``port``, or the error of a send
+        without one."""
+        for t in self._held[port]:
+            if t is time or less_equal(t, time):
+                return t
+        msg = (
+            f"operator '{self.name}' (output {port}) sent at time {time!r} without a "
+            f"capability: it holds {sorted(self._held[port])!r} and received "
+            f"{sorted(set(self._rights[port]))!r} in this activation"
+        )
+        raise ValueError(msg)
+
+    def _flush(self) -> None:
+        """Send the update batches the activation sent, one message per port and lower
+        bound: the batches' runs in send order as a
+        :class:`~deltaflow.operators.base.RunsBatch` at the meet of their times (a lone
+        batch as it was sent).
+
+        Each batch was sent under a right (a drained message's time or a held capability)
+        at or before its time; batches are grouped by the minimal rights that cover them,
+        so that each message's time is at or after a right it was sent under: one group
+        (one message) whenever those rights are totally ordered, as they are outside loops
+        and for each outer time inside one.
+        """
+        ports = self._sending
+        outs = self._out
+        for port in ports:
+            out = outs[port]
+            outs[port] = None
+            assert out is not None
+            if len(out) == 3:
+                time, payload = out[1], out[2]
+                self._route(self.routes[port], time, payload)
+                for chain, routes in self.outlets[port]:
+                    for t, batch in chain.transform([(time, payload)]):
+                        self._route(routes, t, batch)
+                continue
+            sends = list(zip(out[::3], out[1::3], out[2::3]))
+            first = out[0]
+            if all(right is first or right == first for right in out[::3]):
+                groups = [sends]
+            else:
+                groups = _by_lower_right(sends)
+            for group in groups:
+                runs = RunsBatch.of([(t, p) for _, t, p in group])
+                if runs.times:
+                    self._emit(port, meet_all(runs.times), runs)
+        ports.clear()
+
+    def _emit(self, port: int, time: Time, payload: Any) -> None:
+        """Route ``payload`` at ``time`` on output ``port``, through its outlets too."""
         self._route(self.routes[port], time, payload)
         for chain, routes in self.outlets[port]:
             for t, batch in chain.transform([(time, payload)]):
@@ -276,13 +357,21 @@ class Actor:
         self._worker.pending.append((True, self.index, port, time, delta))
 
     def run(self) -> None:
-        """One activation of the operator."""
+        """One activation of the operator, then what it sent (:meth:`_flush`)."""
         try:
             self.operator.schedule(self)
+            if self._sending:
+                self._flush()
         finally:
             for rights in self._rights:
                 if rights:
                     rights.clear()
+
+    def initialize(self, capabilities: list[Capability]) -> None:
+        """Hand the operator its initial capabilities; send what it sent meanwhile."""
+        self.operator.initialize(self, capabilities)
+        if self._sending:
+            self._flush()
 
     def holds_capabilities(self) -> bool:
         """True while the actor holds any capability."""
@@ -290,6 +379,27 @@ class Actor:
 
     def __repr__(self) -> str:
         return f"<Actor {self.index} {self.name!r} on worker {self._worker.index}>"
+
+
+def _by_lower_right(
+    out: list[tuple[Time, Time, Any]],
+) -> list[list[tuple[Time, Time, Any]]]:
+    """``out``'s ``(right, time, payload)`` sends grouped by the minimal rights among theirs:
+    each send joins the first minimal right at or before its own right (so at or before
+    its time)."""
+    lows = Antichain(right for right, _, _ in out).elements
+    groups: dict[Time, list[tuple[Time, Time, Any]]] = {}
+    for item in out:
+        right = item[0]
+        for low in lows:
+            if low is right or less_equal(low, right):
+                break
+        group = groups.get(low)
+        if group is None:
+            groups[low] = [item]
+        else:
+            group.append(item)
+    return list(groups.values())
 
 
 def _split(payload: Any, key: Any, peers: int) -> list[tuple[int, Any]]:

@@ -135,10 +135,11 @@ def process_memory() -> int | None:
 
 
 def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
-    """Per worker this process hosts: its steps, activations and actors, the updates each
-    operator keeps on it (plan order; its arrangements' traces and its own state, see
-    :meth:`~deltaflow.operators.base.Operator.held`), and the process it runs in (index,
-    pid, resident memory)."""
+    """Per worker this process hosts: its steps, activations, actors, the data messages it
+    sent and the pointstamp changes it reported, the updates each operator keeps on it (plan
+    order; its arrangements' traces and its own state, see
+    :meth:`~deltaflow.operators.base.Operator.held`), and the process it runs in (index, pid,
+    resident memory)."""
     registries = [
         [
             registry
@@ -154,6 +155,8 @@ def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
             "steps": w.steps,
             "activations": w.activations,
             "actors": len(w.actors),
+            "messages": w.messages,
+            "pointstamps": w.pointstamps,
             "arranged": [
                 sum(r.spines[w.index].statistics().updates for r in regs if w.index in r.spines)
                 + _held(actor.operator)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import PeerLostError
-from ..operators.base import UpdateBatch
+from ..operators.base import RunsBatch, UpdateBatch
 from .remote_errors import ErrorReport
 
 if TYPE_CHECKING:
@@ -70,8 +70,9 @@ MAX_FRAME = 1 << 30
 MAX_BUFFERS = 1 << 16
 #: A frame of several messages longer than this is sent as several frames.
 SPLIT_FRAME = 1 << 26
-#: An update batch longer than this crosses in parts of this size, so the receiver unpickles
-#: one part while the sender pickles the next (the receiver joins them before delivery).
+#: An update batch (or a RunsBatch) longer than this crosses in parts of this size, so the
+#: receiver unpickles one part while the sender pickles the next (it joins them before
+#: delivery).
 PART = 1 << 17
 
 
@@ -444,13 +445,18 @@ class TcpTransport:
             self.workers[offset].receive(node, port, time, payload)
             return
         link = self.links[process]
-        if payload.__class__ is UpdateBatch and len(payload.data) > PART:
+        cls = payload.__class__
+        if (cls is UpdateBatch or cls is RunsBatch) and len(payload.data) > PART:
             data, diffs = payload.data, payload.diffs
             for lo in range(0, len(data) - PART, PART):
                 hi = lo + PART
                 link.queue(("part", sender, offset, data[lo:hi], diffs[lo:hi]))
             lo = (len(data) - 1) // PART * PART
-            payload = UpdateBatch(data[lo:], diffs[lo:])
+            # The last part carries the rest: a RunsBatch's runs go with it whole.
+            if cls is RunsBatch:
+                payload = RunsBatch(payload.times, payload.lengths, data[lo:], diffs[lo:])
+            else:
+                payload = UpdateBatch(data[lo:], diffs[lo:])
         link.queue(("d", sender, offset, node, port, time, payload))
 
     def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
@@ -495,9 +501,12 @@ class TcpTransport:
                 parts = self._parts.pop((sender, offset), None)
                 if parts is not None:
                     parts.append(payload)
-                    payload = UpdateBatch(
-                        [d for p in parts for d in p.data], [r for p in parts for r in p.diffs]
-                    )
+                    data = [d for p in parts for d in p.data]
+                    diffs = [r for p in parts for r in p.diffs]
+                    if payload.__class__ is RunsBatch:
+                        payload = RunsBatch(payload.times, payload.lengths, data, diffs)
+                    else:
+                        payload = UpdateBatch(data, diffs)
                 workers[offset].receive(node, port, time, payload)
             elif kind == "p":
                 changes = m[1]

@@ -83,6 +83,10 @@ class Worker:
         self.finished = False
         self.steps = 0
         self.activations = 0
+        # Data messages this worker sent (to itself or to others) and pointstamp changes it
+        # reported: what the message format costs, counted for ``Job.statistics``.
+        self.messages = 0
+        self.pointstamps = 0
         self.actors: list[Actor] = []
         for idx, node in enumerate(plan.nodes):
             # An inlet's arrangement registers its spine before its reader asks for it.
@@ -168,7 +172,7 @@ class Worker:
                 for port, times in enumerate(self._initial_times(actor.index))
                 for t in times
             ]
-            self._guard(actor, lambda a=actor, c=caps: a.operator.initialize(a, c))
+            self._guard(actor, lambda a=actor, c=caps: a.initialize(c))
             self.activate(actor.index)
 
     def activate(self, index: int) -> None:
@@ -184,6 +188,7 @@ class Worker:
         The caller reports the message as sent (``pending``), as :meth:`Actor.send` does for
         messages to other workers.
         """
+        self.messages += 1
         if worker == self.index:
             actor = self.actors[node]
             if actor.fresh[port] >= 0:
@@ -200,6 +205,7 @@ class Worker:
         The actor's ``fresh`` mark lets a drain within the step skip it; the end of the step
         reports (``+1``) the fresh messages still in the mailbox.
         """
+        self.messages += 1
         actor = self.actors[node]
         box = actor.mailboxes[port]
         fresh = actor.fresh
@@ -289,6 +295,7 @@ class Worker:
         if self.pending:
             changes, self.pending = self.pending, []
             self.sent += self.peers
+            self.pointstamps += len(changes)
             self.transport.broadcast_progress(self.index, changes)
         if self.inbox:
             tracker = self.tracker
