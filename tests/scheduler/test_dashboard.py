@@ -314,7 +314,13 @@ async def test_other_counters_appear_generically() -> None:
     async with df.open(Counts(), dashboard=0) as job:
         assert job.dashboard_url is not None
         snap = await stats(job.dashboard_url)
-    assert snap["counters"] == {"arrangements": 1, "proposals": 0}
+    assert snap["counters"] == {
+        "arrangements": 1,
+        "proposals": 0,
+        **{f"inputs.words.{n}": 0 for n in ("read", "accepted", "refused", "skipped")},
+        "inputs.words.quarantined": 0,
+        "outputs.output.written": 0,
+    }
 
 
 async def test_failed_job_shows_its_error() -> None:

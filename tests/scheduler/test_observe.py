@@ -85,7 +85,7 @@ def test_progress_line_reports_time_rate_and_elapsed() -> None:
     lines = out.getvalue().splitlines()
     assert len(lines) == 2
     assert lines[0].startswith("deltaflow: time 0 | 0 updates out | ")
-    assert lines[0].endswith(" s") and "updates/s" in lines[0]
+    assert " s | 0 read, 0 refused" in lines[0] and "updates/s" in lines[0]
 
 
 def test_run_with_progress_writes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:

@@ -123,10 +123,11 @@ def check_inputs(
     *,
     streaming: bool,
     static: Collection[str] = (),
+    lists: Collection[str] = (),
 ) -> tuple[Pipeline, list[InputLayout], list[DataFrame], Any]:
     """The pipeline, each input's layout and DataFrame, and the pipeline's dataflow builder.
     ``static``: the inputs of a stream that are static DataFrames (read once; no ``time``
-    column either).
+    column either); ``lists``: those given as Python lists (not in ``inputs``).
 
     Raises:
         TypeError: not a pipeline, an unknown input, an input left out that ``build()``
@@ -143,7 +144,6 @@ def check_inputs(
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
-    required_inputs(pipeline, inputs, "{name}=DATAFRAME")
     clash = sorted(RESERVED & set(names))
     if clash:
         msg = (
@@ -151,6 +151,7 @@ def check_inputs(
             "Spark adapter's own parameters: rename them"
         )
         raise TypeError(msg)
+    required_inputs(pipeline, [*inputs, *lists], "{name}=DATAFRAME")
     builder = pipeline.instantiate()
     layouts: list[InputLayout] = []
     frames: list[DataFrame] = []

@@ -824,7 +824,7 @@ def stream(
     static = {n for n, v in inputs.items() if isinstance(v, DataFrame) and not v.isStreaming}
     framed = {n: v for n, v in inputs.items() if n not in lists}
     pipeline, every, all_frames, builder = check_inputs(
-        pipeline, framed, streaming=True, static=static
+        pipeline, framed, streaming=True, static=static, lists=lists
     )
     unknown = sorted(set(lists) - set(pipeline.input_names()))
     if unknown:
