@@ -66,9 +66,10 @@ def test_reductions_match_run(spark: Any, partitions: int) -> None:
         partitions=partitions,
     )
     assert rows(out) == expected(df.run(pipes.Degrees(), edges=triples(edges)))
-    sales = [
-        (k % 5, v, t, 1 if v % 7 else -1) for k, v, t in zip(range(60), range(60), [0, 1, 2] * 20)
-    ]
+    # Each sale is inserted at its time; every seventh is retracted again one time later
+    # (a reduction's input is a collection: only what was inserted is retracted).
+    inserted = [(k % 5, v, t, 1) for k, v, t in zip(range(60), range(60), [0, 1, 2] * 20)]
+    sales = inserted + [(k, v, t + 1, -1) for k, v, t, _ in inserted if v % 7 == 0]
     sales_in = [((k, v), t, r) for k, v, t, r in sales]
     out = dfspark.run(
         pipes.Totals(),

@@ -8,6 +8,7 @@ import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.strategies import nonnegative
 
 import deltaflow as df
 
@@ -25,11 +26,26 @@ def accumulate(updates: list[tuple[Any, Any, int]], time: int) -> dict[Any, int]
     return {d: n for d, n in out.items() if n}
 
 
+def as_collection(rounds: list[list[tuple[str, int]]]) -> list[list[tuple[str, int]]]:
+    """``rounds`` (round ``i`` at time ``i``) with, in the first round, as many more
+    insertions of each word as it is ever retracted: no count is negative at any time (a
+    collection, as ``count`` requires) and every retraction still retracts.
+
+    >>> as_collection([[("a", 1)], [("b", -1)]])
+    [[('a', 1), ('b', 1)], [('b', -1)]]
+    """
+    updates = nonnegative([(w, i, r) for i, changes in enumerate(rounds) for w, r in changes])
+    out: list[list[tuple[str, int]]] = [[] for _ in rounds]
+    for w, i, r in updates:
+        out[i].append((w, r))
+    return out
+
+
 ROUNDS = st.lists(
     st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from([1, 1, -1])), max_size=4),
     min_size=1,
     max_size=120,
-)
+).map(as_collection)
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -17,6 +17,7 @@ import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.reference import assert_matches_oracle
+from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.framework.durable.manifest import unseal
@@ -24,7 +25,36 @@ from deltaflow.framework.durable.manifest import unseal
 USERS = st.sampled_from(["ann", "bob", "cy"])
 PAGES = st.sampled_from(["home", "cart", "faq"])
 ROWS = st.lists(st.tuples(USERS, PAGES, st.sampled_from([1, 1, 1, -1])), min_size=0, max_size=6)
-FILES = st.lists(st.tuples(ROWS, st.sampled_from(["csv", "jsonl", "parquet"])), max_size=6)
+
+
+def batches_as_collection(batches: list[list[Any]]) -> list[list[Any]]:
+    """``batches`` of ``(data, diff)`` (batch ``i`` at time ``i``) with, in the first, as many
+    more insertions of each datum as it is ever retracted: no count is negative at any time (a
+    collection, as reductions require) and every retraction still retracts.
+
+    >>> batches_as_collection([[("a", 1)], [("b", -1)]])
+    [[('a', 1), ('b', 1)], [('b', -1)]]
+    """
+    fed = nonnegative([(d, i, r) for i, batch in enumerate(batches) for d, r in batch])
+    out: list[list[Any]] = [[] for _ in batches]
+    for d, i, r in fed:
+        out[i].append((d, r))
+    return out
+
+
+def files_as_collection(files: list[tuple[list[Any], str]]) -> list[tuple[list[Any], str]]:
+    """``files`` of ``(user, page, diff)`` rows with, in the first, rows inserting each click
+    as many times as it is ever retracted (see :func:`batches_as_collection`)."""
+    batches = [[((u, p), r) for u, p, r in rows] for rows, _ in files]
+    return [
+        ([(u, p, r) for (u, p), r in batch], fmt)
+        for batch, (_, fmt) in zip(batches_as_collection(batches), files)
+    ]
+
+
+FILES = st.lists(st.tuples(ROWS, st.sampled_from(["csv", "jsonl", "parquet"])), max_size=6).map(
+    files_as_collection
+)
 
 
 class Visitors(df.Pipeline):
@@ -109,7 +139,9 @@ def _accumulate(updates: list[Any]) -> dict[Any, int]:
 
 @settings(max_examples=25)
 @given(
-    batches=st.lists(st.lists(st.tuples(st.tuples(USERS, PAGES), st.sampled_from([1, -1])))),
+    batches=st.lists(st.lists(st.tuples(st.tuples(USERS, PAGES), st.sampled_from([1, -1])))).map(
+        batches_as_collection
+    ),
     static=st.lists(st.tuples(st.tuples(USERS, PAGES), st.integers(0, 3), st.just(1))),
 )
 def test_run_over_an_iterable_source(batches: list[Any], static: list[Any]) -> None:
