@@ -117,9 +117,17 @@ async def resumed_state(location: Path, folder: Path) -> tuple[int | None, Any, 
     return at, state, offset
 
 
-def run_child(code: str, kill_after: float | None) -> str | None:
-    """Run the child; kill it ``kill_after`` seconds after it started its job (``None``:
-    let it finish). Returns its ``done`` line, if it printed one."""
+def latest_sequence(location: Path) -> int:
+    """The sequence number of the newest checkpoint manifest at ``location`` (0: none)."""
+    names = [p.name for p in location.glob("checkpoint-*.json")]
+    return max((int(n[len("checkpoint-") : -len(".json")]) for n in names), default=0)
+
+
+def run_child(code: str, location: Path, kill_at: tuple[int, float] | None) -> str | None:
+    """Run the child; with ``kill_at = (k, delay)``, kill it ``delay`` seconds after it has
+    committed ``k`` more checkpoints than it found (so that kills land all along its run,
+    whatever the machine's speed), or once it has ended by itself; ``None``: let it finish.
+    Returns its ``done`` line, if it printed one."""
     with subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as child:
@@ -127,11 +135,17 @@ def run_child(code: str, kill_after: float | None) -> str | None:
         try:
             line = child.stdout.readline().decode()
             assert line.startswith("started"), (line, child.stderr.read().decode())
-            if kill_after is None:
+            if kill_at is None:
                 out, err = child.communicate(timeout=120)
                 assert child.returncode == 0, err.decode()
                 return out.decode()
-            time.sleep(kill_after)
+            k, delay = kill_at
+            target = latest_sequence(location) + k
+            deadline = time.monotonic() + 60
+            while child.poll() is None and latest_sequence(location) < target:
+                assert time.monotonic() < deadline, "the child made no checkpoint in 60 s"
+                time.sleep(0.002)
+            time.sleep(delay)
         finally:
             if child.returncode is None:
                 child.send_signal(signal.SIGKILL)
@@ -158,8 +172,9 @@ def test_a_files_source_killed_with_9_resumes_exactly_once(
         )
         done = None
         last = 0
-        for attempt in range(6):
-            done = run_child(code, None if attempt == 5 else rng.uniform(0.0, 0.5))
+        for attempt in range(3):
+            kill_at = (rng.randrange(FILES // 2), rng.uniform(0.0, 0.02))
+            done = run_child(code, location, None if attempt == 2 else kill_at)
             if done is not None:
                 break
             kills += 1
