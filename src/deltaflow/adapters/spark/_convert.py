@@ -48,6 +48,8 @@ from pyspark.sql.types import (
     _parse_datatype_string,
 )
 
+from ...scheduler.validation import check_nan
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -58,6 +60,7 @@ __all__ = [
     "OutputLayout",
     "flatten",
     "parse_schema",
+    "read_changes_accounted",
     "read_partition",
     "tag_inputs",
 ]
@@ -207,6 +210,29 @@ class InputLayout:
             raise ValueError(msg)
         return data, times, diffs
 
+    def read_lenient(self, batch: Any) -> tuple[list[Any], list[Any]]:
+        """This input's data and diffs in an Arrow batch of tagged rows, a null diff kept as
+        ``None`` (:meth:`fault` names it)."""
+        i = self.index
+        rows = batch.filter(pc.equal(batch.column(INPUT), i))
+        columns = [rows.column(f"__{i}_{j}").to_pylist() for j in range(len(self.data))]
+        for j, nested in enumerate(self.nested):
+            if nested:
+                columns[j] = [_hashable(v) for v in columns[j]]
+        data = columns[0] if len(columns) == 1 else list(zip(*columns))
+        diffs = rows.column(f"__{i}_d").to_pylist() if self.diff else [1] * len(data)
+        return data, diffs
+
+    def fault(self, datum: Any, diff: Any) -> str | None:
+        """Why one row of this input is bad (a null diff, a datum holding a NaN), or None."""
+        if diff is None:
+            return f"input {self.name!r}: column 'diff' is null in {self._row(datum)}"
+        try:
+            check_nan(self.name, datum)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
     def _integers(self, rows: Any, suffix: str, col: str, data: list[Any]) -> list[int]:
         column = rows.column(f"__{self.index}_{suffix}")
         values: list[Any] = column.to_pylist()
@@ -307,6 +333,40 @@ def read_changes(
             if data:
                 feed[layout.name].extend(zip(data, diffs if diffs is not None else [1] * len(data)))
     return feed
+
+
+def read_changes_accounted(
+    layouts: Sequence[InputLayout],
+    batches: Iterable[Any],
+    modes: Mapping[str, str],
+) -> tuple[dict[str, list[tuple[Any, int]]], dict[str, Any]]:
+    """:func:`read_changes`, each row of an input whose ``on_bad`` mode is not ``"fail"``
+    checked on its own (a null diff, a datum holding a NaN): a bad one is left out. Also
+    returns, per input, ``{"read": rows, "bad": [[datum, reason, row], ...]}`` (``row``:
+    its index in the partition's rows of that input), for the driver's accounts
+    (:mod:`deltaflow.scheduler.accounting`); an input in mode ``"fail"`` raises as
+    :func:`read_changes` does."""
+    feed: dict[str, list[tuple[Any, int]]] = {layout.name: [] for layout in layouts}
+    report: dict[str, Any] = {layout.name: {"read": 0, "bad": []} for layout in layouts}
+    for batch in batches:
+        for layout in layouts:
+            seen = report[layout.name]
+            out = feed[layout.name]
+            if modes.get(layout.name, "fail") == "fail":
+                data, _times, diffs = layout.read(batch)
+                seen["read"] += len(data)
+                out.extend(zip(data, diffs if diffs is not None else [1] * len(data)))
+                continue
+            data, ds = layout.read_lenient(batch)
+            for datum, diff in zip(data, ds):
+                row = seen["read"]
+                seen["read"] += 1
+                reason = layout.fault(datum, diff)
+                if reason is None:
+                    out.append((datum, diff))
+                else:
+                    seen["bad"].append([datum, reason, row])
+    return feed, report
 
 
 def parse_schema(output: str, schema: Any) -> StructType:
