@@ -1,4 +1,5 @@
-"""``dfspark.stream(..., on_bad=...)`` on a real local Spark: bad rows (a null diff, a NaN)
+"""``dfspark.stream(..., on_bad=...)`` on a real local Spark: bad rows (a null diff, a NaN, a
+null in a column declared NOT NULL)
 skipped or quarantined per input, the output equal to ``df.run``'s over the good rows alone,
 every bad row counted, and each quarantined one kept exactly once, across a restart on the
 checkpoint location too."""
@@ -23,6 +24,8 @@ dfspark = pytest.importorskip("deltaflow.adapters.spark")
 class CountBoth(df.Pipeline):
     """``(x, n)``: how many times each ``x`` occurs in ``xs`` and ``ys`` together."""
 
+    schemas = {"xs": "x double not null", "ys": "x double not null"}
+
     def build(self, xs: df.Collection, ys: df.Collection) -> df.Collection:
         return xs.concat(ys).map(lambda x: (x, x)).count()
 
@@ -46,8 +49,10 @@ def batches(seed: int, count: int) -> list[dict[str, list[dict[str, Any]]]]:
             rows: list[dict[str, Any]] = []
             for _ in range(rng.randrange(1, 6)):
                 kind = rng.random()
-                if kind < 0.2:
+                if kind < 0.15:
                     rows.append({"x": float(rng.randrange(4))})  # no diff: null
+                elif kind < 0.25:
+                    rows.append({"diff": 1})  # no x: null, declared NOT NULL
                 elif kind < 0.35:
                     rows.append({"x": math.nan, "diff": 1})
                 else:
@@ -57,8 +62,17 @@ def batches(seed: int, count: int) -> list[dict[str, list[dict[str, Any]]]]:
     return out
 
 
+def fault(row: dict[str, Any]) -> str | None:
+    """What is wrong with a row, or None."""
+    if row.get("diff") is None:
+        return "diff"
+    if row.get("x") is None:
+        return "null"
+    return "nan" if math.isnan(row["x"]) else None
+
+
 def good(row: dict[str, Any]) -> bool:
-    return row.get("diff") is not None and not math.isnan(row["x"])
+    return fault(row) is None
 
 
 class Query:
@@ -117,31 +131,40 @@ def expected(fed: list[dict[str, list[dict[str, Any]]]], batch_of: list[int]) ->
     return want, counts
 
 
-def quarantined(fed: list[dict[str, list[dict[str, Any]]]]) -> list[tuple[Any, str]]:
-    """The bad rows of xs, as (x, what) sorted: what the side output must hold once each."""
+def quarantined(fed: list[dict[str, list[dict[str, Any]]]]) -> list[tuple[str, str]]:
+    """The bad rows of xs, as (x, fault) sorted: what the side output must hold once each."""
     out = []
     for batch in fed:
         for r in batch["xs"]:
-            if not good(r):
-                out.append(("nan" if math.isnan(r["x"]) else r["x"], "diff" in r))
-    return sorted(out, key=repr)
+            what = fault(r)
+            if what is not None:
+                out.append((repr(r.get("x")), what))
+    return sorted(out)
 
 
-def seen(rejected: list[Any]) -> list[tuple[Any, str]]:
+REASONS = {
+    "diff": "column 'diff' is null",
+    "null": "column 'x' is null in the row (x=None), but the input's schema declares it NOT NULL",
+    "nan": "holds a NaN",
+}
+
+
+def seen(rejected: list[Any]) -> list[tuple[str, str]]:
+    """The side output as (x, fault) sorted, each record checked to name its input, its
+    micro-batch and its reason."""
     out = []
     for r in rejected:
         assert r.input == "xs"
         assert r.where.startswith("micro-batch ")
-        x = r.datum
-        out.append(("nan" if isinstance(x, float) and math.isnan(x) else x, "NaN" in r.reason))
-        assert ("NaN" in r.reason) or "column 'diff' is null" in r.reason
-    return sorted(out, key=repr)
+        (what,) = [k for k, text in REASONS.items() if text in r.reason]
+        out.append((repr(r.datum), what))
+    return sorted(out)
 
 
 def test_bad_rows_set_aside_leave_the_good_rows_output(spark: Any, tmp_path: Path) -> None:
     """Bad rows at random places: the stream's output equals df.run's over the good rows,
     xs's bad rows are in rejected() once each, ys's counted as skipped."""
-    fed = batches(46, 3)
+    fed = batches(4, 3)  # every kind of bad row in both inputs
     query = Query(spark, tmp_path)
     with query.start() as running:
         for b, batch in enumerate(fed):
@@ -173,6 +196,15 @@ def test_counts_and_quarantine_once_across_a_restart(spark: Any, tmp_path: Path)
     _, counts = expected(fed, list(range(len(fed))))
     assert stats["inputs"] == counts
     assert seen(rejected) == quarantined(fed)
+
+
+def test_a_null_in_a_not_null_column_fails_run_naming_it(spark: Any) -> None:
+    """Under on_bad "fail", a null in a column the input's schema declares NOT NULL is a
+    ValueError naming the input, the column and the row, at the input."""
+    xs = spark.createDataFrame([(1.0,), (None,)], "x double")
+    ys = spark.createDataFrame([(2.0,)], "x double")
+    with pytest.raises(ValueError, match=r"input 'xs': column 'x' is null in the row \(x=None\)"):
+        dfspark.run(CountBoth(), spark, xs=xs, ys=ys, schema="x double, n long").collect()
 
 
 def test_an_unknown_mode_is_refused(spark: Any) -> None:

@@ -839,6 +839,13 @@ def stream(
         secret, tls: as for :func:`~deltaflow.adapters.spark.run`: the workers' connections
             to each other and to the driver are authenticated with ``secret`` (a fresh one
             by default) and encrypted with ``tls`` when given.
+        on_bad: what an input fed by DataFrames does with a bad row (a null ``diff``, a
+            datum holding a NaN, a null in a column declared ``NOT NULL``): ``"fail"`` (the
+            default: the query stops, naming it), ``"skip"`` (left out, counted) or
+            ``"quarantine"`` (left out, counted, kept in :meth:`SparkStream.rejected`); one
+            mode for every input or a dict by input name
+            (:mod:`deltaflow.scheduler.accounting`). The counts per input are in
+            :meth:`SparkStream.statistics` (``"inputs"``), checkpointed with the state.
         inputs: per input name, a streaming DataFrame (several are read as one union), or
             a static one or a Python list of data, fed once with the stream's first
             micro-batch (a table to join the stream with: ``pages=pages_df``). A static
@@ -851,8 +858,8 @@ def stream(
         ``with`` block) to stop the query and the workers.
 
     Raises:
-        TypeError, ValueError: bad arguments, no streaming input, an input neither a
-            DataFrame nor a list, a ``time`` column.
+        TypeError, ValueError: bad arguments (an unknown ``on_bad`` mode), no streaming
+            input, an input neither a DataFrame nor a list, a ``time`` column.
         ValueError: ``checkpoint_location`` holds a checkpoint of another pipeline, or of
             other code (without ``allow_code_change``).
         CheckpointError: the checkpoint there cannot be read, or another query holds it.
