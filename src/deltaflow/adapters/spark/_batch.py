@@ -279,7 +279,7 @@ def barrier_task(
 #: as one of them.
 RESERVED = frozenset(
     {"schema", "partitions", "secret", "tls", "foreach_batch", "path", "table", "trigger",
-     "checkpoint_location"}
+     "checkpoint_location", "on_bad"}
 )  # fmt: skip
 
 

@@ -48,6 +48,8 @@ from pyspark.sql.types import (
     _parse_datatype_string,
 )
 
+from ...scheduler.validation import check_nan
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -58,6 +60,7 @@ __all__ = [
     "OutputLayout",
     "flatten",
     "parse_schema",
+    "read_changes_accounted",
     "read_partition",
     "tag_inputs",
 ]
@@ -112,6 +115,8 @@ class InputLayout:
     nested: tuple[bool, ...]
     #: Per data column, the declared type to cast it to (a wider one), or None.
     casts: tuple[str | None, ...] = ()
+    #: Per data column, whether the declared schema says ``NOT NULL`` (empty: none declared).
+    required: tuple[bool, ...] = ()
 
     @classmethod
     def of(
@@ -154,8 +159,10 @@ class InputLayout:
             msg = f"input {name!r}: no data columns (only {[f.name for f in schema.fields]})"
             raise ValueError(msg)
         casts: list[str | None] = [None] * len(data)
+        required: tuple[bool, ...] = ()
         if declared is not None:
             data, casts = _declared(name, declared, fields, data)
+            required = tuple(not c.nullable for c in declared.columns)
         return cls(
             name,
             index,
@@ -164,6 +171,7 @@ class InputLayout:
             "diff" in fields,
             tuple(isinstance(f.dataType, _NESTED) for f in data),
             tuple(casts),
+            required,
         )
 
     def tagged(self, df: DataFrame) -> DataFrame:
@@ -187,7 +195,8 @@ class InputLayout:
         where the column is absent: every time 0, every diff 1).
 
         Raises:
-            ValueError: a null or negative time, or a null diff, naming the row.
+            ValueError: a null or negative time, a null diff, or a null in a column declared
+                ``NOT NULL``, naming the row.
         """
         i = self.index
         rows = batch.filter(pc.equal(batch.column(INPUT), i))
@@ -196,6 +205,10 @@ class InputLayout:
             if nested:
                 columns[j] = [_hashable(v) for v in columns[j]]
         data = columns[0] if len(columns) == 1 else list(zip(*columns))
+        for j, required in enumerate(self.required):
+            if required and rows.column(f"__{i}_{j}").null_count:
+                reason = self._null_in(j, data[columns[j].index(None)])
+                raise ValueError(reason)
         times = self._integers(rows, "t", "time", data) if self.time else None
         diffs = self._integers(rows, "d", "diff", data) if self.diff else None
         if times is not None and any(t < 0 for t in times):
@@ -207,6 +220,35 @@ class InputLayout:
             raise ValueError(msg)
         return data, times, diffs
 
+    def read_lenient(self, batch: Any) -> tuple[list[Any], list[Any]]:
+        """This input's data and diffs in an Arrow batch of tagged rows, a null diff kept as
+        ``None`` (:meth:`fault` names it)."""
+        i = self.index
+        rows = batch.filter(pc.equal(batch.column(INPUT), i))
+        columns = [rows.column(f"__{i}_{j}").to_pylist() for j in range(len(self.data))]
+        for j, nested in enumerate(self.nested):
+            if nested:
+                columns[j] = [_hashable(v) for v in columns[j]]
+        data = columns[0] if len(columns) == 1 else list(zip(*columns))
+        diffs = rows.column(f"__{i}_d").to_pylist() if self.diff else [1] * len(data)
+        return data, diffs
+
+    def fault(self, datum: Any, diff: Any) -> str | None:
+        """Why one row of this input is bad (a null diff, a datum holding a NaN, a null in a
+        column declared ``NOT NULL``), or None."""
+        if diff is None:
+            return f"input {self.name!r}: column 'diff' is null in {self._row(datum)}"
+        if any(self.required):
+            values = (datum,) if len(self.data) == 1 else datum
+            for j, required in enumerate(self.required):
+                if required and values[j] is None:
+                    return self._null_in(j, datum)
+        try:
+            check_nan(self.name, datum)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
     def _integers(self, rows: Any, suffix: str, col: str, data: list[Any]) -> list[int]:
         column = rows.column(f"__{self.index}_{suffix}")
         values: list[Any] = column.to_pylist()
@@ -215,6 +257,12 @@ class InputLayout:
             msg = f"input {self.name!r}: column {col!r} is null in {self._row(data[k])}"
             raise ValueError(msg)
         return values
+
+    def _null_in(self, j: int, datum: Any) -> str:
+        return (
+            f"input {self.name!r}: column {self.data[j]!r} is null in {self._row(datum)}, "
+            "but the input's schema declares it NOT NULL"
+        )
 
     def _row(self, datum: Any) -> str:
         values = (datum,) if len(self.data) == 1 else datum
@@ -307,6 +355,41 @@ def read_changes(
             if data:
                 feed[layout.name].extend(zip(data, diffs if diffs is not None else [1] * len(data)))
     return feed
+
+
+def read_changes_accounted(
+    layouts: Sequence[InputLayout],
+    batches: Iterable[Any],
+    modes: Mapping[str, str],
+) -> tuple[dict[str, list[tuple[Any, int]]], dict[str, Any]]:
+    """:func:`read_changes`, each row of an input whose ``on_bad`` mode is not ``"fail"``
+    checked on its own (a null diff, a datum holding a NaN, a null in a column declared
+    ``NOT NULL``): a bad one is left out. Also
+    returns, per input, ``{"read": rows, "bad": [[datum, reason, row], ...]}`` (``row``:
+    its index in the partition's rows of that input), for the driver's accounts
+    (:mod:`deltaflow.scheduler.accounting`); an input in mode ``"fail"`` raises as
+    :func:`read_changes` does."""
+    feed: dict[str, list[tuple[Any, int]]] = {layout.name: [] for layout in layouts}
+    report: dict[str, Any] = {layout.name: {"read": 0, "bad": []} for layout in layouts}
+    for batch in batches:
+        for layout in layouts:
+            seen = report[layout.name]
+            out = feed[layout.name]
+            if modes.get(layout.name, "fail") == "fail":
+                data, _times, diffs = layout.read(batch)
+                seen["read"] += len(data)
+                out.extend(zip(data, diffs if diffs is not None else [1] * len(data)))
+                continue
+            data, ds = layout.read_lenient(batch)
+            for datum, diff in zip(data, ds):
+                row = seen["read"]
+                seen["read"] += 1
+                reason = layout.fault(datum, diff)
+                if reason is None:
+                    out.append((datum, diff))
+                else:
+                    seen["bad"].append([datum, reason, row])
+    return feed, report
 
 
 def parse_schema(output: str, schema: Any) -> StructType:

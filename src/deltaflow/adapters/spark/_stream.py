@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import socket
 import statistics
@@ -72,6 +73,7 @@ import trio
 
 from ...errors import CheckpointError, DeltaflowError, PeerLostError
 from ...operators.collection import Pipeline
+from ...scheduler.accounting import InputAccount, Rejected, make_accounts
 from ...scheduler.checkpoint import (
     Checkpointer,
     check_code,
@@ -223,6 +225,9 @@ class SparkStream:
     _static_layouts: list[InputLayout] = attrs.field(factory=list)
     _static: DataFrame | None = None
     _lists: dict[str, list[Any]] = attrs.field(factory=dict)
+    #: Per input, the rows read and the bad ones set aside, by micro-batch
+    #: (:mod:`deltaflow.scheduler.accounting`; checkpointed with the workers' state).
+    accounts: dict[str, InputAccount] = attrs.field(factory=dict)
 
     def _start_workers(self, job: Callable[[], object]) -> None:
         """Run the workers' barrier job in a driver thread; its failure is kept."""
@@ -446,8 +451,10 @@ class SparkStream:
         for name, data in self._lists.items():
             for w, share in enumerate(extra):
                 share[name] = [(d, 1) for d in data[w :: self.peers]]
+        modes = {name: a.mode for name, a in self.accounts.items()}
         feeding = frame.mapInArrow(
-            feed_task(batch_id, self._addresses, layouts, self._security, logs), FED_SCHEMA
+            feed_task(batch_id, self._addresses, layouts, self._security, logs, modes),
+            FED_SCHEMA,
         )
         try:
             with translated():
@@ -456,10 +463,16 @@ class SparkStream:
             relog(logs.value)
         self.feed_seconds.append(time.perf_counter() - start)
         parts: list[list[int]] = [[] for _ in self._links]
-        for part, worker, _ in fed:
-            parts[worker].append(int(part))
+        reports = []
+        for part, worker, _, report in fed:
+            if worker < 0:
+                reports.append((int(part), report))
+            else:
+                parts[worker].append(int(part))
+        fed = [row for row in fed if row[1] >= 0]
         steps = [("step", batch_id, sorted(p), e) for p, e in zip(parts, extra, strict=True)]
         replies = self._ask(steps, batch_id)
+        self._account(batch_id, reports)
         if first:  # the static inputs are in the workers' state from now on
             self._static, self._lists = None, {}
         self.worker_seconds.append(max(r[2] for r in replies))
@@ -490,6 +503,26 @@ class SparkStream:
             self.checkpoint_seconds.append(time.perf_counter() - saving)
         self._time = batch_id + 1
         self.batch_seconds.append(time.perf_counter() - start)
+
+    def _account(self, batch_id: int, reports: list[tuple[int, str]]) -> None:
+        """Fold the feeding tasks' reports (JSON: per input, rows read and the bad ones left
+        out) into the inputs' accounts, at time ``batch_id``."""
+        for part, text in sorted(reports):
+            for name, seen in json.loads(text).items():
+                account = self.accounts.get(name)
+                if account is None:
+                    continue
+                account.admitted(batch_id, int(seen["read"]) - len(seen["bad"]))
+                for datum, reason, row in seen["bad"]:
+                    where = f"micro-batch {batch_id}, partition {part}, row {row}"
+                    account.refuse(ValueError(reason), _as_datum(datum), where, batch_id)
+
+    def rejected(self) -> list[Rejected]:
+        """The rows set aside by inputs whose ``on_bad`` is ``"quarantine"``, each with its
+        input, the reason and where it came from (micro-batch, partition, row), in the order
+        of their micro-batches (a stream resumed from its checkpoint has those of the
+        micro-batches before it too)."""
+        return [r for account in self.accounts.values() for r in account.rejected()]
 
     def _in_turn(self, batch_id: int) -> bool:
         """Whether micro-batch ``batch_id`` is the workers' next time (False: a re-run of one
@@ -535,6 +568,9 @@ class SparkStream:
         header = replies[0][2]
         if self._code is not None:  # (the code the driver checks a restart against)
             header = {**header, "code": self._code}
+        # The driver's accounts, under a key of their own (the workers' jobs keep theirs).
+        saved = {name: a.saved(batch_id + 1) for name, a in self.accounts.items()}
+        header = {**header, "spark_inputs": saved}
         state.commit(header, [r[1] for r in replies])
         self._sequence = sequence + 1
 
@@ -613,13 +649,16 @@ class SparkStream:
         ``accept_errors`` count what the doors of the driver's server and of the workers'
         ports (their mesh's and their data ports, as of their last answer) refused (failed
         the exchange), turned away (too many waiting to authenticate) and failed to accept
-        (out of file descriptors...): :mod:`deltaflow.scheduler.door`."""
+        (out of file descriptors...): :mod:`deltaflow.scheduler.door`. ``inputs``: per input
+        fed through micro-batches, its rows ``read``, ``accepted``, ``refused``, ``skipped``
+        and ``quarantined`` (its ``on_bad`` mode; :meth:`rejected` holds the quarantined)."""
         doors = self._door.statistics()
         for counts in self._worker_doors.values():
             for what, n in counts.items():
                 doors[what] = doors.get(what, 0) + n
         return {
             "batches": len(self.batch_seconds),
+            "inputs": {name: a.counts() for name, a in self.accounts.items()},
             "rows": sum(self.batch_rows),
             "skipped": len(self.skipped),
             "refused": doors["refused"],
@@ -637,6 +676,13 @@ class SparkStream:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _as_datum(value: Any) -> Any:
+    """A datum decoded from JSON: its lists as the tuples a row's columns were."""
+    if isinstance(value, list):
+        return tuple(_as_datum(v) for v in value)
+    return value
 
 
 def _sink_of(
@@ -750,6 +796,7 @@ def stream(
     allow_code_change: bool = False,
     secret: bytes | str | None = None,
     tls: TLS | None = None,
+    on_bad: str | Mapping[str, str] | None = None,
     **inputs: DataFrame | list[Any],
 ) -> SparkStream:
     """Keep ``pipeline`` running over streaming DataFrames; each micro-batch is one time.
@@ -792,6 +839,13 @@ def stream(
         secret, tls: as for :func:`~deltaflow.adapters.spark.run`: the workers' connections
             to each other and to the driver are authenticated with ``secret`` (a fresh one
             by default) and encrypted with ``tls`` when given.
+        on_bad: what an input fed by DataFrames does with a bad row (a null ``diff``, a
+            datum holding a NaN, a null in a column declared ``NOT NULL``): ``"fail"`` (the
+            default: the query stops, naming it), ``"skip"`` (left out, counted) or
+            ``"quarantine"`` (left out, counted, kept in :meth:`SparkStream.rejected`); one
+            mode for every input or a dict by input name
+            (:mod:`deltaflow.scheduler.accounting`). The counts per input are in
+            :meth:`SparkStream.statistics` (``"inputs"``), checkpointed with the state.
         inputs: per input name, a streaming DataFrame (several are read as one union), or
             a static one or a Python list of data, fed once with the stream's first
             micro-batch (a table to join the stream with: ``pages=pages_df``). A static
@@ -804,8 +858,8 @@ def stream(
         ``with`` block) to stop the query and the workers.
 
     Raises:
-        TypeError, ValueError: bad arguments, no streaming input, an input neither a
-            DataFrame nor a list, a ``time`` column.
+        TypeError, ValueError: bad arguments (an unknown ``on_bad`` mode), no streaming
+            input, an input neither a DataFrame nor a list, a ``time`` column.
         ValueError: ``checkpoint_location`` holds a checkpoint of another pipeline, or of
             other code (without ``allow_code_change``).
         CheckpointError: the checkpoint there cannot be read, or another query holds it.
@@ -844,6 +898,7 @@ def stream(
             msg += f" (inputs {given} are static: dfspark.run() takes static inputs alone)"
         raise TypeError(msg)
     output = OutputLayout.of(schema, single=builder.single_output, names=list(builder.stores))
+    accounts = make_accounts([layout.name for layout in every], on_bad)
     sink, holds = _sink_of(spark, output, foreach_batch, path, table)
     sc = spark.sparkContext
     n = max(1, sc.defaultParallelism - 1) if partitions is None else partitions
@@ -880,7 +935,11 @@ def stream(
 
     running = SparkStream(spark, layouts, output, sink, n, server, group, security, state, holds)
     running._code = code
+    running.accounts = accounts
     if manifest is not None:
+        saved = manifest.get("spark_inputs", {})
+        for name, account in running.accounts.items():
+            account.restore(saved.get(name))
         running.resumed_at = running._time = int(manifest["time"])
         running._sequence = int(manifest["sequence"]) + 1
     elif static_frames or lists:

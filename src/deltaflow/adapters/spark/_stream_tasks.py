@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import pickle
 import socket
 import struct
@@ -60,7 +61,7 @@ from ...scheduler.handshake import REFUSED, HandshakeError, Hello, accept, dial,
 from ...scheduler.peer import Peer, open_peer
 from ...scheduler.tcp import MAX_FRAME, FrameError, Link
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security
-from ._convert import InputLayout, OutputLayout, read_changes
+from ._convert import InputLayout, OutputLayout, read_changes_accounted
 from ._errors import from_text, report_text, reported
 from ._logs import Kept, Record, forwarding
 from ._ship import unship
@@ -408,11 +409,14 @@ def feed_task(
     layouts: Sequence[InputLayout],
     security: _Security,
     logs: Accumulator[list[Record]] | None = None,
+    modes: Mapping[str, str] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function (for ``mapInArrow``) of micro-batch ``batch``'s feeding tasks: read the
     partition's rows as changes, deal them out round-robin to the workers at ``addresses``,
-    and return a row ``(part, worker, rows)`` for each worker fed (an empty partition feeds
-    none). Its WARNINGs go to the driver in ``logs`` (:mod:`~._logs`)."""
+    and return a row ``(part, worker, rows, null)`` for each worker fed (an empty partition
+    feeds none), then one ``(part, -1, 0, report)``: per input, the rows read and the bad
+    ones left out under its ``on_bad`` mode (``modes``), as JSON (the driver decodes no
+    pickle from an executor). Its WARNINGs go to the driver in ``logs`` (:mod:`~._logs`)."""
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
@@ -421,7 +425,7 @@ def feed_task(
         assert context is not None
         part = context.partitionId()
         with forwarding(f"micro-batch {batch}'s task {part}") as kept, reported():
-            changes = read_changes(layouts, batches)
+            changes, report = read_changes_accounted(layouts, batches, modes or {})
             n = len(addresses)
             shares = [{name: rows[w::n] for name, rows in changes.items()} for w in range(n)]
             sizes = [sum(len(rows) for rows in share.values()) for share in shares]
@@ -435,14 +439,16 @@ def feed_task(
 
             if fed:
                 trio.run(deal)
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([part] * len(fed), pa.int64()),
-                        pa.array(fed, pa.int32()),
-                        pa.array([sizes[w] for w in fed], pa.int64()),
-                    ],
-                    names=["part", "worker", "rows"],
-                )
+            text = json.dumps(report, default=str)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([part] * (len(fed) + 1), pa.int64()),
+                    pa.array([*fed, -1], pa.int32()),
+                    pa.array([*(sizes[w] for w in fed), 0], pa.int64()),
+                    pa.array([None] * len(fed) + [text], pa.string()),
+                ],
+                names=["part", "worker", "rows", "report"],
+            )
             if logs is not None:
                 logs.add(kept.take())
 
@@ -450,7 +456,7 @@ def feed_task(
 
 
 #: The schema of what a feeding task returns.
-FED_SCHEMA = "part long, worker int, rows long"
+FED_SCHEMA = "part long, worker int, rows long, report string"
 
 
 def fetch_task(
