@@ -239,8 +239,9 @@ def check_fields(manifest: dict[str, Any], sequence: int, where: str) -> None:
             _code(_field(manifest, "code", "manifest"), "manifest.code")
         if "sources" in manifest:  # (each offset is the source's own JSON value)
             _dict(manifest["sources"], "manifest.sources")
-        if "accounts" in manifest:  # (each input's counts, checked as it restores them)
-            _each(manifest["accounts"], "manifest.accounts", _account)
+        for key in ("accounts", "spark_inputs"):  # each input's counts (a Spark driver's)
+            if key in manifest:
+                _each(manifest[key], f"manifest.{key}", _account)
     except _Bad as exc:
         msg = f"{where} is damaged: {exc}"
         raise CheckpointError(msg) from None
