@@ -28,7 +28,7 @@ from deltaflow.framework.lattice import Product, advance_by, less_equal
 from deltaflow.graphs import bfs, bfs_distances
 from deltaflow.operators.arrange import RawBatch
 from deltaflow.operators.history import KeyedHistory
-from deltaflow.operators.join_kernel import SortedRuns
+from deltaflow.operators.join_kernel import SortedRuns, columns_of
 
 diffs = st.sampled_from([-2, -1, 1, 1, 2])
 int_keys = st.integers(0, 5)
@@ -106,7 +106,7 @@ def check_against_history(product: bool, plan: list[Any]) -> None:
     history = KeyedHistory()
     frontier: tuple[Any, ...] = ()
     built: KeyedHistory | None = None  # the history built from the columns once they gave way
-    for step in plan:
+    for i, step in enumerate(plan):
         if step[0] == "tidy":
             frontier = step[1]
             history.tidy(frontier, force=True)
@@ -120,7 +120,10 @@ def check_against_history(product: bool, plan: list[Any]) -> None:
             if built is not None:
                 built.extend(step)
             else:
-                runs.add(raw(step))
+                # Every other batch with its columns already read (as the kernel stores a
+                # batch it has joined): they must hold the same as those read here.
+                batch = raw(step)
+                runs.add(batch, columns_of(batch) if i % 2 else None)
                 if not runs.valid:
                     built = KeyedHistory()
                     built.extend(runs.updates())
@@ -376,3 +379,20 @@ def test_single_key_rounds_leave_a_large_side_alone() -> None:
     trio.run(main)
     assert counts["alone"], "the side built its history (a pass over all of it)"
     assert counts["rounds"] < n // 4, counts
+
+
+def test_a_bulk_batch_stored_with_its_columns_waits_for_a_reader() -> None:
+    """A large batch stored with its columns already read (the kernel joined it) is not
+    converted until something reads the side: a side stored in bulk is often never read
+    again (a static run's last batches). One without them is converted as it is stored
+    (the load's activation pays, not the first single-update round)."""
+    n = 5_000
+    batch = RawBatch([k % 100 for k in range(n)], list(range(n)), [0] * n, [1] * n)
+    known = SortedRuns(alone=True)
+    known.add(batch, columns_of(batch))
+    assert known.touched == 0
+    assert sorted(known.lookup_many([7])[7]) == [(v, 0, 1) for v in range(7, n, 100)]
+    assert known.touched == n
+    plain = SortedRuns(alone=True)
+    plain.add(batch)
+    assert plain.touched == n

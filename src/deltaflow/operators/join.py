@@ -313,7 +313,7 @@ class JoinOperator(Operator):
             return
         alone = runs.alone
         item.finish(store=not alone)
-        runs.add(item.batch)
+        runs.add(item.batch, item.cols)
         if alone and not runs.valid:
             self._build_history(side)
 

@@ -168,6 +168,9 @@ class SortedRuns:
     #: The runs are the side's only copy (no history beside them).
     alone: bool = False
     _pending: list[Batch | RawBatch] = attrs.field(factory=list, init=False)
+    #: Columns already read of batches waiting (by ``id``: the kernel's, for a batch it has
+    #: just joined), so that storing that batch does not read it again.
+    _known: dict[int, Columns] = attrs.field(factory=dict, init=False)
     _runs: list[Columns] = attrs.field(factory=list, init=False)
     #: The updates noted (beside a history: its size, while the runs hold the same updates).
     size: int = attrs.field(default=0, init=False)
@@ -195,8 +198,9 @@ class SortedRuns:
     def _first_recent(self) -> dict[Any, list[tuple[Any, Any, int]]] | None:
         return {} if self.alone else None
 
-    def add(self, batch: Batch | RawBatch) -> None:
-        """Note a batch that has entered the side."""
+    def add(self, batch: Batch | RawBatch, cols: Columns | None = None) -> None:
+        """Note a batch that has entered the side (``cols``: its columns, if already
+        read)."""
         if not self.valid:
             return
         recent = self._recent
@@ -208,9 +212,17 @@ class SortedRuns:
             recent = self._recent
         n = len(batch)
         self._pending.append(batch)
+        if cols is not None:
+            self._known[id(batch)] = cols
         self.size += n
         self._pending_size += n
+        # A large batch the kernel has read (a side stored in bulk, often never read again,
+        # as a static run's last batches) waits for a reader; any other batch after it
+        # ends the wait (rounds have come: converted now, not by them).
+        bulk = cols is not None and n > self.MAX_RECENT
         if recent is None:
+            if self.alone and not bulk:
+                self.runs()
             return
         if self._pending_size > min(
             self.MAX_RECENT, max(self.COMPACT_ABOVE, self.size - self._pending_size)
@@ -219,7 +231,8 @@ class SortedRuns:
             # by the next reader (a single-update round); sooner for a side whose runs hold
             # few updates, as what waits is not compacted.
             self._recent = None
-            self.runs()
+            if not bulk:
+                self.runs()
             return
         get = recent.get
         for key, val, time, diff in batch.updates():
@@ -240,6 +253,7 @@ class SortedRuns:
         """Give the runs up (the history holds what they cannot)."""
         self.valid = False
         self._pending = []
+        self._known = {}
         self._pending_size = 0
         self._recent = None
         self._runs = []
@@ -266,8 +280,11 @@ class SortedRuns:
         if self._pending:
             parts = []
             self.touched += self._pending_size
-            for batch in _grouped(self._pending):
-                cols = columns_of(batch)
+            known = self._known
+            for batch in _grouped(self._pending, known):
+                cols = known.get(id(batch)) if known else None
+                if cols is None:
+                    cols = columns_of(batch)
                 if cols is None:
                     return self._fail()
                 if self.alone and isinstance(cols.vals, list):
@@ -282,6 +299,7 @@ class SortedRuns:
             if run is None or (runs and _kind(run) != _kind(runs[0])):
                 return self._fail()  # (int keys and pair keys, say: codes must never meet)
             self._pending = []
+            self._known = {}
             self._pending_size = 0
             self._recent = {} if self.alone else None
             self._views = None
@@ -412,6 +430,7 @@ class SortedRuns:
         """
         if not frontier:
             self._pending = []
+            self._known = {}
             self._pending_size = 0
             self._recent = {} if self.alone else None
             self._runs = []
@@ -576,9 +595,12 @@ def _lookup_all(
         pos += m
 
 
-def _grouped(batches: list[Batch | RawBatch]) -> list[Batch | RawBatch]:
+def _grouped(
+    batches: list[Batch | RawBatch], known: dict[int, Columns] | None = None
+) -> list[Batch | RawBatch]:
     """``batches`` with each stretch of forwarded ones (lists, with values or all ``()``
-    alike) made one: a conversion per stretch instead of one per small batch."""
+    alike) made one: a conversion per stretch instead of one per small batch. Those whose
+    columns are ``known`` (by ``id``) stay as they are."""
     out: list[Batch | RawBatch] = []
     owned = False  # whether the last of ``out`` is made here (its lists may grow)
     for batch in batches:
@@ -587,6 +609,7 @@ def _grouped(batches: list[Batch | RawBatch]) -> list[Batch | RawBatch]:
             last is None
             or isinstance(batch, Batch)
             or isinstance(last, Batch)
+            or (known and (id(batch) in known or id(last) in known))
             or (batch.vals is None) != (last.vals is None)
         ):
             out.append(batch)
