@@ -137,13 +137,7 @@ class WatermarkWindows(Operator):
 
     def load(self, source: StateSource) -> None:
         """Take the state back (on the worker owning the watermark)."""
-        pending = source.rows("pending")
-        if pending is not None:
-            cols = pending.columns
-            for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
-                slot = self._restored.setdefault(t, ([], []))
-                slot[0].append(d)
-                slot[1].append(r)
+        _restore_pending(source, self._restored)
         events = source.rows("events")
         if events is not None:
             cols = events.columns
@@ -154,12 +148,7 @@ class WatermarkWindows(Operator):
             cols = windows.columns
             for end, start in zip(cols["end"], cols["start"]):
                 self._open((end, start))
-        high = source.rows("high")
-        if high is not None:
-            cols = high.columns
-            for h, n in zip(cols["high"], cols["late"]):
-                self.high = h if self.high is None else max(self.high, h)
-                self.late += n
+        self.high, self.late = _restore_high(source, self.high, self.late)
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """A capability per restored waiting time (none on a fresh start)."""
@@ -390,13 +379,7 @@ class WatermarkSessions(SessionOperator):
                 state.counts.setdefault(at, {})[d] = c
             for state in self.keys.values():
                 state.times.update(at for at in state.counts if state.live(at))
-        pending = source.rows("pending")
-        if pending is not None:
-            cols = pending.columns
-            for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
-                slot = self._restored.setdefault(t, ([], []))
-                slot[0].append(d)
-                slot[1].append(r)
+        _restore_pending(source, self._restored)
         closes = source.rows("closes")
         if closes is not None:
             cols = closes.columns
@@ -404,12 +387,7 @@ class WatermarkSessions(SessionOperator):
                 self._seq += 1
                 self.closes.append((end, self._seq, key, first))
             heapq.heapify(self.closes)
-        high = source.rows("high")
-        if high is not None:
-            cols = high.columns
-            for h, n in zip(cols["high"], cols["late"]):
-                self.high = h if self.high is None else max(self.high, h)
-                self.late += n
+        self.high, self.late = _restore_high(source, self.high, self.late)
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """A capability per restored waiting time (closes need none: they follow a time)."""
@@ -453,3 +431,27 @@ class WatermarkSessions(SessionOperator):
                 self._close(mark, closed)
             WatermarkWindows._send(ctx, time + 1, closed)
             cap.drop()
+
+
+# -- what both watermark operators keep in a checkpoint -------------------------------------------
+def _restore_pending(source: StateSource, restored: dict[Any, tuple[list[Any], list[int]]]) -> None:
+    """Add a checkpoint's waiting updates (its ``pending`` rows) to ``restored`` by time."""
+    pending = source.rows("pending")
+    if pending is not None:
+        cols = pending.columns
+        for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
+            slot = restored.setdefault(t, ([], []))
+            slot[0].append(d)
+            slot[1].append(r)
+
+
+def _restore_high(source: StateSource, high: Any, late: int) -> tuple[Any, int]:
+    """``high`` and ``late`` with a checkpoint's largest event times seen and late counts
+    (its ``high`` rows, one per worker that held them) folded in."""
+    rows = source.rows("high")
+    if rows is not None:
+        cols = rows.columns
+        for h, n in zip(cols["high"], cols["late"]):
+            high = h if high is None else max(high, h)
+            late += n
+    return high, late
