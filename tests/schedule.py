@@ -40,7 +40,7 @@ import trio
 
 from deltaflow.operators.base import RunsBatch
 from deltaflow.scheduler.runtime import Job
-from deltaflow.scheduler.transport import ProgressChange
+from deltaflow.scheduler.transport import InProcessTransport, ProgressChange
 
 if TYPE_CHECKING:
     from deltaflow.scheduler.transport import Transport
@@ -53,8 +53,9 @@ __all__ = ["ScheduledTransport", "scheduled"]
 IDLE_POLL_S = 0.005
 
 
-class ScheduledTransport:
-    """Per-pair FIFOs delivered in a random interleaving drawn from ``seed`` (module doc)."""
+class ScheduledTransport(InProcessTransport):
+    """Per-pair FIFOs delivered in a random interleaving drawn from ``seed`` (module doc);
+    a worker rests as in one process."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)

@@ -197,7 +197,8 @@ def test_loops_under_random_link_delays(
 
     rendezvous = gather(3)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(Link, "flush_now", lambda self: None)  # every frame through the delay
+        # Every frame through the delay: a flush hands what is queued to the sending task.
+        m.setattr(Link, "flush_now", lambda self: self._ready.set())
         m.setattr(Link, "drain", delayed)
         parts = in_threads(
             3,

@@ -182,13 +182,13 @@ async def test_a_batch_longer_than_a_part_crosses_whole(
         one = TcpTransport(0, 1, {1: a}, lambda exc: None)
         two = TcpTransport(1, 1, {0: b}, lambda exc: None)
         two.attach([sink])  # type: ignore[list-item]
-        queue, kinds = a.queue, []
+        put, kinds = a.put, []
 
         def spy(message: Any) -> None:
             kinds.append(message[0])
-            queue(message)
+            put(message)
 
-        a.queue = spy  # type: ignore[method-assign]
+        a.put = spy  # type: ignore[method-assign]
         one.send_data(0, 1, 3, 0, 7, batch)
         assert kinds == ["part", "part", "d"]
         a.close_after_queued()

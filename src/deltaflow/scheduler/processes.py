@@ -238,6 +238,12 @@ class _Control:
     def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
         raise AssertionError("the caller of a multi-process job hosts no worker")
 
+    def turn(self, worker: Worker) -> None:
+        raise AssertionError("the caller of a multi-process job hosts no worker")
+
+    async def rest(self, worker: Worker) -> bool:
+        raise AssertionError("the caller of a multi-process job hosts no worker")
+
     def _describe(self, p: int) -> str:
         return f"{describe_workers(p, self.local)[:-1]}, pid {self.processes[p].popen.pid})"
 
@@ -903,7 +909,7 @@ async def _serve(fd: int) -> None:
         except (EOFError, OSError, trio.BrokenResourceError):
             return  # the caller closed the pool or went away
         await _run_job(control, _Job(frame))
-        buffered = control._buf
+        buffered = control.unread()
 
 
 def main(argv: list[str] | None = None) -> None:

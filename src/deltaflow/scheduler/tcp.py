@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,9 @@ _HEAD = struct.Struct("<QI")
 _CHUNK = 1 << 16
 #: Most byte views one ``writev`` takes (the system's ``IOV_MAX`` is at least this).
 _IOV_MAX = 1024
+#: The most bytes one :meth:`Link.poll` reads before it hands back what it has (a peer that
+#: sends without pause still lets the reading worker step).
+_POLL_BYTES = 1 << 24
 #: What ``Link._take`` returns while no whole frame is buffered.
 _PARTIAL = object()
 #: The most bytes (pickle and raw buffers) a link accepts in one frame.
@@ -124,6 +128,12 @@ class Link:
         self._sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         #: Bytes read and not yet taken as frames (``_serve`` hands them to the next job).
         self._buf = bytearray()
+        #: A frame longer than a read, being read straight into memory of its size (the
+        #: buffer's bytes first), and how much of it has arrived.
+        self._long: bytearray | None = None
+        self._have = 0
+        #: The stream ended after the frames taken so far (reported by the next read).
+        self._ended = False
         self._out: list[Any] = []
         self._ready = trio.Event()
         self._closing = False
@@ -135,9 +145,15 @@ class Link:
 
     # -- sending ---------------------------------------------------------------------------
     def queue(self, message: Any) -> None:
-        """Send ``message`` after everything queued before it."""
+        """Send ``message`` after everything queued before it (:meth:`send_loop` writes it
+        at its next turn)."""
         self._out.append(message)
         self._ready.set()
+
+    def put(self, message: Any) -> None:
+        """Queue ``message`` as :meth:`queue` does, for the next :meth:`flush_now` to write
+        (a worker's step: its data and progress leave together when the worker yields)."""
+        self._out.append(message)
 
     def _write(self, pieces: list[memoryview]) -> list[memoryview]:
         """Write ``pieces`` as far as the socket takes them now; what is left.
@@ -170,7 +186,10 @@ class Link:
         step as soon as it is over, not when trio next schedules the sending task (which
         waits until the worker yields).
         """
-        if self._sending or self._unsent or not self._out:
+        if not self._out:
+            return
+        if self._sending or self._unsent:
+            self._ready.set()  # send_loop writes it after what it is writing
             return
         out, self._out = self._out, []
         try:
@@ -278,40 +297,116 @@ class Link:
             msg = f"a frame from process {self.peer} cannot be read: {exc!r}"
             raise FrameError(msg) from exc
 
-    async def _fill(self) -> None:
-        """Read what has arrived (waiting for something if nothing has); a frame too big for
-        the buffer is read straight into memory of its own and left whole in the buffer.
+    def poll(self) -> list[Any]:
+        """The messages of every whole frame that has arrived, without waiting (over a plain
+        socket): reads until the socket holds nothing more (or :data:`_POLL_BYTES` were
+        read), taking frames as they complete.
+
+        Raises:
+            EOFError: the stream ended (after the frames it carried were returned).
+            FrameError: a frame's header announces more than the link accepts, or its
+                pickle cannot be read.
+        """
+        messages: list[Any] = []
+        budget = _POLL_BYTES
+        while True:
+            frame = self._take()
+            while frame is not _PARTIAL:
+                messages += frame
+                frame = self._take()
+            if budget <= 0:
+                return messages
+            try:
+                got, more = self._read_now()
+            except EOFError:
+                if messages:
+                    self._ended = True  # the next read reports it
+                    return messages
+                raise
+            budget -= got
+            if not more:
+                frame = self._take()
+                while frame is not _PARTIAL:
+                    messages += frame
+                    frame = self._take()
+                return messages
+
+    def _read_now(self) -> tuple[int, bool]:
+        """One read of what the socket holds, without waiting: into the buffer, or (a frame
+        longer than :data:`_CHUNK` at its head) straight into that frame's own memory. The
+        bytes read, and whether the socket may hold more (the read filled what it asked).
 
         Raises:
             EOFError: the stream ended.
             FrameError: the head frame is longer than the link accepts.
         """
-        want = self._wanted()
+        sock = self._sock
+        assert sock is not None
+        if self._ended:
+            raise EOFError
+        fd = sock.fileno()  # -1 once closed: never read a reused descriptor
+        if fd < 0:
+            raise trio.ClosedResourceError
+        whole = self._long
+        if whole is None:
+            want = self._wanted()
+            if want <= _CHUNK:
+                try:
+                    chunk = os.read(fd, _CHUNK)
+                except BlockingIOError:
+                    return 0, False
+                if not chunk:
+                    raise EOFError
+                self._buf += chunk
+                return len(chunk), len(chunk) == _CHUNK
+            have = len(self._buf)
+            whole = bytearray(have + want)
+            whole[:have] = self._buf
+            self._long, self._have, self._buf = whole, have, bytearray()
+        view = memoryview(whole)
+        try:
+            asked = len(whole) - self._have
+            got = os.readv(fd, [view[self._have :]])
+        except BlockingIOError:
+            return 0, False
+        finally:
+            view.release()
+        if not got:
+            raise EOFError
+        self._have += got
+        if self._have == len(whole):
+            # Whole: it becomes the buffer (one frame: _take hands out views, no copies).
+            self._buf, self._long = whole, None
+        return got, got == asked
+
+    def unread(self) -> bytearray:
+        """The bytes read and not taken as frames (``_serve`` hands them to the next job's
+        link)."""
+        if self._long is not None:
+            return self._long[: self._have]
+        return self._buf
+
+    async def _fill(self) -> None:
+        """Read what has arrived, waiting for something if nothing has.
+
+        Raises:
+            EOFError: the stream ended.
+            FrameError: the head frame is longer than the link accepts.
+        """
         sock = self._sock
         if sock is None:
             self._waited = True  # receive_some is a checkpoint
-            chunk = await self.stream.receive_some(max(want, _CHUNK))
+            chunk = await self.stream.receive_some(max(self._wanted(), _CHUNK))
             if not chunk:
                 raise EOFError
             self._buf += chunk
-            return
-        if want > _CHUNK:
-            await self._read_whole(want)
             return
         while True:
-            fd = sock.fileno()
-            if fd < 0:
-                raise trio.ClosedResourceError
-            try:
-                chunk = os.read(fd, _CHUNK)
-            except BlockingIOError:
-                self._waited = True
-                await trio.lowlevel.wait_readable(sock)
-                continue
-            if not chunk:
-                raise EOFError
-            self._buf += chunk
-            return
+            got, _ = self._read_now()
+            if got:
+                return
+            self._waited = True
+            await trio.lowlevel.wait_readable(sock)
 
     def _wanted(self) -> int:
         """Bytes still missing from the frame at the head of the buffer (0 if unknown)."""
@@ -320,35 +415,6 @@ class Link:
             return 0
         start, size, lengths = head
         return start + size + sum(lengths) - len(self._buf)
-
-    async def _read_whole(self, missing: int) -> None:
-        """Read the ``missing`` rest of the head frame into one buffer of its size (over a
-        plain socket)."""
-        sock = self._sock
-        assert sock is not None
-        have = len(self._buf)
-        whole = bytearray(have + missing)
-        whole[:have] = self._buf
-        view = memoryview(whole)
-        try:
-            while have < len(whole):
-                fd = sock.fileno()
-                if fd < 0:
-                    raise trio.ClosedResourceError
-                try:
-                    got = os.readv(fd, [view[have:]])
-                except BlockingIOError:
-                    self._waited = True
-                    await trio.lowlevel.wait_readable(sock)
-                    continue
-                if not got:
-                    raise EOFError
-                have += got
-        finally:
-            view.release()
-            # Interrupted (cancelled), the bytes read so far stay buffered: the stream
-            # stays in step for whoever reads next.
-            self._buf = whole if have == len(whole) else whole[:have]
 
     async def aclose(self) -> None:
         """Close the stream."""
@@ -410,6 +476,16 @@ class TcpTransport:
     have stopped; :meth:`run` then says goodbye on every link and returns when every other
     process has said goodbye too. ``on_error`` is told when another process reports a failure
     or goes away.
+
+    The workers do the socket work themselves, where they yield (:meth:`turn`,
+    :meth:`rest`): what their steps queued (data, and each step's progress batch after the
+    data it accounts for) leaves in one write per link, and what has arrived is read and
+    delivered at once, so the worker that read a frame applies its progress in its next
+    step. A worker with nothing to do waits on its bell *or* the process's sockets (the one
+    link's socket, or an epoll of them all), so a frame wakes the task that reads it. Links
+    a worker cannot read without waiting (TLS; several links where the system has no epoll)
+    are read by a task of their own, which rings the workers' bells; so are the links still
+    open once every local worker has stopped (until their goodbye).
     """
 
     #: Seconds a cancelled transport may spend sending what is queued (a failure report).
@@ -431,11 +507,53 @@ class TcpTransport:
         self._finished = trio.Event()
         self._reported = False
         self._parts: dict[tuple[int, int], list[UpdateBatch]] = {}
+        #: The links the workers read (``None`` until the links are known: see _setup), and
+        #: those read by tasks.
+        self._polled: list[Link] | None = None
+        self._tasked: list[Link] = []
+        #: What a resting worker waits on besides its bell: the one polled link's socket, an
+        #: epoll of them all, or ``None`` (nothing to watch).
+        self._watch: Any = None
+        self._epoll: Any = None
+        #: Whether a worker is waiting on :attr:`_watch` (one at a time).
+        self._watching = False
 
     def attach(self, workers: list[Worker]) -> None:
         """Deliver to this process's ``workers`` (in index order)."""
         self.workers = workers
 
+    def _setup(self) -> list[Link]:
+        """Sort the links (connected by now) into those the workers read and those a task
+        reads; the links the workers read."""
+        if self._polled is not None:
+            return self._polled
+        plain = [link for link in self.links.values() if link._sock is not None]
+        if len(plain) > 1 and not hasattr(select, "epoll"):
+            plain = []
+        self._polled = plain
+        self._tasked = [link for link in self.links.values() if link not in plain]
+        if len(plain) == 1:
+            self._watch = plain[0]._sock
+        elif plain:
+            self._epoll = select.epoll()
+            for link in plain:
+                assert link._sock is not None
+                self._epoll.register(link._sock.fileno(), select.EPOLLIN)
+            self._watch = self._epoll
+        return plain
+
+    def _unwatch(self, link: Link) -> None:
+        """Stop reading ``link`` in the workers (it said goodbye, ended or failed)."""
+        assert self._polled is not None
+        self._polled.remove(link)
+        if self._epoll is not None:
+            with contextlib.suppress(OSError, ValueError):
+                assert link._sock is not None
+                self._epoll.unregister(link._sock.fileno())
+        if not self._polled:
+            self._watch = None
+
+    # -- sending ---------------------------------------------------------------------------
     def send_data(
         self, sender: int, worker: int, node: int, port: int, time: Any, payload: Any
     ) -> None:
@@ -450,29 +568,29 @@ class TcpTransport:
             data, diffs = payload.data, payload.diffs
             for lo in range(0, len(data) - PART, PART):
                 hi = lo + PART
-                link.queue(("part", sender, offset, data[lo:hi], diffs[lo:hi]))
+                link.put(("part", sender, offset, data[lo:hi], diffs[lo:hi]))
             lo = (len(data) - 1) // PART * PART
             # The last part carries the rest: a RunsBatch's runs go with it whole.
             if cls is RunsBatch:
                 payload = RunsBatch(payload.times, payload.lengths, data[lo:], diffs[lo:])
             else:
                 payload = UpdateBatch(data[lo:], diffs[lo:])
-        link.queue(("d", sender, offset, node, port, time, payload))
+        link.put(("d", sender, offset, node, port, time, payload))
 
     def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
-        """Every local worker now; every other process after the data sent before it.
+        """Every local worker now; every other process after the data sent before it, in
+        the same write as that data, when the sender next yields (:meth:`turn`,
+        :meth:`rest`).
 
-        Every link is flushed at once: a process waiting on this progress (its frontier, and
-        so its next loop turn, depends on it) starts as soon as it arrives. Holding a batch of
-        progress back to share a frame with the sender's next step saves writes and wake-ups
-        but idles the other process for that step.
+        A worker yields when it has nothing left to do or has stepped for a slice: the
+        batches of the steps in between travel together, so another process wakes once for
+        the whole of what this worker could do without it, not once per step.
         """
         for w in self.workers:
             w.receive_progress(changes)
         message = ("p", changes)
         for link in self.links.values():
-            link.queue(message)
-            link.flush_now()
+            link.put(message)
 
     def report_error(self, exc: BaseException) -> None:
         """Tell every other process that this one failed (once)."""
@@ -490,6 +608,58 @@ class TcpTransport:
                 link.queue(("bye",))
                 link.close_after_queued()
             self._finished.set()
+
+    # -- the workers' side -----------------------------------------------------------------
+    def turn(self, worker: Worker) -> None:
+        """Write what the steps queued; read and deliver what has arrived (no waiting)."""
+        for link in self.links.values():
+            link.flush_now()
+        self._read()
+
+    async def rest(self, worker: Worker) -> bool:
+        """As :meth:`turn`; then, unless that gave ``worker`` work, wait for its bell or (one
+        resting worker at a time) for a frame, which it reads at once. Whether it waited."""
+        for link in self.links.values():
+            link.flush_now()
+        self._read()
+        bell = worker.bell
+        if bell.rung:
+            return False
+        watch = self._watch
+        if watch is None or self._watching or self._finished.is_set():
+            await bell.wait()
+            return True
+        self._watching = True
+        try:
+            await bell.wait(watch)
+        except (trio.ClosedResourceError, OSError):
+            pass  # closed under the wait: the read below (or the job's end) tells
+        finally:
+            self._watching = False
+        if not bell.rung:
+            self._read()
+        return True
+
+    def _read(self) -> None:
+        """Read every polled link and deliver what whole frames it holds."""
+        polled = self._polled if self._polled is not None else self._setup()
+        for link in polled[:] if len(polled) > 1 else polled:
+            try:
+                messages = link.poll()
+            except FrameError as exc:
+                self._unwatch(link)
+                msg = f"refused what {describe_workers(link.peer, self.local)} sent: {exc}"
+                self.on_error(PeerLostError(msg))
+                continue
+            except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                self._unwatch(link)
+                if not self._finished.is_set():
+                    msg = f"lost the process of {describe_workers(link.peer, self.local)}"
+                    self.on_error(PeerLostError(msg))
+                continue
+            if messages and self._deliver(link, messages):
+                self._unwatch(link)
+                continue
 
     def _deliver(self, link: Link, messages: list[Any]) -> bool:
         """Hand a frame's messages to the local workers; True once the peer said goodbye."""
@@ -521,6 +691,7 @@ class TcpTransport:
                 return True
         return False
 
+    # -- the tasks -------------------------------------------------------------------------
     async def _receive_loop(self, link: Link) -> None:
         while True:
             try:
@@ -546,17 +717,28 @@ class TcpTransport:
                 self.on_error(PeerLostError(msg))
 
     async def run(self) -> None:
-        """Send and receive on every link until every process has said goodbye.
+        """Send and receive on every link until every process has said goodbye: the links
+        the workers cannot read, from the start; the others once the local workers have
+        stopped.
 
         Cancelled (the job failed here, or was abandoned), it still tries for a moment to
         send what is queued, so the other processes hear of the failure rather than only
         see the connection drop.
         """
+        polled = self._setup()
         try:
             async with trio.open_nursery() as nursery:
                 for link in self.links.values():
                     nursery.start_soon(self._send_loop, link)
+                for link in self._tasked:
                     nursery.start_soon(self._receive_loop, link)
+                if polled:
+                    await self._finished.wait()
+                    # No worker reads any more (a frame of the goodbye may have been read
+                    # by a worker before it stopped: then the link is not polled).
+                    for link in polled[:]:
+                        self._unwatch(link)
+                        nursery.start_soon(self._receive_loop, link)
         finally:
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(self.GRACE_S):
@@ -565,6 +747,9 @@ class TcpTransport:
                             await link.drain()
                 for link in self.links.values():
                     await trio.aclose_forcefully(link.stream)
+                if self._epoll is not None:
+                    trio.lowlevel.notify_closing(self._epoll.fileno())
+                    self._epoll.close()
 
 
 def describe_workers(process: int, local: int) -> str:

@@ -18,7 +18,10 @@ sound with any delays (timely dataflow's argument):
 :class:`InProcessTransport` serves workers that share one process and one trio loop: it
 appends to their mailboxes and inboxes directly. A transport that needs a task of its own
 (one that reads sockets, or a test schedule that delays deliveries) does its work in
-:meth:`Transport.run`, which the job starts beside its workers.
+:meth:`Transport.run`, which the job starts beside its workers. A worker hands its transport
+the moments it yields (:meth:`Transport.turn` after a slice of steps, :meth:`Transport.rest`
+when it has nothing to do): a transport over sockets sends and reads there, in the worker's
+own task.
 
     >>> transport = InProcessTransport()
     >>> transport.workers == []
@@ -53,6 +56,15 @@ class Transport(Protocol):
     def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
         """Deliver a step's pointstamp changes to every worker's tracker (the sender's too)."""
 
+    def turn(self, worker: Worker) -> None:
+        """``worker`` has stepped for a while and is about to let other tasks run: send what
+        its steps queued, take in what has arrived for this process (never waiting)."""
+
+    async def rest(self, worker: Worker) -> bool:
+        """``worker`` has nothing to do (its bell cleared, then found idle): send what its
+        steps queued, and return once it may have work (its bell rang). Whether it waited
+        (``False``: what it took in gave the worker work at once)."""
+
     async def run(self) -> None:
         """Deliver what needs a task of its own, until the job's workers have finished."""
 
@@ -77,6 +89,14 @@ class InProcessTransport:
         """Give every worker (the sender too) the same batch, in the same order."""
         for w in self.workers:
             w.receive_progress(changes)
+
+    def turn(self, worker: Worker) -> None:
+        """Nothing to send or take in: every delivery happened when it was sent."""
+
+    async def rest(self, worker: Worker) -> bool:
+        """Wait for ``worker``'s bell."""
+        await worker.bell.wait()
+        return True
 
     async def run(self) -> None:
         """Nothing to do: every delivery happens when it is sent."""

@@ -38,6 +38,7 @@ from ..framework.lattice import Product
 from ..framework.progress import ProgressTracker
 from ..operators.linear import LinearOperator
 from .actor import Actor
+from .bell import Bell
 from .capability import Capability
 
 if TYPE_CHECKING:
@@ -79,7 +80,8 @@ class Worker:
         self.inbox: list[list[ProgressChange]] = []
         self.active: deque[int] = deque()
         self._is_active: list[bool] = []
-        self._wake = trio.Event()
+        #: Rung when something is queued for this worker (it waits on it when idle).
+        self.bell = Bell()
         self.finished = False
         self.steps = 0
         self.activations = 0
@@ -180,7 +182,7 @@ class Worker:
         if not self._is_active[index]:
             self._is_active[index] = True
             self.active.append(index)
-            self._wake.set()
+            self.bell.ring()
 
     def deliver(self, worker: int, node: int, port: int, time: Any, payload: Any) -> None:
         """Put a message in a mailbox: ours directly, another worker's via the transport.
@@ -237,11 +239,11 @@ class Worker:
         """A progress batch arrived (called by the transport)."""
         self.received += 1
         self.inbox.append(changes)
-        self._wake.set()
+        self.bell.ring()
 
     def wake(self) -> None:
         """Make a sleeping worker look for work."""
-        self._wake.set()
+        self.bell.ring()
 
     def _guard(self, actor: Actor, fn: Any) -> None:
         try:
@@ -328,20 +330,22 @@ class Worker:
         clock = time.perf_counter
         try:
             self.initialize()
+            transport = self.transport
             deadline = clock() + self.SLICE_S
             while not job.failed:
                 if self.step():
                     job.notify()
                     if clock() >= deadline:
+                        # What the steps sent leaves; what other processes sent comes in.
+                        transport.turn(self)
                         await trio.lowlevel.checkpoint()
                         deadline = clock() + self.SLICE_S
                     continue
                 if self.tracker.is_complete():
                     break
-                self._wake = trio.Event()
-                if self.idle():
-                    await self._wake.wait()
-                deadline = clock() + self.SLICE_S
+                self.bell.clear()
+                if self.idle() and await transport.rest(self):
+                    deadline = clock() + self.SLICE_S
         except OperatorError as exc:
             job.fail(exc)
         except Exception as exc:  # a runtime bug: still never hang the application
