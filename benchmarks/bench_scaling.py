@@ -30,6 +30,19 @@ on as many cores as workers: ``workers / work_ratio``, the work spread evenly an
 waited for (an upper bound; each worker's share of the messages is its wait).
 
     python benchmarks/bench_scaling.py --work [--callgrind] [--quick] [--only w1,w2s,w4]
+
+``--repeat N`` runs the three configurations in turn N times (one A B C A B C ... order,
+so a drift in the machine's speed reaches every configuration alike) and reports each
+figure's median and the speed-ups of the medians, with the load average (``os.getloadavg``)
+at the start and the end beside the capacity: on a shared machine, read the figures
+against both.
+
+``--syscalls`` counts instead of timing, for W2 interactive: the system calls per round of
+every process of the job (``strace -f -c``; the job with one round subtracted from the job
+with ``--rounds``), one process against ``processes=2``: the writes, reads and scheduler
+waits (``epoll_wait``) a round costs, which hold on any machine.
+
+    python benchmarks/bench_scaling.py --syscalls [--rounds 200]
 """
 
 from __future__ import annotations
@@ -37,8 +50,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -109,15 +124,17 @@ async def _w4_load(cfg: Any, root: int, edges: list[Any]) -> dict[str, Any]:
     return {"load_s": load_s, "answer": answer["reached"]}
 
 
-def measure(what: str, config: str, quick: bool) -> dict[str, Any]:
+def measure(what: str, config: str, quick: bool, count: int | None = None) -> dict[str, Any]:
     cfg = CONFIGS[config]
     if what == "w2s":
         roots, init, rounds = w2_reach()
         singles = _singles(rounds[: 200 if quick else 1000])
         return _static(Reachability, {"roots": roots, "edges": init}, "edges", singles, cfg)
     if what == "w2i":
-        _, _, rounds = w2_reach()
-        return trio.run(_interactive, cfg, _singles(rounds[: 100 if quick else 500]))
+        _, _, w2_rounds = w2_reach()
+        if count is None:
+            count = 100 if quick else 500
+        return trio.run(_interactive, cfg, _singles(w2_rounds[:count]))
     if what == "w4":
         nodes = 100_000 if quick else 1_000_000
         root, edges, _ = w4_bfs(nodes=nodes, edges=2 * nodes, rounds=1)
@@ -226,6 +243,35 @@ def bench_work(what: str, quick: bool, grind: bool, counts: tuple[int, ...]) -> 
     emit(record)
 
 
+# -- system calls per W2 interactive round (``--syscalls``) --------------------------------
+SYSCALLS = ("writev", "write", "read", "epoll_wait", "epoll_ctl")
+
+
+def _strace_counts(config: str, rounds: int) -> dict[str, int]:
+    """``strace -f -c``'s call counts over every process of one W2 interactive job."""
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+        command = ["strace", "-f", "-c", "-o", out.name, sys.executable, __file__, "--child",
+                   "w2i", config, "--rounds", str(rounds)]  # fmt: skip
+        subprocess.run(command, capture_output=True, text=True, check=True)
+        counts: dict[str, int] = {}
+        for line in out.read().splitlines():
+            fields = line.split()
+            if len(fields) >= 5 and fields[-1] in SYSCALLS and fields[3].isdigit():
+                counts[fields[-1]] = int(fields[3])
+        return counts
+
+
+def bench_syscalls(rounds: int) -> None:
+    record: dict[str, Any] = {"figure": "scaling.w2.interactive.syscalls", "rounds": rounds}
+    for config in ("one", "processes_2"):
+        base, full = _strace_counts(config, 1), _strace_counts(config, rounds + 1)
+        record[config] = {
+            f"{call}_per_round": (full.get(call, 0) - base.get(call, 0)) / rounds
+            for call in SYSCALLS
+        }
+    emit(record)
+
+
 # -- the runner ------------------------------------------------------------------------------
 FIGURES = {"w2s": "scaling.w2.static", "w2i": "scaling.w2.interactive",
            "w4": "scaling.w4x10.load", "w1": "scaling.w1.static"}  # fmt: skip
@@ -240,8 +286,27 @@ def _child(what: str, config: str, quick: bool) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def bench(what: str, quick: bool) -> None:
-    results = {config: _child(what, config, quick) for config in CONFIGS}
+def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per key, the median of ``runs`` (the answer of the first: all must agree)."""
+    out: dict[str, Any] = {"runs": len(runs)}
+    for key, value in runs[0].items():
+        if key == "answer" or not isinstance(value, (int, float)):
+            out[key] = value
+        else:
+            out[key] = statistics.median(r[key] for r in runs)
+    out["answers_agree"] = len({r["answer"] for r in runs}) == 1
+    return out
+
+
+def bench(what: str, quick: bool, repeat: int = 1) -> None:
+    if repeat > 1:
+        runs: dict[str, list[dict[str, Any]]] = {config: [] for config in CONFIGS}
+        for _ in range(repeat):
+            for config in CONFIGS:
+                runs[config].append(_child(what, config, quick))
+        results = {config: _median_of(r) for config, r in runs.items()}
+    else:
+        results = {config: _child(what, config, quick) for config in CONFIGS}
     answers = {r["answer"] for r in results.values()}
     record: dict[str, Any] = {"figure": FIGURES[what], **results, "same_answer": len(answers) == 1}
     for config in ("workers_2", "processes_2"):
@@ -259,7 +324,8 @@ def bench(what: str, quick: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--child"]:
-        emit(measure(args[1], args[2], "--quick" in args))
+        given = int(args[args.index("--rounds") + 1]) if "--rounds" in args else None
+        emit(measure(args[1], args[2], "--quick" in args, given))
         return 0
     if args[:1] == ["--work-child"]:
         emit(work_child(args[1], int(args[2]), args[3] == "rounds", "--quick" in args))
@@ -270,17 +336,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", action="store_true", help="messages and work per round")
     parser.add_argument("--callgrind", action="store_true", help="with --work: instructions")
     parser.add_argument("--workers", default="1,2,4,8", help="with --work: worker counts")
+    parser.add_argument("--repeat", type=int, default=1, help="alternating runs: medians")
+    parser.add_argument("--syscalls", action="store_true", help="W2 interactive: syscalls")
+    parser.add_argument("--rounds", type=int, default=200, help="with --syscalls: rounds")
     ns = parser.parse_args(args)
+    if ns.syscalls:
+        bench_syscalls(ns.rounds)
+        return 0
     if ns.work:
         for what in (ns.only or "w1,w2s,w4").split(","):
             counts = tuple(int(w) for w in ns.workers.split(","))
             bench_work(what, ns.quick, ns.callgrind, counts)
         return 0
     ns.only = ns.only or "w2s,w2i,w4,w1"
+    emit({"figure": "load", "at": "start", "loadavg": os.getloadavg()})
     bench_capacity()
     for what in ns.only.split(","):
-        bench(what, ns.quick)
+        bench(what, ns.quick, ns.repeat)
     bench_capacity()
+    emit({"figure": "load", "at": "end", "loadavg": os.getloadavg()})
     return 0
 
 

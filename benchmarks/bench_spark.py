@@ -16,6 +16,10 @@ of its own (so one's memory does not slow the next) and prints JSON lines:
   the workers, to the output) and ``output_s``. ``load_s`` = rendezvous + dataflow is the
   figure set beside ``processes=2``'s ``start_s + load_s`` (``vs_processes2``, target <=
   1.3).
+* ``w4x10.spark_run1`` — the same call on ``local[1]``, 1 partition; ``spark_run`` then
+  gives ``speedup_vs_local1`` (``total_s``, the whole call) and ``load_speedup_vs_local1``
+  (``load_s``): what a second core buys (target >= 1.6). Run them in that order:
+  ``--only spark_run1,spark_run``.
 * ``w4x10.spark_stream`` — ``dfspark.stream`` on ``local[3]`` (2 workers and a slot for
   the micro-batches): micro-batch 0 is the load (roots and edges, through the driver), then
   one changed edge (an insertion and a retraction) per micro-batch from a file each:
@@ -51,8 +55,8 @@ of its own (so one's memory does not slow the next) and prints JSON lines:
 Every figure carries ``check``: the final answer equals the from-scratch BFS (the W1 answer
 for ``stream_w1``).
 
-Run: ``python benchmarks/bench_spark.py [--quick] [--only one_process,processes2,spark_run,
-spark_stream,paths,cluster_run,cluster_stream,stream_w1,stream_w1_cluster,
+Run: ``python benchmarks/bench_spark.py [--quick] [--only one_process,processes2,spark_run1,
+spark_run,spark_stream,paths,cluster_run,cluster_stream,stream_w1,stream_w1_cluster,
 stream_w1_checkpointed] [--rounds 100]
 [--batches 11]`` (``--quick``: W4 at its own size, fewer rounds and micro-batches; by default
 every system but the ``stream_w1`` ones).
@@ -72,7 +76,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 SYSTEMS = (
-    "one_process", "processes2", "spark_run", "spark_stream", "paths", "cluster_run",
+    "one_process", "processes2", "spark_run1", "spark_run", "spark_stream", "paths", "cluster_run",
     "cluster_stream",
 )  # fmt: skip
 STREAM_W1 = ("stream_w1", "stream_w1_cluster", "stream_w1_checkpointed")
@@ -202,7 +206,9 @@ def write_edges(tmp: Path, init: list[Any]) -> None:
     )
 
 
-def run_spark(args: argparse.Namespace, tmp: Path, on_cluster: bool = False) -> dict[str, Any]:
+def run_spark(
+    args: argparse.Namespace, tmp: Path, on_cluster: bool = False, cores: int = 2
+) -> dict[str, Any]:
     from bench_workloads import Bfs
 
     from deltaflow.adapters import spark as dfspark
@@ -210,16 +216,17 @@ def run_spark(args: argparse.Namespace, tmp: Path, on_cluster: bool = False) -> 
 
     root, init, _ = data(args)
     write_edges(tmp, init)
-    spark, startup, cluster = session_for(tmp, 2, on_cluster)
-    record: dict[str, Any] = {"startup_s": startup, "edges": len(init)}
+    spark, startup, cluster = session_for(tmp, cores, on_cluster)
+    record: dict[str, Any] = {"startup_s": startup, "edges": len(init), "cores": cores}
     try:
         edges = spark.read.parquet(str(tmp / "edges"))
         roots = spark.createDataFrame([(root,)], "root long")
         start = time.perf_counter()
         with phase_timings(spark) as phases:
             out = dfspark.run(
-                Bfs(), spark, roots=roots, edges=edges, schema="node long, dist long", partitions=2
-            )
+                Bfs(), spark, roots=roots, edges=edges, schema="node long, dist long",
+                partitions=cores,
+            )  # fmt: skip
         record["total_s"] = time.perf_counter() - start
         record["input_s"] = phases["started"] - phases["submitted"]
         for phase in ("read_s", "rendezvous_s", "dataflow_s", "output_s"):
@@ -444,6 +451,8 @@ def child(system: str, args: argparse.Namespace) -> None:
             record = run_open(args, 2)
         elif system == "spark_run":
             record = run_spark(args, Path(tmp))
+        elif system == "spark_run1":
+            record = run_spark(args, Path(tmp), cores=1)
         elif system == "spark_stream":
             record = run_stream(args, Path(tmp))
         elif system == "cluster_run":
@@ -505,6 +514,12 @@ def main(argv: list[str] | None = None) -> None:
             p2 = results["processes2"]
             record["vs_processes2"] = record["load_s"] / (p2["start_s"] + p2["load_s"])
             record["target_vs_processes2"] = 1.3
+        if system == "spark_run" and "spark_run1" in results:
+            # local[2] against local[1], the same call: what a second core buys.
+            one = results["spark_run1"]
+            record["speedup_vs_local1"] = one["total_s"] / record["total_s"]
+            record["load_speedup_vs_local1"] = one["load_s"] / record["load_s"]
+            record["target_speedup_vs_local1"] = 1.6
         if system in ("spark_stream", "cluster_stream"):
             record["target_worker_median_ms"] = 10.0
         if system in STREAM_W1:
