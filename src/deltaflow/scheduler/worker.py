@@ -16,9 +16,12 @@ which costs far more than a Python call; with a task per actor a single-record r
 a chain of operators would pay a switch per operator before any work. The
 actor/mailbox/capability model is the same; only the stepping is cooperative. The worker
 yields to trio once it has stepped for :attr:`Worker.SLICE_S` without yielding (and whenever
-it runs out of work: it then sleeps on an event, no busy waiting), so a round that takes many
-short steps (an iteration needs a few per inner round) does not pay a trio reschedule for
-each.
+it runs out of work: it then sleeps on its :class:`~deltaflow.scheduler.bell.Bell`, no busy
+waiting), so a round that takes many short steps (an iteration needs a few per inner round)
+does not pay a trio reschedule for each. Where it yields, its transport sends what the steps
+queued and takes in what arrived (:meth:`Transport.turn`, :meth:`Transport.rest`): across
+processes, one write per peer for all those steps, and the wait of an idle worker is also the
+wait for the next frame.
 
 Progress is exchanged as whole per-step batches, in order: a batch that records a message
 sent also records the drop of the right it was sent with, so no tracker can see a frontier
