@@ -358,7 +358,7 @@ async def test_a_job_without_a_checkpoint_moves_its_slot_as_it_goes(pg_dsn: str)
                 # Following for ever, the slot moves while the job runs (the reader holds
                 # the slot: its position is read, not peeked).
                 with trio.fail_after(30):
-                    while lsn_value(slot_position(conn, "no_ckpt")) <= lsn_value(before):
+                    while lsn_value(slot_position(conn, "no_ckpt")) <= lsn_value(before):  # noqa: ASYNC110
                         await trio.sleep(0.05)
                 nursery.cancel_scope.cancel()
             assert pending_changes(conn, "no_ckpt") == 0

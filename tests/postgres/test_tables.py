@@ -191,3 +191,48 @@ async def test_a_source_of_several_tables_refuses_what_it_cannot_read(pg_dsn: st
         df.sources.postgres(pg_dsn, ["orders", "shop.orders"], slot="x")
     with pytest.raises(ValueError, match="schema= declares one table"):
         df.sources.postgres(pg_dsn, ["orders", "customers"], slot="x", schema="id INT")
+
+
+def test_cli_reads_the_tables_of_one_database_in_one_snapshot(
+    pg_dsn: str, postgres_server: Any, tmp_path: Path
+) -> None:
+    """``--input orders=postgresql://.../db/orders --input customers=...``: one slot and one
+    snapshot for both (every row at time 0), the join equal to SQL's, no slot left."""
+    import json
+    import subprocess
+    import sys
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        shop = Shop(conn, random.Random(5))
+        want = shop.view()
+        dbname = conn.info.dbname
+        module = tmp_path / "shop.py"
+        module.write_text(
+            "import sys\n"
+            f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "from test_tables import RegionRevenue\n"
+        )
+        url = f"postgresql://df@/{dbname}/{{}}?host={postgres_server.root}"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "deltaflow",
+                "run",
+                f"{module}:RegionRevenue",
+                "--input",
+                f"orders={url.format('orders')}",
+                "--input",
+                f"customers={url.format('customers')}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        records = [json.loads(line) for line in done.stdout.splitlines()]
+        assert {r["time"] for r in records} == {0}
+        got = Counter({tuple(r["data"]): r["diff"] for r in records})
+        assert got == want
+        slots = conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall()
+        assert not [s for (s,) in slots if s.startswith("deltaflow_cli")]
