@@ -1,14 +1,15 @@
 """PostgreSQL in and out (issue #47): orders + customers -> revenue per region, kept in a
-table by a job following both tables (``df.sources.postgres``) into an upsert sink
-(``df.sinks.postgres``), beside the same view kept by a ``REFRESH MATERIALIZED VIEW`` loop
-in the same server.
+table by a job following both tables through one slot (``df.sources.postgres``, each
+transaction one time) into an upsert sink (``df.sinks.postgres``), beside the same view kept
+by a ``REFRESH MATERIALIZED VIEW`` loop in the same server.
 
 Needs a server with ``wal_level=logical`` (give ``--dsn``; the database is used as is and
 its tables ``bench_*`` replaced). A ``pgbench``-style writer commits one order per
 transaction (an insert, or an update of an earlier order's amount) at ``--rate``
 transactions/s for ``--seconds``; the figures:
 
-* ``backlog``: changes/s the job drains when ``--backlog`` transactions wait in the slot;
+* ``backlog``: changes/s the job drains when ``--backlog`` transactions wait in the slot
+  (checkpointing every ``--checkpoint-every`` transactions);
 * ``lag``: commit to the sink's commit, p50 / p99, at ``--rate``;
 * ``refresh``: the same writer against a loop refreshing a materialized view: lag from a
   commit to the end of the first refresh that began after it, p50 / p99.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import json
 import random
 import statistics
@@ -45,7 +47,7 @@ class Revenue(df.Pipeline):
 
 def setup(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for slot in ("bench_orders", "bench_customers"):
+        for slot in ("bench_orders", "bench_customers", "bench_shop"):
             conn.execute(
                 "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                 "WHERE slot_name = %s",
@@ -142,23 +144,27 @@ async def reached(job: df.Job, time: int) -> None:
         await trio.sleep(0.01)
 
 
-async def follow(dsn: str, rate: float, seconds: float, backlog: int) -> dict[str, Any]:
+async def follow(dsn: str, rate: float, seconds: float, backlog: int, every: int) -> dict[str, Any]:
     setup(dsn)
-    sources = {
-        "orders": df.sources.postgres(dsn, "bench_orders", slot="bench_orders", poll=0.01),
-        "customers": df.sources.postgres(dsn, "bench_customers", slot="bench_customers"),
-    }
+    # Both tables through one slot: one change stream, each transaction one time.
+    shop = df.sources.postgres(
+        dsn,
+        {"orders": "bench_orders", "customers": "bench_customers"},
+        slot="bench_shop",
+        poll=0.01,
+    )
+    sources = {"orders": shop, "customers": shop}
     timed = Timed(df.sinks.postgres(dsn, "bench_revenue", key="region"))
     writer = Writer(dsn)
     with tempfile.TemporaryDirectory() as location:
         opened = df.open(Revenue(), checkpoint=location, sources=sources, sinks={"output": timed})
         async with opened as job, trio.open_nursery() as nursery:
-            await job.follow(once=True)  # the two snapshots: times 0 and 1
+            await job.follow(once=True)  # the two tables' snapshot: time 0
             base = job.time
             for _ in range(backlog):
                 writer.one()
             started = time.monotonic()
-            nursery.start_soon(job.follow)
+            nursery.start_soon(functools.partial(job.follow, checkpoint_every=every))
             await reached(job, base + backlog)
             drained = backlog / (time.monotonic() - started)
             first = len(writer.commits)
@@ -181,6 +187,7 @@ async def follow(dsn: str, rate: float, seconds: float, backlog: int) -> dict[st
         want = sorted(conn.execute("SELECT region, total FROM bench_mv").fetchall())
     return {
         "figure": "postgres cdc",
+        "checkpoint_every": every,
         "backlog_changes_per_s": round(drained, 1),
         "rate": rate,
         "lag_p50_ms": round(p50 * 1000, 1),
@@ -230,8 +237,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--backlog", type=int, default=1000)
+    parser.add_argument("--checkpoint-every", type=int, default=10, help="batches")
     args = parser.parse_args()
-    print(json.dumps(trio.run(follow, args.dsn, args.rate, args.seconds, args.backlog)))
+    figures = trio.run(
+        follow, args.dsn, args.rate, args.seconds, args.backlog, args.checkpoint_every
+    )
+    print(json.dumps(figures))
     print(json.dumps(refresh_loop(args.dsn, args.rate, args.seconds)))
 
 

@@ -123,6 +123,7 @@ def _inputs(
 ) -> dict[str, Any]:
     names = pipeline.input_names()
     out: dict[str, Any] = {}
+    tables: dict[str, str] = {}
     for spec in specs:
         name, sep, file = spec.partition("=")
         if not sep or not name or not file:
@@ -135,7 +136,7 @@ def _inputs(
             msg = f"--input {name} given twice"
             raise UsageError(msg)
         if file.startswith(("postgresql://", "postgres://")):
-            out[name] = _postgres(name, file)
+            tables[name] = file
             continue
         if not Path(file).is_file():
             msg = f"--input {name}: no file {file!r}"
@@ -149,6 +150,7 @@ def _inputs(
             out[name] = read_updates(file, name, schema, time=time, diff=diff, refuse=refuse)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+    out.update(_postgres(tables))
     return out
 
 
@@ -205,19 +207,28 @@ def _summary(stats: dict[str, Any], rejected_path: str | None) -> str:
     return "".join(line + "\n" for line in out)
 
 
-def _postgres(name: str, url: str) -> Any:
-    """A one-off read of a PostgreSQL table: its rows and the changes committed while the
-    job starts, through a slot dropped afterwards."""
+def _postgres(urls: dict[str, str]) -> dict[str, Any]:
+    """One-off reads of PostgreSQL tables (``{input: url}``): their rows and the changes
+    committed while the job starts, through slots dropped afterwards. The tables of one
+    database are read through one slot, in one snapshot (one source for their inputs)."""
     import os
 
     from .adapters.postgres.source import from_url, postgres
 
-    try:
-        dsn, table = from_url(url)
-        slot = "deltaflow_cli_" + "".join(c if c.isalnum() else "_" for c in name.lower())
-        return postgres(dsn, table, slot=f"{slot}_{os.getpid()}"[:63], temporary=True)
-    except ValueError as exc:
-        raise UsageError(f"--input {name}: {exc}") from None
+    by_dsn: dict[str, dict[str, str]] = {}
+    for name, url in urls.items():
+        try:
+            dsn, table = from_url(url)
+        except ValueError as exc:
+            raise UsageError(f"--input {name}: {exc}") from None
+        by_dsn.setdefault(dsn, {})[name] = table
+    out: dict[str, Any] = {}
+    for i, (dsn, tables) in enumerate(by_dsn.items()):
+        slot = f"deltaflow_cli_{os.getpid()}_{i}"
+        several = tables if len(tables) > 1 else next(iter(tables.values()))
+        source = postgres(dsn, several, slot=slot, temporary=True)
+        out.update(dict.fromkeys(tables, source))
+    return out
 
 
 def _write(result: Any, path: str | None) -> None:

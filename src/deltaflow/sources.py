@@ -5,8 +5,8 @@
 * :func:`iterable` — the batches of an in-process iterable.
 * :func:`postgres` — a PostgreSQL table's rows, then its changes (logical replication).
 * :class:`Source`, :class:`SourceReader`, :class:`Batch` — the protocol another source (a
-  database's change stream, a Kafka topic) implements; see
-  :mod:`deltaflow.scheduler.sources`.
+  database's change stream, a Kafka topic) implements, and :class:`MultiSource` for one
+  that feeds several inputs from one stream; see :mod:`deltaflow.scheduler.sources`.
 
     >>> import deltaflow as df
     >>> class Same(df.Pipeline):
@@ -25,12 +25,18 @@ from .adapters.sources import (
     files as files,
     iterable as iterable,
 )
-from .scheduler.sources import Batch as Batch, Source as Source, SourceReader as SourceReader
+from .scheduler.sources import (
+    Batch as Batch,
+    MultiSource as MultiSource,
+    Source as Source,
+    SourceReader as SourceReader,
+)
 
 __all__ = [
     "Batch",
     "FilesSource",
     "IterableSource",
+    "MultiSource",
     "PostgresSource",
     "Source",
     "SourceReader",

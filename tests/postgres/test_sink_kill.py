@@ -1,50 +1,32 @@
 """The PostgreSQL sink is exactly once: a job following a source into a changelog table,
 killed with SIGKILL at random moments (twice per trial) and restarted on its checkpoint until
 it finishes, leaves the table holding every time's updates once, no time twice and none
-missing, equal to a from-scratch recompute.
+missing, equal to a from-scratch recompute. Twenty kills in all: twelve of a job following
+batches, eight of one following a table's changes while they are committed.
 
-The child checkpoints every third batch, so the sink is usually ahead of the checkpoint when
+The job checkpoints every few batches, so the sink is usually ahead of the checkpoint when
 killed: the resumed job recomputes times the table already holds, and must not write them.
+Each job runs in a process forked from one that imported deltaflow once
+(:mod:`tests.postgres.killing`): a kill costs a fork, not an interpreter's start.
 """
 
 from __future__ import annotations
 
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.postgres.killing import follow_batches, follow_table, run_killed
 
 psycopg = pytest.importorskip("psycopg")
 
-TRIALS = 4
-KILLS = 2  # per trial, then it runs to the end (a child starts slowly on a loaded machine)
+TRIALS = 6  # of a job following batches: 12 kills
+CDC_TRIALS = 4  # of a job following a table's changes: 8 kills
+KILLS = 2  # per trial, then it runs to the end
 BATCHES = 14
-
-CHILD = """
-import sys, trio
-import deltaflow as df
-sys.path.insert(0, {tests!r})
-from test_sink import Revenue
-
-BATCHES = {batches!r}
-
-async def main():
-    sink = df.sinks.postgres({dsn!r}, {table!r}, mode="changelog")
-    source = df.sources.iterable(BATCHES, updates=True)
-    async with df.open(Revenue(), workers=2, checkpoint={location!r},
-                       sources={{"orders": source}}, sinks={{"output": sink}}) as job:
-        print("started", job.time, flush=True)
-        await job.follow(checkpoint_every=3)
-    print("done", flush=True)
-
-trio.run(main)
-"""
 
 
 def batches(rng: random.Random) -> list[list[tuple[tuple[int, str, int], int]]]:
@@ -86,67 +68,21 @@ def expected(data: list[list[tuple[tuple[int, str, int], int]]]) -> Counter[tupl
     return out
 
 
-def run_until_done(script: Path, rng: random.Random) -> int:
-    """Start the child, kill it at a random moment once it runs, again until it finishes;
-    returns how many times it was killed."""
-    kills = 0
-    for attempt in range(KILLS + 1):
-        child = subprocess.Popen(
-            [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        assert child.stdout is not None
-        child.stdout.readline()  # "started": the job runs (or the child failed)
-        if attempt < KILLS:
-            time.sleep(rng.uniform(0.0, 0.3))
-            if child.poll() is None:
-                child.send_signal(signal.SIGKILL)
-                child.communicate()
-                kills += 1
-                continue
-        out, err = child.communicate(timeout=60)
-        assert child.returncode == 0, err.decode()
-        assert b"done" in out
-        return kills
-    raise AssertionError("the child never finished")
-
-
 def test_killed_job_writes_each_time_once(pg_dsn: str, tmp_path: Path) -> None:
     rng = random.Random(47)
-    tests = str(Path(__file__).parent)
-    killed = 0
+    kills = 0
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for trial in range(TRIALS):
             data = batches(rng)
             table = f"log{trial}"
             conn.execute(f"CREATE TABLE {table} (region text, total bigint, time bigint, diff int)")
-            script = tmp_path / f"child{trial}.py"
-            location = str(tmp_path / f"ckpt{trial}")
-            script.write_text(
-                CHILD.format(tests=tests, batches=data, dsn=pg_dsn, table=table, location=location)
-            )
-            killed += run_until_done(script, rng)
+            args = (pg_dsn, table, str(tmp_path / f"ckpt{trial}"), data)
+            for _ in range(KILLS):
+                kills += run_killed(follow_batches, args, rng, kill=True)
+            run_killed(follow_batches, args, rng, kill=False)
             rows = conn.execute(f"SELECT region, total, time, diff FROM {table}").fetchall()
             assert Counter(tuple(r) for r in rows) == expected(data), f"trial {trial}"
-    assert killed > 0, "no trial was killed: the test checked nothing of resuming"
-
-
-CDC_CHILD = """
-import sys, trio
-import deltaflow as df
-sys.path.insert(0, {tests!r})
-from test_sink import Revenue
-
-async def main():
-    source = df.sources.postgres({dsn!r}, "orders", slot={slot!r}, poll=0.05)
-    sink = df.sinks.postgres({dsn!r}, {table!r}, mode="changelog")
-    async with df.open(Revenue(), checkpoint={location!r},
-                       sources={{"orders": source}}, sinks={{"output": sink}}) as job:
-        print("started", job.time, flush=True)
-        await job.follow(once=sys.argv[1] == "once", checkpoint_every=2)
-    print("done", flush=True)
-
-trio.run(main)
-"""
+    assert kills >= TRIALS, f"only {kills} kills landed: the test checked little of resuming"
 
 
 def test_killed_cdc_job_keeps_the_table_equal_to_sql(pg_dsn: str, tmp_path: Path) -> None:
@@ -156,44 +92,26 @@ def test_killed_cdc_job_keeps_the_table_equal_to_sql(pg_dsn: str, tmp_path: Path
     from tests.postgres.test_source import VIEW, make_orders, random_transaction
 
     rng = random.Random(4747)
-    tests = str(Path(__file__).parent)
     kills = 0
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         next_id = make_orders(conn, rng)
-        for trial in range(2):
+
+        def write() -> None:
+            for _ in range(3):
+                random_transaction(conn, rng, next_id)
+                time.sleep(rng.uniform(0.0, 0.05))
+
+        for trial in range(CDC_TRIALS):
             table = f"cdc{trial}"
             conn.execute(f"CREATE TABLE {table} (region text, total bigint, time bigint, diff int)")
-            script = tmp_path / f"cdc{trial}.py"
-            script.write_text(
-                CDC_CHILD.format(
-                    tests=tests,
-                    dsn=pg_dsn,
-                    slot=f"cdc{trial}",
-                    table=table,
-                    location=str(tmp_path / f"cdc-ckpt{trial}"),
-                )
-            )
+            location = str(tmp_path / f"cdc-ckpt{trial}")
             for _ in range(KILLS):
-                child = subprocess.Popen(
-                    [sys.executable, str(script), "follow"],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                )
-                assert child.stdout is not None
-                child.stdout.readline()
-                for _ in range(4):
-                    random_transaction(conn, rng, next_id)
-                    time.sleep(rng.uniform(0.0, 0.1))
-                time.sleep(rng.uniform(0.0, 0.3))
-                assert child.poll() is None, child.communicate()[1].decode()
-                child.send_signal(signal.SIGKILL)
-                child.communicate()
-                kills += 1
+                args = (pg_dsn, f"cdc{trial}", table, location, False)
+                kills += run_killed(follow_table, args, rng, kill=True, during=write)
             random_transaction(conn, rng, next_id)
-            done = subprocess.run(
-                [sys.executable, str(script), "once"], capture_output=True, timeout=120
+            run_killed(
+                follow_table, (pg_dsn, f"cdc{trial}", table, location, True), rng, kill=False
             )
-            assert done.returncode == 0, done.stderr.decode()
             rows = conn.execute(
                 f"SELECT region, total, time, diff FROM {table} ORDER BY time"
             ).fetchall()
@@ -203,4 +121,4 @@ def test_killed_cdc_job_keeps_the_table_equal_to_sql(pg_dsn: str, tmp_path: Path
                 assert state[(region, total)] in (0, 1), f"trial {trial}: {rows}"
             final = Counter({k: n for k, n in state.items() if n})
             assert final == Counter(tuple(r) for r in conn.execute(VIEW).fetchall())
-    assert kills > 0
+    assert kills == CDC_TRIALS * KILLS  # following for ever, it never finishes first

@@ -322,3 +322,45 @@ async def test_a_row_reads_the_same_from_the_snapshot_and_a_change(pg_dsn: str) 
             ([second, flipped], [-1, 1]),
             ([flipped], [-1]),
         ]
+
+
+def pending_changes(conn: Any, slot: str) -> int:
+    """How many change lines the slot still holds (the WAL it keeps the server from
+    recycling)."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_logical_slot_peek_changes(%s, NULL, NULL)", (slot,)
+    ).fetchone()
+    return int(row[0])
+
+
+async def test_a_job_without_a_checkpoint_moves_its_slot_as_it_goes(pg_dsn: str) -> None:
+    """A job without ``checkpoint=`` can never resume from its slot (started again, it reads
+    the table afresh through a new slot): the slot moves past each transaction once it is
+    fed, following for ever or once, so the server keeps no WAL for it."""
+    import trio
+
+    rng = random.Random(11)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        next_id = make_orders(conn, rng)
+        source = df.sources.postgres(pg_dsn, "orders", slot="no_ckpt", poll=0.05)
+        async with df.open(Revenue(), sources={"orders": source}) as job:
+            assert await job.follow(once=True) == 1
+            for _ in range(3):
+                random_transaction(conn, rng, next_id)
+            assert pending_changes(conn, "no_ckpt") > 0
+            assert await job.follow(once=True) == 3
+            assert pending_changes(conn, "no_ckpt") == 0
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(job.follow)
+                for _ in range(3):
+                    before = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+                    random_transaction(conn, rng, next_id)
+                # Following for ever, the slot moves while the job runs (the reader holds
+                # the slot: its position is read, not peeked).
+                with trio.fail_after(30):
+                    while lsn_value(slot_position(conn, "no_ckpt")) <= lsn_value(before):  # noqa: ASYNC110
+                        await trio.sleep(0.05)
+                nursery.cancel_scope.cancel()
+            assert pending_changes(conn, "no_ckpt") == 0
+            got = Counter({k: n for k, n in job.output.at(job.time - 1).items() if n})
+        assert got == Counter(tuple(r) for r in conn.execute(VIEW).fetchall())

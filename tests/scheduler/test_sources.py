@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -373,3 +374,193 @@ def test_a_source_is_acknowledged_once_its_batches_are_durable(tmp_path: Path) -
     source.n = 7
     assert trio.run(run, None) == dict.fromkeys(range(7), 1)
     assert source.opened == [None, 5] and source.acknowledged == [2, 4]
+
+
+@attrs.define(eq=False)
+class Transactions:
+    """A :class:`df.sources.MultiSource` over in-process transactions, each a mapping from
+    input names to ``(datum, diff)`` pairs: one batch per transaction, for every input."""
+
+    transactions: list[dict[str, list[tuple[Any, int]]]]
+    opened: list[Any] = attrs.field(factory=list)
+    acknowledged: list[Any] = attrs.field(factory=list)
+
+    async def open(self, input: str, schema: Any, offset: Any) -> Any:
+        return await self.open_inputs({input: schema}, offset)
+
+    async def open_inputs(self, inputs: Any, offset: Any) -> Any:
+        self.opened.append((sorted(inputs), offset))
+        return TransactionsReader(self, list(inputs), offset or 0)
+
+
+@attrs.define(eq=False)
+class TransactionsReader:
+    source: Transactions
+    inputs: list[str]
+    at: int
+
+    async def read(self, wait: bool) -> df.sources.Batch | None:
+        while self.at < len(self.source.transactions):
+            tx = self.source.transactions[self.at]
+            self.at += 1
+            parts = {
+                name: ([d for d, _ in pairs], [r for _, r in pairs])
+                for name, pairs in tx.items()
+                if name in self.inputs
+            }
+            if parts:
+                return df.sources.Batch.of_inputs(parts, offset=self.at)
+        return None
+
+    def acknowledge(self, offset: Any) -> None:
+        self.source.acknowledged.append(offset)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Owners(df.Pipeline):
+    """Pages per owner: clicks ``(user, page)`` joined with owners ``(user, owner)``."""
+
+    def build(self, clicks: df.Collection, owners: df.Collection) -> df.Collection:
+        return clicks.join(owners).map(lambda kv: (kv[1][1], kv[1][0])).distinct().count()
+
+
+def owners_view(txs: list[dict[str, list[tuple[Any, int]]]]) -> dict[Any, int]:
+    """From scratch: the distinct pages per owner after ``txs``."""
+    clicks: Counter[Any] = Counter()
+    owners: Counter[Any] = Counter()
+    for tx in txs:
+        for d, r in tx.get("clicks", []):
+            clicks[d] += r
+        for d, r in tx.get("owners", []):
+            owners[d] += r
+    pages: dict[Any, set[Any]] = {}
+    for (user, page), n in clicks.items():
+        for (u, owner), m in owners.items():
+            if n > 0 and m > 0 and u == user:
+                pages.setdefault(owner, set()).add(page)
+    return {(owner, len(ps)): 1 for owner, ps in pages.items()}
+
+
+def transactions_as_collections(
+    txs: list[dict[str, list[tuple[Any, int]]]],
+) -> list[dict[str, list[tuple[Any, int]]]]:
+    """``txs`` with each input's updates made a collection at every time (see
+    :func:`batches_as_collection`)."""
+    out: list[dict[str, list[tuple[Any, int]]]] = [dict(tx) for tx in txs]
+    for name in ("clicks", "owners"):
+        fixed = batches_as_collection([tx.get(name, []) for tx in txs])
+        for tx, pairs in zip(out, fixed):
+            if pairs or name in tx:
+                tx[name] = pairs
+    return out
+
+
+TRANSACTIONS = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "clicks": st.lists(st.tuples(st.tuples(USERS, PAGES), st.sampled_from([1, 1, -1]))),
+            "owners": st.lists(st.tuples(st.tuples(USERS, USERS), st.sampled_from([1, 1, -1]))),
+        },
+    ).filter(bool),
+    max_size=8,
+).map(transactions_as_collections)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(txs=TRANSACTIONS, stop=st.integers(0, 8), workers=st.sampled_from([1, 2]))
+def test_a_source_of_several_inputs_feeds_each_transaction_at_one_time(
+    tmp_path_factory: pytest.TempPathFactory,
+    txs: list[dict[str, list[tuple[Any, int]]]],
+    stop: int,
+    workers: int,
+) -> None:
+    """One reader for both inputs; each transaction one time in both; the output at every
+    time equal to a recompute over the transactions up to it; its offset saved once (under
+    ``"clicks+owners"``), a job resumed on the checkpoint continuing after it."""
+    state = tmp_path_factory.mktemp("multi") / "state"
+    source = Transactions(txs[:stop])
+
+    async def run() -> tuple[df.Job, int | None]:
+        sources = {"clicks": source, "owners": source}
+        async with df.open(Owners(), workers=workers, checkpoint=state, sources=sources) as job:
+            await job.follow(once=True, checkpoint_every=3)
+        return job, job.resumed_at
+
+    job, resumed = trio.run(run)
+    assert resumed is None
+    for t in range(min(stop, len(txs))):
+        assert {d: n for d, n in job.output.at(t).items() if n} == owners_view(txs[: t + 1])
+    source.transactions = txs
+    job, resumed = trio.run(run)
+    assert resumed == min(stop, len(txs))
+    assert job._sources.offsets == ({"clicks+owners": len(txs)} if txs else {})
+    assert [inputs for inputs, _ in source.opened] == [["clicks", "owners"]] * 2
+    assert [offset for _, offset in source.opened] == [None, resumed or None]
+    for t in range(max(0, (resumed or 0) - 1), len(txs)):
+        assert {d: n for d, n in job.output.at(t).items() if n} == owners_view(txs[: t + 1])
+
+
+def test_a_batch_of_several_inputs_is_checked_whole() -> None:
+    """A part an input refuses feeds nothing of the batch (the other part neither); a batch
+    for an input the source was not given is refused, naming it."""
+
+    class Both(df.Pipeline):
+        schemas = {"clicks": "user string, page string"}
+
+        def build(self, clicks: df.Collection, owners: df.Collection) -> df.Collection:
+            return clicks.concat(owners)
+
+    bad = Transactions([{"owners": [(("ann", "bob"), 1)], "clicks": [(("ann", 3), 1)]}])
+
+    async def run(source: Any, names: list[str]) -> df.Job:
+        async with df.open(Both(), sources=dict.fromkeys(names, source)) as job:
+            with pytest.raises((TypeError, ValueError), match="input 'clicks'"):
+                await job.follow(once=True)
+            assert job.time == 0
+            await job.advance_to(1)
+            assert job.output.at(0) == {}  # nor the owners' part
+        return job
+
+    trio.run(run, bad, ["clicks", "owners"])
+    stray = Transactions([{"clicks": [(("ann", "home"), 1)], "owners": [(("a", "b"), 1)]}])
+
+    class Reader(TransactionsReader):
+        async def read(self, wait: bool) -> df.sources.Batch | None:
+            batch = await super().read(wait)
+            if batch is not None and batch.parts is not None:
+                return df.sources.Batch.of_inputs({**batch.parts, "ghost": ([1], [1])}, 1)
+            return batch
+
+    class Stray(Transactions):
+        async def open_inputs(self, inputs: Any, offset: Any) -> Any:
+            return Reader(self, list(inputs), 0)
+
+    async def stray_run() -> None:
+        source = Stray(stray.transactions)
+        async with df.open(Both(), sources={"clicks": source, "owners": source}) as job:
+            with pytest.raises(ValueError, match=r"other inputs \['ghost'\]"):
+                await job.follow(once=True)
+
+    trio.run(stray_run)
+
+
+def test_a_job_without_a_checkpoint_acknowledges_each_batch_once_fed() -> None:
+    """Without ``checkpoint=`` a job never resumes from an offset (started again, it reads
+    its sources afresh): each batch is acknowledged as soon as it is fed, so a source that
+    holds data for its reader (a replication slot) releases it as the job goes."""
+
+    class Same(df.Pipeline):
+        def build(self, xs: df.Collection) -> df.Collection:
+            return xs
+
+    source = Numbered(4)
+
+    async def run() -> None:
+        async with df.open(Same(), sources={"xs": source}) as job:
+            await job.follow(once=True)
+
+    trio.run(run)
+    assert source.acknowledged == [1, 2, 3, 4]

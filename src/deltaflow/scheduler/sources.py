@@ -20,7 +20,14 @@ The contract a source keeps:
 * **Acknowledgement**: ``acknowledge(offset)`` says every batch up to ``offset`` is durable in
   the job's checkpoint; a source that holds data for its reader (a replication slot, a
   consumer group) may release it then, and never before. An ``open`` at an offset
-  acknowledges it too (it came from a durable checkpoint).
+  acknowledges it too (it came from a durable checkpoint). A job without a checkpoint
+  never resumes from an offset (started again, it reads its sources afresh), so it
+  acknowledges each batch as soon as it is fed and written to the sinks.
+* **Several inputs, one stream**: a :class:`MultiSource` (a database's tables read through
+  one replication slot) given under several inputs' names is opened once for all of them
+  (``open_inputs``); each batch it reads carries a part per input (``Batch.parts``), all fed
+  at one time, so a transaction touching two tables is one time in both inputs. Its offset
+  is saved once, under the inputs' names joined by ``+`` (``"customers+orders"``).
 
     >>> import deltaflow as df, trio
     >>> class Double(df.Pipeline):
@@ -53,7 +60,16 @@ if TYPE_CHECKING:
     from ..framework.schema import Schema
     from .job import Job
 
-__all__ = ["Batch", "Source", "SourceFeeds", "SourceReader", "check_sources", "is_source"]
+__all__ = [
+    "Batch",
+    "MultiSource",
+    "Source",
+    "SourceFeeds",
+    "SourceReader",
+    "check_sources",
+    "group_key",
+    "is_source",
+]
 
 logger = logging.getLogger("deltaflow")
 
@@ -70,6 +86,20 @@ class Batch:
     data: Sequence[Any]
     diffs: Sequence[int]
     offset: Any
+    #: Of a :class:`MultiSource` feeding several inputs: each input's ``(data, diffs)`` in
+    #: this batch, all fed at one time (``data`` and ``diffs`` are then empty).
+    parts: Mapping[str, tuple[Sequence[Any], Sequence[int]]] | None = None
+
+    @classmethod
+    def of_inputs(
+        cls, parts: Mapping[str, tuple[Sequence[Any], Sequence[int]]], offset: Any
+    ) -> Batch:
+        """A batch of several inputs: ``parts`` maps an input's name to its data and diffs.
+
+        >>> Batch.of_inputs({"orders": ([(1, 9)], [1]), "customers": ([], [])}, 7).parts["orders"]
+        ([(1, 9)], [1])
+        """
+        return cls((), (), offset, parts)
 
 
 @runtime_checkable
@@ -98,6 +128,31 @@ class Source(Protocol):
     async def open(self, input: str, schema: Schema | None, offset: Any) -> SourceReader:
         """A reader continuing after ``offset`` (``None``: from the beginning)."""
         ...
+
+
+@runtime_checkable
+class MultiSource(Protocol):
+    """A :class:`Source` that can feed several inputs from one stream: given under each of
+    their names in ``open(..., sources=)``, the job opens it once for all of them."""
+
+    async def open(self, input: str, schema: Schema | None, offset: Any) -> SourceReader:
+        """A reader for the one input ``input`` (as :meth:`Source.open`)."""
+        ...
+
+    async def open_inputs(self, inputs: Mapping[str, Schema | None], offset: Any) -> SourceReader:
+        """One reader for the inputs named in ``inputs`` (with their declared schemas),
+        continuing after ``offset``: its batches carry their data in ``Batch.parts``."""
+        ...
+
+
+def group_key(names: Sequence[str]) -> str:
+    """Where the offset of a source feeding the inputs ``names`` is saved: the names, in
+    order, joined by ``+`` (an input's name is an identifier: no ``+`` in it).
+
+    >>> group_key(["orders", "customers"]), group_key(["orders"])
+    ('customers+orders', 'orders')
+    """
+    return "+".join(sorted(names))
 
 
 def is_source(obj: object) -> TypeGuard[Source]:
@@ -141,13 +196,16 @@ def check_sources(sources: object, inputs: Sequence[str], pipeline: str) -> dict
 @attrs.define(eq=False)
 class SourceFeeds:
     """A job's sources and their offsets: those of the last checkpoint resumed from, and the
-    offset after every batch fed since, with the time it was fed at."""
+    offset after every batch fed since, with the time it was fed at.
+
+    Offsets are kept by *key*: an input's name, or for a :class:`MultiSource` feeding several
+    inputs their :func:`group_key`."""
 
     job: Job
     sources: dict[str, Source]
     #: The offsets a resumed checkpoint held, and those every later checkpoint folded in.
     offsets: dict[str, Any] = attrs.field(factory=dict)
-    #: ``(time, input, offset)`` for every batch fed since, in order.
+    #: ``(time, key, offset)`` for every batch fed since, in order.
     log: list[tuple[int, str, Any]] = attrs.field(factory=list)
     readers: dict[str, SourceReader] = attrs.field(factory=dict)
 
@@ -155,6 +213,21 @@ class SourceFeeds:
         """Stand at the offsets a checkpoint saved."""
         self.offsets = dict(saved)
         self.log = []
+
+    def groups(self) -> dict[str, tuple[Source, list[str]]]:
+        """Each source once with the inputs it feeds, by key: a :class:`MultiSource` given
+        under several names is one group (one reader, one offset); any other source is
+        opened once per input it is given for."""
+        out: dict[str, tuple[Source, list[str]]] = {}
+        shared: dict[int, list[str]] = {}
+        for name, source in self.sources.items():
+            if _is_multi(source):
+                shared.setdefault(id(source), []).append(name)
+            else:
+                out[name] = (source, [name])
+        for names in shared.values():
+            out[group_key(names)] = (self.sources[names[0]], names)
+        return out
 
     def offsets_before(self, time: int) -> dict[str, Any]:
         """The offset of each source after every batch fed at a time before ``time``: what
@@ -164,14 +237,14 @@ class SourceFeeds:
             TypeError: an offset that is not JSON, naming the input.
         """
         out = dict(self.offsets)
-        for t, name, offset in self.log:
+        for t, key, offset in self.log:
             if t < time:
-                out[name] = offset
-        for name, offset in out.items():
+                out[key] = offset
+        for key, offset in out.items():
             try:
                 json.dumps(offset)
             except (TypeError, ValueError):
-                msg = f"source of input {name!r}: its offset {offset!r} is not a JSON value"
+                msg = f"source of input {key!r}: its offset {offset!r} is not a JSON value"
                 raise TypeError(msg) from None
         return out
 
@@ -180,9 +253,9 @@ class SourceFeeds:
         offsets and acknowledge the open readers."""
         self.offsets = dict(saved)
         self.log = [entry for entry in self.log if entry[0] >= time]
-        for name, reader in self.readers.items():
-            if name in saved:
-                reader.acknowledge(saved[name])
+        for key, reader in self.readers.items():
+            if key in saved:
+                reader.acknowledge(saved[key])
 
     async def follow(self, *, once: bool, checkpoint_every: int | None) -> int:
         """Feed every source's batches, one time each, until all have ended (``once``: until
@@ -202,15 +275,23 @@ class SourceFeeds:
         if self.readers:
             msg = "follow(): the job is following its sources already"
             raise RuntimeError(msg)
+        groups = self.groups()
         fed = 0
         try:
-            for name, source in self.sources.items():
-                schema = job.pipeline.input_schema(name)
-                self.readers[name] = await source.open(name, schema, self.offsets_at(name))
+            for key, (source, names) in groups.items():
+                offset = self.offsets_at(key)
+                if len(names) == 1:
+                    schema = job.pipeline.input_schema(names[0])
+                    self.readers[key] = await source.open(names[0], schema, offset)
+                else:
+                    schemas = {n: job.pipeline.input_schema(n) for n in names}
+                    multi: Any = source
+                    self.readers[key] = await multi.open_inputs(schemas, offset)
+            inputs = {key: names for key, (_, names) in groups.items()}
             if once:
-                fed = await self._drain(checkpoint_every)
+                fed = await self._drain(inputs, checkpoint_every)
             else:
-                fed = await self._stream(checkpoint_every)
+                fed = await self._stream(inputs, checkpoint_every)
         finally:
             readers, self.readers = self.readers, {}
             with trio.CancelScope(shield=True):
@@ -218,66 +299,92 @@ class SourceFeeds:
                     await reader.aclose()
         return fed
 
-    def offsets_at(self, name: str) -> Any:
-        """Where source ``name`` stands: after the last batch fed."""
-        offset = self.offsets.get(name)
-        for _, n, o in self.log:
-            if n == name:
+    def offsets_at(self, key: str) -> Any:
+        """Where source ``key`` stands: after the last batch fed."""
+        offset = self.offsets.get(key)
+        for _, k, o in self.log:
+            if k == key:
                 offset = o
         return offset
 
-    async def _feed(self, name: str, batch: Batch, fed: int, every: int | None) -> None:
-        """Feed ``batch`` at the job's time and advance past it (checkpointing every
-        ``every`` batches)."""
+    async def _feed(
+        self, key: str, names: list[str], batch: Batch, fed: int, every: int | None
+    ) -> None:
+        """Feed ``batch`` (to the inputs ``names``) at the job's time and advance past it
+        (checkpointing every ``every`` batches). Every part is checked before any is fed:
+        a part an input refuses feeds nothing of the batch."""
         job = self.job
         raw: object = batch
         if not isinstance(raw, Batch):
-            msg = f"source of input {name!r}: read() gave {batch!r}, not a df.sources.Batch"
+            msg = f"source of input {key!r}: read() gave {batch!r}, not a df.sources.Batch"
             raise TypeError(msg)
+        parts = batch.parts
+        if parts is None:
+            if len(names) != 1:
+                msg = (
+                    f"source of inputs {names}: read() gave a batch without parts "
+                    "(Batch.of_inputs): which input its data are for is not known"
+                )
+                raise TypeError(msg)
+            parts = {names[0]: (batch.data, batch.diffs)}
+        unknown = [n for n in parts if n not in names]
+        if unknown:
+            msg = f"source of inputs {names}: read() gave a batch for other inputs {unknown}"
+            raise ValueError(msg)
         time = job.time
-        job.inputs[name].extend(batch.data, batch.diffs)
-        self.log.append((time, name, batch.offset))
+        checked = []
+        for name, (data, diffs) in parts.items():
+            handle = job.inputs[name]
+            handle._check_open()
+            checked.append((handle, *handle._columns(data, diffs, time)))
+        for handle, data, diffs in checked:
+            handle._extend(data, diffs)
+        self.log.append((time, key, batch.offset))
         await job.advance_to(time + 1)
-        if every is not None and job.checkpointer is not None and fed % every == 0:
+        if job.checkpointer is None:
+            # No checkpoint, no resuming from an offset (started again, the job reads its
+            # sources afresh): the batch, fed and written to the sinks, is released now.
+            self.readers[key].acknowledge(batch.offset)
+        elif every is not None and fed % every == 0:
             await job.checkpoint()
 
-    async def _drain(self, every: int | None) -> int:
+    async def _drain(self, inputs: dict[str, list[str]], every: int | None) -> int:
         """Round-robin over the sources until none has a batch now."""
         fed = 0
         active = list(self.readers)
         while active:
-            for name in list(active):
-                batch = await self.readers[name].read(False)
+            for key in list(active):
+                batch = await self.readers[key].read(False)
                 if batch is None:
-                    active.remove(name)
+                    active.remove(key)
                     continue
                 fed += 1
-                await self._feed(name, batch, fed, every)
+                await self._feed(key, inputs[key], batch, fed, every)
         return fed
 
-    async def _stream(self, every: int | None) -> int:
+    async def _stream(self, inputs: dict[str, list[str]], every: int | None) -> int:
         """Every source read by its own task, batches fed as they come, until all end."""
         send, receive = trio.open_memory_channel[tuple[str, Batch]](0)
         fed = 0
 
-        async def pump(name: str, reader: SourceReader, out: trio.MemorySendChannel[Any]) -> None:
+        async def pump(key: str, reader: SourceReader, out: trio.MemorySendChannel[Any]) -> None:
             async with out:
                 while True:
                     batch = await reader.read(True)
                     if batch is None:
-                        logger.info("source of input %r ended", name)
+                        logger.info("source of input %r ended", key)
                         return
-                    await out.send((name, batch))
+                    await out.send((key, batch))
 
         try:
             async with trio.open_nursery() as nursery:
                 async with send:
-                    for name, reader in self.readers.items():
-                        nursery.start_soon(pump, name, reader, send.clone())
+                    for key, reader in self.readers.items():
+                        nursery.start_soon(pump, key, reader, send.clone())
                 async with receive:
-                    async for name, batch in receive:
+                    async for key, batch in receive:
                         fed += 1
-                        await self._feed(name, batch, fed, every)
+                        await self._feed(key, inputs[key], batch, fed, every)
         except BaseExceptionGroup as group:
             # One failure (a source's, or a batch the input refused) is raised as itself,
             # as ``follow(once=True)`` raises it.
@@ -286,6 +393,12 @@ class SourceFeeds:
                 raise leaves[0] from None
             raise
         return fed
+
+
+def _is_multi(source: object) -> bool:
+    """Whether ``source`` is a :class:`MultiSource` (its ``open_inputs`` a coroutine
+    function)."""
+    return isinstance(source, MultiSource) and inspect.iscoroutinefunction(type(source).open_inputs)
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

@@ -12,10 +12,13 @@ Two modes:
 
 * ``"upsert"`` (needs ``key=``): the table holds the output collection, one row per key.
   For each time, the rows of every key it retracts or inserts are deleted (one batched
-  ``DELETE``), then its inserted rows added (one ``COPY``). The output's data are tuples in
-  the table's column order.
+  ``DELETE``), then its inserted rows added. The output's data are tuples in the table's
+  column order.
 * ``"changelog"``: every update appended as a row: the datum's columns, then ``time`` and
-  ``diff`` (the table's last two columns), with one ``COPY`` per time.
+  ``diff`` (the table's last two columns).
+
+A time of at most :data:`PIPELINE_ROWS` rows goes to the server in one round trip (its
+statements pipelined, the commit the one wait); a larger one is copied in (``COPY``).
 
     >>> import deltaflow as df
     >>> df.sinks.postgres("postgresql://ann:secret@db/shop", "revenue", key="region")
@@ -24,6 +27,7 @@ Two modes:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,6 +51,9 @@ __all__ = ["PROGRESS_TABLE", "PostgresSink", "PostgresSinkWriter", "postgres"]
 
 #: The table holding, per sink, the last time written.
 PROGRESS_TABLE = "deltaflow_sink_progress"
+#: A time of at most this many rows is written in one round trip (a pipeline of
+#: ``INSERT``s); a larger one by ``COPY``.
+PIPELINE_ROWS = 1000
 _MODES = ("upsert", "changelog")
 
 
@@ -184,12 +191,25 @@ class PostgresSinkWriter:
                 self.recheck = False
                 if row is not None and int(row[0]) >= time:
                     return  # it committed before the connection broke
-            with self.conn.transaction():
-                if self.sink.mode == "changelog":
-                    rows = [(*self._row(d), time, r) for d, r in updates]
+            if self.sink.mode == "changelog":
+                touched: list[tuple[Any, ...]] = []
+                rows = [(*self._row(d), time, r) for d, r in updates]
+            else:
+                touched, rows = self._upserted(time, updates)
+            # A time of few rows goes in one round trip (a pipeline: its statements sent
+            # together, the transaction's end the one wait); a large one by COPY.
+            small = len(rows) <= PIPELINE_ROWS and pg.Pipeline.is_supported()
+            with contextlib.ExitStack() as stack:
+                if small:
+                    stack.enter_context(self.conn.pipeline())
+                stack.enter_context(self.conn.transaction())
+                with self.conn.cursor() as cur:
+                    if touched:
+                        cur.executemany(self._delete(), touched)
+                    if small and rows:
+                        cur.executemany(self._insert(), rows)
+                if not small:
                     self._copy(table, self.columns, rows)
-                else:
-                    self._upsert(time, updates)
                 self.conn.execute(
                     sql.SQL(
                         "INSERT INTO {} (sink, time) VALUES (%s, %s) "
@@ -204,8 +224,14 @@ class PostgresSinkWriter:
             msg = f"{self.what}: writing time {time} failed: {detail}"
             raise DatabaseError(msg) from None
 
-    def _upsert(self, time: int, updates: list[tuple[Any, int]]) -> None:
-        sql = psycopg().sql
+    def _upserted(
+        self, time: int, updates: list[tuple[Any, int]]
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The keys ``time`` touches (their rows deleted) and the rows it inserts.
+
+        Raises:
+            ValueError: a key that would hold several rows.
+        """
         index = [self.columns.index(k) for k in self.sink.key]
         touched: dict[tuple[Any, ...], None] = {}
         inserted: dict[tuple[Any, ...], tuple[Any, ...]] = {}
@@ -221,13 +247,24 @@ class PostgresSinkWriter:
                     )
                     raise ValueError(msg)
                 inserted[key] = row
+        return list(touched), list(inserted.values())
+
+    def _delete(self) -> Any:
+        """``DELETE`` of one key's row."""
+        sql = psycopg().sql
         where = sql.SQL(" AND ").join(
             sql.SQL("{} IS NOT DISTINCT FROM %s").format(sql.Identifier(k)) for k in self.sink.key
         )
-        delete = sql.SQL("DELETE FROM {} WHERE {}").format(self.sink.table.sql(), where)
-        with self.conn.cursor() as cur:
-            cur.executemany(delete, list(touched))
-        self._copy(self.sink.table.sql(), self.columns, list(inserted.values()))
+        return sql.SQL("DELETE FROM {} WHERE {}").format(self.sink.table.sql(), where)
+
+    def _insert(self) -> Any:
+        """``INSERT`` of one row (every column)."""
+        sql = psycopg().sql
+        return sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+            self.sink.table.sql(),
+            sql.SQL(", ").join(sql.Identifier(c) for c in self.columns),
+            sql.SQL(", ").join(sql.Placeholder() for _ in self.columns),
+        )
 
     def _copy(self, table: Any, cols: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
         if not rows:

@@ -15,6 +15,13 @@ acknowledges it, that is once a checkpoint holding it is durable. The server kee
 change after the slot's position, so a job killed at any moment and resumed on its
 checkpoint reads exactly the transactions after the checkpoint's offset.
 
+**Several tables, consistent times.** One source may read several tables of a database
+through its one slot (``postgres(dsn, ["orders", "customers"], slot=...)``), each feeding
+an input: the job opens it once for all of them (:class:`~deltaflow.sources.MultiSource`).
+The first batch holds every table's rows read in the one exported snapshot, and each later
+batch one transaction's changes to any of them, a part per input: a transaction touching
+two tables is one time in both inputs, so a join of them never sees half a transaction.
+
 The table must have ``REPLICA IDENTITY FULL`` (``ALTER TABLE t REPLICA IDENTITY FULL``) so
 that deletes and updates carry the whole old row, and the server ``wal_level = logical``.
 
@@ -29,6 +36,7 @@ import functools
 import logging
 import re
 from collections import deque
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -63,12 +71,48 @@ def lsn_value(lsn: str) -> int:
     return (int(high, 16) << 32) | int(low, 16)
 
 
+@attrs.frozen
+class Watched:
+    """One table a reader follows: the input it feeds, its columns, and its name as
+    ``test_decoding`` writes it (``public.orders``)."""
+
+    input: str
+    table: Table
+    what: str
+    columns: list[tuple[str, str]]
+    decoded: str
+
+    @property
+    def prefix(self) -> str:
+        """How the change lines of this table start."""
+        return f"table {self.decoded}: "
+
+    def row(self, values: dict[str, str | None]) -> tuple[Any, ...]:
+        """A change's column values as a row of the table.
+
+        Raises:
+            DatabaseError: a column the table did not have when the source opened.
+        """
+        unknown = [n for n in values if all(n != c for c, _ in self.columns)]
+        if unknown:
+            names = [n for n, _ in self.columns]
+            msg = (
+                f"{self.what}: a change has columns {unknown} the table did not have when "
+                f"the source opened ({names}): its schema changed"
+            )
+            raise DatabaseError(msg)
+        return tuple(convert(t, values.get(n)) for n, t in self.columns)
+
+
 @attrs.frozen(repr=False)
 class PostgresSource:
-    """The rows and changes of a PostgreSQL table; make one with :func:`postgres`."""
+    """The rows and changes of PostgreSQL tables; make one with :func:`postgres`.
+
+    ``tables`` pairs each table with the input it feeds: ``None`` for a source of one table
+    (it feeds whichever input it is given for)."""
 
     dsn: str
-    table: Table
+    tables: tuple[tuple[str | None, Table], ...]
     slot: str
     schema: Schema | None = None
     poll: float = 0.2
@@ -77,11 +121,33 @@ class PostgresSource:
     #: Drop the slot when the reader closes (a one-off read: nothing resumes from it).
     temporary: bool = False
 
+    @property
+    def table(self) -> Table:
+        """The (first) table read."""
+        return self.tables[0][1]
+
     def __repr__(self) -> str:
-        return (
-            f"PostgresSource(dsn={redact(self.dsn)!r}, table={str(self.table)!r}, "
-            f"slot={self.slot!r})"
+        if len(self.tables) == 1 and self.tables[0][0] is None:
+            read = f"table={str(self.table)!r}"
+        else:
+            read = f"tables={ {name: str(t) for name, t in self.tables}!r}"
+        return f"PostgresSource(dsn={redact(self.dsn)!r}, {read}, slot={self.slot!r})"
+
+    def table_of(self, input: str) -> Table:
+        """The table read for the input ``input``.
+
+        Raises:
+            ValueError: a source of several tables given for an input it has no table for.
+        """
+        for name, table in self.tables:
+            if name is None or name == input:
+                return table
+        names = [name for name, _ in self.tables]
+        msg = (
+            f"input {input!r}: this PostgreSQL source reads tables for the inputs {names}, "
+            f"none for {input!r}"
         )
+        raise ValueError(msg)
 
     async def open(self, input: str, schema: Schema | None, offset: Any) -> PostgresReader:
         """A reader after ``offset`` (``{"lsn": ...}``; ``None``: a new slot and snapshot).
@@ -91,35 +157,40 @@ class PostgresSource:
                 ``REPLICA IDENTITY FULL`` or not of the declared columns, or the slot a
                 checkpoint continues from was dropped, naming the table.
         """
-        if offset is not None and (not isinstance(offset, dict) or "lsn" not in offset):
-            msg = f"input {input!r}: the offset {offset!r} is not a PostgreSQL position"
-            raise ValueError(msg)
-        return await trio.to_thread.run_sync(self._open, input, self.schema or schema, offset)
+        return await self._open_reader({input: schema}, offset, several=False)
 
-    def _open(self, input: str, schema: Schema | None, offset: Any) -> PostgresReader:
-        what = f"input {input!r} (table {str(self.table)!r})"
-        conn = connect(self.dsn, what, autocommit=True)
+    async def open_inputs(self, inputs: Mapping[str, Schema | None], offset: Any) -> PostgresReader:
+        """One reader for the tables of the inputs ``inputs``, through the one slot: each
+        transaction is one batch, its changes in a part per input (``Batch.parts``), and the
+        first batch the rows of every table in one snapshot.
+
+        Raises:
+            DatabaseError: as :meth:`open`, naming the table.
+            ValueError: an input this source reads no table for.
+        """
+        return await self._open_reader(inputs, offset, several=True)
+
+    async def _open_reader(
+        self, inputs: Mapping[str, Schema | None], offset: Any, *, several: bool
+    ) -> PostgresReader:
+        names = list(inputs)
+        if offset is not None and (not isinstance(offset, dict) or "lsn" not in offset):
+            msg = f"inputs {names}: the offset {offset!r} is not a PostgreSQL position"
+            raise ValueError(msg)
+        tables = [(name, self.table_of(name), inputs[name]) for name in names]
+        return await trio.to_thread.run_sync(self._open, tables, offset, several)
+
+    def _open(
+        self, tables: list[tuple[str, Table, Schema | None]], offset: Any, several: bool
+    ) -> PostgresReader:
+        whats = [f"input {input!r} (table {str(table)!r})" for input, table, _ in tables]
+        conn = connect(self.dsn, ", ".join(whats), autocommit=True)
         try:
-            cols = columns(conn, self.table, what)
-            names = [n for n, _ in cols]
-            if schema is not None and list(schema.names) != names:
-                msg = (
-                    f"{what}: the declared columns {list(schema.names)} are not the table's {names}"
-                )
-                raise DatabaseError(msg)
-            ident = conn.execute(
-                "SELECT c.relreplident, quote_ident(n.nspname) || '.' || quote_ident(c.relname) "
-                "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE c.oid = to_regclass(%s)",
-                (self.table.sql().as_string(conn),),
-            ).fetchone()
-            if ident[0] != "f":
-                msg = (
-                    f"{what}: the table needs REPLICA IDENTITY FULL for its deletes and updates "
-                    f"to carry the old rows (ALTER TABLE {self.table} REPLICA IDENTITY FULL)"
-                )
-                raise DatabaseError(msg)
-            reader = PostgresReader(self, what, conn, cols, str(ident[1]))
+            watched = [
+                self._watch(conn, input, table, self.schema or schema, what)
+                for (input, table, schema), what in zip(tables, whats)
+            ]
+            reader = PostgresReader(self, ", ".join(whats), conn, watched, several)
             if offset is None:
                 reader.start()
             else:
@@ -129,6 +200,29 @@ class PostgresSource:
             raise
         return reader
 
+    def _watch(
+        self, conn: Any, input: str, table: Table, schema: Schema | None, what: str
+    ) -> Watched:
+        """``table`` checked: there, of the declared columns, ``REPLICA IDENTITY FULL``."""
+        cols = columns(conn, table, what)
+        names = [n for n, _ in cols]
+        if schema is not None and list(schema.names) != names:
+            msg = f"{what}: the declared columns {list(schema.names)} are not the table's {names}"
+            raise DatabaseError(msg)
+        ident = conn.execute(
+            "SELECT c.relreplident, quote_ident(n.nspname) || '.' || quote_ident(c.relname) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.oid = to_regclass(%s)",
+            (table.sql().as_string(conn),),
+        ).fetchone()
+        if ident[0] != "f":
+            msg = (
+                f"{what}: the table needs REPLICA IDENTITY FULL for its deletes and updates "
+                f"to carry the old rows (ALTER TABLE {table} REPLICA IDENTITY FULL)"
+            )
+            raise DatabaseError(msg)
+        return Watched(input, table, what, cols, str(ident[1]))
+
 
 @attrs.define(eq=False)
 class PostgresReader:
@@ -137,16 +231,16 @@ class PostgresReader:
     source: PostgresSource
     what: str
     conn: Any
-    columns: list[tuple[str, str]]
-    #: The table as ``test_decoding`` names it (``public.orders``).
-    decoded_name: str
+    watched: list[Watched]
+    #: Batches with a part per input (``open_inputs``), or plain (``open``: one table).
+    several: bool
     lsn: str = "0/0"
     acknowledged: str | None = None
     acked: str | None = None
     ready: deque[Batch] = attrs.field(factory=deque)
 
     def start(self) -> None:
-        """A new slot (replacing one of the same name) and the table's rows in its snapshot
+        """A new slot (replacing one of the same name) and the tables' rows in its snapshot
         as the first batch."""
         pg = psycopg()
         slot = self.source.slot
@@ -167,22 +261,35 @@ class PostgresReader:
             consistent = result.get_value(0, 1).decode()
             snapshot = result.get_value(0, 2).decode()
             sql = pg.sql
-            select = sql.SQL("SELECT {} FROM {}").format(
-                sql.SQL(", ").join(
-                    sql.SQL("{}::text").format(sql.Identifier(n)) for n, _ in self.columns
-                ),
-                self.source.table.sql(),
-            )
+            # Every table read in the one snapshot the slot starts at: a transaction is in
+            # all the snapshots or in the changes of all.
             with self.conn.transaction():
                 self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 self.conn.execute(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
-                rows = self.conn.execute(select).fetchall()
+                rows = []
+                for w in self.watched:
+                    select = sql.SQL("SELECT {} FROM {}").format(
+                        sql.SQL(", ").join(
+                            sql.SQL("{}::text").format(sql.Identifier(n)) for n, _ in w.columns
+                        ),
+                        w.table.sql(),
+                    )
+                    rows.append(self.conn.execute(select).fetchall())
         finally:
             repl.close()
-        types = [t for _, t in self.columns]
-        data = [tuple(convert(t, v) for t, v in zip(types, row)) for row in rows]
         self.lsn = consistent
-        self.ready.append(Batch(data, [1] * len(data), offset={"lsn": consistent}))
+        parts: dict[str, tuple[list[Any], list[int]]] = {}
+        for w, found in zip(self.watched, rows):
+            types = [t for _, t in w.columns]
+            data = [tuple(convert(t, v) for t, v in zip(types, row)) for row in found]
+            parts[w.input] = (data, [1] * len(data))
+        self.ready.append(self._batch(parts, {"lsn": consistent}))
+
+    def _batch(self, parts: dict[str, tuple[list[Any], list[int]]], offset: Any) -> Batch:
+        if self.several:
+            return Batch.of_inputs(parts, offset)
+        ((data, diffs),) = parts.values()
+        return Batch(data, diffs, offset=offset)
 
     def resume(self, lsn: str) -> None:
         """Continue after ``lsn`` (a durable checkpoint's): the slot must still be there."""
@@ -224,7 +331,20 @@ class PostgresReader:
         await trio.to_thread.run_sync(self._close)
 
     def _close(self) -> None:
+        pg = psycopg()
         try:
+            if self.acknowledged != self.acked and not self.conn.closed:
+                # Acknowledged since the last read: the slot moves now, not at the next
+                # job's first read (a job without a checkpoint acknowledges its last batch
+                # just before it closes the reader).
+                try:
+                    self._advance()
+                except pg.Error as exc:
+                    logger.warning(
+                        "%s: the slot could not be moved: %s",
+                        self.what,
+                        scrub(str(exc).strip(), self.source.dsn),
+                    )
             if self.source.temporary and not self.conn.closed:
                 self.conn.execute(
                     "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
@@ -246,19 +366,25 @@ class PostgresReader:
         self.acked = None
         logger.info("%s: reconnected", self.what)
 
+    def _advance(self) -> None:
+        """Move the slot to the last acknowledged position (if it is not there yet)."""
+        # Read once: this runs in a thread while the job may acknowledge a later position.
+        target = self.acknowledged
+        if target is not None and target != self.acked:
+            self.conn.execute(
+                "SELECT pg_replication_slot_advance(slot_name, %s::pg_lsn) "
+                "FROM pg_replication_slots WHERE slot_name = %s "
+                "AND confirmed_flush_lsn < %s::pg_lsn",
+                (target, self.source.slot, target),
+            )
+            self.acked = target
+
     def _fetch(self) -> None:
         """Advance the slot to the last acknowledged position, then peek at what follows."""
         pg = psycopg()
         slot = self.source.slot
         try:
-            if self.acknowledged is not None and self.acknowledged != self.acked:
-                self.conn.execute(
-                    "SELECT pg_replication_slot_advance(slot_name, %s::pg_lsn) "
-                    "FROM pg_replication_slots WHERE slot_name = %s "
-                    "AND confirmed_flush_lsn < %s::pg_lsn",
-                    (self.acknowledged, slot, self.acknowledged),
-                )
-                self.acked = self.acknowledged
+            self._advance()
             rows = self.conn.execute(
                 "SELECT lsn::text, data FROM pg_logical_slot_peek_changes(%s, NULL, NULL, "
                 "'include-xids', '0', 'skip-empty-xacts', '1')",
@@ -279,41 +405,42 @@ class PostgresReader:
         self._collect(rows)
 
     def _collect(self, rows: list[tuple[str, str]]) -> None:
-        """The transactions committed after the position, one batch each."""
+        """The transactions committed after the position that touched a table read, one
+        batch each."""
         after = lsn_value(self.lsn)
-        data: list[Any] = []
-        diffs: list[int] = []
-        names = [n for n, _ in self.columns]
+        watched = self.watched
+        prefixes = [(w.prefix, w) for w in watched]
+        parts: dict[str, tuple[list[Any], list[int]]] = {}
         for lsn, line in rows:
             if line.startswith("BEGIN"):
-                data, diffs = [], []
+                parts = {}
             elif line.startswith("COMMIT"):
-                if data and lsn_value(lsn) > after:
-                    self.ready.append(Batch(data, diffs, offset={"lsn": lsn}))
-            elif line.startswith(f"table {self.decoded_name}: "):
-                _, action, new, old = parse_change(line)
-                if action == "TRUNCATE":
-                    msg = f"{self.what}: the table was truncated; a source reads no TRUNCATE"
-                    raise DatabaseError(msg)
-                for row, diff in ((old, -1), (new, 1)):
-                    if row is not None:
-                        data.append(self._row(row, names))
-                        diffs.append(diff)
+                if parts and lsn_value(lsn) > after:
+                    self.ready.append(self._batch(parts, {"lsn": lsn}))
+            else:
+                for prefix, w in prefixes:
+                    if line.startswith(prefix):
+                        self._change(w, line, parts)
+                        break
 
-    def _row(self, values: dict[str, str | None], names: list[str]) -> tuple[Any, ...]:
-        unknown = [n for n in values if n not in names]
-        if unknown:
-            msg = (
-                f"{self.what}: a change has columns {unknown} the table did not have when "
-                f"the source opened ({names}): its schema changed"
-            )
+    def _change(self, w: Watched, line: str, parts: dict[str, tuple[list[Any], list[int]]]) -> None:
+        """One change line of the table ``w`` into its input's part."""
+        _, action, new, old = parse_change(line)
+        if action == "TRUNCATE":
+            msg = f"{w.what}: the table was truncated; a source reads no TRUNCATE"
             raise DatabaseError(msg)
-        return tuple(convert(t, values.get(n)) for n, t in self.columns)
+        part = parts.get(w.input)
+        if part is None:
+            part = parts[w.input] = ([], [])
+        for values, diff in ((old, -1), (new, 1)):
+            if values is not None:
+                part[0].append(w.row(values))
+                part[1].append(diff)
 
 
 def postgres(
     dsn: str,
-    table: str,
+    table: str | Sequence[str] | Mapping[str, str],
     *,
     slot: str,
     schema: str | Schema | None = None,
@@ -328,8 +455,20 @@ def postgres(
     schema), checked against the table's. Following, it looks for changes every ``poll``
     seconds.
 
+    Several tables of the database, through one slot, with consistent times: ``table`` a
+    list of names (each feeding the input of the table's name) or a mapping from input
+    names to tables; give the source under each of those inputs' names (``sources={"orders":
+    shop, "customers": shop}``): a transaction touching several tables is one time in all
+    their inputs, and their first time holds every table's rows in one snapshot.
+
+    >>> shop = postgres("postgresql://db/shop", ["orders", "crm.customers"], slot="shop")
+    >>> shop
+    PostgresSource(dsn='postgresql://db/shop', tables={'orders': 'orders', 'customers': \
+'crm.customers'}, slot='shop')
+
     Raises:
-        ValueError: a malformed table or slot name, schema or ``poll``.
+        ValueError: a malformed table or slot name, schema or ``poll``; several tables
+            feeding one input, or ``schema=`` with several tables.
     """
     named: object = slot
     if not isinstance(named, str) or not _SLOT.match(named):
@@ -344,9 +483,36 @@ def postgres(
     if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
         msg = f"sources.postgres: patience must be a number of seconds >= 0, not {patience!r}"
         raise ValueError(msg)
-    return PostgresSource(
-        dsn, Table.parse(table), slot, parsed, float(poll), float(patience), bool(temporary)
-    )
+    tables = _tables(table)
+    if parsed is not None and len(tables) > 1:
+        msg = (
+            "sources.postgres: schema= declares one table's columns; with several tables "
+            "declare each input's schema on the pipeline (Pipeline.schemas)"
+        )
+        raise ValueError(msg)
+    return PostgresSource(dsn, tables, slot, parsed, float(poll), float(patience), bool(temporary))
+
+
+def _tables(table: object) -> tuple[tuple[str | None, Table], ...]:
+    """``postgres``'s ``table`` as ``(input, table)`` pairs (input ``None``: the one table)."""
+    if isinstance(table, str):
+        return ((None, Table.parse(table)),)
+    if isinstance(table, Mapping):
+        pairs = [(str(k), Table.parse(v)) for k, v in table.items()]
+    elif isinstance(table, (list, tuple)):
+        parsed = [Table.parse(t) for t in table]
+        pairs = [(t.name, t) for t in parsed]
+    else:
+        msg = (
+            f"sources.postgres: table must be a name, a list of names or a mapping from "
+            f"input names to tables, not {table!r}"
+        )
+        raise ValueError(msg)
+    inputs = [name for name, _ in pairs]
+    if not pairs or len(set(inputs)) != len(inputs):
+        msg = f"sources.postgres: the tables {table!r} must feed distinct inputs, at least one"
+        raise ValueError(msg)
+    return tuple(pairs)
 
 
 def from_url(url: str) -> tuple[str, str]:

@@ -9,7 +9,8 @@
 consolidated updates :func:`deltaflow.run` would return, as a DataFrame of the schema's
 columns plus ``time`` and ``diff``. :func:`stream` keeps a pipeline running in one
 long-lived barrier job fed by streaming DataFrames, one time per micro-batch, and hands each
-micro-batch's output changes to a sink.
+micro-batch's output changes to a sink; :func:`to_sink` makes that sink (or writes a
+:func:`run`'s output) a deltaflow sink such as ``df.sinks.postgres``, each time exactly once.
 
 Slots: a barrier stage runs all its tasks at once, so :func:`run` needs ``partitions`` free
 task slots, and :func:`stream` ``partitions`` for its workers for as long as it runs, plus at
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 from ._batch import run as run
 from ._session import local_session as local_session
+from ._sinks import SinkBatches as SinkBatches, to_sink as to_sink  # deltaflow sinks (#47)
 from ._stream import SparkStream as SparkStream, stream as stream
 
-__all__ = ["SparkStream", "local_session", "run", "stream"]
+__all__ = ["SinkBatches", "SparkStream", "local_session", "run", "stream", "to_sink"]
