@@ -500,9 +500,9 @@ def drive(
     before the insertion it cancels, as operators that hold some times back send them);
     with ``batched`` a message holds updates at its time and later ones (a sender may send
     at any time it holds, updates at later times): each update goes in the message at the
-    first element not after it of the frontier before the activation it comes in; ``path`` replaces the per-key path the operator
-    chose, ``operator`` may be a subclass with other tunables, and ``strict`` refuses
-    negative counts. The last frontier must be empty.
+    first element not after it of the frontier before the activation it comes in; ``path``
+    replaces the per-key path the operator chose, ``operator`` may be a subclass with other
+    tunables, and ``strict`` refuses negative counts. The last frontier must be empty.
     """
     source = Spine(Antichain([lower]))
     op = operator(
