@@ -185,7 +185,8 @@ def _write_rejected(path: str, rejected: Sequence[Rejected]) -> None:
 
 
 def _summary(stats: dict[str, Any], rejected_path: str | None) -> str:
-    """One line per input that refused records, and what the outputs wrote."""
+    """One line per input that refused records and per window operator that dropped late
+    rows, and what the outputs wrote."""
     out = []
     for name, c in stats["inputs"].items():
         if not c["refused"]:
@@ -199,6 +200,9 @@ def _summary(stats: dict[str, Any], rejected_path: str | None) -> str:
             f"deltaflow: input {name!r}: {c['read']:,} read, {c['accepted']:,} accepted, "
             f"{c['refused']:,} refused ({', '.join(aside)})"
         )
+    for name, n in stats.get("late", {}).items():
+        if n:
+            out.append(f"deltaflow: {name}: {n:,} late row(s) not applied")
     if out:
         written = ", ".join(f"{name!r} {o['written']:,}" for name, o in stats["outputs"].items())
         out.append(f"deltaflow: updates written: {written}")
@@ -272,10 +276,13 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _tell_dashboard(job: Job) -> None:
-    """Write the running job's dashboard address (if it serves one) on stderr."""
+    """Write the running job's dashboard and metrics addresses (those it serves) on stderr
+    (``--metrics 0`` picks a free port: this says which)."""
     if job.dashboard_url is not None:
         sys.stderr.write(f"deltaflow: dashboard at {job.dashboard_url}\n")
-        sys.stderr.flush()
+    if job.metrics_url is not None:
+        sys.stderr.write(f"deltaflow: metrics at {job.metrics_url}\n")
+    sys.stderr.flush()
 
 
 async def _profiled(pipeline: Pipeline, workers: int, inputs: dict[str, list[Any]]) -> Job:
