@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,13 @@ class Pairs(df.Pipeline):
 class Both(df.Pipeline):
     def build(self, left, right):
         return left.concat(right)
+
+
+class Recent(df.Pipeline):
+    schemas = {"events": "user string, n long not null"}
+
+    def build(self, events):
+        return events.window(df.tumbling(2), at=lambda e: e[1], retention=0)
 """
 
 
@@ -112,3 +121,78 @@ def test_an_unclosed_quote_names_its_line(project: Path) -> None:
     assert done.returncode == 2
     assert "q.csv, line 3: a quoted field opens here and is never closed" in done.stderr
     assert "close the quote" in done.stderr
+
+
+def test_late_rows_are_in_the_summary_and_logged_once(project: Path) -> None:
+    """Rows a window's retention drops are counted in the end summary under the window
+    operator, and logged by one WARNING however many there are."""
+    rows = [(f"u{i}", i % 3, t) for t in range(6) for i in range(4)]  # event time i % 3
+    late = sum(1 for _, n, t in rows if n - n % 2 + 2 <= t)
+    (project / "late.csv").write_text(
+        "user,n,time\n" + "".join(f"{u},{n},{t}\n" for u, n, t in rows)
+    )
+    done = cli(project, "run", "pipes:Recent", "--input", "events=late.csv")
+    assert done.returncode == 0, done.stderr
+    assert late > 1
+    window = "window(tumbling(2, origin=0), at=pipes.Recent.build.<locals>.<lambda>:"
+    assert re.search(rf"{re.escape(window)}\d+\): {late} late row\(s\) not applied", done.stderr)
+    assert "late update(s)" not in done.stderr  # the log is shown on request
+    done = cli(project, "run", "pipes:Recent", "--input", "events=late.csv",
+               "--log-level", "WARNING")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("late update(s)") == 1
+
+
+def test_metrics_are_scraped_over_http_while_the_cli_runs(project: Path) -> None:
+    """--metrics 0 serves Prometheus text on loopback while the command runs (its address on
+    stderr): scraped over HTTP during the run, the output's frontier and published updates
+    advance, the input's read count is every row, and the port closes with the run."""
+    pytest.importorskip("prometheus_client")
+    times = 3000
+    (project / "long.csv").write_text(
+        "user,n,time\n" + "".join(f"u{t % 7},{t % 5},{t}\n" for t in range(times))
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
+    args = ["run", "pipes:Totals", "--input", "events=long.csv", "--metrics", "0",
+            "--output", "out.jsonl"]  # fmt: skip
+    with subprocess.Popen(
+        [sys.executable, "-m", "deltaflow", *args],
+        cwd=project,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            line = proc.stderr.readline()
+            match = re.fullmatch(r"deltaflow: metrics at (http://127\.0\.0\.1:\d+/metrics)\n", line)
+            assert match, line
+            url = match.group(1)
+            frontiers: list[float] = []
+            written: list[float] = []
+            while proc.poll() is None:
+                try:
+                    with urllib.request.urlopen(url, timeout=10) as reply:
+                        text = reply.read().decode("utf-8")
+                except OSError:
+                    break  # the run ended between the poll and the request
+                frontiers.append(_sample(text, 'deltaflow_output_frontier{output="output"}'))
+                written.append(_sample(text, 'deltaflow_output_updates_total{output="output"}'))
+                read = _sample(text, 'deltaflow_input_records_total{input="events",outcome="read"}')
+                assert read == times
+            assert proc.wait(timeout=120) == 0, proc.stderr.read()
+        finally:
+            proc.kill()
+    assert len(set(frontiers)) >= 2, frontiers  # scraped at two times at least
+    assert frontiers == sorted(frontiers) and written == sorted(written)
+    assert written[-1] > written[0]
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=5)
+
+
+def _sample(text: str, name: str) -> float:
+    """The value of the sample ``name`` (with its labels) in Prometheus text."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"no {name} in {text}")

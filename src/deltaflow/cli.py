@@ -22,6 +22,13 @@ shows the ``deltaflow`` logger's records from ``LEVEL`` on (``WARNING``, ``INFO`
 ``DEBUG``) on stderr; ``--metrics PORT`` serves the job's statistics to Prometheus on the
 loopback interface while it runs (``HOST:PORT`` to bind elsewhere).
 
+A directory given as an input (``--input events=incoming/``) is a files source
+(``df.sources.files``): each CSV, JSON-lines or Parquet file in it is one time, oldest
+first, after the other inputs' times. ``run`` reads the files there now; with ``--follow``
+it keeps watching the directory, writes each time's output as JSON lines as soon as the time
+closes (flushed), and runs until interrupted (Ctrl-C: exit code 130, what was written
+stays).
+
 ``graph module:Pipeline [--format mermaid|dot]`` writes the planned graph
 (:mod:`deltaflow.scheduler.graph`); with ``--input`` files it runs the pipeline first and
 annotates each operator with its records and arrangement sizes.
@@ -44,8 +51,9 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import attrs
 import trio
 
 from . import __version__
@@ -56,6 +64,7 @@ from .scheduler.accounting import InputAccount, Rejected, check_on_bad, make_acc
 from .scheduler.collector import GC_THRESHOLD
 from .scheduler.graph import FORMATS, graph
 from .scheduler.runtime import Job, check_inputs, execute, open
+from .scheduler.sources import is_source
 
 __all__ = ["load_pipeline", "main"]
 
@@ -138,6 +147,11 @@ def _inputs(
         if file.startswith(("postgresql://", "postgres://")):
             tables[name] = file
             continue
+        if Path(file).is_dir():
+            from .adapters.sources import files
+
+            out[name] = files(file)
+            continue
         if not Path(file).is_file():
             msg = f"--input {name}: no file {file!r}"
             raise UsageError(msg)
@@ -187,7 +201,8 @@ def _write_rejected(path: str, rejected: Sequence[Rejected]) -> None:
 
 
 def _summary(stats: dict[str, Any], rejected_path: str | None) -> str:
-    """One line per input that refused records, and what the outputs wrote."""
+    """One line per input that refused records and per window operator that dropped late
+    rows, and what the outputs wrote."""
     out = []
     for name, c in stats["inputs"].items():
         if not c["refused"]:
@@ -201,6 +216,9 @@ def _summary(stats: dict[str, Any], rejected_path: str | None) -> str:
             f"deltaflow: input {name!r}: {c['read']:,} read, {c['accepted']:,} accepted, "
             f"{c['refused']:,} refused ({', '.join(aside)})"
         )
+    for name, n in stats.get("late", {}).items():
+        if n:
+            out.append(f"deltaflow: {name}: {n:,} late row(s) not applied")
     if out:
         written = ", ".join(f"{name!r} {o['written']:,}" for name, o in stats["outputs"].items())
         out.append(f"deltaflow: updates written: {written}")
@@ -261,6 +279,14 @@ def _run(args: argparse.Namespace) -> None:
     progress: bool | float = True if args.progress else PROGRESS_AFTER
     rejected: list[Rejected] = []
     served = None if args.dashboard is None else (args.dashboard_host, args.dashboard)
+    sinks = None
+    if args.follow:
+        if not any(is_source(i) for i in inputs.values()):
+            msg = "--follow watches a directory: give one as an input (--input NAME=DIR)"
+            raise UsageError(msg)
+        names = pipeline.instantiate().stores
+        stream = sys.stdout if args.output is None else _open_output(args.output)
+        sinks = {n: _Lines(stream, None if len(names) == 1 else n) for n in names}
     result, stats = execute(
         pipeline,
         args.workers,
@@ -274,19 +300,51 @@ def _run(args: argparse.Namespace) -> None:
         accounts=accounts,
         opened=_tell_dashboard,
         inputs=inputs,
+        sinks=sinks,
+        follow=args.follow,
     )
-    _write(result, args.output)
+    if not args.follow:  # (following, each time was written as it closed)
+        _write(result, args.output)
     quarantine = any(a.mode == "quarantine" for a in accounts.values())
     if quarantine:
         _write_rejected(args.rejected, rejected)
     sys.stderr.write(_summary(stats, args.rejected if quarantine else None))
 
 
+def _open_output(path: str) -> IO[str]:
+    """``--output`` for ``--follow``: open while the job runs (until the process ends)."""
+    return Path(path).open("w", encoding="utf-8")
+
+
+@attrs.define(eq=False)
+class _Lines:
+    """A sink writing each closed time's updates of one output as JSON lines (``--follow``),
+    flushed at once (``output``: the output's name on each line, with several)."""
+
+    stream: IO[str]
+    output: str | None
+    written: int | None = None
+
+    async def open(self, output: str) -> _Lines:
+        return self
+
+    async def write(self, time: int, updates: list[tuple[Any, int]]) -> None:
+        write_jsonl(self.stream, [(d, time, r) for d, r in updates], self.output)
+        self.stream.flush()
+        self.written = time
+
+    async def aclose(self) -> None:
+        self.stream.flush()
+
+
 def _tell_dashboard(job: Job) -> None:
-    """Write the running job's dashboard address (if it serves one) on stderr."""
+    """Write the running job's dashboard and metrics addresses (those it serves) on stderr
+    (``--metrics 0`` picks a free port: this says which)."""
     if job.dashboard_url is not None:
         sys.stderr.write(f"deltaflow: dashboard at {job.dashboard_url}\n")
-        sys.stderr.flush()
+    if job.metrics_url is not None:
+        sys.stderr.write(f"deltaflow: metrics at {job.metrics_url}\n")
+    sys.stderr.flush()
 
 
 async def _profiled(pipeline: Pipeline, workers: int, inputs: dict[str, list[Any]]) -> Job:
@@ -333,6 +391,11 @@ def _parser() -> argparse.ArgumentParser:
         "--input", action="append", default=[], metavar="NAME=FILE", help="an input's file"
     )
     run_cmd.add_argument("--output", metavar="FILE", help="write here instead of stdout")
+    run_cmd.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep watching the directory inputs, writing each time's output as it closes",
+    )
     run_cmd.add_argument(
         "--workers", type=_positive, default=None, help="workers (default: one per process)"
     )

@@ -249,6 +249,33 @@ def test_transitive_closure_with_a_multiway_step(workers: int, edges: list[Updat
     assert_matches_oracle(out, {"e": edges}, lambda c: closure(c["e"]))
 
 
+def closure_pipeline(e: df.Collection) -> df.Collection:
+    """The transitive closure by a loop whose step is a multiway join (a distinct on each
+    side: both are strict, so a negative count at a complete time would stop the job)."""
+    live = e.distinct()
+
+    def step(reach: df.Collection) -> df.Collection:
+        hop = df.multiway_join(("a", "c"), (reach, ("a", "b")), (live, ("b", "c")))
+        return hop.concat(live).distinct()
+
+    return live.iterate(step)
+
+
+@examples(4)
+@given(
+    edges=st.lists(
+        st.tuples(st.tuples(nodes, nodes), times, st.sampled_from([1, 1, -1])),
+        min_size=1,
+        max_size=15,
+    ).map(nonnegative)
+)
+def test_transitive_closure_with_a_multiway_step_on_two_processes(edges: list[Update]) -> None:
+    """The same loop on two processes (the join's held-back results and the rounds cross
+    the mesh) reaches the oracle's closure at every time, with no negative count refused."""
+    out = collect(pipeline_of(closure_pipeline), workers=2, processes=2, e=edges)
+    assert_matches_oracle(out, {"e": edges}, lambda c: closure(c["e"]))
+
+
 # -- errors -----------------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from tests.strategies import nonnegative
 import deltaflow as df
 from deltaflow.errors import OperatorValueError
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Product, Time, join, less_equal
+from deltaflow.framework.lattice import Product, Time, join, join_closure, less_equal
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.order import ukey
@@ -229,10 +229,40 @@ def test_threshold_still_sees_negative_counts() -> None:
     assert out == [("a", 0, 1)]  # 1 at time 0, (-1)^2 = 1 at time 1: unchanged
 
 
-def test_inside_a_loop_rounds_may_pass_through_negative_counts() -> None:
-    """Inside a loop (Product times) a reduction is not strict: a round's accumulation may
-    pass through a negative count on the way to the fixed point (here a distinct inside a
-    loop whose step is a multiway join, over edges never retracted)."""
+@pytest.mark.parametrize("name", sorted(NEGATIVE_CASES))
+def test_a_negative_count_inside_a_loop_is_an_error(name: str, workers: int) -> None:
+    """Inside a loop (Product times) a reduction refuses a negative count as at the top
+    scope: the accumulation at a time the frontier has passed is the program's collection
+    there, which a retraction of more than was inserted makes negative."""
+    build = NEGATIVE_CASES[name]
+    ups = [(("k", 1), 0, 1), (("k", 1), 1, -2), (("j", 2), 1, 1)]
+    if name == "distinct":
+        ups = [("k", 0, 1), ("k", 1, -2), ("j", 1, 1)]
+
+    def looped(xs: df.Collection) -> df.Collection:
+        def step(v: df.Collection) -> df.Collection:
+            inner = build(xs.enter_scope(v.scope))
+            return v.concat(inner.filter(lambda _d: False))
+
+        return xs.filter(lambda _d: False).iterate(step)
+
+    class P(df.Pipeline):
+        def build(self, xs: df.Collection) -> df.Collection:
+            return looped(xs)
+
+    with pytest.raises(OperatorValueError, match=r"key 'k'.* has count -1: more was"):
+        df.run(P(), workers=workers, xs=ups)
+    if name == "count":  # and on two processes: the error crosses the mesh, named
+        with pytest.raises(OperatorValueError, match=r"key 'k'.* has count -1: more was"):
+            df.run(P(), workers=2, processes=2, xs=ups)
+
+
+def test_a_retraction_before_its_insertion_inside_a_loop_is_no_error() -> None:
+    """A distinct inside a loop whose step is a multiway join, over edges never retracted:
+    the join sends a round's retraction before the insertion it cancels (it holds the
+    insertion back until its indexes allow), so the distinct meets a count of -1 at a time
+    the frontier has not passed. That is no collection yet, so no error: only counts at
+    complete times are checked."""
 
     def build(e: df.Collection) -> df.Collection:
         live = e.distinct()
@@ -457,13 +487,22 @@ def drive(
     early: int = 0,
     path: reduce_paths.KeyPath | None = None,
     operator: type[R.ReduceOperator] = R.ReduceOperator,
+    strict: bool = False,
+    ahead: list[int] | None = None,
+    batched: bool = False,
 ) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
     """Seal ``updates`` into one batch per frontier of the advancing chain and drive the
     operator: messages one per distinct time; with ``lag[i]`` the frontier moves only in a
     later activation than the one delivering the messages; with ``early`` each batch's
     messages come that many frontiers early (times the frontier has not passed yet, as a
-    loop's next rounds do); ``path`` replaces the per-key path the operator chose, and
-    ``operator`` may be a subclass with other tunables. The last frontier must be empty.
+    loop's next rounds do); with ``ahead``, batch ``i`` comes ``ahead[i % len(ahead)]``
+    frontiers early instead, so a later batch may come before an earlier one (a retraction
+    before the insertion it cancels, as operators that hold some times back send them);
+    with ``batched`` a message holds updates at its time and later ones (a sender may send
+    at any time it holds, updates at later times): each update goes in the message at the
+    first element not after it of the frontier before the activation it comes in; ``path``
+    replaces the per-key path the operator chose, ``operator`` may be a subclass with other
+    tunables, and ``strict`` refuses negative counts. The last frontier must be empty.
     """
     source = Spine(Antichain([lower]))
     op = operator(
@@ -475,6 +514,7 @@ def drive(
         positive_only=positive_only,
         key_only=key_only,
         by_count=by_count,
+        strict=strict,
     )
     if path is not None:
         op.path = path
@@ -489,16 +529,25 @@ def drive(
         previous = f
     assert not remaining
 
-    def deliver(step: int) -> None:
+    def deliver(step: int, now: Antichain) -> None:
         desc, rows = sealed[step]
+        if batched:
+            at = {u: next(f for f in now.elements if less_equal(f, u[2])) for u in rows}
+            for t in sorted(set(at.values())):
+                ctx.mailbox.append((t, Batch.from_updates([u for u in rows if at[u] == t], desc)))
+            return
         for t in sorted({t for _, _, t, _ in rows}):
             ctx.mailbox.append((t, Batch.from_updates([u for u in rows if u[2] == t], desc)))
 
+    arrivals: dict[int, list[int]] = {}
+    for step in range(len(frontiers)):
+        at = max(0, step - ahead[step % len(ahead)]) if ahead else max(0, step - early)
+        arrivals.setdefault(at, []).append(step)
     for i, f in enumerate(frontiers):
         desc, rows = sealed[i]
         source.insert(Batch.from_updates(rows, desc))
-        for step in range(0 if i == 0 else i + early, min(i + early + 1, len(frontiers))):
-            deliver(step)
+        for step in sorted(arrivals.get(i, []), reverse=bool(ahead)):
+            deliver(step, desc.lower)
         if lag and lag[i % len(lag)]:
             ctx.run(op)
         done = len(ctx.sent)
@@ -895,6 +944,130 @@ def test_by_count_paths_match_dict_paths_and_oracle(
         runs.append(consolidated(sent))
     assert runs[0] == runs[1]
     assert_matches_oracle(sent, {"xs": updates}, query)
+
+
+q_distinct_self = by_self_query(lambda _d, n: int(n > 0))
+
+# Strict reductions at Product times: (logic, by_count, positive_only, meaning, the
+# accumulation of one key whose negative count is refused).
+STRICT: dict[str, tuple[R.Logic, R.ByCount | None, bool, Callable[..., Counter[Any]], bool]] = {
+    "distinct": (R._distinct_logic, R._distinct_by_count, True, q_distinct_self, False),
+    "distinct_dicts": (R._distinct_logic, None, True, q_distinct_self, False),
+    "count": (R._count_logic, None, False, q_count, True),
+    "min": (min_logic, None, True, q_min, False),
+}
+
+
+def negative_somewhere(updates: list[Any], total: bool) -> bool:
+    """Whether a datum (``total``: a key's sum over its values) accumulates to a negative
+    count at some time (the join closure of the update times holds every value there is)."""
+    times = join_closure({t for _, t, _ in updates})
+    for t in times:
+        acc = accumulate(updates, t)
+        if total:
+            sums: dict[Any, int] = {}
+            for (k, _v), n in acc.items():
+                sums[k] = sums.get(k, 0) + n
+            acc = sums
+        if any(n < 0 for n in acc.values()):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("frontier_kind", ["loop", "random"])
+@pytest.mark.parametrize("name", sorted(STRICT))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_strict_reductions_refuse_exactly_the_negative_counts(
+    name: str, frontier_kind: str, data: st.DataObject
+) -> None:
+    """At Product times (inside loops), with messages arriving early and out of order (a
+    later batch before an earlier one), a strict reduction raises an OperatorValueError if
+    and only if some datum (for count, some key) accumulates to a negative count at some
+    time; otherwise its output is the oracle's. A negative guess at a time the frontier has
+    not passed yet is no error."""
+    logic, by_count, positive_only, query, total = STRICT[name]
+    by_self = by_count is not None or logic is R._distinct_logic
+    vals = st.just(()) if by_self else VALS
+    drawn = data.draw(
+        st.lists(
+            st.tuples(
+                st.tuples(st.sampled_from(["a", "b"]), vals),
+                PRODUCTS,
+                st.integers(-2, 2).filter(bool),
+                st.tuples(st.integers(0, 3), st.integers(0, 3)),
+            ),
+            max_size=10,
+        )
+    )
+    updates = [(d, t, r) for d, t, r, _ in drawn]
+    if data.draw(st.booleans(), label="collection"):
+        # Each retraction is inserted first at a random time not after it (not the least
+        # time: an insertion may then come in a later message than its retraction).
+        updates += [
+            (d, Product(max(0, t[0] - dx), max(0, t[1] - dy)), -r)
+            for d, t, r, (dx, dy) in drawn
+            if r < 0
+        ]
+    if frontier_kind == "loop":
+        frontiers = [*LOOP_FRONTIERS, Antichain()]
+    else:
+        frontiers = data.draw(frontier_chains(PRODUCTS))
+    ahead = data.draw(st.lists(st.integers(0, 16), min_size=1, max_size=17), label="ahead")
+    lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    batched = data.draw(st.booleans(), label="batched")
+
+    def run() -> list[Any]:
+        sent, _ctx, _op = drive(
+            updates,
+            frontiers,
+            logic,
+            Product(0, 0),
+            lag=lag,
+            positive_only=positive_only,
+            key_only=by_self,
+            by_count=by_count,
+            strict=True,
+            ahead=ahead,
+            batched=batched,
+        )
+        return sent
+
+    if negative_somewhere(updates, total):
+        with pytest.raises(OperatorValueError, match=r"has count -\d+"):
+            run()
+    else:
+        assert_matches_oracle(run(), {"xs": updates}, query)
+
+
+@pytest.mark.parametrize("name", ["distinct", "distinct_dicts", "count"])
+def test_a_negative_guess_beyond_the_frontier_is_no_error(name: str) -> None:
+    """A retraction stored before an insertion it partly cancels (here -2 at (1, 2) before
+    +1 at (1, 1), both beyond the frontier when the retraction comes): the count at (1, 2)
+    is -1 until the insertion arrives, a guess at a time not yet complete, and no error;
+    once complete it is 0 and the output is the oracle's."""
+    logic, by_count, positive_only, query, _total = STRICT[name]
+    by_self = name != "count"
+    val: Any = () if by_self else 1
+    updates = [
+        (("b", val), Product(0, 0), 1),
+        (("b", val), Product(1, 1), 1),
+        (("b", val), Product(1, 2), -2),
+    ]
+    sent, ctx, _op = drive(
+        updates,
+        [*LOOP_FRONTIERS, Antichain()],
+        logic,
+        Product(0, 0),
+        positive_only=positive_only,
+        key_only=by_self,
+        by_count=by_count,
+        strict=True,
+        ahead=[2, 0],
+        batched=True,
+    )
+    assert_matches_oracle(sent, {"xs": updates}, query)
+    assert ctx.held == {}
 
 
 @pytest.mark.parametrize("loop", [True, False], ids=["loop", "random"])

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
@@ -183,13 +184,46 @@ def test_windowed_counts_match_a_recompute(ups: list[Any], workers: int) -> None
 # -- retention ----------------------------------------------------------------------------
 
 
-def late_total(records: list[logging.LogRecord]) -> int:
-    total = 0
-    for rec in records:
-        m = re.search(r": (\d+) late update", rec.getMessage())
-        if m:
-            total += int(m.group(1))
-    return total
+def late_warnings(records: list[logging.LogRecord]) -> list[str]:
+    """The messages of the late-update WARNINGs among ``records``."""
+    return [r.getMessage() for r in records if re.search(r": \d+ late update", r.getMessage())]
+
+
+def run_retained(
+    pipe: df.Pipeline, ups: list[Any], workers: int, processes: int = 1
+) -> tuple[list[Any], dict[str, int]]:
+    """The output updates of a job fed ``ups`` time by time, and its late counts by operator
+    (``statistics()["late"]``)."""
+
+    async def main() -> tuple[list[Any], dict[str, int]]:
+        async with df.open(pipe, workers=workers, processes=processes) as job:
+            for t in sorted({t for _, t, _ in ups}):
+                await job.advance_to(t)
+                for d, u, r in ups:
+                    if u == t:
+                        job.inputs["xs"].update(d, r)
+        return job.output.updates(), job.statistics()["late"]
+
+    return trio.run(main)
+
+
+def check_late(
+    late: dict[str, int], expected: int, records: list[logging.LogRecord], processes: int = 1
+) -> None:
+    """One window operator's late count is ``expected``, and it logged one WARNING (per
+    process that met some) naming the operator and its count then, none if nothing was
+    late."""
+    ((name, count),) = late.items()
+    assert name.startswith("window(")
+    assert count == expected
+    warnings = late_warnings(records)
+    if not expected:
+        assert warnings == []
+        return
+    assert 1 <= len(warnings) <= processes
+    for message in warnings:
+        assert message.startswith(f"{name}: ")
+        assert "not logged" in message
 
 
 def check_retained(
@@ -212,7 +246,8 @@ def test_fixed_windows_with_retention(
     close = lambda w: w[1] + retention  # noqa: E731
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="deltaflow"):
-        out = df.run(Windowed(df.sliding(size, hop), retention=retention), workers=workers, xs=ups)
+        pipe = Windowed(df.sliding(size, hop), retention=retention)
+        out, counted = run_retained(pipe, ups, workers)
 
     def expected_at(t: int) -> dict[Any, int]:
         now = accumulate(ups, t)
@@ -225,7 +260,7 @@ def test_fixed_windows_with_retention(
 
     check_retained(out, ups, expected_at, 20, "sliding")
     late = sum(1 for e, t, _ in ups if any(close(w) <= t for w in brute_windows(e[1], 4, 2, 0)))
-    assert late_total(caplog.records) == late
+    check_late(counted, late, caplog.records)
     # Memory: every window is retracted by the time it closes.
     assert accumulate(out, 10**6) == {}
 
@@ -245,16 +280,15 @@ def test_sessions_with_retention(
     on_time = [(e, t, r) for e, t, r in ups if e[1] + retention > t]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="deltaflow"):
-        out = df.run(
-            Windowed(df.session(gap), key=key_of, retention=retention), workers=workers, xs=ups
-        )
+        pipe = Windowed(df.session(gap), key=key_of, retention=retention)
+        out, counted = run_retained(pipe, ups, workers)
 
     def expected_at(t: int) -> dict[Any, int]:
         sessions = brute_sessions(Counter(accumulate(on_time, t)), gap)
         return {(w, e): n for (w, e), n in sessions.items() if w[1] + retention > t}
 
     check_retained(out, ups, expected_at, 24, "session")
-    assert late_total(caplog.records) == len(ups) - len(on_time)
+    check_late(counted, len(ups) - len(on_time), caplog.records)
     assert accumulate(out, 10**6) == {}
 
 
@@ -273,8 +307,6 @@ def test_retention_keeps_a_stream_bounded() -> None:
 
             (op,) = [o for o in ops if isinstance(o, SessionOperator)]
             return sum(len(k.counts) for k in op.keys.values())
-
-    import trio
 
     assert trio.run(main) <= 4
 
@@ -303,9 +335,14 @@ def test_windows_at_two_processes(caplog: pytest.LogCaptureFixture) -> None:
     pipe = Windowed(df.session(2), key=key_of, retention=1)
     assert df.run(pipe, workers=2, processes=2, xs=ups) == df.run(pipe, workers=1, xs=ups)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="deltaflow"):
-        df.run(Windowed(df.tumbling(5), retention=0), workers=2, processes=2, xs=ups)
-    assert late_total(caplog.records) == sum(1 for e, t, _ in ups if e[1] - e[1] % 5 + 5 <= t)
+    for pipe, late in [
+        (Windowed(df.tumbling(5), retention=0), sum(e[1] - e[1] % 5 + 5 <= t for e, t, _ in ups)),
+        (Windowed(df.session(2), retention=0), sum(e[1] <= t for e, t, _ in ups)),
+    ]:
+        with caplog.at_level(logging.WARNING, logger="deltaflow"):
+            _out, counted = run_retained(pipe, ups, 2, processes=2)
+        check_late(counted, late, caplog.records, processes=2)
+        caplog.clear()
 
 
 def test_bad_specs_and_event_times() -> None:

@@ -430,7 +430,7 @@ class Collection:
         [(((0, 10), 2), 0, 1), (((10, 20), 1), 1, 1)]
         """
         from .sessions import SessionOperator, session_logic
-        from .windows import Closing, FixedWindows, Session, Sliding, event_time
+        from .windows import Closing, FixedWindows, LateRows, Session, Sliding, event_time
 
         check_function("window", "at", at, 1)
         raw: object = spec
@@ -445,13 +445,14 @@ class Collection:
             if key is not None:
                 msg = f"{label}: key= groups sessions; tumbling and sliding windows take none"
                 raise ValueError(msg)
-            step = Step("groups", FixedWindows(spec, at, closing, label), label)
+            late = LateRows(label) if closing is not None else None
+            step = Step("groups", FixedWindows(spec, at, closing, label, late), label)
             return self._add(
                 label,
                 lambda _w, _n: LinearOperator([step]),
                 [self],
                 fusable=True,
-                traits=NodeTraits(steps=(step,)),
+                traits=NodeTraits(steps=(step,), late=late),
             )
         if key is not None:
             check_function("window", "key", key, 1)
@@ -466,11 +467,13 @@ class Collection:
                     f"{label}: keys",
                 )
             )
+            late = LateRows(label) if closing is not None else None
             return keyed._add(
                 label,
-                lambda _w, _n: SessionOperator(label, gap, closing),
+                lambda _w, _n: SessionOperator(label, gap, closing, late),
                 [keyed],
                 pacts=[Pact(_session_key)],
+                traits=NodeTraits(late=late),
             )
         if closing is not None:
             msg = f"{label}: a retention closes sessions in int (top-scope) time, not in a loop"

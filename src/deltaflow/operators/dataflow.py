@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .delta.lookup import Tally
     from .iterate import Variable
     from .linear import Step
+    from .windows import LateRows
 
 __all__ = ["DataflowSpec", "Edge", "NodeSpec", "NodeTraits", "Pact", "identity_key"]
 
@@ -88,6 +89,8 @@ class NodeTraits:
         arrangement: the trace an ``arrange`` node maintains (its readers, its spines).
         index: the index a delta query's ``index`` node maintains.
         tally: the counters of a delta rule's node, summed by ``Job.statistics()``.
+        late: the late updates a window operator with a ``retention`` did not apply (this
+            process's; ``Job.statistics()["late"]``).
         variable: the loop variable whose feedback node this is.
     """
 
@@ -98,6 +101,7 @@ class NodeTraits:
     arrangement: TraceRegistry | None = None
     index: IndexRegistry | None = None
     tally: Tally | None = None
+    late: LateRows | None = None
     variable: Variable | None = None
 
 

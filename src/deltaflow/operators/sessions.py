@@ -34,7 +34,7 @@ from ..framework.durable.tables import Rows
 from .base import Interest, Operator, UpdateBatch
 from .durable import Deltas, delayed_to, fold_counts
 from .eventtime import as_step
-from .windows import Closing, report_late
+from .windows import Closing, LateRows
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -149,10 +149,14 @@ class SessionOperator(Operator):
 
     interest = Interest.ALWAYS
 
-    def __init__(self, name: str, gap: Any, closing: Closing | None) -> None:
+    def __init__(
+        self, name: str, gap: Any, closing: Closing | None, late: LateRows | None = None
+    ) -> None:
         self.name = name
         self.gap = gap
         self.closing = closing
+        #: The late updates a ``closing`` drops, shared by the workers of a process.
+        self.late_rows = late if late is not None else LateRows(name)
         self.keys: dict[Any, _Key] = {}
         self.pending: dict[Any, tuple[Capability, list[Any], list[int]]] = {}
         # (close time, sequence, key, first event time) per session made; stale entries
@@ -310,7 +314,7 @@ class SessionOperator(Operator):
         return self.closing.close_time(self.name, end)
 
     def _report(self, time: int, late: int, first: Any) -> None:
-        report_late(self.name, time, late, first)
+        self.late_rows.add(time, late, first)
 
     def _closes_sessions(self) -> bool:
         return self.closing is not None

@@ -18,10 +18,11 @@ Retention (``retention=r``): logical time is the stream's clock. A window ``(sta
 closes at the logical time ``clock(end + r)`` (``clock`` maps an event time to a logical time,
 by default the identity on ints and the ceiling of a float): it is retracted from the output
 then, so every operator downstream forgets it, and an update fed at or after that time that
-belongs to it is *late*: it is not applied, and the late updates are counted and reported (a
-``WARNING`` record on the ``deltaflow`` logger naming the operator, the time, how many, and
-the first). The output at every logical time ``t`` is then the windows of the collection at
-``t`` that are still open at ``t``.
+belongs to it is *late*: it is not applied, and the late updates are counted per window
+operator (``job.statistics()["late"]``, :class:`LateRows`) and the first of them reported by
+one ``WARNING`` record on the ``deltaflow`` logger (naming the operator, the time, how many
+then, and the first), not one per row or per time. The output at every logical time ``t`` is
+then the windows of the collection at ``t`` that are still open at ``t``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .eventtime import as_step, epoch_of, event_time, floor_steps, is_instant, s
 
 __all__ = [
     "Closing",
+    "LateRows",
     "Session",
     "Sliding",
     "event_time",
@@ -243,16 +245,35 @@ class Closing:
         return c
 
 
-def report_late(label: str, time: Any, late: int, first: Any) -> None:
-    """Tell the application that ``late`` updates at ``time`` met closed windows."""
-    logger.warning(
-        "%s: %d late update(s) at time %r belong to windows already closed and were not "
-        "applied (the first: %r)",
-        label,
-        late,
-        time,
-        first,
-    )
+@attrs.define(eq=False)
+class LateRows:
+    """The late updates of one window operator with a ``retention``, on this process: how
+    many were not applied (``job.statistics()["late"]`` under the operator's name), and one
+    ``WARNING`` at the first of them, not one per row or per time (the workers of a process
+    share it).
+
+    >>> late = LateRows("window(tumbling(10))")
+    >>> late.add(7, 2, ("a", 3)); late.add(8, 1, ("b", 4))
+    >>> late.count
+    3
+    """
+
+    label: str
+    count: int = 0
+
+    def add(self, time: Any, late: int, first: Any) -> None:
+        """``late`` updates at ``time`` met closed windows (``first`` the first of them)."""
+        if not self.count:
+            logger.warning(
+                "%s: %d late update(s) at time %r belong to windows already closed and were "
+                "not applied (the first: %r); later ones are counted in "
+                "job.statistics()['late'], not logged",
+                self.label,
+                late,
+                time,
+                first,
+            )
+        self.count += late
 
 
 @attrs.define(eq=False)
@@ -264,6 +285,8 @@ class FixedWindows:
     at: Callable[[Any], Any]
     closing: Closing | None
     label: str
+    #: The late updates (with a ``closing``), shared by the workers of a process.
+    late: LateRows | None = None
 
     def __call__(
         self, groups: list[tuple[Any, list[Any], list[int]]]
@@ -313,6 +336,6 @@ class FixedWindows:
                     if not late:
                         first = d
                     late += 1
-            if late:
-                report_late(label, t, late, first)
+            if late and self.late is not None:
+                self.late.add(t, late, first)
         return [(t, d, r) for t, (d, r) in by_time.items() if d]

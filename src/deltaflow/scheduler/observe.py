@@ -149,6 +149,7 @@ def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
         for node in job.plan.nodes
     ]
     pid, rss = os.getpid(), process_memory()
+    shared = process_late(job)
     return [
         {
             "index": w.index,
@@ -165,16 +166,29 @@ def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
             "process": process,
             "pid": pid,
             "rss": rss,
-            "late": late_counts(w),
+            "late": late_counts(w, shared if w is job.workers[0] else None),
         }
         for w in job.workers
     ]
 
 
-def late_counts(worker: Worker) -> dict[str, int]:
-    """The late updates each window operator with a watermark met on ``worker`` and did not
-    apply, by operator name (see :mod:`deltaflow.operators.watermarks`)."""
+def process_late(job: Job) -> dict[str, int]:
+    """The late updates each window operator with a ``retention`` did not apply on this
+    process (all its workers: see :class:`~deltaflow.operators.windows.LateRows`), by
+    operator name."""
     out: dict[str, int] = {}
+    for node in job.builder.spec.nodes:
+        late = node.traits.late
+        if late is not None:
+            out[node.name] = out.get(node.name, 0) + late.count
+    return out
+
+
+def late_counts(worker: Worker, shared: dict[str, int] | None = None) -> dict[str, int]:
+    """The late updates each window operator with a watermark met on ``worker`` and did not
+    apply, by operator name (see :mod:`deltaflow.operators.watermarks`), and ``shared``
+    (the process's retention counts, given to one worker of it: :func:`process_late`)."""
+    out: dict[str, int] = dict(shared) if shared else {}
     for actor in worker.actors:
         late = getattr(actor.operator, "late", None)
         if late is not None:

@@ -203,17 +203,17 @@ async def _run_to_end(
 
 
 async def _feed_sources(
-    job: Job, validated: dict[str, dict[int, tuple[list[Any], list[int]]]]
+    job: Job, validated: dict[str, dict[int, tuple[list[Any], list[int]]]], *, once: bool = True
 ) -> None:
     """Feed the other inputs' updates up to their last time, then every batch the sources
-    hold now, one time each after those."""
+    hold now (not ``once``: until they end), one time each after those."""
     last = max((max(by_time) for by_time in validated.values() if by_time), default=-1)
     for name in list(validated):
         handle = job.inputs[name]
         for time, (data, diffs) in sorted(validated.pop(name).items()):
             handle._extend(data, diffs, time)
     await job.advance_to(last + 1)
-    await job.follow(once=True)
+    await job.follow(once=once)
 
 
 def run(
@@ -299,12 +299,16 @@ def execute(
     accounts: dict[str, InputAccount] | None = None,
     opened: Callable[[Job], None] | None = None,
     inputs: Mapping[str, Iterable[Any]],
+    sinks: Mapping[str, Sink] | None = None,
+    follow: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
     """:func:`run`, returning also the job's :meth:`Job.statistics` at its end (what the
     command line reports); ``accounts`` (by input, with their modes: ``on_bad`` is then
     theirs) holds what reading the inputs refused already; ``metrics`` and ``dashboard`` are
     as for :func:`open`, and ``opened(job)`` is called once the job is open (the command
-    line tells the dashboard's address)."""
+    line tells the dashboard's address); ``sinks`` are as for :func:`open`, and with
+    ``follow`` the sources are followed until they end (a directory: for ever) rather than
+    read once (the command line's ``--follow``)."""
     pipeline = require_pipeline(pipeline)
     names = pipeline.input_names()
     taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress",
@@ -350,13 +354,14 @@ def execute(
             on_bad=on_bad,
             metrics=metrics,
             dashboard=dashboard,
+            sinks=sinks,
         ) as job:
             if opened is not None:
                 opened(job)
             for name, account in accounts.items():
                 job.accounts[name].absorb(account)
             if sources:
-                await _feed_sources(job, validated)
+                await _feed_sources(job, validated, once=not follow)
             outputs = await _run_to_end(job, validated)
         return outputs, job.builder.single_output, job.statistics()
 

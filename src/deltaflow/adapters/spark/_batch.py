@@ -26,6 +26,7 @@ The job runs when :func:`run` is called, once: the result is checkpointed locall
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -35,11 +36,18 @@ from pyspark.accumulators import AccumulatorParam
 
 from ...errors import PeerLostError
 from ...operators.collection import Pipeline
+from ...scheduler.accounting import InputAccount, Rejected, make_accounts
 from ...scheduler.handshake import check_secret, new_secret
 from ...scheduler.peer import run_peer
 from ...scheduler.runtime import check_inputs as required_inputs
 from ...scheduler.tls import TLS
-from ._convert import InputLayout, OutputLayout, read_partition, tag_inputs
+from ._convert import (
+    InputLayout,
+    OutputLayout,
+    read_partition,
+    read_partition_accounted,
+    tag_inputs,
+)
 from ._errors import reported, translated
 from ._logs import Record, forwarding, records_accumulator, relog
 from ._ship import require_importable, ship, unship
@@ -218,13 +226,17 @@ def barrier_task(
     timings: Accumulator[Timings] | None,
     gather: Gather = _all_gather,
     logs: Accumulator[list[Record]] | None = None,
+    modes: Mapping[str, str] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function of :func:`run`'s barrier tasks (for ``mapInArrow``): unpickle the
     ``shipped`` pipeline (:func:`~._ship.ship`), read the task's partition, meet the other
     tasks (``gather``: one ``allGather``), connect the mesh authenticated with ``security``,
     run to the end, yield the output as Arrow batches. An error leaves it reported
     (:func:`~._errors.reported`); the task's WARNINGs go to the driver in ``logs``
-    (:mod:`~._logs`)."""
+    (:mod:`~._logs`). With ``modes`` (``on_bad`` by input) the bad rows of inputs not in
+    mode ``"fail"`` are left out, and the task's last row is a marker carrying, as JSON, its
+    partition and per input the rows it read and those it left out
+    (:meth:`~._convert.OutputLayout.report_batch`)."""
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
@@ -235,7 +247,11 @@ def barrier_task(
             clock = time.perf_counter
             start = clock()
             pipeline = unship(shipped)
-            feed = read_partition(layouts, batches)
+            report = None
+            if modes is None:
+                feed = read_partition(layouts, batches)
+            else:
+                feed, report = read_partition_accounted(layouts, batches, modes)
             read = clock()
             gathered = [0.0]
 
@@ -259,6 +275,9 @@ def barrier_task(
                 )
             ran = clock()
             yield from output.to_arrow(result if isinstance(result, dict) else {"output": result})
+            if report is not None:
+                text = json.dumps({"part": ctx.partitionId(), "inputs": report}, default=str)
+                yield output.report_batch(text)
             if logs is not None:
                 logs.add(kept.take())
         if timings is not None:
@@ -279,7 +298,7 @@ def barrier_task(
 #: as one of them.
 RESERVED = frozenset(
     {"schema", "partitions", "secret", "tls", "foreach_batch", "path", "table", "trigger",
-     "checkpoint_location", "on_bad"}
+     "checkpoint_location", "on_bad", "rejected", "counts"}
 )  # fmt: skip
 
 
@@ -291,6 +310,9 @@ def run(
     partitions: int | None = None,
     secret: bytes | str | None = None,
     tls: TLS | None = None,
+    on_bad: str | Mapping[str, str] | None = None,
+    rejected: list[Rejected] | None = None,
+    counts: dict[str, dict[str, int]] | None = None,
     **inputs: DataFrame,
 ) -> DataFrame | dict[str, DataFrame]:
     """Run ``pipeline`` over input DataFrames on Spark; return its output as a DataFrame.
@@ -313,6 +335,15 @@ def run(
             this job. It travels to the tasks in their closure.
         tls: a :class:`deltaflow.TLS` to encrypt the tasks' connections (for executors on a
             network you do not trust; its files must exist on every executor).
+        on_bad: what an input does with a bad row (a null or negative time, a null diff, a
+            datum holding a NaN, a null in a column its schema declares ``NOT NULL``), as
+            ``df.run``'s: ``"fail"`` (the default: the job stops, naming the input, the
+            column and the row), ``"skip"`` (left out, counted) or ``"quarantine"`` (left
+            out, counted, and appended to ``rejected`` as a ``df.Rejected`` whose ``where``
+            is ``"partition P, row R"``); one mode for every input or a dict by input name.
+        rejected: a list receiving the rows set aside (required with ``"quarantine"``).
+        counts: a dict receiving, per input, ``read``, ``accepted``, ``refused``,
+            ``skipped`` and ``quarantined`` (with ``on_bad``).
         inputs: a static DataFrame per input name (a missing input is empty).
 
     Returns:
@@ -338,6 +369,9 @@ def run(
     """
     pipeline, layouts, frames, builder = check_inputs(pipeline, inputs, streaming=False)
     output = OutputLayout.of(schema, single=builder.single_output, names=list(builder.stores))
+    accounts = _accounts(pipeline.input_names(), on_bad, rejected)
+    modes = None if accounts is None else {n: a.mode for n, a in accounts.items()}
+    output = attrs.evolve(output, report=modes is not None)
     sc = spark.sparkContext
     n = sc.defaultParallelism if partitions is None else partitions
     if n.__class__ is not int or n < 1:
@@ -347,7 +381,9 @@ def run(
     tagged = tag_inputs(spark, layouts, frames).repartition(n)
     shipment = ship(pipeline)
     logs = records_accumulator(sc)
-    task = barrier_task(shipment.blob, n, layouts, output, security, _timings, logs=logs)
+    task = barrier_task(
+        shipment.blob, n, layouts, output, security, _timings, logs=logs, modes=modes
+    )
     timings = _timings
     what = f"dfspark.run of {type(pipeline).__name__} with partitions={n}"
     require_slots(sc, n, what)
@@ -360,5 +396,55 @@ def run(
             combined = barrier.localCheckpoint(eager=True)
     finally:
         relog(logs.value)
+    if accounts is not None:
+        # The marker rows of the one computation the checkpoint holds: exact however many
+        # times the result is read later (reading it runs no task again).
+        _account(accounts, output.reports(combined))
+        if rejected is not None:
+            rejected.extend(r for account in accounts.values() for r in account.rejected())
+        if counts is not None:
+            counts.update({name: account.counts() for name, account in accounts.items()})
     frames_out = output.split(combined)
     return frames_out["output"] if output.single else frames_out
+
+
+def _accounts(names: list[str], on_bad: object, rejected: object) -> dict[str, InputAccount] | None:
+    """The inputs' accounts for ``run(on_bad=...)`` (None: every input fails on a bad row,
+    as without it).
+
+    Raises:
+        TypeError, ValueError: as :func:`~deltaflow.scheduler.accounting.check_on_bad`; a
+            ``"quarantine"`` without a ``rejected`` list.
+    """
+    accounts = make_accounts(names, on_bad)
+    if all(a.mode == "fail" for a in accounts.values()):
+        return None
+    if not isinstance(rejected, list) and any(a.mode == "quarantine" for a in accounts.values()):
+        msg = (
+            "dfspark.run(on_bad='quarantine') needs rejected=[] (a list) to receive the rows "
+            "it sets aside; or use on_bad='skip' to count them only"
+        )
+        raise ValueError(msg)
+    return accounts
+
+
+def _account(accounts: Mapping[str, InputAccount], reports: list[str]) -> None:
+    """Fold the tasks' reports (JSON: the partition, and per input the rows read and the bad
+    ones left out) into ``accounts``, in partition order."""
+    decoded = sorted((json.loads(text) for text in reports), key=lambda r: int(r["part"]))
+    for report in decoded:
+        part = report["part"]
+        for name, seen in report["inputs"].items():
+            account = accounts[name]
+            account.admitted(0, int(seen["read"]) - len(seen["bad"]))
+            for datum, reason, row in seen["bad"]:
+                account.refuse(
+                    ValueError(reason), _as_datum(datum), f"partition {part}, row {row}", 0
+                )
+
+
+def _as_datum(value: Any) -> Any:
+    """A datum decoded from JSON: its lists as the tuples a row's columns were."""
+    if isinstance(value, list):
+        return tuple(_as_datum(v) for v in value)
+    return value

@@ -43,6 +43,7 @@ from pyspark.sql.types import (
     LongType,
     MapType,
     ShortType,
+    StringType,
     StructField,
     StructType,
     _parse_datatype_string,
@@ -62,11 +63,14 @@ __all__ = [
     "parse_schema",
     "read_changes_accounted",
     "read_partition",
+    "read_partition_accounted",
     "tag_inputs",
 ]
 
 INPUT = "__input"
 OUTPUT = "__output"
+#: The column of ``run``'s marker rows (one per task, see :meth:`OutputLayout.report_batch`).
+REPORT = "__report"
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 _NESTED = (ArrayType, StructType, MapType)
 
@@ -392,6 +396,59 @@ def read_changes_accounted(
     return feed, report
 
 
+# -- dfspark.run's bad rows (on_bad) ---------------------------------------------------------
+def read_partition_accounted(
+    layouts: Sequence[InputLayout],
+    batches: Iterable[Any],
+    modes: Mapping[str, str],
+) -> tuple[dict[str, list[tuple[Any, int, int]]], dict[str, Any]]:
+    """:func:`read_partition`, each row of an input whose ``on_bad`` mode is not ``"fail"``
+    checked on its own (a null or negative time, a null diff, a datum holding a NaN, a null
+    in a column declared ``NOT NULL``): a bad one is left out. Also returns, per input,
+    ``{"read": rows, "bad": [[datum, reason, row], ...]}`` as
+    :func:`read_changes_accounted` does; an input in mode ``"fail"`` raises as
+    :func:`read_partition` does."""
+    feed: dict[str, list[tuple[Any, int, int]]] = {layout.name: [] for layout in layouts}
+    report: dict[str, Any] = {layout.name: {"read": 0, "bad": []} for layout in layouts}
+    for batch in batches:
+        for layout in layouts:
+            seen = report[layout.name]
+            out = feed[layout.name]
+            if modes.get(layout.name, "fail") == "fail":
+                data, times, diffs = layout.read(batch)
+                seen["read"] += len(data)
+                ts = times if times is not None else [0] * len(data)
+                out.extend(zip(data, ts, diffs if diffs is not None else [1] * len(data)))
+                continue
+            data, ds = layout.read_lenient(batch)
+            if layout.time:
+                ts = batch.filter(pc.equal(batch.column(INPUT), layout.index))
+                ts = ts.column(f"__{layout.index}_t").to_pylist()
+            else:
+                ts = [0] * len(data)
+            for datum, t, diff in zip(data, ts, ds):
+                row = seen["read"]
+                seen["read"] += 1
+                reason = _time_fault(layout, datum, t) or layout.fault(datum, diff)
+                if reason is None:
+                    out.append((datum, t, diff))
+                else:
+                    seen["bad"].append([datum, reason, row])
+    return feed, report
+
+
+def _time_fault(layout: InputLayout, datum: Any, t: Any) -> str | None:
+    """Why a row's time is bad (null or negative, as :meth:`InputLayout.read` says), or
+    None."""
+    if t is None:
+        return f"input {layout.name!r}: column 'time' is null in {layout._row(datum)}"
+    if t < 0:
+        return (
+            f"input {layout.name!r}: column 'time' is {t} in {layout._row(datum)}; times are >= 0"
+        )
+    return None
+
+
 def parse_schema(output: str, schema: Any) -> StructType:
     """``schema`` (a DDL string or ``StructType``) for ``output``, checked.
 
@@ -428,6 +485,10 @@ class OutputLayout:
     names: tuple[str, ...]
     schemas: tuple[StructType, ...]
     single: bool
+    #: ``run(on_bad=...)``: a nullable ``__report`` column ends the rows, for one marker row
+    #: per task carrying its input report (:meth:`report_batch`); the outputs' columns are
+    #: then nullable (a marker row has nothing in them).
+    report: bool = False
 
     @classmethod
     def of(cls, schema: Any, *, single: bool, names: Sequence[str]) -> OutputLayout:
@@ -455,8 +516,13 @@ class OutputLayout:
     def combined(self) -> StructType:
         """The schema of the barrier tasks' rows."""
         tail = [StructField("time", LongType(), False), StructField("diff", LongType(), False)]
+        if self.report:
+            tail.append(StructField(REPORT, StringType(), True))
         if self.single:
-            return StructType([*self.schemas[0].fields, *tail])
+            fields = self.schemas[0].fields
+            if self.report:
+                fields = [StructField(f.name, f.dataType, True, f.metadata) for f in fields]
+            return StructType([*fields, *tail])
         fields = [StructField(OUTPUT, IntegerType(), False)]
         for i, schema in enumerate(self.schemas):
             fields += [
@@ -464,8 +530,29 @@ class OutputLayout:
             ]
         return StructType(fields + tail)
 
+    def reports(self, combined: DataFrame) -> list[str]:
+        """The marker rows' reports in ``combined`` (a checkpointed result: reading it runs
+        no task again)."""
+        return [
+            row[0] for row in combined.where(F.col(REPORT).isNotNull()).select(REPORT).collect()
+        ]
+
+    def report_batch(self, text: str) -> Any:
+        """One marker row (an Arrow batch) carrying ``text``: nulls in the outputs'
+        columns, time and diff 0, ``__output`` -1."""
+        target = to_arrow_schema(self.combined)
+        arrays = [pa.nulls(1, field.type) for field in target]
+        if not self.single:
+            arrays[0] = pa.array([-1], pa.int32())
+        arrays[-3] = pa.array([0], pa.int64())
+        arrays[-2] = pa.array([0], pa.int64())
+        arrays[-1] = pa.array([text], pa.string())
+        return pa.RecordBatch.from_arrays(arrays, schema=target)
+
     def split(self, combined: DataFrame) -> dict[str, DataFrame]:
         """Each output's DataFrame out of the barrier tasks' rows."""
+        if self.report:
+            combined = combined.where(F.col(REPORT).isNull()).drop(REPORT)
         if self.single:
             return {"output": combined}
         out = {}
@@ -502,6 +589,8 @@ class OutputLayout:
                             for _ in schema.fields
                         ]
                 arrays += [times, diffs]
+            if self.report:
+                arrays.append(pa.nulls(len(updates), pa.string()))
             yield pa.RecordBatch.from_arrays(arrays, schema=target)
 
 

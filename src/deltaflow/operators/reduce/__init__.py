@@ -17,9 +17,9 @@ What ``logic`` sees
   :class:`~deltaflow.errors.OperatorValueError` naming the reduction, the key and the count,
   on every path (the columnar kernels included), rather than let the key vanish. Only
   ``threshold(f)`` takes such counts: its ``f`` is given the key's count, whatever its sign.
-  The rule holds at the top scope (int times): inside a loop, a round's accumulation may
-  pass through negative counts on the way to the fixed point (rounds carry differences),
-  and those are left out as zero counts are.
+  The rule holds at every scope, loops included, at the times the frontier has passed: the
+  accumulation there is the program's collection at that time. A count at a time not yet
+  complete (a retraction stored before the insertion it cancels) is a guess, never checked.
 * Sorted by value when the values are mutually comparable with ``<``, otherwise by deltaflow's
   deterministic universal order (numbers, then strings, bytes, tuples, ...; see
   :mod:`deltaflow.framework.trace.order`).

@@ -306,14 +306,16 @@ def count_line(
         changes = [ry for ry, d in above.items() if d] if above else []
         _sweep(op, key, x, times, changes, history, written, bound, fixes)
         return True
-    want = by_count(key, n)
     if bound is not None and low >= bound:
         # Not final yet, so not corrected yet: deferred to the first position where the
-        # output would be wrong (none: the key is done).
-        at = low if want != out else count_debt(by_count, key, n, out, above, later)
+        # output would be wrong (none: the key is done). A negative count here is a guess
+        # (see count_debt): owed an evaluation, not handed to a strict by_count now.
+        wrong = n < 0 or by_count(key, n) != out
+        at = low if wrong else count_debt(by_count, key, n, out, above, later)
         if at is not None:
             op.defer(key, [new_tuple(Product, (x, at))])
         return True
+    want = by_count(key, n)
     if want != out:
         add_row(fixes, (x, low), key, (), want - out)
     if next_above is not None:

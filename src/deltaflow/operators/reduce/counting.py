@@ -120,11 +120,18 @@ def count_debt(
     right everywhere above its one new position is done, instead of staying pending until
     the frontier passes each later one. O(h log h) for h updates.
 
+    Those positions are beyond the frontier: their counts are a guess that later input may
+    still change (in a loop a retraction may come before the insertion it cancels). A
+    negative one is owed an evaluation there, and ``by_count`` is not asked about it now: a
+    strict one would refuse a count that is no collection's yet.
+
     >>> distinct = lambda _key, n: int(n > 0)
     >>> count_debt(distinct, "k", 1, 1, {3: -1, 5: 1}, {5: -1})  # wrong at 3 (no output change)
     3
     >>> count_debt(distinct, "k", 1, 1, {3: -1, 5: 1}, {3: -1, 5: 1}) is None
     True
+    >>> count_debt(distinct, "k", 0, 0, {3: -1, 5: 1}, None)  # negative at 3: owed there
+    3
     """
     if later is None:  # the usual case: only the input changes above ``low``
         if above is None:
@@ -133,7 +140,7 @@ def count_debt(
             dn = above[y]
             if dn:
                 n += dn
-                if by_count(key, n) != out:
+                if n < 0 or by_count(key, n) != out:
                     return y
         return None
     if above is None:
@@ -143,7 +150,7 @@ def count_debt(
     for y in sorted(above.keys() | later.keys()):
         n += get_in(y, 0)
         out += get_out(y, 0)
-        if by_count(key, n) != out:
+        if n < 0 or by_count(key, n) != out:
             return y
     return None
 

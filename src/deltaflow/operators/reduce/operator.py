@@ -178,9 +178,9 @@ class ReduceOperator(Operator):
         strict: a key whose accumulation holds a negative count (for ``count``, whose
             ``positive_only`` is False: whose total is negative) is an
             :class:`~deltaflow.errors.OperatorValueError` naming it (every public reduction
-            but ``threshold``, through :func:`.reduce_core`), at int times (the top scope;
-            inside a loop rounds pass through negative counts); False (the default here)
-            hands such counts on, as ``positive_only`` says.
+            but ``threshold``, through :func:`.reduce_core`), at any time the frontier has
+            passed, inside loops too; False (the default here) hands such counts on, as
+            ``positive_only`` says.
         by_count: for reductions over an arrangement by self (every value is ``()``) whose
             output is the single value ``()``: its count as a function of the key and the
             key's input count, ``by_count(key, n)`` (``distinct``, ``threshold``). The paths
@@ -217,10 +217,10 @@ class ReduceOperator(Operator):
         self.name = name
         self.logic = logic
         self.positive_only = positive_only
-        # Strict at the top scope (int times) only: inside a loop, the accumulations at a
-        # round's product times may pass through negative counts on the way to the fixed
-        # point (the rounds carry differences), which are not the user's collections.
-        self.strict = strict = strict and all(t.__class__ is int for t in source.lower)
+        # Strict at every scope: the accumulation at a time the frontier has passed is the
+        # collection the program defines there (loops included). Only a guess at a time
+        # not yet complete may see a negative count, and no guess calls the check.
+        self.strict = strict
         self.key_only = key_only
         # The built-in reductions' answer straight from the accumulation (see .logics.FOLDS).
         builtin = FOLDS.get(logic)
