@@ -313,9 +313,19 @@ class JoinOperator(Operator):
             return
         alone = runs.alone
         item.finish(store=not alone)
-        runs.add(item.batch, item.cols)
-        if alone and not runs.valid:
+        # A forwarded batch the row path has grouped by key (in lists made for it) waits in
+        # the columns by key as it is.
+        batch = item.batch
+        grouped = item.items if alone and batch.__class__ is RawBatch else None
+        runs.add(batch, item.cols, grouped)
+        if alone and (not runs.valid or (runs.churn and self._history_earned(side, runs))):
             self._build_history(side)
+
+    def _history_earned(self, side: int, runs: SortedRuns) -> bool:
+        """Whether ``side``, held as columns alone, has cost as much as building its history
+        would (:data:`ROW_READ_COST`): its row-path look-ups, and the conversions and merges
+        of the small batches stored in it (:attr:`.SortedRuns.churn`)."""
+        return self.row_reads[side] * ROW_READ_COST + runs.churn >= runs.size
 
     def _read_rows(self, item: _Work) -> None:
         """Before the row path reads ``item``'s other side: if that side is held as columns
@@ -327,14 +337,23 @@ class JoinOperator(Operator):
             return
         if not runs.size:
             return  # (nothing to join: the history is as empty)
-        if kernels.mode() == "never" or self.row_reads[side] * ROW_READ_COST >= runs.size:
+        if kernels.mode() == "never" or self._history_earned(side, runs):
             self._build_history(side)
             return
         history = item.others
         assert isinstance(history, KeyedHistory)
         item.others = [runs]
         items = item.start()
-        if runs.readable_by([key for key, _ in items]):
+        keys = [key for key, _ in items]
+        if len(keys) > LOOKUP_CHUNK:
+            readable = runs.readable_by(keys)  # (found a chunk at a time: see _Work.fetch)
+        else:
+            found = runs.find(keys)
+            readable = found is not None
+            if found is not None:
+                item.found = found
+                item.fetched = len(keys)
+        if readable:
             self.row_reads[side] += 1
             return
         self._build_history(side)
