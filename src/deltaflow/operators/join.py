@@ -22,10 +22,11 @@ Such a side of int data starts as key-sorted int columns alone (:class:`.SortedR
 them, and they are compacted as the history would be. The side builds its history from them,
 once, and keeps it from then on, when the columns cannot serve: a batch without int columns
 (stored, or arriving to read them), a compaction they cannot do, a checkpoint, kernels turned
-off, or row-path readers that have cost, in numpy's fixed cost per look-up, as much as
-building the history would (:data:`ROW_READ_COST`). Until then a single-update round looks
-its keys up in the columns, a binary search per run, and does nothing that grows with the
-side.
+off, or row-path readers and the conversions of small batches stored (a small side churned
+by hundreds of updates a round, re-sorted whole every few rounds) that have cost as much as
+building the history would (:data:`ROW_READ_COST`, :attr:`.SortedRuns.churn`). Until then a
+single-update round looks its keys up in the columns, a binary search per run, and does
+nothing that grows with the side.
 
 The output of one work item is summed per time and datum as it is made (output data must be
 hashable, as everywhere downstream), and sent marked consolidated: an arrangement that reads it
@@ -184,10 +185,12 @@ LOOKUP_CHUNK = 1024
 ROW_READ_COST = 8
 """What one row-path look-up of a batch's keys in a side held as columns alone costs more
 than in a dict history (numpy's fixed cost per call), in updates' worth of building that
-history. The side builds its history once its look-ups have cost as much as the building
-would (reads times this reach its size): a side read key by key for long is better off with
-the dict, but building it for a large side is paid in one round, so it must be earned; at
-worst twice the cheaper of the two is paid."""
+history. The side builds its history once its look-ups, with the updates its small batches'
+conversions and merges have touched (:attr:`.SortedRuns.churn`, a dict step each in a
+history), have cost as much as the building would (their sum reaches its size): a side read
+key by key for long, or churned by small batches, is better off with the dict, but building
+it for a large side is paid in one round, so it must be earned; at worst twice the cheaper of
+the two is paid."""
 
 
 class JoinOperator(Operator):
