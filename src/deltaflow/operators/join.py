@@ -232,7 +232,8 @@ class JoinOperator(Operator):
         # The same updates as columns, for the kernel (see :mod:`.join_kernel`): the side's
         # only copy (``alone``) until the history is needed (see :meth:`_build_history`).
         columns = kernels.mode() != "never"
-        self.sorted_runs = tuple(SortedRuns(alone=columns) if o else None for o in own)
+        # (None once given up beside a history: that side keeps the row path for good.)
+        self.sorted_runs = [SortedRuns(alone=columns) if o else None for o in own]
         # Batches the row path has looked up in each side held as columns alone.
         self.row_reads = [0, 0]  # (see :data:`ROW_READ_COST`)
         if all(own):
@@ -323,6 +324,8 @@ class JoinOperator(Operator):
         runs.add(batch, item.cols, grouped)
         if alone and (not runs.valid or (runs.churn and self._history_earned(side, runs))):
             self._build_history(side)
+        elif not alone and not runs.valid:
+            self.sorted_runs[side] = None
 
     def _history_earned(self, side: int, runs: SortedRuns) -> bool:
         """Whether ``side``, held as columns alone, has cost as much as building its history
