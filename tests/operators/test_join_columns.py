@@ -381,6 +381,49 @@ def test_single_key_rounds_leave_a_large_side_alone() -> None:
     assert counts["rounds"] < n // 4, counts
 
 
+def test_a_side_churned_by_small_batches_builds_its_history() -> None:
+    """Rounds that store hundreds of updates each in a small side (and retract those of the
+    round before) convert and merge it again and again as columns: once that has cost as
+    much as building its history (:attr:`SortedRuns.churn` reaching its size), the side
+    builds it, and the work that grows with the side stops, while every round's output is
+    the oracle's."""
+    n, width, rounds = 2_000, 300, 40
+    counts: dict[str, Any] = {}
+
+    async def main() -> None:
+        previous = kernels.set_mode("auto")
+        try:
+            async with df.open(pipeline_of(lambda a, b: a.join(b))) as job:
+                (op,) = join_operators(job)
+                job.inputs["b"].insert_many([(k, k) for k in range(n)])
+                await job.advance_to(1)
+                side = op.sorted_runs[1]
+                loaded = side.touched
+                b = Counter((k, k) for k in range(n))
+                a: Counter[Any] = Counter()
+                for t in range(1, rounds + 1):
+                    new = [(n + t * width + i, t) for i in range(width)]
+                    job.inputs["b"].insert_many(new)
+                    b.update(new)
+                    if t > 1:
+                        old = [(n + (t - 1) * width + i, t - 1) for i in range(width)]
+                        job.inputs["b"].insert_many(old, [-1] * width)
+                        b.subtract(old)
+                    job.inputs["a"].insert((n + t * width, -t))
+                    job.inputs["a"].insert((t % n, -t))
+                    a.update([(n + t * width, -t), (t % n, -t)])
+                    await job.advance_to(t + 1)
+                    assert Counter(job.output.at(t)) == join_of(a, +b), t
+                counts["rounds"] = side.touched - loaded
+                counts["alone"] = side.alone
+        finally:
+            kernels.set_mode(previous)
+
+    trio.run(main)
+    assert not counts["alone"], "the churned side kept its columns"
+    assert counts["rounds"] < 4 * n, counts
+
+
 def test_a_bulk_batch_stored_with_its_columns_waits_for_a_reader() -> None:
     """A large batch stored with its columns already read (the kernel joined it) is not
     converted until something reads the side: a side stored in bulk is often never read

@@ -22,10 +22,11 @@ Such a side of int data starts as key-sorted int columns alone (:class:`.SortedR
 them, and they are compacted as the history would be. The side builds its history from them,
 once, and keeps it from then on, when the columns cannot serve: a batch without int columns
 (stored, or arriving to read them), a compaction they cannot do, a checkpoint, kernels turned
-off, or row-path readers that have cost, in numpy's fixed cost per look-up, as much as
-building the history would (:data:`ROW_READ_COST`). Until then a single-update round looks
-its keys up in the columns, a binary search per run, and does nothing that grows with the
-side.
+off, or row-path readers and the conversions of small batches stored (a small side churned
+by hundreds of updates a round, re-sorted whole every few rounds) that have cost as much as
+building the history would (:data:`ROW_READ_COST`, :attr:`.SortedRuns.churn`). Until then a
+single-update round looks its keys up in the columns, a binary search per run, and does
+nothing that grows with the side.
 
 The output of one work item is summed per time and datum as it is made (output data must be
 hashable, as everywhere downstream), and sent marked consolidated: an arrangement that reads it
@@ -184,10 +185,12 @@ LOOKUP_CHUNK = 1024
 ROW_READ_COST = 8
 """What one row-path look-up of a batch's keys in a side held as columns alone costs more
 than in a dict history (numpy's fixed cost per call), in updates' worth of building that
-history. The side builds its history once its look-ups have cost as much as the building
-would (reads times this reach its size): a side read key by key for long is better off with
-the dict, but building it for a large side is paid in one round, so it must be earned; at
-worst twice the cheaper of the two is paid."""
+history. The side builds its history once its look-ups, with the updates its small batches'
+conversions and merges have touched (:attr:`.SortedRuns.churn`, a dict step each in a
+history), have cost as much as the building would (their sum reaches its size): a side read
+key by key for long, or churned by small batches, is better off with the dict, but building
+it for a large side is paid in one round, so it must be earned; at worst twice the cheaper of
+the two is paid."""
 
 
 class JoinOperator(Operator):
@@ -229,7 +232,8 @@ class JoinOperator(Operator):
         # The same updates as columns, for the kernel (see :mod:`.join_kernel`): the side's
         # only copy (``alone``) until the history is needed (see :meth:`_build_history`).
         columns = kernels.mode() != "never"
-        self.sorted_runs = tuple(SortedRuns(alone=columns) if o else None for o in own)
+        # (None once given up beside a history: that side keeps the row path for good.)
+        self.sorted_runs = [SortedRuns(alone=columns) if o else None for o in own]
         # Batches the row path has looked up in each side held as columns alone.
         self.row_reads = [0, 0]  # (see :data:`ROW_READ_COST`)
         if all(own):
@@ -313,9 +317,21 @@ class JoinOperator(Operator):
             return
         alone = runs.alone
         item.finish(store=not alone)
-        runs.add(item.batch, item.cols)
-        if alone and not runs.valid:
+        # A forwarded batch the row path has grouped by key (in lists made for it) waits in
+        # the columns by key as it is.
+        batch = item.batch
+        grouped = item.items if alone and batch.__class__ is RawBatch else None
+        runs.add(batch, item.cols, grouped)
+        if alone and (not runs.valid or (runs.churn and self._history_earned(side, runs))):
             self._build_history(side)
+        elif not alone and not runs.valid:
+            self.sorted_runs[side] = None
+
+    def _history_earned(self, side: int, runs: SortedRuns) -> bool:
+        """Whether ``side``, held as columns alone, has cost as much as building its history
+        would (:data:`ROW_READ_COST`): its row-path look-ups, and the conversions and merges
+        of the small batches stored in it (:attr:`.SortedRuns.churn`)."""
+        return self.row_reads[side] * ROW_READ_COST + runs.churn >= runs.size
 
     def _read_rows(self, item: _Work) -> None:
         """Before the row path reads ``item``'s other side: if that side is held as columns
@@ -327,14 +343,23 @@ class JoinOperator(Operator):
             return
         if not runs.size:
             return  # (nothing to join: the history is as empty)
-        if kernels.mode() == "never" or self.row_reads[side] * ROW_READ_COST >= runs.size:
+        if kernels.mode() == "never" or self._history_earned(side, runs):
             self._build_history(side)
             return
         history = item.others
         assert isinstance(history, KeyedHistory)
         item.others = [runs]
         items = item.start()
-        if runs.readable_by([key for key, _ in items]):
+        keys = [key for key, _ in items]
+        if len(keys) > LOOKUP_CHUNK:
+            readable = runs.readable_by(keys)  # (found a chunk at a time: see _Work.fetch)
+        else:
+            found = runs.find(keys)
+            readable = found is not None
+            if found is not None:
+                item.found = found
+                item.fetched = len(keys)
+        if readable:
             self.row_reads[side] += 1
             return
         self._build_history(side)

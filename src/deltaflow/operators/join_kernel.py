@@ -177,11 +177,14 @@ class SortedRuns:
     valid: bool = attrs.field(default=True, init=False)
     #: Updates converted, merged, compacted or listed whole so far (see the class).
     touched: int = attrs.field(default=0, init=False)
+    #: ``alone``: of :attr:`touched`, the updates converted and merged when batches that
+    #: waited by key were converted (see :attr:`MAX_RECENT`): what small batches cost to hold
+    #: as columns, which a history would have taken a dict step each for.
+    churn: int = attrs.field(default=0, init=False)
     #: ``alone``: the updates of the batches waiting, by key as ``(val, time, diff)``, while
     #: they are few enough (:attr:`MAX_RECENT`); None when they are to be converted first.
     _recent: dict[Any, list[tuple[Any, Any, int]]] | None = attrs.field(init=False)
     _pending_size: int = attrs.field(default=0, init=False)
-    _last_codes: tuple[list[Any], Any] | None = attrs.field(default=None, init=False)
     #: Per run, its columns as memoryviews (built at the first look-up of few keys after
     #: the runs changed): read an element at a time without numpy's cost per call.
     _views: list[_View] | None = attrs.field(default=None, init=False)
@@ -198,9 +201,15 @@ class SortedRuns:
     def _first_recent(self) -> dict[Any, list[tuple[Any, Any, int]]] | None:
         return {} if self.alone else None
 
-    def add(self, batch: Batch | RawBatch, cols: Columns | None = None) -> None:
+    def add(
+        self,
+        batch: Batch | RawBatch,
+        cols: Columns | None = None,
+        grouped: list[tuple[Any, list[tuple[Any, Time, int]]]] | None = None,
+    ) -> None:
         """Note a batch that has entered the side (``cols``: its columns, if already
-        read)."""
+        read; ``grouped``: its updates by key as ``iter_keys`` gives them, in lists nobody
+        else holds, if a reader grouped them already: they wait by key as they are)."""
         if not self.valid:
             return
         recent = self._recent
@@ -232,15 +241,26 @@ class SortedRuns:
             # few updates, as what waits is not compacted.
             self._recent = None
             if not bulk:
+                touched = self.touched
                 self.runs()
+                if n <= self.MAX_RECENT:  # (a batch that would have waited too, not a load)
+                    self.churn += self.touched - touched
             return
         get = recent.get
+        if grouped:
+            for key, rows in grouped:
+                have = get(key)
+                if have is None:
+                    recent[key] = rows
+                else:
+                    have.extend(rows)
+            return
         for key, val, time, diff in batch.updates():
-            rows = get(key)
-            if rows is None:
+            waiting = get(key)
+            if waiting is None:
                 recent[key] = [(val, time, diff)]
             else:
-                rows.append((val, time, diff))
+                waiting.append((val, time, diff))
 
     def beside_history(self) -> None:
         """From now on the runs are noted beside a history (no longer ``alone``)."""
@@ -349,60 +369,44 @@ class SortedRuns:
         for batch in self._pending:
             yield from batch.updates()
 
-    def _convert_unindexed(self) -> bool:
-        """Convert the batches waiting unless they wait indexed by key; whether the runs are
-        still valid."""
-        if self._pending and self._recent is None:
-            self.runs()
-        return self.valid
-
     def readable_by(self, keys: list[Any]) -> bool:
         """Whether :meth:`lookup_many` can find ``keys`` (the runs hold every noted batch
         not waiting indexed by key, and the keys are of their kind: ints, or pairs of ints
         that pack)."""
-        if not self._convert_unindexed():
+        if self._pending and self._recent is None:
+            self.runs()
+        if not self.valid:
             return False
         runs = self._runs
-        return not runs or self._codes(keys, runs[0]) is not None
+        return not runs or _codes(keys, runs[0]) is not None
 
-    def _codes(self, keys: list[Any], run: Columns) -> list[int] | None:
-        """``keys`` as codes of ``run``'s kind (plain ints as themselves), or None (the
-        last answer kept: a reader asks :meth:`readable_by`, then looks the same keys
-        up)."""
-        last = self._last_codes
-        if last is not None and last[0] == keys:
-            return last[1]  # type: ignore[no-any-return]
-        codes: list[int] | None
-        if run.objs is None:
-            codes = keys if all(k.__class__ is int for k in keys) else None
-        else:
-            packed = pair_keys(keys)
-            codes = None if packed is None else packed.tolist()
-        self._last_codes = (keys, codes)
-        return codes
-
-    def lookup_many(self, keys: list[Any]) -> dict[Any, list[tuple[Any, Time, int]]]:
-        """The ``(val, time, diff)`` updates held of each of ``keys`` (distinct, of the
-        runs' kind: :meth:`readable_by`); keys without any are absent.
+    def find(self, keys: list[Any]) -> dict[Any, list[tuple[Any, Time, int]]] | None:
+        """:meth:`lookup_many`'s answer, or None when the runs cannot give it
+        (:meth:`readable_by` is False): a reader asks once and learns both.
 
         Runtime complexity: O(k log n) for k keys over runs of n updates (O(log n) runs, a
         binary search in each), plus the updates found; nothing proportional to n.
         """
+        if self._pending and self._recent is None:
+            self.runs()
+        if not self.valid:
+            return None
         found: dict[Any, list[tuple[Any, Time, int]]] = {}
-        if not keys or not self._convert_unindexed():
-            return found
         runs = self._runs
-        codes = self._codes(keys, runs[0]) if runs else None
-        assert codes is not None or not runs, "keys of another kind (see readable_by)"
-        if len(keys) <= _FEW_KEYS and runs:
-            views = self._views
-            if views is None:
-                views = self._views = [_View.of(run) for run in runs]
-            for view in views:
-                view.lookup(keys, codes, found)  # type: ignore[arg-type]
-        else:
-            for run in runs:
-                _lookup_all(run, keys, np.array(codes, dtype=np.int64), found)
+        if runs:
+            codes = _codes(keys, runs[0])
+            if codes is None:
+                return None
+            if len(keys) <= _FEW_KEYS:
+                views = self._views
+                if views is None:
+                    views = self._views = [_View.of(run) for run in runs]
+                for view in views:
+                    view.lookup(keys, codes, found)
+            else:
+                array = np.array(codes, dtype=np.int64)
+                for run in runs:
+                    _lookup_all(run, keys, array, found)
         recent = self._recent
         if recent:
             get = recent.get
@@ -415,6 +419,15 @@ class SortedRuns:
                     found[key] = rows.copy()
                 else:
                     have.extend(rows)
+        return found
+
+    def lookup_many(self, keys: list[Any]) -> dict[Any, list[tuple[Any, Time, int]]]:
+        """The ``(val, time, diff)`` updates held of each of ``keys`` (distinct, of the
+        runs' kind: :meth:`readable_by`); keys without any are absent (see :meth:`find`)."""
+        if not keys:
+            return {}
+        found = self.find(keys)
+        assert found is not None, "keys of another kind (see readable_by)"
         return found
 
     def tidy(self, frontier: tuple[Time, ...], *, force: bool = False) -> bool:
@@ -503,6 +516,17 @@ _FEW_KEYS = 16
 """Keys looked up at most which each is searched alone in the runs' memoryviews
 (:class:`_View`); more are gathered in one pass by numpy (its fixed cost per call then
 spread over them)."""
+
+
+def _codes(keys: list[Any], run: Columns) -> list[int] | None:
+    """``keys`` as codes of ``run``'s kind (plain ints as themselves), or None."""
+    if run.objs is not None:
+        packed = pair_keys(keys)
+        return None if packed is None else packed.tolist()
+    for key in keys:
+        if key.__class__ is not int:
+            return None
+    return keys
 
 
 def _memory(column: Any) -> memoryview:

@@ -211,10 +211,12 @@ def _split(
     get = acc.get
     above: dict[Any, int] | None = None
     pairs = x.__class__ is int
-    # A loop nested in another: every outer coordinate is a pair of ints too (one operator's
-    # times share one shape), compared in place rather than by a call a row.
-    nested = not pairs and x is not None and x[0].__class__ is int and x[1].__class__ is int
-    xo, xi = x if nested else (0, 0)
+    nested = False
+    if not pairs and x is not None and x[0].__class__ is int and x[1].__class__ is int:
+        # A loop nested in another: every outer coordinate is a pair of ints too (one
+        # operator's times share one shape), compared in place rather than by a call a row.
+        nested = True
+        xo, xi = x
     for v, r, d in rows:
         if x is None:
             ry = r
