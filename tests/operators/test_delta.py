@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import given, strategies as st
+from tests.harness import examples
 from tests.jobs import pipeline_of
-from tests.operators.test_join import examples
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from tests.harness import accumulate as brute_accumulate
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import (
@@ -76,15 +77,6 @@ def oracle_interesting(seeds: Sequence[Time], stored: Sequence[Time]) -> set[Tim
         for x in join_closure(list(seed_set) + list(stored))
         if any(less_equal(s, x) for s in seed_set)
     }
-
-
-def brute_accumulate(history: Sequence[tuple[Any, Time, int]], t: Time) -> dict[Any, int]:
-    """The multiset of history at t, by scanning every update."""
-    acc: dict[Any, int] = {}
-    for val, time, diff in history:
-        if less_equal(time, t):
-            acc[val] = acc.get(val, 0) + diff
-    return {v: c for v, c in acc.items() if c}
 
 
 def check_split(

@@ -14,7 +14,8 @@ from unittest import mock
 
 import pytest
 import trio
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, strategies as st
+from tests.harness import examples, join_operators
 from tests.jobs import input_spines, pipeline_of, run_job
 from tests.reference import assert_matches_oracle, expected_at
 from tests.strategies import nonnegative
@@ -26,7 +27,6 @@ import deltaflow.operators.join as join_module
 import deltaflow.operators.join_kernel as join_kernel
 from deltaflow.framework import kernels
 from deltaflow.operators.join import JoinOperator
-from deltaflow.scheduler.runtime import Job
 from deltaflow.testing import accumulate, collect
 
 Update = tuple[Any, int, int]
@@ -36,15 +36,6 @@ vals = st.one_of(st.integers(0, 3), st.sampled_from(["x", "y"]))
 times = st.integers(0, 15)
 diffs = st.sampled_from([-3, -2, -1, 1, 2, 3])
 offsets = st.sampled_from([0, 0, 0, 1, 3])  # how far ahead of the current time an update is
-
-
-def examples(n: int) -> settings:
-    """Hypothesis settings for tests that also take the (constant) ``workers`` fixture."""
-    return settings(
-        max_examples=n,
-        deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
 
 
 def update_lists(data: st.SearchStrategy[Any], max_size: int = 30) -> Any:
@@ -270,13 +261,6 @@ def test_forwarded_trace_batches_match_oracle(
     with mock.patch.object(arrange_module, "FORWARD_AS_BATCH", 0):
         out = collect(pipeline_of(build), workers=workers, a=left, b=right)
     assert_matches_oracle(out, {"a": left, "b": right}, query)
-
-
-def join_operators(job: Job) -> list[JoinOperator]:
-    """Every worker's join operators."""
-    return [
-        a.operator for w in job.workers for a in w.actors if isinstance(a.operator, JoinOperator)
-    ]
 
 
 def test_owned_sides_only_for_sole_readers() -> None:

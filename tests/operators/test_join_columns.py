@@ -17,8 +17,8 @@ from unittest import mock
 import pytest
 import trio
 from hypothesis import given, settings, strategies as st
+from tests.harness import accumulate, join_operators
 from tests.jobs import pipeline_of
-from tests.operators.test_join import join_operators
 from tests.reference import expected_at
 
 import deltaflow as df
@@ -73,15 +73,6 @@ def raw(rows: list[Row]) -> RawBatch:
         [t for _, _, t, _ in rows],
         [r for _, _, _, r in rows],
     )
-
-
-def accumulated(rows: list[tuple[Any, Any, int]], time: Any) -> Counter[Any]:
-    """The values of a key's ``(val, time, diff)`` rows accumulated at ``time``."""
-    acc: Counter[Any] = Counter()
-    for v, t, r in rows:
-        if less_equal(t, time):
-            acc[v] += r
-    return Counter({v: r for v, r in acc.items() if r})
 
 
 def probes(product: bool, frontier: tuple[Any, ...]) -> list[Any]:
@@ -140,7 +131,7 @@ def check_against_history(product: bool, plan: list[Any]) -> None:
             assert set(held) <= set(keys)
         for key in keys:
             for t in probes(product, frontier):
-                assert accumulated(held.get(key, []), t) == accumulated(history.rows[key], t)
+                assert accumulate(held.get(key, []), t) == accumulate(history.rows[key], t)
 
 
 def test_columns_compact_as_far_as_the_history() -> None:

@@ -14,21 +14,29 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.harness import (
+    BY_COUNT,
+    GENERAL,
+    FakeContext,
+    by_self_query,
+    consolidated,
+    drive,
+    frontier_chains,
+    halve,
+)
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.errors import OperatorValueError
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Product, Time, join, less_equal
+from deltaflow.framework.lattice import Product, Time, less_equal
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import history as H, reduce as R
-from deltaflow.operators.base import UpdateBatch
 from deltaflow.operators.reduce import paths as reduce_paths
-from deltaflow.operators.reduce.interesting_times import InterestingTimes
 from deltaflow.testing import accumulate, example
 
 KEYS = st.sampled_from(["a", "b", "c"])
@@ -342,95 +350,6 @@ async def test_interactive_count_matches_oracle(rounds: list[list[Any]], workers
             assert job.output.at(t) == want
 
 
-# -- driving the operator directly (partially ordered times) --------------------------------
-class FakeCapability:
-    """A capability as the runtime keeps it: a time, validity, and the holder's count."""
-
-    def __init__(self, ctx: FakeContext, time: Time) -> None:
-        self.ctx = ctx
-        self._time = time
-        self.valid = True
-        self.port = 0
-        ctx.held[time] = ctx.held.get(time, 0) + 1
-
-    @property
-    def time(self) -> Time:
-        return self._time
-
-    def _release(self) -> None:
-        assert self.valid, "capability used after drop"
-        n = self.ctx.held[self._time] - 1
-        if n:
-            self.ctx.held[self._time] = n
-        else:
-            del self.ctx.held[self._time]
-
-    def downgrade(self, time: Time) -> None:
-        assert less_equal(self._time, time)
-        self._release()
-        self._time = time
-        self.ctx.held[time] = self.ctx.held.get(time, 0) + 1
-
-    def delayed(self, time: Time) -> FakeCapability:
-        assert less_equal(self._time, time)
-        return FakeCapability(self.ctx, time)
-
-    def drop(self) -> None:
-        self._release()
-        self.valid = False
-
-
-class FakeContext:
-    """One input, one output; checks every send and mint against held rights like the actor."""
-
-    worker_index = 0
-    peers = 1
-
-    def __init__(self, lower: Time) -> None:
-        self.mailbox: list[tuple[Time, Any]] = []
-        self._frontier = Antichain([lower])
-        self.rights: list[Time] = []
-        self.held: dict[Time, int] = {}
-        self.sent: list[tuple[Any, Time, int]] = []
-
-    def messages(self, port: int) -> list[tuple[Time, Any]]:
-        box, self.mailbox = self.mailbox, []
-        self.rights.extend(t for t, _ in box)
-        return box
-
-    def frontier(self, port: int) -> Antichain:
-        return self._frontier
-
-    def _may(self, time: Time) -> bool:
-        return any(less_equal(t, time) for t in [*self.rights, *self.held])
-
-    def send(self, port: int, time: Time, payload: UpdateBatch) -> None:
-        assert self._may(time), f"send at {time!r} without a capability"
-        self.sent.extend((d, time, r) for d, r in zip(payload.data, payload.diffs))
-
-    def capability(self, time: Time, port: int = 0) -> FakeCapability:
-        assert self._may(time), f"capability at {time!r} without a right"
-        return FakeCapability(self, time)
-
-    def activate(self) -> None:
-        pass
-
-    def run(self, op: R.ReduceOperator, frontier: Antichain | None = None) -> None:
-        if frontier is not None:
-            self._frontier = frontier
-        op.schedule(self)  # type: ignore[arg-type]
-        self.rights.clear()
-        op._check()
-
-
-def frontier_join(a: Antichain, b: Antichain) -> Antichain:
-    return Antichain(join(x, y) for x in a for y in b)
-
-
-# The general search for every key, with none of its shortcuts: what each shortcut must match.
-GENERAL = reduce_paths.general_only(InterestingTimes(line_fast_path=False))
-
-
 class RowsInBatches(R.ReduceOperator):
     """Counting keys on rows corrected together in columns whenever two or more are."""
 
@@ -441,90 +360,6 @@ class RowsOneByOne(R.ReduceOperator):
     """Counting keys on rows corrected one by one, never in columns."""
 
     ROW_BATCH_MIN = 10**9
-
-
-def drive(
-    updates: list[Any],
-    frontiers: list[Antichain],
-    logic: R.Logic,
-    lower: Time,
-    *,
-    lag: list[bool] | None = None,
-    total_order: bool | None = None,
-    positive_only: bool = True,
-    key_only: bool = False,
-    by_count: R.ByCount | None = None,
-    early: int = 0,
-    path: reduce_paths.KeyPath | None = None,
-    operator: type[R.ReduceOperator] = R.ReduceOperator,
-) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
-    """Seal ``updates`` into one batch per frontier of the advancing chain and drive the
-    operator: messages one per distinct time; with ``lag[i]`` the frontier moves only in a
-    later activation than the one delivering the messages; with ``early`` each batch's
-    messages come that many frontiers early (times the frontier has not passed yet, as a
-    loop's next rounds do); ``path`` replaces the per-key path the operator chose, and
-    ``operator`` may be a subclass with other tunables. The last frontier must be empty.
-    """
-    source = Spine(Antichain([lower]))
-    op = operator(
-        "reduce(test)",
-        source,
-        Spine(Antichain([lower])),
-        logic,
-        total_order=total_order,
-        positive_only=positive_only,
-        key_only=key_only,
-        by_count=by_count,
-    )
-    if path is not None:
-        op.path = path
-    ctx = FakeContext(lower)
-    remaining = list(updates)
-    previous = Antichain([lower])
-    sealed = []
-    for f in frontiers:
-        now = [u for u in remaining if not f.less_equal(u[1])]
-        remaining = [u for u in remaining if f.less_equal(u[1])]
-        sealed.append((Description(previous, f), [(k, v, t, r) for (k, v), t, r in now]))
-        previous = f
-    assert not remaining
-
-    def deliver(step: int) -> None:
-        desc, rows = sealed[step]
-        for t in sorted({t for _, _, t, _ in rows}):
-            ctx.mailbox.append((t, Batch.from_updates([u for u in rows if u[2] == t], desc)))
-
-    for i, f in enumerate(frontiers):
-        desc, rows = sealed[i]
-        source.insert(Batch.from_updates(rows, desc))
-        for step in range(0 if i == 0 else i + early, min(i + early + 1, len(frontiers))):
-            deliver(step)
-        if lag and lag[i % len(lag)]:
-            ctx.run(op)
-        done = len(ctx.sent)
-        ctx.run(op, f)
-        # Corrections only at times the frontier has passed: what lies beyond it waits.
-        early_sent = [t for _, t, _ in ctx.sent[done:] if f.less_equal(t)]
-        assert not early_sent, f"sent at {early_sent} beyond the frontier {f}"
-    return ctx.sent, ctx, op
-
-
-def frontier_chains(times: st.SearchStrategy[Any], n: int = 4) -> st.SearchStrategy[Any]:
-    """Advancing frontiers: each one the join of the previous and a random antichain, then []."""
-
-    def build(raw: list[list[Any]]) -> list[Antichain]:
-        out: list[Antichain] = []
-        current: Antichain | None = None
-        for elems in raw:
-            a = Antichain(elems)
-            current = a if current is None else frontier_join(current, a)
-            if out and current == out[-1]:
-                continue
-            out.append(current)
-        out.append(Antichain())
-        return out
-
-    return st.lists(st.lists(times, min_size=1, max_size=3), max_size=n).map(build)
 
 
 PRODUCTS = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
@@ -641,14 +476,6 @@ def test_int_paths_match_oracle(
     )
     assert_matches_oracle(sent, {"xs": updates}, q_parity)
     assert ctx.held == {}
-
-
-def consolidated(updates: list[Any]) -> Counter[Any]:
-    """``{(data, time): diff}`` of an update list, zero sums dropped."""
-    out: Counter[Any] = Counter()
-    for d, t, r in updates:
-        out[(d, t)] += r
-    return Counter({dt: r for dt, r in out.items() if r})
 
 
 def line_times(outer: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -821,27 +648,6 @@ def test_nested_paths_on_random_frontiers_match_general_path(
     assert_matches_oracle(
         [(d, t, r) for (d, t), r in runs[0][0].items()], {"xs": updates}, query or q_parity
     )
-
-
-def halve(_d: Any, n: int) -> int:
-    """A threshold that is zero for some non-zero counts and negative for negative ones."""
-    return n // 2
-
-
-def by_self_query(f: Callable[[Any, int], int]) -> Callable[..., Counter[Any]]:
-    """The meaning of a reduction by self whose output count is ``f(datum, n)`` (n != 0)."""
-
-    def query(c: dict[str, Counter[Any]]) -> Counter[Any]:
-        counts = {d: f(d, n) for (d, _), n in c["xs"].items() if n}
-        return Counter({d: m for d, m in counts.items() if m})
-
-    return query
-
-
-BY_COUNT: dict[str, tuple[R.Logic, R.ByCount, bool, Callable[[Any, int], int]]] = {
-    "distinct": (R._distinct_logic, R._distinct_by_count, True, lambda _d, n: int(n > 0)),
-    "threshold": (*R._threshold_functions(halve, "threshold(halve)"), False, halve),
-}
 
 
 @pytest.mark.parametrize("keys", sorted(KEY_KINDS))

@@ -11,11 +11,11 @@ operators are left with equal too.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from tests.operators.test_reduce import FakeContext, consolidated, drive, frontier_chains
+from tests.harness import FakeContext, Switching, consolidated, drive, frontier_chains
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
 
@@ -90,21 +90,6 @@ def _as_input(name: str, updates: list[Any]) -> list[Any]:
     if REDUCTIONS[name][3]:
         return [((k, ()), t, r) for (k, _v), t, r in updates]
     return updates
-
-
-class Switching(R.ReduceOperator):
-    """Takes the kernel or not at each activation, in turn as ``modes`` says."""
-
-    modes: ClassVar[list[str]] = ["always"]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.turn = 0
-
-    def schedule(self, ctx: Any) -> None:
-        kernels.set_mode(self.modes[self.turn % len(self.modes)])
-        self.turn += 1
-        super().schedule(ctx)
 
 
 def _operator(name: str) -> R.ReduceOperator:

@@ -16,16 +16,16 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from tests.operators.test_reduce import (
+from tests.harness import (
     BY_COUNT,
     GENERAL,
     FakeContext,
+    Switching,
     by_self_query,
     consolidated,
     drive,
     frontier_join,
 )
-from tests.operators.test_reduce_columnar import Switching
 from tests.reference import assert_matches_oracle
 
 import deltaflow as df

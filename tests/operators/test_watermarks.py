@@ -23,13 +23,7 @@ import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings, strategies as st
-from tests.operators.test_windows import (
-    Windowed,
-    brute_sessions,
-    brute_windows,
-    events,
-    key_of,
-)
+from tests.harness import Windowed, brute_sessions, brute_windows, events, key_of
 
 import deltaflow as df
 from deltaflow.testing import accumulate

@@ -11,44 +11,11 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.harness import Windowed, at_of, brute_sessions, brute_windows, events, key_of
 from tests.reference import assert_matches_oracle
-from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.testing import accumulate
-
-KEYS = st.sampled_from(["a", "b"])
-EVENT_TIMES = st.integers(min_value=-3, max_value=30)
-
-
-def events(times: st.SearchStrategy[Any] = EVENT_TIMES, max_time: int = 6) -> Any:
-    """``((key, event time), time, diff)`` with retractions (of events never inserted too)."""
-    return st.lists(
-        st.tuples(
-            st.tuples(KEYS, times),
-            st.integers(min_value=0, max_value=max_time),
-            st.integers(min_value=-2, max_value=2).filter(bool),
-        ),
-        max_size=16,
-    ).map(nonnegative)
-
-
-def brute_windows(at: float, size: float, hop: float, origin: float) -> list[tuple[Any, Any]]:
-    """Every ``[origin + k * hop, + size)`` holding ``at``, by trying every k near it."""
-    out = []
-    for k in range(-200, 200):
-        start = origin + k * hop
-        if start <= at < start + size:
-            out.append((start, start + size))
-    return out
-
-
-def at_of(e: Any) -> Any:
-    return e[1]
-
-
-def key_of(e: Any) -> Any:
-    return e[0]
 
 
 def fixed_query(size: float, hop: float, origin: float) -> Any:
@@ -62,38 +29,8 @@ def fixed_query(size: float, hop: float, origin: float) -> Any:
     return query
 
 
-def brute_sessions(c: Counter[Any], gap: float) -> Counter[Any]:
-    """Per key: events (positive counts) sorted by time, chained while less than gap apart."""
-    out: Counter[Any] = Counter()
-    by_key: dict[Any, list[Any]] = {}
-    for e, n in c.items():
-        if n > 0:
-            by_key.setdefault(e[0], []).append(e)
-    for evs in by_key.values():
-        evs.sort(key=lambda e: e[1])
-        groups: list[list[Any]] = []
-        for e in evs:
-            if groups and e[1] - groups[-1][-1][1] < gap:
-                groups[-1].append(e)
-            else:
-                groups.append([e])
-        for g in groups:
-            w = (g[0][1], g[-1][1] + gap)
-            for e in g:
-                out[(w, e)] += c[e]
-    return out
-
-
 def session_query(gap: float) -> Any:
     return lambda c: brute_sessions(c["xs"], gap)
-
-
-class Windowed(df.Pipeline):
-    def __init__(self, spec: Any, key: Any = None, **kw: Any) -> None:
-        self.spec, self.key, self.kw = spec, key, kw
-
-    def build(self, xs: df.Collection) -> df.Collection:
-        return xs.window(self.spec, at=at_of, key=self.key, **self.kw)
 
 
 SPECS = [

@@ -30,7 +30,7 @@ CHILD = """
 import sys, trio
 import deltaflow as df
 sys.path.insert(0, {tests!r})
-from test_sink import Revenue
+from shop import Revenue
 
 BATCHES = {batches!r}
 
@@ -134,7 +134,7 @@ CDC_CHILD = """
 import sys, trio
 import deltaflow as df
 sys.path.insert(0, {tests!r})
-from test_sink import Revenue
+from shop import Revenue
 
 async def main():
     source = df.sources.postgres({dsn!r}, "orders", slot={slot!r}, poll=0.05)

@@ -592,7 +592,7 @@ DIGESTS = """
 import json, sys
 sys.path.insert(0, {repo!r})
 from tests.scheduler.test_checkpoint import ALL
-from tests.test_loops_at_scale import pipeline_of
+from tests.jobs import pipeline_of
 from deltaflow.scheduler.checkpoint import state_layout
 from deltaflow.scheduler.plan import make_plan
 

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.jobs import pipeline_of
+from tests.loops import SHAPES, churning_graphs
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
-from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of
 
 import deltaflow as df
 from deltaflow.graphs import Reachability

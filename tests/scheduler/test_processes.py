@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.jobs import pipeline_of
+from tests.loops import SHAPES, churning_graphs, run_shape
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
-from tests.test_loops_at_scale import SHAPES, churning_graphs, pipeline_of, run_shape
 
 import deltaflow as df
 from deltaflow.errors import OperatorTypeError, OperatorValueError, RemoteTraceback

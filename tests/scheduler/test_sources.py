@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.harness import accumulate
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
 
@@ -126,15 +127,8 @@ def test_run_over_a_files_source_matches_a_recompute(
     for d, _, r in out:
         final[d] += r
     assert {d: n for d, n in final.items() if n} == dict(
-        visitors({"clicks": Counter(_accumulate(updates_of(files)))})
+        visitors({"clicks": Counter(accumulate(updates_of(files), len(files)))})
     )
-
-
-def _accumulate(updates: list[Any]) -> dict[Any, int]:
-    out: Counter[Any] = Counter()
-    for d, _, r in updates:
-        out[d] += r
-    return {d: n for d, n in out.items() if n}
 
 
 @settings(max_examples=25)
@@ -215,7 +209,7 @@ def test_follow_picks_files_up_as_they_come_and_resumes_exactly_once(
             return job.output.at(4)
 
     fed = [((u, p), i, r) for i, rows in enumerate(batches) for u, p, r in rows]
-    expected = visitors({"clicks": Counter(_accumulate(fed))})
+    expected = visitors({"clicks": Counter(accumulate(fed, len(batches)))})
     assert trio.run(second) == dict(expected)
     last = sorted(state.glob("checkpoint-*.json"))[-1]
     manifest = unseal(last.read_bytes(), str(last))
