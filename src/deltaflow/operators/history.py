@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..framework import tuning
 from ..framework.lattice import advancer
+from ..framework.tuning import COMPACT_WRITTEN
 from .durable import Appended
 
 if TYPE_CHECKING:
@@ -25,10 +27,6 @@ if TYPE_CHECKING:
     from .durable import StateSink, StateSource
 
 __all__ = ["COMPACT_WRITTEN", "AdvanceTo", "KeyedHistory"]
-
-COMPACT_WRITTEN = 8
-"""Compact a key's in-memory history (input or output) once it holds more than this many
-updates."""
 
 
 class AdvanceTo:
@@ -98,11 +96,11 @@ class KeyedHistory:
 
     #: Compact all of the history once it holds more than this many updates (and twice as
     #: many as after the last such compaction).
-    COMPACT_ALL_WRITTEN: ClassVar[int] = 4096
+    COMPACT_ALL_WRITTEN: ClassVar[int] = tuning.COMPACT_ALL_WRITTEN
     #: Updates a full compaction pass goes through per :meth:`tidy` call at least (more
     #: when the history grew faster than that since the previous call): a pass is spread
     #: over activations instead of stalling one round for all of the history.
-    TIDY_SLICE: ClassVar[int] = 2048
+    TIDY_SLICE: ClassVar[int] = tuning.TIDY_SLICE
 
     __slots__ = (
         "_kept", "_retry", "_seen", "_sweep", "compact_above", "limit", "log", "rows", "size",

@@ -48,9 +48,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..framework import kernels
+from ..framework import kernels, tuning
 from ..framework.antichain import Antichain
 from ..framework.lattice import Product, join as time_join, new_tuple
+from ..framework.tuning import JOIN_COMPACT_ABOVE, LOOKUP_CHUNK, ROW_READ_COST
 from .arrange import RawBatch
 from .base import Interest, Operator, UpdateBatch
 from .durable import StateSink, StateSource
@@ -171,25 +172,6 @@ class _Work:
                 self.keep.extend(self.batch.updates(), self.batch)
 
 
-JOIN_COMPACT_ABOVE = 4
-"""A join compacts a key's list in its own history of a side once it holds more than this
-many updates (a reduction waits for :data:`.history.COMPACT_WRITTEN`): every update still
-there is joined with each arriving match, and pairs that would have cancelled make output
-that flows on until it is consolidated. Without it a long-running join gets slower than a
-fresh one on the same data, as such updates pile up in its lists."""
-
-LOOKUP_CHUNK = 1024
-"""Keys of an arriving batch looked up in the other side together (bounds what is held)."""
-
-ROW_READ_COST = 8
-"""What one row-path look-up of a batch's keys in a side held as columns alone costs more
-than in a dict history (numpy's fixed cost per call), in updates' worth of building that
-history. The side builds its history once its look-ups have cost as much as the building
-would (reads times this reach its size): a side read key by key for long is better off with
-the dict, but building it for a large side is paid in one round, so it must be earned; at
-worst twice the cheaper of the two is paid."""
-
-
 class JoinOperator(Operator):
     """Join two arrangements with ``logic(key, val1, val2) -> iterable of outputs``.
 
@@ -209,7 +191,7 @@ class JoinOperator(Operator):
 
     interest = Interest.ALWAYS
     #: Output updates produced per activation before yielding to other actors.
-    BUDGET = 100_000
+    BUDGET = tuning.JOIN_BUDGET
 
     def __init__(
         self,

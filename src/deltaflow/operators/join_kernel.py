@@ -35,11 +35,17 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from ..framework import tuning
 from ..framework.lattice import Product, new_tuple
 from ..framework.trace.batch import Batch
 from ..framework.trace.codec import as_int64
 from ..framework.trace.columns import sort_consolidate_int
 from ..framework.trace.ints import Columns, gather, pair_keys, read_columns, unpack_pairs
+from ..framework.tuning import (
+    JOIN_KERNEL_MIN as THRESHOLD,
+    PAIRS_PER_ROW,
+    RUNS_FEW_KEYS as _FEW_KEYS,
+)
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
@@ -49,15 +55,6 @@ __all__ = [
     "PAIRS_PER_ROW", "THRESHOLD", "Columns", "SortedRuns", "columns_of", "count_pairs",
     "joined", "pair_up",
 ]  # fmt: skip
-
-THRESHOLD = 1024
-"""Updates an arriving batch must hold (with ``DELTAFLOW_KERNELS=auto``) for its join to take
-the kernel: below it the fixed cost of the numpy calls exceeds the per-update loop's."""
-
-PAIRS_PER_ROW = 8
-"""Pairs per arriving update beyond which (with ``DELTAFLOW_KERNELS=auto``) a batch keeps the
-row path: what the kernel saves is the per-key lookup and loop, while each pair costs a call
-of ``logic`` and a sum per datum either way, a little more when spelled out in columns."""
 
 _DIFF_BOUND = 1 << 31
 """Diffs of at most this size multiply in int64 without overflow (checked per batch)."""
@@ -155,15 +152,15 @@ class SortedRuns:
 
     #: Batches noted but not yet read beyond which the runs are given up (``alone``:
     #: converted, unless they wait indexed by key: see :attr:`MAX_RECENT`).
-    MAX_PENDING = 64
+    MAX_PENDING = tuning.RUNS_MAX_PENDING
     #: Updates of batches waiting (``alone``) that are held indexed by key for look-ups
     #: rather than converted at the next read: a conversion and its merges cost numpy's
     #: fixed cost per call, which single-update rounds would pay at every read. (No more
     #: than :attr:`COMPACT_ABOVE` or than the runs hold: what waits is not compacted.)
-    MAX_RECENT = 1024
+    MAX_RECENT = tuning.RUNS_MAX_RECENT
     #: Updates held beyond which :meth:`tidy` checks that the runs can be compacted (then
     #: twice as many): a side that cannot, small, keeps its columns.
-    COMPACT_ABOVE = 4096
+    COMPACT_ABOVE = tuning.RUNS_COMPACT_ABOVE
 
     #: The runs are the side's only copy (no history beside them).
     alone: bool = False
@@ -497,12 +494,6 @@ def _compact(runs: list[Columns], frontier: tuple[Time, ...]) -> Columns | None:
     )
     objs = None if runs[0].objs is None else unpack_pairs(keys)
     return Columns(keys, vals_, unpack(flat), diffs, objs)
-
-
-_FEW_KEYS = 16
-"""Keys looked up at most which each is searched alone in the runs' memoryviews
-(:class:`_View`); more are gathered in one pass by numpy (its fixed cost per call then
-spread over them)."""
 
 
 def _memory(column: Any) -> memoryview:

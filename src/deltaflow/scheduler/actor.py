@@ -25,6 +25,7 @@ from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OperatorError
+from ..framework import tuning
 from ..framework.antichain import Antichain
 from ..framework.hashing import COLUMNS_FROM, SELF_HASHED_BELOW, owners, stable_hash
 from ..framework.lattice import less_equal, meet_all
@@ -70,7 +71,7 @@ class Actor:
 
     #: An output's send rights (the drained messages' times) are reduced to their minimal
     #: times once they are more than this many.
-    RIGHTS_KEPT = 8
+    RIGHTS_KEPT = tuning.RIGHTS_KEPT
 
     def __init__(
         self,

@@ -67,6 +67,7 @@ from ..framework.durable.tables import (
     owners,
     resolve_groups,
 )
+from ..framework.tuning import LOGGED_PER_ROW, LONGEST_CHAIN
 from ..operators.durable import trace_rows
 from .collector import collector_paused
 
@@ -89,12 +90,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("deltaflow")
-
-#: An index is written whole again once this many partial segments follow the whole one.
-LONGEST_CHAIN = 16
-#: A history is written whole again once the rows its logs hold would pass this many per row
-#: it holds (a resume appends them all; compaction folds them again as it reads them).
-LOGGED_PER_ROW = 3
 
 
 # -- naming state independently of the layout ----------------------------------------------

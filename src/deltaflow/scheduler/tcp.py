@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import PeerLostError
+from ..framework.tuning import PART, SPLIT_FRAME, TCP_READ_CHUNK as _CHUNK
 from ..operators.base import RunsBatch, UpdateBatch
 from .remote_errors import ErrorReport
 
@@ -57,9 +58,6 @@ __all__ = [
 ]
 
 _HEAD = struct.Struct("<QI")
-#: Reads smaller than this go through the link's buffer (many small frames per syscall);
-#: larger ones are received straight into the frame's own memory.
-_CHUNK = 1 << 16
 #: Most byte views one ``writev`` takes (the system's ``IOV_MAX`` is at least this).
 _IOV_MAX = 1024
 #: What ``Link._take`` returns while no whole frame is buffered.
@@ -68,12 +66,6 @@ _PARTIAL = object()
 MAX_FRAME = 1 << 30
 #: The most raw buffers a link accepts in one frame.
 MAX_BUFFERS = 1 << 16
-#: A frame of several messages longer than this is sent as several frames.
-SPLIT_FRAME = 1 << 26
-#: An update batch (or a RunsBatch) longer than this crosses in parts of this size, so the
-#: receiver unpickles one part while the sender pickles the next (it joins them before
-#: delivery).
-PART = 1 << 17
 
 
 def encode(messages: Any) -> list[Any]:

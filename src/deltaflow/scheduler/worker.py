@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import OperatorError
+from ..framework import tuning
 from ..framework.lattice import Product
 from ..framework.progress import ProgressTracker
 from ..operators.linear import LinearOperator
@@ -61,10 +62,10 @@ class Worker:
     #: Activations one step may run before exchanging progress and yielding to trio: a chain
     #: of actors runs in one step, while a loop that keeps re-activating itself still lets
     #: other tasks (and cancellation) in.
-    ACTIVATIONS_PER_STEP = 1_000
+    ACTIVATIONS_PER_STEP = tuning.ACTIVATIONS_PER_STEP
     #: Seconds a worker may keep stepping before it yields to trio (other tasks, other
     #: in-process workers, cancellation); it always yields when it has nothing to do.
-    SLICE_S = 0.002
+    SLICE_S = tuning.SLICE_S
 
     def __init__(self, index: int, peers: int, plan: Plan, transport: Transport, job: Any) -> None:
         self.index = index

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from ...framework import tuning
 from ...framework.antichain import Antichain
 from ...framework.durable.tables import Rows
 from ...framework.lattice import join as time_join, less_equal
@@ -562,10 +563,10 @@ class RuleOperator(Operator):
 
     #: Records made per activation before the others may run (and what was summed is
     #: sent): a hub's round is spread over activations instead of held at once.
-    BUDGET: ClassVar[int] = 100_000
+    BUDGET: ClassVar[int] = tuning.DELTA_BUDGET
     #: Records a phase takes at once (see :meth:`_run`): small enough that a hub key's
     #: proposals for a chunk stay a few megabytes, large enough that per-chunk costs vanish.
-    CHUNK: ClassVar[int] = 64
+    CHUNK: ClassVar[int] = tuning.DELTA_CHUNK
 
     interest = Interest.ALWAYS
 

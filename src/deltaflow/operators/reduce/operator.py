@@ -78,6 +78,7 @@ from deltaflow.framework.trace.ints import key_codes, product_columns
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
 
+from ...framework import tuning
 from ..base import Interest, Operator, UpdateBatch
 from ..durable import (
     Changes,
@@ -190,13 +191,13 @@ class ReduceOperator(Operator):
 
     interest = Interest.ALWAYS
 
-    PAIR_KERNEL_MIN: ClassVar[int] = KERNEL_MIN
+    PAIR_KERNEL_MIN: ClassVar[int] = tuning.PAIR_KERNEL_MIN
     """A counting reduction at ``Product(int, int)`` times moves its histories into columns
     (:mod:`.pair_counts`) for an activation of at least this many new updates, all on one
     row the frontier has passed (under ``DELTAFLOW_KERNELS=auto``); once there, they stay
     while activations keep that shape, whatever their size."""
 
-    ROW_BATCH_MIN: ClassVar[int] = 32
+    ROW_BATCH_MIN: ClassVar[int] = tuning.ROW_BATCH_MIN
     """A counting reduction's activation with new times for at least this many keys corrects
     those on rows together (:class:`.counting.RowCounts`); for fewer, numpy's cost per call
     would outweigh the per-key Python work it saves."""

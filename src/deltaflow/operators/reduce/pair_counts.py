@@ -43,6 +43,7 @@ from deltaflow.framework.lattice import Product, new_tuple
 from deltaflow.framework.trace.codec import as_int64
 from deltaflow.framework.trace.ints import decode_keys, key_codes, product_columns
 
+from ...framework.tuning import PAIR_COMPACT_MIN as COMPACT_MIN
 from .counting import ByCount, _prefix_sums, order_by
 
 if TYPE_CHECKING:
@@ -56,10 +57,6 @@ Fixes = dict[Any, list[tuple[Any, Any, int]]]
 Array = np.ndarray[Any, Any]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
-
-COMPACT_MIN = 4096
-"""Compact the columns once they hold more than this many updates (and twice as many as the
-previous compaction left)."""
 
 
 @attrs.define(slots=True)
