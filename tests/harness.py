@@ -43,7 +43,7 @@ from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import reduce as R
 from deltaflow.operators.base import UpdateBatch
-from deltaflow.operators.join import JoinOperator
+from deltaflow.operators.join.operator import JoinOperator
 from deltaflow.operators.reduce import paths as reduce_paths
 from deltaflow.operators.reduce.interesting_times import InterestingTimes
 from deltaflow.scheduler.runtime import Job

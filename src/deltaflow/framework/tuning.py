@@ -39,7 +39,7 @@ counting keys corrects those on rows together in columns (``RowCounts``); for fe
 cost per call outweighs the per-key work it saves (DECISIONS 11-24, W2 static)."""
 
 JOIN_KERNEL_MIN = 1024
-"""``join_kernel.THRESHOLD``: updates an arriving batch must hold for its join to take the
+"""``join/kernel.THRESHOLD``: updates an arriving batch must hold for its join to take the
 numpy kernel under ``auto``; below it the kernel's fixed cost exceeds the per-update loop's.
 Set by ``bench_kernels.py --only sizes`` (RESULTS: 1.28-1.71x slower at 16 updates, 0.95-1.09x
 at 1,024)."""
@@ -75,10 +75,10 @@ spine has merges in progress. Fuelling only merges in progress took ``join_round
 to 1,109 rounds/s (DECISIONS 11-22); the amount itself bounds one activation's latency."""
 
 COMPACT_WRITTEN = 8
-"""``history.COMPACT_WRITTEN``: a key's in-memory history (a reduction's input or output) is
-compacted once it holds more than this many updates; a compaction that freed nothing waits
-for as many more. 4-24 tried against 8: none better in both modes (DECISIONS 11-24); the
-wait took DD's SCC changes -18% (DECISIONS 11-28)."""
+"""``join/history.COMPACT_WRITTEN``: a key's in-memory history (a reduction's input or
+output) is compacted once it holds more than this many updates; a compaction that freed
+nothing waits for as many more. 4-24 tried against 8: none better in both modes (DECISIONS
+11-24); the wait took DD's SCC changes -18% (DECISIONS 11-28)."""
 
 COMPACT_ALL_WRITTEN = 4096
 """``KeyedHistory.COMPACT_ALL_WRITTEN``: the whole history is compacted once it holds more than
@@ -90,9 +90,9 @@ at least, so that a pass is spread over activations. Longest ``tidy`` 41-50 -> 8
 34 -> 28 ms, for 0.9% more instructions (DECISIONS 11-24)."""
 
 JOIN_COMPACT_ABOVE = 4
-"""``join.JOIN_COMPACT_ABOVE``: a join compacts a key's list in its own history of a side once
-it holds more than this many updates (every update there is joined with each arriving
-match). W2 long-vs-fresh 1.25 -> 1.09-1.16; 3 and 6 measured +1.2% and +0.7% (DECISIONS
+"""``join/operator.JOIN_COMPACT_ABOVE``: a join compacts a key's list in its own history of
+a side once it holds more than this many updates (every update there is joined with each
+arriving match). W2 long-vs-fresh 1.25 -> 1.09-1.16; 3 and 6 measured +1.2% and +0.7% (DECISIONS
 11-24)."""
 
 PAIR_COMPACT_MIN = 4096
@@ -107,11 +107,11 @@ are at most this many pairs of them (the sorted sweep's set-up costs more below)
 # -- joins -------------------------------------------------------------------------------------
 
 LOOKUP_CHUNK = 1024
-"""``join.LOOKUP_CHUNK``: keys of an arriving batch looked up in the other side together;
-bounds what one look-up holds, no throughput effect measured."""
+"""``join/operator.LOOKUP_CHUNK``: keys of an arriving batch looked up in the other side
+together; bounds what one look-up holds, no throughput effect measured."""
 
 ROW_READ_COST = 8
-"""``join.ROW_READ_COST``: what one row-path look-up of a batch's keys in a side held as
+"""``join/operator.ROW_READ_COST``: what one row-path look-up of a batch's keys in a side held as
 columns alone costs more than in a dict history, in updates' worth of building that history;
 the side builds its dict once its look-ups have cost as much. Set by the rounds after a load
 (``bench_rounds.py``: W3 4.24x fewer instructions than before, W4 0.875x; DECISIONS 11-29)."""
@@ -134,7 +134,7 @@ RUNS_COMPACT_ABOVE = 4096
 be compacted (then twice as many): a small side that cannot keeps its columns."""
 
 RUNS_FEW_KEYS = 16
-"""``join_kernel._FEW_KEYS``: keys looked up at most which each is searched alone in the runs'
+"""``join/kernel._FEW_KEYS``: keys looked up at most which each is searched alone in the runs'
 memoryviews; more are gathered by numpy in one pass (W4 rounds after the load: 392.0e6 with
 numpy, 390.1e6 with memoryviews; RESULTS, W4)."""
 

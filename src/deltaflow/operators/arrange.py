@@ -14,7 +14,7 @@ frontier forward as it goes, so history nobody can ask about any more is compact
 batches merge.
 
 A spine that no operator reads (a reduction keeps its input in memory, and so does a join
-that is an arrangement's only reader, see :mod:`.history`) is not kept, and then nothing is
+that is an arrangement's only reader, see :mod:`.join.history`) is not kept, and then nothing is
 sealed either. Its readers only ask for the updates and keep them in their own order, so what
 arrives is forwarded at once, without capabilities: the messages of one activation, grouped
 under their minimal times and consolidated, as a :class:`RawBatch` (keys and values split,

@@ -173,7 +173,7 @@ def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
 
 def late_counts(worker: Worker) -> dict[str, int]:
     """The late updates each window operator with a watermark met on ``worker`` and did not
-    apply, by operator name (see :mod:`deltaflow.operators.watermarks`)."""
+    apply, by operator name (see :mod:`deltaflow.operators.windows.watermarks`)."""
     out: dict[str, int] = {}
     for actor in worker.actors:
         late = getattr(actor.operator, "late", None)

@@ -36,12 +36,12 @@ key in columns instead (:mod:`.pair_counts`, ``_pair_step``). Totally ordered (`
 take a sweep of each key's new updates with no search at all (:mod:`.total`).
 
 **Its input and its own output** the operator keeps in memory, in two
-:class:`~deltaflow.operators.history.KeyedHistory` indexes ``{key: [(val, time, diff)]}``:
+:class:`~deltaflow.operators.join.history.KeyedHistory` indexes ``{key: [(val, time, diff)]}``:
 every update of every batch it receives, and everything it has sent. Appending there costs a
 list append and reading a key a dict lookup, where reading the input trace would cost a search
 per batch per round. Each key's list is compacted (times advanced to the previous frontier,
 equal updates consolidated) when it grows beyond
-:data:`~deltaflow.operators.history.COMPACT_WRITTEN` updates, and all of them when the total
+:data:`~deltaflow.operators.join.history.COMPACT_WRITTEN` updates, and all of them when the total
 has grown enough since the last such pass (keys that cancel disappear), so both stay
 proportional to the live collections. An arrangement made for this operator alone then has no
 trace reader, and keeps no trace at all (see :mod:`deltaflow.operators.arrange`). An output
@@ -89,7 +89,7 @@ from ..durable import (
     fold_counts,
     restore_trace,
 )
-from ..history import AdvanceTo, KeyedHistory
+from ..join.history import AdvanceTo, KeyedHistory
 from ..values import as_count
 from .accumulation import difference
 from .chains import least, pair_row

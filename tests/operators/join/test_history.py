@@ -15,8 +15,8 @@ from tests.strategies import SHAPES, antichains, data_values, time_lists, update
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, join
-from deltaflow.operators import history as history_module
-from deltaflow.operators.history import AdvanceTo, KeyedHistory
+from deltaflow.operators.join import history as history_module
+from deltaflow.operators.join.history import AdvanceTo, KeyedHistory
 from deltaflow.testing import accumulate
 
 KEYS = st.sampled_from(["k", "l"])

@@ -36,7 +36,7 @@ from deltaflow.framework.trace.ints import decode_keys, key_codes
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import reduce as R
 from deltaflow.operators.arrange import RawBatch
-from deltaflow.operators.history import KeyedHistory
+from deltaflow.operators.join.history import KeyedHistory
 from deltaflow.operators.reduce import pair_counts
 from deltaflow.operators.reduce.pair_counts import PairCounts
 

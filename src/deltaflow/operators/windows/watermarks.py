@@ -40,18 +40,18 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
-from ..framework.durable.tables import Rows
-from .base import Interest, Operator, UpdateBatch
-from .durable import delayed_to
+from ...framework.durable.tables import Rows
+from ..base import Interest, Operator, UpdateBatch
+from ..durable import delayed_to
 from .eventtime import as_step, event_time
 from .sessions import SessionOperator, _Key
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .base import Capability, OperatorContext
-    from .durable import StateSink, StateSource
-    from .windows import Sliding
+    from ..base import Capability, OperatorContext
+    from ..durable import StateSink, StateSource
+    from .specs import Sliding
 
 __all__ = ["WATERMARK_KEY", "WatermarkSessions", "WatermarkWindows", "watermark_key"]
 

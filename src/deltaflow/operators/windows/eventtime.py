@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .values import is_nan
+from ..values import is_nan
 
 __all__ = ["epoch_of", "event_time", "floor_steps", "is_instant", "parse_interval", "span"]
 

@@ -48,15 +48,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..framework import kernels, tuning
-from ..framework.antichain import Antichain
-from ..framework.lattice import Product, join as time_join, new_tuple
-from ..framework.tuning import JOIN_COMPACT_ABOVE, LOOKUP_CHUNK, ROW_READ_COST
-from .arrange import RawBatch
-from .base import Interest, Operator, UpdateBatch
-from .durable import StateSink, StateSource
+from ...framework import kernels, tuning
+from ...framework.antichain import Antichain
+from ...framework.lattice import Product, join as time_join, new_tuple
+from ...framework.tuning import JOIN_COMPACT_ABOVE, LOOKUP_CHUNK, ROW_READ_COST
+from ..arrange import RawBatch
+from ..base import Interest, Operator, UpdateBatch
+from ..durable import StateSink, StateSource
 from .history import AdvanceTo, KeyedHistory
-from .join_kernel import (
+from .kernel import (
     PAIRS_PER_ROW,
     THRESHOLD,
     Columns,
@@ -68,10 +68,10 @@ from .join_kernel import (
 )
 
 if TYPE_CHECKING:
-    from ..framework.lattice import Time
-    from ..framework.trace.batch import Batch
-    from ..framework.trace.spine import Spine, TraceReader
-    from .base import Capability, OperatorContext
+    from ...framework.lattice import Time
+    from ...framework.trace.batch import Batch
+    from ...framework.trace.spine import Spine, TraceReader
+    from ..base import Capability, OperatorContext
 
 __all__ = ["JoinOperator"]
 

@@ -30,17 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
-from ..framework.durable.tables import Rows
-from .base import Interest, Operator, UpdateBatch
-from .durable import Deltas, delayed_to, fold_counts
+from ...framework.durable.tables import Rows
+from ..base import Interest, Operator, UpdateBatch
+from ..durable import Deltas, delayed_to, fold_counts
 from .eventtime import as_step
-from .windows import Closing, report_late
+from .specs import Closing, report_late
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .base import Capability, OperatorContext
-    from .durable import StateSink, StateSource
+    from ..base import Capability, OperatorContext
+    from ..durable import StateSink, StateSource
 
 __all__ = ["SessionOperator", "session_logic", "sessions_of"]
 

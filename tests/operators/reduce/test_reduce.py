@@ -35,7 +35,8 @@ from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine
-from deltaflow.operators import history as H, reduce as R
+from deltaflow.operators import reduce as R
+from deltaflow.operators.join import history as H
 from deltaflow.operators.reduce import paths as reduce_paths
 from deltaflow.testing import accumulate, example
 

@@ -1,4 +1,4 @@
-"""The join kernel (:mod:`deltaflow.operators.join_kernel`) against the join's definition.
+"""The join kernel (:mod:`deltaflow.operators.join.kernel`) against the join's definition.
 
 Random batches of int keys, values of several kinds, int or partially ordered ``Product``
 times and diffs of both signs (retractions, updates that cancel) are joined by the kernel,
@@ -22,7 +22,7 @@ from deltaflow.framework.lattice import Product, join as time_join
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.operators.arrange import RawBatch
-from deltaflow.operators.join_kernel import SortedRuns, columns_of, joined, pair_up
+from deltaflow.operators.join.kernel import SortedRuns, columns_of, joined, pair_up
 
 int_times = st.integers(0, 6)
 product_times = st.builds(Product, st.integers(0, 3), st.integers(0, 3))

@@ -1,4 +1,4 @@
-"""A join's side held as int columns alone (:class:`~deltaflow.operators.join_kernel.SortedRuns`
+"""A join's side held as int columns alone (:class:`~deltaflow.operators.join.kernel.SortedRuns`
 with ``alone``) against the dict history it replaces, and whole joins against the oracle.
 
 The columns must hold, at every time still to be read, the collection the history holds: after
@@ -22,13 +22,13 @@ from tests.jobs import pipeline_of
 from tests.reference import expected_at
 
 import deltaflow as df
-import deltaflow.operators.join as join_module
+import deltaflow.operators.join.operator as join_module
 from deltaflow.framework import kernels
 from deltaflow.framework.lattice import Product, advance_by, less_equal
 from deltaflow.graphs import bfs, bfs_distances
 from deltaflow.operators.arrange import RawBatch
-from deltaflow.operators.history import KeyedHistory
-from deltaflow.operators.join_kernel import SortedRuns, columns_of
+from deltaflow.operators.join.history import KeyedHistory
+from deltaflow.operators.join.kernel import SortedRuns, columns_of
 
 diffs = st.sampled_from([-2, -1, 1, 1, 2])
 int_keys = st.integers(0, 5)

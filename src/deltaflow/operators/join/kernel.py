@@ -2,7 +2,7 @@
 
 A join pairs every update ``(k, a, t1, r1)`` of an arriving batch with every update
 ``(k, b, t2, r2)`` of the other side, making ``(logic(k, a, b), join(t1, t2), r1 * r2)``
-(:mod:`.join`). When the keys are ints or pairs of ints (packed into one int64 code) and
+(:mod:`.operator`). When the keys are ints or pairs of ints (packed into one int64 code) and
 the times ints or ``Product`` of two ints, the pairs are found for a whole batch at once:
 the other side's keys sorted (:class:`SortedRuns`), ``np.searchsorted`` gives each arriving
 key's run of matches, and ``np.repeat`` spells the pairs out; the times join as a vectorised
@@ -35,21 +35,21 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from ..framework import tuning
-from ..framework.lattice import Product, new_tuple
-from ..framework.trace.batch import Batch
-from ..framework.trace.codec import as_int64
-from ..framework.trace.columns import sort_consolidate_int
-from ..framework.trace.ints import Columns, gather, pair_keys, read_columns, unpack_pairs
-from ..framework.tuning import (
+from ...framework import tuning
+from ...framework.lattice import Product, new_tuple
+from ...framework.trace.batch import Batch
+from ...framework.trace.codec import as_int64
+from ...framework.trace.columns import sort_consolidate_int
+from ...framework.trace.ints import Columns, gather, pair_keys, read_columns, unpack_pairs
+from ...framework.tuning import (
     JOIN_KERNEL_MIN as THRESHOLD,
     PAIRS_PER_ROW,
     RUNS_FEW_KEYS as _FEW_KEYS,
 )
 
 if TYPE_CHECKING:
-    from ..framework.lattice import Time
-    from .arrange import RawBatch
+    from ...framework.lattice import Time
+    from ..arrange import RawBatch
 
 __all__ = [
     "PAIRS_PER_ROW", "THRESHOLD", "Columns", "SortedRuns", "columns_of", "count_pairs",

@@ -206,7 +206,7 @@ def test_retention_keeps_a_stream_bounded() -> None:
                 feed.insert(("a" if t % 2 else "b", t))
                 await job.advance_to(t + 1)
             ops = [a.operator for w in job.workers for a in w.actors]
-            from deltaflow.operators.sessions import SessionOperator
+            from deltaflow.operators.windows.sessions import SessionOperator
 
             (op,) = [o for o in ops if isinstance(o, SessionOperator)]
             return sum(len(k.counts) for k in op.keys.values())

@@ -22,11 +22,11 @@ from tests.strategies import nonnegative
 
 import deltaflow as df
 import deltaflow.operators.arrange as arrange_module
-import deltaflow.operators.history as history_module
-import deltaflow.operators.join as join_module
-import deltaflow.operators.join_kernel as join_kernel
+import deltaflow.operators.join.history as history_module
+import deltaflow.operators.join.kernel as join_kernel
+import deltaflow.operators.join.operator as join_module
 from deltaflow.framework import kernels
-from deltaflow.operators.join import JoinOperator
+from deltaflow.operators.join.operator import JoinOperator
 from deltaflow.testing import accumulate, collect
 
 Update = tuple[Any, int, int]
@@ -461,7 +461,7 @@ def test_join_compacts_a_key_it_reads_early(monkeypatch: pytest.MonkeyPatch) -> 
     round) is compacted as soon as the other side reads it with more than
     JOIN_COMPACT_ABOVE updates, long before a full pass: the join does not pair matches
     with updates that cancel. (This is the row path's read; the kernel reads the other side's
-    columns, which it does not compact, see :mod:`deltaflow.operators.join_kernel`.)"""
+    columns, which it does not compact, see :mod:`deltaflow.operators.join.kernel`.)"""
     monkeypatch.setattr(history_module.KeyedHistory, "COMPACT_ALL_WRITTEN", 10**6)
     monkeypatch.setattr(kernels, "_mode", "never")
     lengths: list[int] = []

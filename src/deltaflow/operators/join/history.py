@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..framework import tuning
-from ..framework.lattice import advancer
-from ..framework.tuning import COMPACT_WRITTEN
-from .durable import Appended
+from ...framework import tuning
+from ...framework.lattice import advancer
+from ...framework.tuning import COMPACT_WRITTEN
+from ..durable import Appended
 
 if TYPE_CHECKING:
-    from ..framework.lattice import Time
-    from .durable import StateSink, StateSource
+    from ...framework.lattice import Time
+    from ..durable import StateSink, StateSource
 
 __all__ = ["COMPACT_WRITTEN", "AdvanceTo", "KeyedHistory"]
 
