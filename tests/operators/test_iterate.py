@@ -55,7 +55,7 @@ from deltaflow.operators.iterate import (
     loop_scope,
 )
 from deltaflow.operators.linear import Concat, LinearOperator, Step
-from deltaflow.scheduler.plan import make_plan
+from deltaflow.scheduler.local.plan import make_plan
 
 # -- helpers ------------------------------------------------------------------------------
 

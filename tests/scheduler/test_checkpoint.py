@@ -34,7 +34,7 @@ from deltaflow.framework.durable.manifest import seal
 from deltaflow.framework.durable.store import VERSION, CheckpointStore
 from deltaflow.operators import reduce as R
 from deltaflow.scheduler import checkpoint as checkpoint_module
-from deltaflow.scheduler.processes import ProcessPool
+from deltaflow.scheduler.net.processes import ProcessPool
 from deltaflow.testing import accumulate
 
 Update = tuple[Any, int, int]

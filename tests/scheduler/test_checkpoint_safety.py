@@ -37,7 +37,7 @@ from deltaflow.framework.durable import lock as lock_module
 from deltaflow.framework.durable.code import digest
 from deltaflow.framework.durable.manifest import seal
 from deltaflow.framework.durable.store import CheckpointStore, _ArrowFiles
-from deltaflow.scheduler.processes import ProcessPool
+from deltaflow.scheduler.net.processes import ProcessPool
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -594,7 +594,7 @@ sys.path.insert(0, {repo!r})
 from tests.scheduler.test_checkpoint import ALL
 from tests.jobs import pipeline_of
 from deltaflow.scheduler.checkpoint import state_layout
-from deltaflow.scheduler.plan import make_plan
+from deltaflow.scheduler.local.plan import make_plan
 
 out = {{}}
 for name, (build, _) in sorted(ALL.items()):

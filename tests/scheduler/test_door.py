@@ -10,8 +10,8 @@ import struct
 import pytest
 import trio
 
-from deltaflow.scheduler.door import BURST, Door
-from deltaflow.scheduler.handshake import (
+from deltaflow.scheduler.net.door import BURST, Door
+from deltaflow.scheduler.net.handshake import (
     HELLO_SIZE,
     PROOF_SIZE,
     Hello,

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 from hypothesis import given, settings, strategies as st
 
-from deltaflow.scheduler.handshake import (
+from deltaflow.scheduler.net.handshake import (
     DIAL,
     HELLO_SIZE,
     LISTEN,

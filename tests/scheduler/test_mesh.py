@@ -21,8 +21,8 @@ import trio
 from tests.attacks import ATTACKS, Stranger, make_tls, payload, split_address, strangers
 
 from deltaflow.errors import PeerLostError
-from deltaflow.scheduler.door import MAX_PENDING
-from deltaflow.scheduler.handshake import (
+from deltaflow.scheduler.net.door import MAX_PENDING
+from deltaflow.scheduler.net.handshake import (
     HANDSHAKE_TIMEOUT_S,
     HELLO_SIZE,
     MAGIC,
@@ -30,9 +30,9 @@ from deltaflow.scheduler.handshake import (
     authenticate,
     new_secret,
 )
-from deltaflow.scheduler.mesh import connect_mesh
-from deltaflow.scheduler.tcp import Link
-from deltaflow.scheduler.tls import TLS
+from deltaflow.scheduler.net.mesh import connect_mesh
+from deltaflow.scheduler.net.tcp import Link
+from deltaflow.scheduler.net.tls import TLS
 
 SECRET = new_secret()
 

@@ -23,7 +23,7 @@ import deltaflow as df
 from deltaflow.framework.lattice import Product, less_equal, meet_all
 from deltaflow.graphs import Reachability
 from deltaflow.operators.base import RunsBatch, UpdateBatch, expand_runs
-from deltaflow.scheduler import actor as actor_module
+from deltaflow.scheduler.local import actor as actor_module
 
 products = st.builds(Product, st.integers(0, 4), st.integers(0, 4))
 

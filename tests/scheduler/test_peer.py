@@ -23,9 +23,9 @@ from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.graphs import Reachability
-from deltaflow.scheduler.handshake import new_secret
-from deltaflow.scheduler.peer import open_peer, run_peer
-from deltaflow.scheduler.tcp import Link
+from deltaflow.scheduler.net.handshake import new_secret
+from deltaflow.scheduler.net.peer import open_peer, run_peer
+from deltaflow.scheduler.net.tcp import Link
 from deltaflow.testing import collect
 
 #: The secret every peer of these tests' meshes shares.

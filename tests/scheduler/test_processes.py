@@ -4,7 +4,7 @@ The oracle shapes (reductions, joins, iterate, nested loops, temporal filters) a
 ``processes=2`` with 2 and 4 workers must equal one worker in one process; the handles of
 ``df.open`` behave as with one process; a user error, a killed process and a cancelled
 scope stop the job without hanging or leaving processes behind. The processes come from one
-:class:`~deltaflow.scheduler.processes.ProcessPool` for the module (an interpreter costs
+:class:`~deltaflow.scheduler.net.processes.ProcessPool` for the module (an interpreter costs
 about half a second to start; a pooled job a few milliseconds).
 """
 
@@ -28,7 +28,7 @@ from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.errors import OperatorTypeError, OperatorValueError, RemoteTraceback
-from deltaflow.scheduler.processes import ProcessPool
+from deltaflow.scheduler.net.processes import ProcessPool
 from deltaflow.testing import collect
 
 Update = tuple[Any, int, int]

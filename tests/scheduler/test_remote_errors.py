@@ -12,7 +12,7 @@ from hypothesis import given, strategies as st
 
 import deltaflow as df
 from deltaflow.errors import OperatorTypeError, OperatorValueError, RemoteTraceback
-from deltaflow.scheduler.remote_errors import ErrorReport
+from deltaflow.scheduler.net.remote_errors import ErrorReport
 
 
 def raised(exc: BaseException, cause: BaseException | None = None) -> BaseException:

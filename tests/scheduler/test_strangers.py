@@ -28,7 +28,7 @@ from tests.attacks import ATTACKS, Stranger, payload, split_address
 
 import deltaflow as df
 from deltaflow.errors import PeerLostError
-from deltaflow.scheduler.processes import ProcessJob, _Control
+from deltaflow.scheduler.net.processes import ProcessJob, _Control
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -205,7 +205,7 @@ _CALLER = textwrap.dedent(
     import sys
     import trio
     import deltaflow as df
-    from deltaflow.scheduler.processes import _Control
+    from deltaflow.scheduler.net.processes import _Control
     from tests.attacks import Stranger, split_address
 
     phase = sys.argv[1]
@@ -274,7 +274,7 @@ def test_the_secret_is_not_on_any_command_line_or_environment(
     on their control sockets (the frame that ships the job)."""
     seen: dict[str, bytes] = {}
     secrets: list[bytes] = []
-    import deltaflow.scheduler.processes as processes
+    import deltaflow.scheduler.net.processes as processes
 
     original = processes.new_secret
 
@@ -312,7 +312,7 @@ _SHORT_OF_FILES = textwrap.dedent(
     logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(message)s")
 
     import deltaflow as df
-    from deltaflow.scheduler.processes import _Control
+    from deltaflow.scheduler.net.processes import _Control
     from tests.scheduler.test_strangers import UPDATES, Counts
 
     original = _Control._rendezvous

@@ -1,8 +1,8 @@
-"""Frames over a :class:`~deltaflow.scheduler.tcp.Link`: whatever way the bytes arrive (many
+"""Frames over a :class:`~deltaflow.scheduler.net.tcp.Link`: whatever way the bytes arrive (many
 frames in one read, one frame over many reads, a frame too big for the read buffer, raw
 numpy buffers out of band), over a plain socket or TLS, the receiver gets every frame whole,
 in order, once. A header announcing more than a link accepts, or bytes that are no frame,
-end the connection with a :class:`~deltaflow.scheduler.tcp.FrameError` at once: never an
+end the connection with a :class:`~deltaflow.scheduler.net.tcp.FrameError` at once: never an
 allocation of what they claim, never a wait for it."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from hypothesis import given, settings, strategies as st
 from tests.attacks import make_tls
 
 from deltaflow.operators.base import RunsBatch, UpdateBatch
-from deltaflow.scheduler import tcp
-from deltaflow.scheduler.tcp import (
+from deltaflow.scheduler.net import tcp
+from deltaflow.scheduler.net.tcp import (
     MAX_BUFFERS,
     MAX_FRAME,
     PART,
@@ -31,7 +31,7 @@ from deltaflow.scheduler.tcp import (
     _frame_head,
     encode,
 )
-from deltaflow.scheduler.tls import TLS
+from deltaflow.scheduler.net.tls import TLS
 
 
 @pytest.fixture(scope="module")

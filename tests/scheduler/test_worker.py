@@ -10,8 +10,8 @@ import trio
 
 import deltaflow as df
 from deltaflow.operators.base import Interest, UpdateBatch
+from deltaflow.scheduler.local.transport import ProgressChange
 from deltaflow.scheduler.runtime import Job
-from deltaflow.scheduler.transport import ProgressChange
 
 
 class Maps(df.Pipeline):

@@ -298,7 +298,7 @@ class ArrangeOperator(Operator):
         it is.
 
         This is also the arrangement's whole job when it is an *inlet* of its one reader
-        (:mod:`deltaflow.scheduler.plan`): the reader's actor calls it as it drains the port.
+        (:mod:`deltaflow.scheduler.local.plan`): the reader's actor calls it as it drains the port.
 
         >>> op = ArrangeOperator("arrange_by_self", Spine(Antichain([0])), by_self=True)
         >>> op.forward([(1, UpdateBatch(["a", "b"], [1, 1])), (2, UpdateBatch(["a"], [2]))])

@@ -75,8 +75,8 @@ if TYPE_CHECKING:
     from ..framework.trace.batch import Batch
     from ..operators.collection import DataflowBuilder
     from ..operators.io import OutputStore
-    from .plan import Plan
-    from .worker import Worker
+    from .local.plan import Plan
+    from .local.worker import Worker
 
 __all__ = [
     "Checkpointer",

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..operators.collection import Pipeline
-from .plan import Plan, make_plan
+from .local.plan import Plan, make_plan
 
 if TYPE_CHECKING:
     from ..operators.dataflow import DataflowSpec

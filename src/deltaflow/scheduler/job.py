@@ -1,5 +1,5 @@
 """A running job: :class:`Job`, which owns the workers and the handles the application feeds
-and reads them through, and :class:`_OpenJob`, the ``async with`` that runs the workers as
+and reads them through, and :class:`OpenJob`, the ``async with`` that runs the workers as
 tasks of a nursery.
 
     >>> import deltaflow as df, trio
@@ -43,13 +43,13 @@ from .collector import collector_tuned
 from .dashboard import Dashboard
 from .dashboard.server import close as close_listeners
 from .handles import InputHandle, OutputHandle
+from .local.plan import make_plan
+from .local.transport import InProcessTransport, Transport
+from .local.worker import Worker
 from .metrics import MetricsServer, check_metrics
-from .plan import make_plan
 from .sinks import SinkFeeds, check_sinks
 from .sources import SourceFeeds, check_sources
-from .transport import InProcessTransport, Transport
 from .validation import require_int, require_pipeline
-from .worker import Worker
 
 if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
     from exceptiongroup import BaseExceptionGroup
@@ -57,7 +57,7 @@ if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["Job", "check_progress"]
+__all__ = ["Job", "OpenJob", "check_progress"]
 
 
 class Job:
@@ -712,7 +712,7 @@ class _Named(dict[str, Any]):
         raise KeyError(msg)
 
 
-class _OpenJob:
+class OpenJob:
     def __init__(
         self,
         job: Job,

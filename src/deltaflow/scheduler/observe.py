@@ -33,8 +33,8 @@ import attrs
 import trio
 
 if TYPE_CHECKING:
+    from .local.worker import Worker
     from .runtime import Job
-    from .worker import Worker
 
 __all__ = [
     "Advances",

@@ -9,7 +9,7 @@ or dropped, becomes a pointstamp change the worker reports to the progress track
 A message delivered on the same worker is announced lazily: the mailbox remembers where the
 messages delivered in the current step begin (``fresh``), a drain reports only the messages
 before that point, and the worker announces the rest when the step ends
-(:meth:`~deltaflow.scheduler.worker.Worker.step`). A message sent and drained within one step
+(:meth:`~deltaflow.scheduler.local.worker.Worker.step`). A message sent and drained within one step
 (the common case along a chain of actors) so costs the trackers nothing, and the step's
 progress batch is exactly what it would be with eager announcements, net.
 
@@ -24,20 +24,20 @@ from collections.abc import Callable, Mapping
 from itertools import compress
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OperatorError
-from ..framework import tuning
-from ..framework.antichain import Antichain
-from ..framework.hashing import COLUMNS_FROM, SELF_HASHED_BELOW, owners, stable_hash
-from ..framework.lattice import less_equal, meet_all
-from ..operators.base import Interest, RunsBatch, UpdateBatch, expand_runs
-from ..operators.dataflow import identity_key
-from ..operators.linear import LinearOperator
+from ...errors import OperatorError
+from ...framework import tuning
+from ...framework.antichain import Antichain
+from ...framework.hashing import COLUMNS_FROM, SELF_HASHED_BELOW, owners, stable_hash
+from ...framework.lattice import less_equal, meet_all
+from ...operators.base import Interest, RunsBatch, UpdateBatch, expand_runs
+from ...operators.dataflow import identity_key
+from ...operators.linear import LinearOperator
 from .capability import Capability
 
 if TYPE_CHECKING:
-    from ..framework.lattice import Time
-    from ..framework.summary import PathSummary
-    from ..operators.base import Operator
+    from ...framework.lattice import Time
+    from ...framework.summary import PathSummary
+    from ...operators.base import Operator
     from .worker import Worker
 
 __all__ = ["Actor"]

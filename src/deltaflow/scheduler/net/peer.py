@@ -1,8 +1,8 @@
 """One process of a dataflow spread over several: a *peer* of a mesh, hosting a block of workers.
 
-:class:`PeerJob` is a :class:`~deltaflow.scheduler.runtime.Job` that runs only workers
+:class:`PeerJob` is a :class:`~deltaflow.scheduler.job.Job` that runs only workers
 ``[index * local, (index + 1) * local)`` of ``peers * local`` and reaches the others through a
-:class:`~deltaflow.scheduler.tcp.TcpTransport`. Its inputs take only this peer's updates (the
+:class:`~deltaflow.scheduler.net.tcp.TcpTransport`. Its inputs take only this peer's updates (the
 dataflow's exchanges route them to their owners); its outputs hold what reached this peer's
 workers.
 
@@ -29,19 +29,21 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from . import observe
-from .checkpoint import Capture, counters
-from .collector import GC_THRESHOLD, check_gc_threshold
+from .. import observe
+from ..checkpoint import Capture, counters
+from ..collector import GC_THRESHOLD, check_gc_threshold
+from ..feed import run_to_end
+from ..job import Job, OpenJob
+from ..validation import validate_updates
 from .door import Door
 from .handshake import check_secret
 from .mesh import CONNECT_TIMEOUT_S, Rendezvous, connect_mesh, plan_digest
-from .runtime import Job, _OpenJob, _run_to_end, _validate
 from .tcp import Link, TcpTransport
 
 if TYPE_CHECKING:
-    from ..operators.collection import DataflowBuilder, Pipeline
+    from ...operators.collection import DataflowBuilder, Pipeline
+    from ..local.transport import Transport
     from .tls import TLS
-    from .transport import Transport
 
 __all__ = ["Peer", "PeerJob", "open_peer", "run_peer"]
 
@@ -54,7 +56,7 @@ class PeerJob(Job):
     """Workers ``[index * local, (index + 1) * local)`` of a job spread over ``peers`` peers.
 
     Build it, connect it with :meth:`connect` (after a rendezvous, which needs
-    :attr:`digest`), then run it as any job (``_OpenJob``).
+    :attr:`digest`), then run it as any job (:class:`~deltaflow.scheduler.job.OpenJob`).
     """
 
     def __init__(
@@ -198,7 +200,7 @@ class PeerJob(Job):
         connect_timeout: float = CONNECT_TIMEOUT_S,
     ) -> None:
         """Rendezvous with the other peers and connect the mesh, every connection
-        authenticated with ``secret`` (see :func:`~deltaflow.scheduler.mesh.connect_mesh`)."""
+        authenticated with ``secret`` (see :func:`~deltaflow.scheduler.net.mesh.connect_mesh`)."""
         links = await connect_mesh(
             self.index,
             self.peers,
@@ -248,7 +250,7 @@ class Peer:
         job = self.job
         time = job.time
         for name, pairs in updates.items():
-            by_time = _validate(name, [(d, time, r) for d, r in pairs])
+            by_time = validate_updates(name, [(d, time, r) for d, r in pairs])
             if by_time:
                 data, diffs = by_time[time]
                 job.inputs[name]._extend(data, diffs)
@@ -304,7 +306,7 @@ async def _running(
     await job.connect(
         rendezvous, secret=secret, host=host, tls=tls, connect_timeout=connect_timeout
     )
-    async with _OpenJob(job, check_gc_threshold(gc_threshold)) as running:
+    async with OpenJob(job, check_gc_threshold(gc_threshold)) as running:
         assert running is job
         yield job
 
@@ -329,7 +331,7 @@ async def open_peer(
 
     ``rendezvous(my_address)`` returns every peer's ``"host:port"`` in index order (it may
     block: it runs in a thread). Every peer must be given the same ``secret`` (at least 16
-    bytes; :func:`~deltaflow.scheduler.handshake.new_secret` makes one): the mesh admits
+    bytes; :func:`~deltaflow.scheduler.net.handshake.new_secret` makes one): the mesh admits
     only connections that prove they hold it. ``host`` is the address this peer binds and
     publishes; ``tls`` runs every connection over TLS. ``connect_timeout`` bounds the wait
     for the other peers after the rendezvous. Leaving the block closes the inputs and waits
@@ -398,12 +400,12 @@ def run_peer(
     if unknown:
         msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
         raise TypeError(msg)
-    validated = {name: _validate(name, updates) for name, updates in feed.items()}
+    validated = {name: validate_updates(name, updates) for name, updates in feed.items()}
     security = (check_secret(secret), host, tls)
 
     async def main() -> dict[str, Updates]:
         async with _running(job, _threaded(rendezvous), security, connect_timeout, gc_threshold):
-            return await _run_to_end(job, validated)
+            return await run_to_end(job, validated)
 
     result = trio.run(main)
     return result["output"] if job.builder.single_output else result

@@ -33,16 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..errors import OperatorError
-from ..framework import tuning
-from ..framework.lattice import Product
-from ..framework.progress import ProgressTracker
-from ..operators.linear import LinearOperator
+from ...errors import OperatorError
+from ...framework import tuning
+from ...framework.lattice import Product
+from ...framework.progress import ProgressTracker
+from ...operators.linear import LinearOperator
 from .actor import Actor
 from .capability import Capability
 
 if TYPE_CHECKING:
-    from ..framework.lattice import Time
+    from ...framework.lattice import Time
     from .plan import Plan
     from .transport import ProgressChange, Transport
 

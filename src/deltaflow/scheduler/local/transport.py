@@ -1,6 +1,6 @@
 """How workers reach each other: data messages to one worker, progress batches to all.
 
-A :class:`~deltaflow.scheduler.worker.Worker` never touches another worker directly: a message
+A :class:`~deltaflow.scheduler.local.worker.Worker` never touches another worker directly: a message
 for an actor on another worker and the pointstamp changes of each step go through its job's
 :class:`Transport`. What every transport must keep, and what makes the progress protocol
 sound with any delays (timely dataflow's argument):

@@ -6,17 +6,17 @@ worker processes, one ``allGather`` of a Spark barrier stage for the Spark adapt
 then dials every peer ``j < i`` and accepts a connection from every ``j > i``.
 
 Every connection is authenticated before anything on it is decoded
-(:mod:`deltaflow.scheduler.handshake`): both ends prove they hold the job's secret, and say
+(:mod:`deltaflow.scheduler.net.handshake`): both ends prove they hold the job's secret, and say
 which peer they are and which dataflow they run (a digest of the plan), so peers running
 different pipelines fail at once, naming each other, instead of exchanging nonsense. A
 connection that fails the exchange (a stranger, a port scanner, a peer of another job) is
 closed and logged at ``WARNING``, and the mesh waits on for its own peers; each connection
 is handled apart, with its own deadline, so none can hold up the others, and a connection
 claiming a peer already connected is refused. The listening port closes once every peer is
-in. With ``tls``, each connection runs TLS first (:mod:`deltaflow.scheduler.tls`).
+in. With ``tls``, each connection runs TLS first (:mod:`deltaflow.scheduler.net.tls`).
 
     >>> import trio
-    >>> from deltaflow.scheduler.handshake import new_secret
+    >>> from deltaflow.scheduler.net.handshake import new_secret
     >>> secret = new_secret()
     >>> async def two_peers():
     ...     addresses = {}
@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..errors import PeerLostError
+from ...errors import PeerLostError
 from .door import Door, accept_forever
 from .handshake import (
     HANDSHAKE_TIMEOUT_S,
@@ -67,7 +67,7 @@ if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport th
     from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
-    from .plan import Plan
+    from ..local.plan import Plan
     from .tls import TLS
 
 __all__ = ["CONNECT_TIMEOUT_S", "connect_mesh", "first_error", "plan_digest"]
@@ -130,8 +130,8 @@ async def connect_mesh(
 
     ``connect_timeout`` bounds the wait for the other peers once the rendezvous has
     answered; each connection also has
-    :data:`~deltaflow.scheduler.handshake.HANDSHAKE_TIMEOUT_S` to complete its exchange.
-    ``door`` (:class:`~deltaflow.scheduler.door.Door`) counts what the listener refused and
+    :data:`~deltaflow.scheduler.net.handshake.HANDSHAKE_TIMEOUT_S` to complete its exchange.
+    ``door`` (:class:`~deltaflow.scheduler.net.door.Door`) counts what the listener refused and
     turned away; a fresh one by default.
 
     Raises:

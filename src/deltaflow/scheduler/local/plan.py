@@ -43,11 +43,11 @@ from typing import Any
 
 import attrs
 
-from ..framework.progress import GraphBuilder, ProgressGraph
-from ..framework.summary import PathSummary
-from ..operators.dataflow import DataflowSpec, Edge, NodeSpec
-from ..operators.inlet import Inlet
-from ..operators.linear import LinearOperator, Step
+from ...framework.progress import GraphBuilder, ProgressGraph
+from ...framework.summary import PathSummary
+from ...operators.dataflow import DataflowSpec, Edge, NodeSpec
+from ...operators.inlet import Inlet
+from ...operators.linear import LinearOperator, Step
 
 __all__ = ["InletSpec", "PhysicalNode", "Plan", "make_plan"]
 

@@ -1,16 +1,16 @@
 """``processes=P``: a job's workers in P fresh interpreters, driven from the caller's trio loop.
 
 The caller hosts no worker. It starts P interpreters (``python -m
-deltaflow.scheduler.processes``, so the user's script needs no ``if __name__ ==
+deltaflow.scheduler.net.processes``, so the user's script needs no ``if __name__ ==
 "__main__"`` guard), each holding one end of a socket pair: the *control* stream, which
 nobody else can reach. Over it the caller ships the pipeline (pickled with cloudpickle:
 lambdas and classes of ``__main__`` travel by value) and a fresh secret for the job, acts as
-the rendezvous of the processes' TCP mesh on loopback (:mod:`deltaflow.scheduler.mesh`, which
+the rendezvous of the processes' TCP mesh on loopback (:mod:`deltaflow.scheduler.net.mesh`, which
 admits only connections that prove they hold the secret), forwards what the application
 feeds to the worker that owns it, and receives every output's consolidated updates with the
 frontier they complete.
 
-Each process runs a :class:`~deltaflow.scheduler.peer.PeerJob` of ``W / P`` workers. Its
+Each process runs a :class:`~deltaflow.scheduler.net.peer.PeerJob` of ``W / P`` workers. Its
 output stores report ``(updates, frontier)`` in that order on the control stream, so once
 every process has reported a frontier past time ``t`` the caller holds all of ``t``'s
 updates: the caller's store advances to the meet of the processes' frontiers and publishes
@@ -48,22 +48,22 @@ import attrs
 import cloudpickle  # type: ignore[import-untyped]
 import trio
 
-from ..errors import CheckpointError, JobClosedError, PeerLostError
-from ..framework.antichain import Antichain
-from ..operators.base import UpdateBatch
-from .checkpoint import settled
-from .collector import GC_THRESHOLD
+from ...errors import CheckpointError, JobClosedError, PeerLostError
+from ...framework.antichain import Antichain
+from ...operators.base import UpdateBatch
+from ..checkpoint import settled
+from ..collector import GC_THRESHOLD
+from ..job import Job, OpenJob
 from .handshake import new_secret
 from .mesh import CONNECT_TIMEOUT_S, first_error
 from .peer import PeerJob
 from .remote_errors import ErrorReport
-from .runtime import Job, _OpenJob
 from .tcp import FrameError, Link, describe_workers
 
 if TYPE_CHECKING:
-    from ..operators.collection import Pipeline
-    from .transport import ProgressChange, Transport
-    from .worker import Worker
+    from ...operators.collection import Pipeline
+    from ..local.transport import ProgressChange, Transport
+    from ..local.worker import Worker
 
 __all__ = ["ProcessJob", "ProcessPool", "main"]
 
@@ -82,7 +82,7 @@ class _Process:
         mine, theirs = socket.socketpair()
         with theirs:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "deltaflow.scheduler.processes", str(theirs.fileno())],
+                [sys.executable, "-m", "deltaflow.scheduler.net.processes", str(theirs.fileno())],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
             )
@@ -878,7 +878,7 @@ async def _run_job(control: Link, given: _Job) -> None:
             control.flush_now()
             try:
                 with contextlib.suppress(Exception):  # ``job.fail`` reported it to the caller
-                    async with _OpenJob(job, job.gc_threshold):
+                    async with OpenJob(job, job.gc_threshold):
                         await job._wait_for(job._finished)
             except KeyboardInterrupt as exc:
                 job.fail(exc)  # reported too (unless a failure came first)

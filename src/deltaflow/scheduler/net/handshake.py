@@ -21,12 +21,12 @@ nothing else, not which peer it reached nor which plan runs there.
 
 A dialer whose connection is closed before the listener's hello arrives (a listener out of
 file descriptors, or turning away its oldest waiting connection in a flood of strangers:
-:mod:`deltaflow.scheduler.door`) dials again, for up to :data:`HANDSHAKE_TIMEOUT_S`
+:mod:`deltaflow.scheduler.net.door`) dials again, for up to :data:`HANDSHAKE_TIMEOUT_S`
 (:func:`dial`).
 
 The exchange proves who is at the other end, not that the bytes after it are untouched: on a
 network where someone can alter traffic in flight, run the connection over TLS
-(:class:`~deltaflow.scheduler.tls.TLS`), which this exchange then runs inside.
+(:class:`~deltaflow.scheduler.net.tls.TLS`), which this exchange then runs inside.
 
     >>> secret = new_secret()
     >>> mine, theirs = Hello.fresh(0, b"plan"), Hello.fresh(1, b"plan")
@@ -34,7 +34,7 @@ network where someone can alter traffic in flight, run the connection over TLS
     >>> check_proof(new_secret(), DIAL, theirs, mine, proof(secret, DIAL, theirs, mine))
     Traceback (most recent call last):
     ...
-    deltaflow.scheduler.handshake.HandshakeError: the other end does not hold the job's secret
+    deltaflow.scheduler.net.handshake.HandshakeError: the other end does not hold the job's secret
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """TLS for a job's connections across a network you do not trust.
 
 Every connection between a job's processes is authenticated with the job's secret
-(:mod:`deltaflow.scheduler.handshake`) whether or not it is encrypted. On one machine
+(:mod:`deltaflow.scheduler.net.handshake`) whether or not it is encrypted. On one machine
 (``processes=``, Spark in local mode) that is all it needs: only the machine's own
 administrator can see or alter loopback traffic. Between hosts, pass ``tls=TLS(...)`` to the
-Spark adapter (or to :func:`~deltaflow.scheduler.peer.open_peer`): each connection then runs
+Spark adapter (or to :func:`~deltaflow.scheduler.net.peer.open_peer`): each connection then runs
 TLS first, both ends presenting a certificate the other checks against ``ca``, and the
 secret's exchange runs inside it.
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, final
 
-from ..framework.lattice import less_equal
+from ...framework.lattice import less_equal
 
 if TYPE_CHECKING:
-    from ..framework.lattice import Time
+    from ...framework.lattice import Time
     from .actor import Actor
 
 __all__ = ["Capability"]

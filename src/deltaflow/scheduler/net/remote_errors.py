@@ -50,8 +50,8 @@ from typing import Any
 import attrs
 import cloudpickle  # type: ignore[import-untyped]
 
-from .. import errors
-from ..errors import DeltaflowError, OperatorError, RemoteTraceback
+from ... import errors
+from ...errors import DeltaflowError, OperatorError, RemoteTraceback
 
 __all__ = ["ErrorReport"]
 

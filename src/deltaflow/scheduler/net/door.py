@@ -15,7 +15,7 @@ serving whatever strangers do:
   soon as the dialer's proof holds, before the listener proves itself: one the door turns
   away has never been told it is in. It is turned away with a reset (:func:`reset`), which a
   dialer tells from a refusal and answers by dialing again
-  (:func:`~deltaflow.scheduler.handshake.dial`).
+  (:func:`~deltaflow.scheduler.net.handshake.dial`).
 - **Accepting never fails the server.** ``accept()`` failing (``EMFILE``/``ENFILE``: the
   process or the system is out of file descriptors; ``ENOBUFS``, ``ENOMEM``; anything the
   system says) is transient: the server logs it and accepts again, at once when the door

@@ -10,17 +10,17 @@ hostile peer, whose connection is then closed, never an allocation of what it cl
 keep their frames well below that (:data:`SPLIT_FRAME`).
 
 A link carries frames only once its connection is authenticated
-(:mod:`deltaflow.scheduler.handshake`): a link of a mesh is made by
-:func:`~deltaflow.scheduler.mesh.connect_mesh` after the exchange, and a control link is one
+(:mod:`deltaflow.scheduler.net.handshake`): a link of a mesh is made by
+:func:`~deltaflow.scheduler.net.mesh.connect_mesh` after the exchange, and a control link is one
 end of a socket pair the caller made for its own child.
 
 :class:`TcpTransport` hosts a contiguous block of a job's workers in this process. Between
-them it delivers directly, as :class:`~deltaflow.scheduler.transport.InProcessTransport`
+them it delivers directly, as :class:`~deltaflow.scheduler.local.transport.InProcessTransport`
 does; to a worker in another process it queues the message on the one link to that process,
 and a step's progress batch goes to the local workers at once and on every link after the
 data it accounts for. One stream per pair of processes is one FIFO per pair of workers,
 which is all the progress protocol asks of a transport (see
-:mod:`deltaflow.scheduler.transport`).
+:mod:`deltaflow.scheduler.local.transport`).
 
     >>> frame = encode([("d", 1, 2, 0, 0, "payload")])
     >>> decode(frame[1], [])
@@ -38,14 +38,14 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..errors import PeerLostError
-from ..framework.tuning import PART, SPLIT_FRAME, TCP_READ_CHUNK as _CHUNK
-from ..operators.base import RunsBatch, UpdateBatch
+from ...errors import PeerLostError
+from ...framework.tuning import PART, SPLIT_FRAME, TCP_READ_CHUNK as _CHUNK
+from ...operators.base import RunsBatch, UpdateBatch
 from .remote_errors import ErrorReport
 
 if TYPE_CHECKING:
-    from .transport import ProgressChange
-    from .worker import Worker
+    from ..local.transport import ProgressChange
+    from ..local.worker import Worker
 
 __all__ = [
     "MAX_FRAME",
@@ -360,7 +360,7 @@ def _frame_head(
     >>> _frame_head(bytearray(b"GET / HTTP/1.1\\r\\n"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    deltaflow.scheduler.tcp.FrameError: a frame header announces 6073139484287059271 bytes...
+    deltaflow.scheduler.net.tcp.FrameError: a frame header announces 6073139484287059271 bytes...
     """
     if len(buf) < _HEAD.size:
         return None
