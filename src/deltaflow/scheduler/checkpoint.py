@@ -653,7 +653,7 @@ class Checkpointer:
             for actor in worker.actors:
                 node = layout.nodes.get(actor.index)
                 operator = actor.operator
-                held = [(port, t) for port, times in enumerate(actor._held) for t in times]
+                held = actor.held_times()
                 if held and actor.index not in inputs:
                     if node is None or not hasattr(operator, "save"):
                         msg = (

@@ -541,11 +541,16 @@ class Job:
         try:
             time = self.time
             self.flush()
-            await self._wait_for(lambda: self._complete_before(time) and self._quiescent())
+            await self._settle(time)
             await self._write_checkpoint(checkpointer, time)
         finally:
             self._checkpointing = False
         return time
+
+    async def _settle(self, time: int) -> None:
+        """Wait until every update before ``time`` is processed and nothing is in flight:
+        the state a checkpoint at ``time`` takes."""
+        await self._wait_for(lambda: self._complete_before(time) and self._quiescent())
 
     def _checkpoints_itself(self) -> bool:
         """Whether this job writes (and commits) its checkpoints on its own: the one at the

@@ -348,7 +348,19 @@ class Actor:
         self.interest = interest is Interest.ALWAYS
 
     # -- runtime side --------------------------------------------------------------------
-    def _source_change(self, port: int, time: Time, delta: int) -> None:
+    def hold_initial(self, port: int, time: Time) -> None:
+        """Count a start-up capability at ``time`` on ``port``: every tracker counts it
+        already, so nothing is reported."""
+        held = self._held[port]
+        held[time] = held.get(time, 0) + 1
+
+    def held_times(self) -> list[tuple[int, Time]]:
+        """Every ``(port, time)`` this actor holds a capability at (what a checkpoint keeps)."""
+        return [(port, t) for port, times in enumerate(self._held) for t in times]
+
+    def source_change(self, port: int, time: Time, delta: int) -> None:
+        """A capability at ``time`` on ``port`` minted (``delta`` 1) or dropped (-1): counted
+        here and reported to the worker's progress."""
         held = self._held[port]
         n = held.get(time, 0) + delta
         if n:

@@ -55,15 +55,14 @@ class Capability:
     def _mint(cls, actor: Actor, port: int, time: Time) -> Capability:
         """A new capability, reported to the actor's progress counts."""
         cap = cls._new(actor, port, time)
-        actor._source_change(port, time, 1)
+        actor.source_change(port, time, 1)
         return cap
 
     @classmethod
     def _initial(cls, actor: Actor, port: int, time: Time) -> Capability:
         """A start-up capability: every tracker already counts it, so report nothing."""
         cap = cls._new(actor, port, time)
-        held = actor._held[port]
-        held[time] = held.get(time, 0) + 1
+        actor.hold_initial(port, time)
         return cap
 
     @property
@@ -101,8 +100,8 @@ class Capability:
                 "greater or equal; drop the capability instead"
             )
             raise ValueError(msg)
-        self._actor._source_change(self._port, time, 1)
-        self._actor._source_change(self._port, self._time, -1)
+        self._actor.source_change(self._port, time, 1)
+        self._actor.source_change(self._port, self._time, -1)
         self._time = time
 
     def delayed(self, time: Time) -> Capability:
@@ -120,7 +119,7 @@ class Capability:
         """Release the capability; downstream frontiers may then pass its time."""
         self._ensure_valid()
         self._valid = False
-        self._actor._source_change(self._port, self._time, -1)
+        self._actor.source_change(self._port, self._time, -1)
 
     def __repr__(self) -> str:
         state = "" if self._valid else ", dropped"

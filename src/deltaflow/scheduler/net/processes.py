@@ -62,6 +62,7 @@ from .tcp import FrameError, Link, describe_workers
 
 if TYPE_CHECKING:
     from ...operators.collection import Pipeline
+    from ..checkpoint import Checkpointer
     from ..local.transport import ProgressChange, Transport
     from ..local.worker import Worker
 
@@ -615,47 +616,37 @@ class ProcessJob(Job):
             raise CheckpointError("; ".join(failed))
         return replies
 
-    async def checkpoint(self) -> int:
-        """As :meth:`Job.checkpoint`: each process writes its workers' share once the
-        dataflow is quiescent, the caller its outputs' collections and the manifest."""
-        checkpointer = self.checkpointer
-        if checkpointer is None:
-            msg = "checkpoint(): this job was opened without checkpoint=LOCATION"
-            raise ValueError(msg)
-        self.check_usable()
-        self._check_not_checkpointing("checkpoint()")
-        self._checkpointing = True
+    async def _settle(self, time: int) -> None:
+        """As :meth:`Job._settle`, across the processes: rounds of idle counts until two
+        agree and nothing is in flight (see PeerJob.settle); no process wakes again before
+        the caller feeds it."""
+        await self._wait_for(lambda: self._complete_before(time))
+        last: list[tuple[int, int]] | None = None
+        while True:
+            counts = [(r[1], r[2]) for r in await self._ask(("settle",))]
+            if settled(last, counts):
+                break
+            last = counts
+
+    async def _write_checkpoint(self, checkpointer: Checkpointer, time: int) -> None:
+        """Each process writes its workers' share, then the caller its outputs'
+        collections and the manifest."""
+        sequence = checkpointer.sequence
+        checkpointer.started()  # the processes write their shares first
         try:
-            time = self.time
-            self.flush()
-            await self._wait_for(lambda: self._complete_before(time))
-            # Rounds of idle counts until two agree and nothing is in flight (see
-            # PeerJob.settle): no process wakes again before the caller feeds it.
-            last: list[tuple[int, int]] | None = None
-            while True:
-                counts = [(r[1], r[2]) for r in await self._ask(("settle",))]
-                if settled(last, counts):
-                    break
-                last = counts
-            sequence = checkpointer.sequence
-            checkpointer.started()  # the processes write their shares first
-            try:
-                replies = await self._ask(("checkpoint", sequence, sequence - 1))
-                capture = checkpointer.capture(
-                    self.layout, [], self.builder.stores, current=True, pending=False
-                )
-                own = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
-                fragments = [own, *(r[1] for r in replies)]
-                header = self._header(time, sequence)
-                await trio.to_thread.run_sync(checkpointer.commit, header, fragments)
-            except BaseException:
-                checkpointer.failed(time)
-                raise
-            checkpointer.committed(capture, own, sequence)
-            self._sources.committed(time, header["sources"])
-        finally:
-            self._checkpointing = False
-        return time
+            replies = await self._ask(("checkpoint", sequence, sequence - 1))
+            capture = checkpointer.capture(
+                self.layout, [], self.builder.stores, current=True, pending=False
+            )
+            own = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
+            fragments = [own, *(r[1] for r in replies)]
+            header = self._header(time, sequence)
+            await trio.to_thread.run_sync(checkpointer.commit, header, fragments)
+        except BaseException:
+            checkpointer.failed(time)
+            raise
+        checkpointer.committed(capture, own, sequence)
+        self._sources.committed(time, header["sources"])
 
     def _placement(self) -> str:
         return f"{self.peers * self.local} workers, {self.peers} processes"
