@@ -139,11 +139,11 @@ memoryviews; more are gathered by numpy in one pass (W4 rounds after the load: 3
 numpy, 390.1e6 with memoryviews; RESULTS, W4)."""
 
 DELTA_BUDGET = 100_000
-"""``delta/lookup.py`` ``BUDGET``: records a delta query's lookup makes per activation before
+"""``delta/rule.py`` ``BUDGET``: records a delta query's lookup makes per activation before
 the others may run (a hub's round spread over activations)."""
 
 DELTA_CHUNK = 64
-"""``delta/lookup.py`` ``CHUNK``: records a phase takes at once: a hub key's proposals for a
+"""``delta/rule.py`` ``CHUNK``: records a phase takes at once: a hub key's proposals for a
 chunk stay a few megabytes, and per-chunk costs vanish (W3 hub, RESULTS)."""
 
 DELTA_COMPACT_ABOVE = 4096

@@ -456,10 +456,10 @@ def test_records_go_through_in_small_chunks(
 ) -> None:
     """Records split into chunks and activations (a hub's proposals are never all held)
     give the same answer."""
-    from deltaflow.operators.delta import lookup
+    from deltaflow.operators.delta import rule
 
-    monkeypatch.setattr(lookup.RuleOperator, "CHUNK", 2)
-    monkeypatch.setattr(lookup.RuleOperator, "BUDGET", 3)
+    monkeypatch.setattr(rule.RuleOperator, "CHUNK", 2)
+    monkeypatch.setattr(rule.RuleOperator, "BUDGET", 3)
     check_query(("a", "b", "c"), TRIANGLE, workers, e=edges)
 
 
