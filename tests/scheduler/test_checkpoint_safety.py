@@ -593,7 +593,7 @@ import json, sys
 sys.path.insert(0, {repo!r})
 from tests.scheduler.test_checkpoint import ALL
 from tests.jobs import pipeline_of
-from deltaflow.scheduler.checkpoint import state_layout
+from deltaflow.scheduler.state_layout import state_layout
 from deltaflow.scheduler.local.plan import make_plan
 
 out = {{}}

@@ -31,14 +31,7 @@ from ..operators.collection import DataflowBuilder, Pipeline
 from ..operators.delta.build import statistics as delta_statistics
 from . import observe
 from .accounting import Rejected, make_accounts
-from .checkpoint import (
-    Checkpointer,
-    StateLayout,
-    check_code,
-    check_pipeline,
-    counters,
-    state_layout,
-)
+from .checkpoint import Checkpointer, counters
 from .collector import collector_tuned
 from .dashboard import Dashboard
 from .dashboard.server import close as close_listeners
@@ -49,6 +42,7 @@ from .local.worker import Worker
 from .metrics import MetricsServer, check_metrics
 from .sinks import SinkFeeds, check_sinks
 from .sources import SourceFeeds, check_sources
+from .state_layout import StateLayout, check_code, check_pipeline, state_layout
 from .validation import require_int, require_pipeline
 
 if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on

@@ -74,13 +74,7 @@ import trio
 from ...errors import CheckpointError, DeltaflowError, PeerLostError
 from ...operators.collection import Pipeline
 from ...scheduler.accounting import InputAccount, Rejected, make_accounts
-from ...scheduler.checkpoint import (
-    Checkpointer,
-    check_code,
-    check_pipeline,
-    settled,
-    state_layout,
-)
+from ...scheduler.checkpoint import Checkpointer, settled
 from ...scheduler.local.plan import make_plan
 from ...scheduler.net.door import Door, reset
 from ...scheduler.net.handshake import (
@@ -91,6 +85,7 @@ from ...scheduler.net.handshake import (
 )
 from ...scheduler.net.tcp import FrameError
 from ...scheduler.net.tls import TLS
+from ...scheduler.state_layout import check_code, check_pipeline, state_layout
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
 from ._convert import InputLayout, OutputLayout, tag_inputs
 from ._errors import from_spark, from_text, raise_from, report_text, translated

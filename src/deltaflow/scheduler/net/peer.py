@@ -345,7 +345,7 @@ async def open_peer(
     (:meth:`~deltaflow.scheduler.checkpoint.Checkpointer.commit`, with :meth:`Peer.header`).
     A peer neither locks the location nor checks the operators' code: the coordinator does,
     before the peers start (:meth:`~deltaflow.scheduler.checkpoint.Checkpointer.lock`,
-    :func:`~deltaflow.scheduler.checkpoint.check_code`), as a Spark stream's driver does.
+    :func:`~deltaflow.scheduler.state_layout.check_code`), as a Spark stream's driver does.
 
     Raises:
         ValueError: the peers run different dataflows; a secret under 16 bytes.
