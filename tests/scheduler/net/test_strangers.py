@@ -30,7 +30,7 @@ import deltaflow as df
 from deltaflow.errors import PeerLostError
 from deltaflow.scheduler.net.processes import ProcessJob, _Control
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Counts(df.Pipeline):
