@@ -313,7 +313,7 @@ _SHORT_OF_FILES = textwrap.dedent(
 
     import deltaflow as df
     from deltaflow.scheduler.net.processes import _Control
-    from tests.scheduler.test_strangers import UPDATES, Counts
+    from tests.scheduler.net.test_strangers import UPDATES, Counts
 
     original = _Control._rendezvous
 
