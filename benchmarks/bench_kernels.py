@@ -42,8 +42,8 @@ import deltaflow as df
 from deltaflow.framework import kernels
 from deltaflow.framework.lattice import Product
 from deltaflow.operators.arrange import RawBatch
-from deltaflow.operators.history import KeyedHistory
-from deltaflow.operators.join_kernel import SortedRuns
+from deltaflow.operators.join.history import KeyedHistory
+from deltaflow.operators.join.kernel import SortedRuns
 
 
 def emit(record: dict[str, Any]) -> None:

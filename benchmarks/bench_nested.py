@@ -33,7 +33,7 @@ from bench_workloads import emit
 
 import deltaflow as df
 from deltaflow.graphs import reachable_pairs
-from deltaflow.scheduler.actor import Actor
+from deltaflow.scheduler.local.actor import Actor
 from deltaflow.testing import accumulate
 
 __all__ = ["Nested", "main", "nested_input"]

@@ -11,7 +11,7 @@
 * ``w2.interactive`` — W2 (reachability) single-edge rounds/s in one process and with
   ``processes=2``.
 * ``tcp.batch`` — one update batch of 10,000,000 ``(int, int)`` pairs from a worker in one
-  process to a worker in another through :class:`~deltaflow.scheduler.tcp.TcpTransport`,
+  process to a worker in another through :class:`~deltaflow.scheduler.net.tcp.TcpTransport`,
   against ``pickle.loads(pickle.dumps(batch, 5))`` in one process.
 * ``tls`` — what TLS costs a link: the same batch, and 5,000 round trips of a small frame
   between two processes (a progress message and its answer), over plain authenticated TCP
@@ -41,9 +41,9 @@ from workloads import w2_reach, w4_bfs
 
 import deltaflow as df
 from deltaflow.operators.base import UpdateBatch
-from deltaflow.scheduler.handshake import new_secret
-from deltaflow.scheduler.mesh import connect_mesh
-from deltaflow.scheduler.tcp import TcpTransport
+from deltaflow.scheduler.net.handshake import new_secret
+from deltaflow.scheduler.net.mesh import connect_mesh
+from deltaflow.scheduler.net.tcp import TcpTransport
 
 
 def emit(record: dict[str, Any]) -> None:

@@ -51,7 +51,7 @@ import deltaflow as df
 from deltaflow.framework.lattice import Product
 from deltaflow.graphs import scc
 from deltaflow.operators.reduce.operator import ReduceOperator
-from deltaflow.scheduler.actor import Actor
+from deltaflow.scheduler.local.actor import Actor
 
 __all__ = ["SccAll", "SccAt", "graph", "main"]
 

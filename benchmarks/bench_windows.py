@@ -104,7 +104,7 @@ class Sessions(df.Pipeline):
     def build(self, events: df.Collection) -> df.Collection:
         if not self.reduction:
             return events.window(df.session(5), at=ts_of, key=lambda e: e[0])
-        from deltaflow.operators.sessions import session_logic
+        from deltaflow.operators.windows.sessions import session_logic
 
         pairs = events.map(lambda e: (e[0], (e[1], e)))
         return pairs.reduce(session_logic(5)).map(lambda kv: kv[1])

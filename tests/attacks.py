@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from deltaflow.scheduler.tcp import encode
-from deltaflow.scheduler.tls import TLS
+from deltaflow.scheduler.net.tcp import encode
+from deltaflow.scheduler.net.tls import TLS
 
 #: What a stranger sends: a pickle that creates a marker file when loaded, random bytes, a
 #: frame header announcing an absurd length, an HTTP request, or nothing.

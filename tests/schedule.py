@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from deltaflow.operators.base import RunsBatch
+from deltaflow.scheduler.local.transport import InProcessTransport, ProgressChange
 from deltaflow.scheduler.runtime import Job
-from deltaflow.scheduler.transport import InProcessTransport, ProgressChange
 
 if TYPE_CHECKING:
-    from deltaflow.scheduler.transport import Transport
-    from deltaflow.scheduler.worker import Worker
+    from deltaflow.scheduler.local.transport import Transport
+    from deltaflow.scheduler.local.worker import Worker
 
 __all__ = ["ScheduledTransport", "scheduled"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.command_line import cli
 
 import deltaflow as df
 
@@ -83,18 +84,6 @@ class Climb(df.Pipeline):
 
 instance = Totals()
 '''
-
-
-def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
-    return subprocess.run(
-        [sys.executable, "-m", "deltaflow", *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
 
 
 @pytest.fixture

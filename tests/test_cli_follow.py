@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.test_cli_accounting import PIPELINES, cli
+from tests.command_line import PIPELINES, cli
 
 import deltaflow as df
 

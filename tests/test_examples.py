@@ -8,30 +8,14 @@ skipped with the reason.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tests.harness import import_example
 
 import deltaflow as df
 from deltaflow.graphs import reachable_pairs
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-def import_example(name: str) -> ModuleType:
-    """Import ``examples/<name>.py`` as the module ``deltaflow_example_<name>``."""
-    spec = importlib.util.spec_from_file_location(
-        f"deltaflow_example_{name}", EXAMPLES / f"{name}.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def load(name: str, *needs: str) -> ModuleType:

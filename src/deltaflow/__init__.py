@@ -64,8 +64,8 @@ from .operators.windows import (
 )
 from .scheduler.accounting import Rejected as Rejected
 from .scheduler.graph import graph as graph
+from .scheduler.net.tls import TLS as TLS
 from .scheduler.runtime import Job as Job, open as open, run as run
-from .scheduler.tls import TLS as TLS
 
 __all__ = [
     "TLS",

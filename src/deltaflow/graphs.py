@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
+from .framework.tuning import ROUNDS_PER_LEVEL
 from .operators.collection import Collection, Pipeline
 from .operators.iterate import LoopScope, Variable
 
@@ -68,11 +69,6 @@ __all__ = [
 ]
 
 Node = TypeVar("Node", bound=Hashable)
-
-ROUNDS_PER_LEVEL = 256
-"""Rounds between the priority levels of :func:`propagate_at`: labels of priority ``p`` enter
-at round ``ROUNDS_PER_LEVEL * p.bit_length()``, time enough for the labels of the levels
-before to have spread (rounds where nothing happens cost nothing)."""
 
 
 def reachability(roots: Collection, edges: Collection) -> Collection:

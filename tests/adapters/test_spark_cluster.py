@@ -15,8 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.adapters.test_spark_run import expected, random_edges, rows, triples
-from tests.adapters.test_spark_stream import BATCHES, Collected, source, write_batch
+from tests.adapters.spark_data import (
+    BATCHES,
+    Collected,
+    expected,
+    random_edges,
+    rows,
+    source,
+    triples,
+    write_batch,
+)
 
 import deltaflow as df
 

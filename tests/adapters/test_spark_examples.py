@@ -7,7 +7,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from tests.test_examples import EXAMPLES, import_example
+from tests.harness import EXAMPLES, import_example
 
 pytestmark = pytest.mark.spark
 

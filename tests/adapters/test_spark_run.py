@@ -7,7 +7,6 @@ compares the rows with the flattened updates.
 
 from __future__ import annotations
 
-import random
 import sys
 import time
 from pathlib import Path
@@ -15,43 +14,13 @@ from typing import Any
 
 import pytest
 from tests.adapters import spark_pipelines as pipes
+from tests.adapters.spark_data import expected, random_edges, rows, triples
 
 import deltaflow as df
 
 pytestmark = pytest.mark.spark
 
 dfspark = pytest.importorskip("deltaflow.adapters.spark")
-from deltaflow.adapters.spark._convert import flatten  # noqa: E402
-
-
-def rows(frame: Any) -> list[tuple[Any, ...]]:
-    """A DataFrame's rows as sorted tuples (``None`` sorts first)."""
-    return sorted((tuple(r) for r in frame.collect()), key=repr)
-
-
-def expected(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, ...]]:
-    """``df.run``'s updates as the rows ``dfspark.run`` returns."""
-    return sorted(((*flatten(d), t, r) for d, t, r in updates), key=repr)
-
-
-def triples(frame_rows: list[tuple[Any, ...]]) -> list[tuple[Any, int, int]]:
-    """Rows ``(cols..., time, diff)`` as ``df.run`` inputs (one column: its value)."""
-    return [((r[0] if len(r) == 3 else r[:-2]), r[-2], r[-1]) for r in frame_rows]
-
-
-def random_edges(seed: int, nodes: int, count: int, times: int) -> list[tuple[int, int, int, int]]:
-    """Edges ``(src, dst, time, diff)``: insertions at time 0, then changes at later times."""
-    rng = random.Random(seed)
-    live = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(count)]
-    out = [(s, d, 0, 1) for s, d in live]
-    for t in range(1, times):
-        for _ in range(3):
-            s, d = live.pop(rng.randrange(len(live)))
-            out.append((s, d, t, -1))
-            new = (rng.randrange(nodes), rng.randrange(nodes))
-            live.append(new)
-            out.append((*new, t, 1))
-    return out
 
 
 @pytest.mark.parametrize("partitions", [2, 3])

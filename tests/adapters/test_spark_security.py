@@ -17,8 +17,15 @@ from typing import Any
 
 import pytest
 from tests.adapters import spark_pipelines as pipes
-from tests.adapters.test_spark_run import expected, random_edges, rows
-from tests.adapters.test_spark_stream import BATCHES, Collected, source, write_batch
+from tests.adapters.spark_data import (
+    BATCHES,
+    Collected,
+    expected,
+    random_edges,
+    rows,
+    source,
+    write_batch,
+)
 from tests.attacks import ATTACKS, FileGather, Stranger, make_tls, payload, split_address
 
 import deltaflow as df
@@ -26,6 +33,7 @@ import deltaflow as df
 pytestmark = pytest.mark.spark
 
 dfspark = pytest.importorskip("deltaflow.adapters.spark")
+
 from deltaflow.adapters.spark import _batch, _stream  # noqa: E402
 from deltaflow.adapters.spark._convert import OutputLayout, tag_inputs  # noqa: E402
 from deltaflow.adapters.spark._logs import records_accumulator, relog  # noqa: E402

@@ -5,55 +5,19 @@ at that time."""
 from __future__ import annotations
 
 import datetime
-import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.adapters import spark_pipelines as pipes
+from tests.adapters.spark_data import BATCHES, Collected, source, write_batch
 
 import deltaflow as df
 
 pytestmark = pytest.mark.spark
 
 dfspark = pytest.importorskip("deltaflow.adapters.spark")
-
-
-class Collected:
-    """A ``foreach_batch`` sink that keeps every micro-batch's rows, by batch id; it reads the
-    frame twice (a count, then the rows), as a sink may."""
-
-    def __init__(self) -> None:
-        self.batches: dict[int, list[tuple[Any, ...]]] = {}
-        self.lock = threading.Lock()
-
-    def __call__(self, frame: Any, batch_id: int) -> None:
-        count = frame.count()
-        rows = [tuple(r) for r in frame.collect()]
-        assert len(rows) == count
-        with self.lock:
-            self.batches[batch_id] = rows
-
-
-def write_batch(directory: Path, index: int, rows: list[dict[str, Any]]) -> None:
-    """One JSON-lines file: one micro-batch (the source reads one file per trigger)."""
-    tmp = directory.parent / f".{directory.name}-{index}.json"
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.rename(directory / f"{index:04d}.json")
-
-
-def source(spark: Any, directory: Path, ddl: str) -> Any:
-    return spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).json(str(directory))
-
-
-BATCHES = [
-    [{"line": "the cat sat", "diff": 1}, {"line": "the dog", "diff": 1}],
-    [{"line": "the cat ran", "diff": 1}],
-    [{"line": "a dog", "diff": 1}, {"line": "the dog", "diff": -1}],
-    [{"line": "cat cat", "diff": 2}],
-]
 
 
 def test_micro_batches_match_run_and_keep_state(spark: Any, tmp_path: Path) -> None:

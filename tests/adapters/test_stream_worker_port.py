@@ -22,7 +22,7 @@ from tests.adapters import spark_pipelines as pipes
 from tests.attacks import Stranger, split_address
 
 import deltaflow as df
-from deltaflow.scheduler.handshake import new_secret
+from deltaflow.scheduler.net.handshake import new_secret
 
 pytest.importorskip("pyspark")
 from deltaflow.adapters.spark._batch import _Security
@@ -46,7 +46,7 @@ _WORKER = textwrap.dedent(
     from deltaflow.adapters.spark._batch import _Security
     from deltaflow.adapters.spark._logs import Kept
     from deltaflow.adapters.spark._stream_tasks import _Reader, _Worker
-    from deltaflow.scheduler.peer import open_peer
+    from deltaflow.scheduler.net.peer import open_peer
     from tests.adapters.spark_pipelines import WordCount
 
     secret = bytes.fromhex(sys.argv[2])

@@ -25,7 +25,7 @@ from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import arrange
 from deltaflow.operators.arrange import ArrangeOperator, RawBatch
 from deltaflow.operators.base import Interest, UpdateBatch
-from deltaflow.operators.join import JoinOperator
+from deltaflow.operators.join.operator import JoinOperator
 from deltaflow.scheduler.runtime import Job
 from deltaflow.testing import accumulate, collect
 

@@ -2,7 +2,7 @@
 chain alone reads), never across a shared collection or an exchange, the same results as
 unfused, and errors that still name the failing step.
 
-The plan is inspected with ``deltaflow.scheduler.plan.make_plan`` on the spec a pipeline's
+The plan is inspected with ``deltaflow.scheduler.local.plan.make_plan`` on the spec a pipeline's
 ``instantiate()`` records; results are compared with a naive model that pushes every input
 update through the chain one step at a time.
 """
@@ -20,7 +20,7 @@ from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.framework.lattice import Time, join
-from deltaflow.scheduler.plan import Plan, make_plan
+from deltaflow.scheduler.local.plan import Plan, make_plan
 from deltaflow.testing import assert_collections_equal, collect
 
 Update = tuple[Any, Time, int]

@@ -13,23 +13,34 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import assume, given, strategies as st
+from tests.harness import (
+    Build,
+    FakeContext,
+    Update,
+    clean,
+    fixed_point,
+    histories,
+    lift,
+    loop_settings,
+    run,
+)
+from tests.jobs import pipeline_of
 from tests.reference import (
     assert_matches_oracle,
     expected_at,
     interesting_times_for_check,
 )
-from tests.strategies import nonnegative
 
 import deltaflow as df
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Product, Time, depth, sort_key
+from deltaflow.framework.lattice import Product, Time, depth
 from deltaflow.framework.summary import PathSummary
 from deltaflow.graphs import reachable_pairs
 from deltaflow.operators.base import Interest, Operator, OperatorContext, UpdateBatch
@@ -44,102 +55,9 @@ from deltaflow.operators.iterate import (
     loop_scope,
 )
 from deltaflow.operators.linear import Concat, LinearOperator, Step
-from deltaflow.scheduler.plan import make_plan
-
-Update = tuple[Any, Time, int]
-Build = Callable[..., Any]
-LOOP_TIMEOUT = 15
-
-loop_settings = settings(
-    max_examples=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-
+from deltaflow.scheduler.local.plan import make_plan
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def pipeline_of(build: Build) -> df.Pipeline:
-    """A pipeline whose ``build`` is the bare function ``build``."""
-    pipeline: df.Pipeline = type("Loop", (df.Pipeline,), {"build": staticmethod(build)})()
-    return pipeline
-
-
-def run(build: Build, workers: int, **inputs: Sequence[Update]) -> Any:
-    """Run a bare build function over complete inputs, like ``df.run``; returns the
-    consolidated output updates. A loop that keeps a stateful operator on its cycle but never
-    converges fails the test after ``LOOP_TIMEOUT`` seconds instead of hanging."""
-    pipeline = pipeline_of(build)
-
-    async def main() -> dict[str, list[Update]]:
-        with trio.fail_after(LOOP_TIMEOUT):
-            async with df.open(pipeline, workers=workers) as job:
-                for name, ups in inputs.items():
-                    handle = job.inputs[name]
-                    for d, t, r in ups:
-                        handle.update_at(d, t, r)
-                await job.close()
-        return {name: out.updates() for name, out in job.outputs.items()}
-
-    try:
-        result = trio.run(main)
-    except trio.TooSlowError:
-        pytest.fail(f"the dataflow did not finish within {LOOP_TIMEOUT} s (a loop that never ends)")
-    for ups in result.values():
-        keys = [(d, t) for d, t, _ in ups]
-        assert len(keys) == len(set(keys)), f"output not consolidated: {ups}"
-        assert all(r for _, _, r in ups), f"zero diffs in output: {ups}"
-        ups.sort(key=lambda u: (sort_key(u[1]), repr(u[0])))
-    return result["output"] if list(result) == ["output"] else result
-
-
-@st.composite
-def histories(
-    draw: st.DrawFn, data: st.SearchStrategy[Any], *, max_time: int = 4, max_size: int = 8
-) -> list[Update]:
-    """Updates at times ``0..max_time`` with signed counts, and retractions at later times."""
-    base = draw(
-        st.lists(
-            st.tuples(data, st.integers(0, max_time), st.integers(-2, 3).filter(bool)),
-            max_size=max_size,
-        )
-    )
-    extra = [(d, draw(st.integers(t, max_time)), -r) for d, t, r in base if draw(st.booleans())]
-    return nonnegative(draw(st.permutations(base + extra)))
-
-
-def clean(c: Counter[Any]) -> Counter[Any]:
-    """``c`` without zero counts."""
-    return Counter({d: n for d, n in c.items() if n})
-
-
-def lift(fn: Callable[[Any], Any], keep: Callable[[Any], bool] = lambda _d: True) -> Any:
-    """The multiset model of ``filter(keep).map(fn)``: counts move with their data."""
-
-    def apply(c: Counter[Any]) -> Counter[Any]:
-        out: Counter[Any] = Counter()
-        for d, n in c.items():
-            if keep(d):
-                out[fn(d)] += n
-        return clean(out)
-
-    return apply
-
-
-def fixed_point(
-    step: Callable[[Counter[Any]], Counter[Any]], x: Counter[Any], limit: int | None = None
-) -> Counter[Any]:
-    """``step`` applied until nothing changes (or ``limit`` times): the value iterate leaves."""
-    x = clean(x)
-    rounds = 0
-    while True:
-        nxt = clean(step(x))
-        rounds += 1
-        if nxt == x or (limit is not None and rounds >= limit):
-            return nxt
-        assert rounds < 1000, "the model does not converge"
-        x = nxt
 
 
 # -- loop bodies and their models ---------------------------------------------------------
@@ -861,37 +779,21 @@ def test_iterate_builds_one_feedback_per_loop() -> None:
 # -- the feedback operator on its own ---------------------------------------------------------
 
 
-class FakeContext:
-    """The smallest OperatorContext a stateless operator needs."""
-
-    worker_index = 0
-    peers = 1
-
-    def __init__(self, inbox: list[tuple[Time, Any]]) -> None:
-        self.inbox = inbox
-        self.sent: list[tuple[int, Time, Any]] = []
-
-    def messages(self, port: int) -> list[tuple[Time, Any]]:
-        box, self.inbox = self.inbox, []
-        return box
-
-    def send(self, port: int, time: Time, payload: Any) -> None:
-        self.sent.append((port, time, payload))
-
-
 def test_feedback_operator_advances_rounds_and_drops_past_limit() -> None:
     """Each batch moves one round later on the innermost coordinate; past the limit it is
     dropped; nested products keep their outer part."""
     a = UpdateBatch(["a"], [1])
     b = UpdateBatch(["b"], [-1])
     nested = Product(Product(3, 4), 1)
-    ctx = FakeContext([(Product(0, 0), a), (Product(2, 1), b), (nested, a)])
-    FeedbackOperator(limit=2).schedule(ctx)  # type: ignore[arg-type]
-    assert ctx.sent == [(0, Product(0, 1), a)]
-    ctx = FakeContext([(Product(0, 0), a), (Product(2, 1), b), (nested, a)])
-    FeedbackOperator().schedule(ctx)  # type: ignore[arg-type]
-    assert ctx.sent == [
-        (0, Product(0, 1), a),
-        (0, Product(2, 2), b),
-        (0, Product(Product(3, 4), 2), a),
-    ]
+
+    def sent(limit: int | None, lower: Time, inbox: list[tuple[Time, Any]]) -> list[Any]:
+        ctx = FakeContext(lower, inbox)
+        FeedbackOperator(limit=limit).schedule(ctx)  # type: ignore[arg-type]
+        return ctx.payloads
+
+    flat = [(Product(0, 0), a), (Product(2, 1), b)]
+    deep = Product(Product(0, 0), 0)
+    assert sent(2, Product(0, 0), flat) == [(0, Product(0, 1), a)]
+    assert sent(2, deep, [(nested, a)]) == []
+    assert sent(None, Product(0, 0), flat) == [(0, Product(0, 1), a), (0, Product(2, 2), b)]
+    assert sent(None, deep, [(nested, a)]) == [(0, Product(Product(3, 4), 2), a)]

@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 from hypothesis import given, strategies as st
-from tests.operators.test_iterate import (
+from tests.harness import (
     Update,
     clean,
     fixed_point,
     histories,
     lift,
     loop_settings,
-    pipeline_of,
     run,
 )
+from tests.jobs import pipeline_of
 from tests.reference import assert_matches_oracle
 
 import deltaflow as df

@@ -20,18 +20,12 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import trio
+from tests.postgres.shop import Revenue
 
 import deltaflow as df
 
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload(["deltaflow", "psycopg", "trio", "tests.postgres.killing"])
-
-
-class Revenue(df.Pipeline):
-    """Revenue per region from ``(order, region, amount)`` rows."""
-
-    def build(self, orders: df.Collection) -> df.Collection:
-        return orders.map(lambda o: (o[1], o[2])).sum()
 
 
 def _child(conn: Connection, job: Callable[..., None], args: tuple[Any, ...]) -> None:

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import trio
 from tests.postgres.conftest import Server
-from tests.postgres.test_sink import Revenue
-from tests.postgres.test_source import VIEW, make_orders, random_transaction
+from tests.postgres.shop import VIEW, Revenue, make_orders, random_transaction
 
 import deltaflow as df
 

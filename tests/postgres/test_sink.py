@@ -9,21 +9,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from tests.postgres.shop import REGIONS, Revenue
 
 import deltaflow as df
 from deltaflow.adapters.postgres import sink as sink_module
 from deltaflow.adapters.postgres.connect import DatabaseError
 
 psycopg = pytest.importorskip("psycopg")
-
-REGIONS = ["north", "south", "east", "west"]
-
-
-class Revenue(df.Pipeline):
-    """Revenue per region from ``(order, region, amount)`` rows."""
-
-    def build(self, orders: df.Collection) -> df.Collection:
-        return orders.map(lambda o: (o[1], o[2])).sum()
 
 
 def random_batches(rng: random.Random, times: int) -> list[list[tuple[tuple[int, str, int], int]]]:

@@ -89,7 +89,7 @@ def test_killed_cdc_job_keeps_the_table_equal_to_sql(pg_dsn: str, tmp_path: Path
     """Orders changing while a job following them is killed and restarted: the changelog
     table, replayed time by time, is always a collection (no row twice: no time written
     twice), and ends equal to the view SQL computes."""
-    from tests.postgres.test_source import VIEW, make_orders, random_transaction
+    from tests.postgres.shop import VIEW, make_orders, random_transaction
 
     rng = random.Random(4747)
     kills = 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.postgres.shop import VIEW, make_orders, random_transaction
 
 import deltaflow as df
 from deltaflow.adapters.postgres.connect import DatabaseError
@@ -25,42 +26,6 @@ class Revenue(df.Pipeline):
 
     def build(self, orders: df.Collection) -> df.Collection:
         return orders.map(lambda o: (o[1], o[2])).sum()
-
-
-VIEW = "SELECT region, sum(amount)::bigint FROM orders GROUP BY region"
-
-
-def random_transaction(conn: Any, rng: random.Random, next_id: list[int]) -> None:
-    """A few inserts, updates and deletes in one transaction."""
-    with conn.transaction():
-        for _ in range(rng.randrange(1, 5)):
-            ids = [r[0] for r in conn.execute("SELECT id FROM orders").fetchall()]
-            roll = rng.random()
-            if ids and roll < 0.25:
-                conn.execute("DELETE FROM orders WHERE id = %s", (rng.choice(ids),))
-            elif ids and roll < 0.55:
-                conn.execute(
-                    "UPDATE orders SET amount = %s, region = %s WHERE id = %s",
-                    (rng.randrange(1, 90), rng.choice("NSEW"), rng.choice(ids)),
-                )
-            else:
-                next_id[0] += 1
-                conn.execute(
-                    "INSERT INTO orders VALUES (%s, %s, %s, %s)",
-                    (next_id[0], rng.choice("NSEW"), rng.randrange(1, 90), None),
-                )
-
-
-def make_orders(conn: Any, rng: random.Random) -> list[int]:
-    conn.execute("CREATE TABLE orders (id int PRIMARY KEY, region text, amount int, note text)")
-    conn.execute("ALTER TABLE orders REPLICA IDENTITY FULL")
-    conn.execute("CREATE TABLE other (x int)")
-    for i in range(10):
-        conn.execute(
-            "INSERT INTO orders VALUES (%s, %s, %s, %s)",
-            (i, rng.choice("NSEW"), rng.randrange(1, 90), "it's" if i % 2 else None),
-        )
-    return [10]
 
 
 @pytest.mark.parametrize("seed", range(2))

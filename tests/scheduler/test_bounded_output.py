@@ -8,6 +8,7 @@ import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.harness import accumulate
 from tests.strategies import nonnegative
 
 import deltaflow as df
@@ -16,14 +17,6 @@ import deltaflow as df
 class Counts(df.Pipeline):
     def build(self, words: df.Collection) -> df.Collection:
         return words.map(lambda w: (w, ())).count()
-
-
-def accumulate(updates: list[tuple[Any, Any, int]], time: int) -> dict[Any, int]:
-    out: dict[Any, int] = {}
-    for d, t, r in updates:
-        if t <= time:
-            out[d] = out.get(d, 0) + r
-    return {d: n for d, n in out.items() if n}
 
 
 def as_collection(rounds: list[list[tuple[str, int]]]) -> list[list[tuple[str, int]]]:

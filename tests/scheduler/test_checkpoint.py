@@ -8,7 +8,7 @@ opens the same location, must stand at the last checkpoint's time ``T``, and is 
 first had been fed at times ``>= T`` (some of it again). Its outputs must equal the
 from-scratch recompute at every time from ``T - 1`` on, and ``subscribe`` (``capture``) must
 see times ``>= T`` only. The shapes cover loops with reductions (the shared ones of
-:mod:`tests.test_loops_at_scale`), shared arrangements, a delta query, consolidation, and
+:mod:`tests.loops`), shared arrangements, a delta query, consolidation, and
 temporal filters (whose retractions, at later times, are held in the state when it is taken).
 """
 
@@ -25,15 +25,16 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.jobs import pipeline_of
+from tests.loops import SHAPES, Multiset, churning_graphs, join_map
 from tests.reference import assert_matches_oracle
-from tests.test_loops_at_scale import SHAPES, Multiset, churning_graphs, join_map, pipeline_of
 
 import deltaflow as df
 from deltaflow.framework.durable.manifest import seal
 from deltaflow.framework.durable.store import VERSION, CheckpointStore
 from deltaflow.operators import reduce as R
 from deltaflow.scheduler import checkpoint as checkpoint_module
-from deltaflow.scheduler.processes import ProcessPool
+from deltaflow.scheduler.net.processes import ProcessPool
 from deltaflow.testing import accumulate
 
 Update = tuple[Any, int, int]

@@ -37,7 +37,7 @@ from deltaflow.framework.durable import lock as lock_module
 from deltaflow.framework.durable.code import digest
 from deltaflow.framework.durable.manifest import seal
 from deltaflow.framework.durable.store import CheckpointStore, _ArrowFiles
-from deltaflow.scheduler.processes import ProcessPool
+from deltaflow.scheduler.net.processes import ProcessPool
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -592,9 +592,9 @@ DIGESTS = """
 import json, sys
 sys.path.insert(0, {repo!r})
 from tests.scheduler.test_checkpoint import ALL
-from tests.test_loops_at_scale import pipeline_of
-from deltaflow.scheduler.checkpoint import state_layout
-from deltaflow.scheduler.plan import make_plan
+from tests.jobs import pipeline_of
+from deltaflow.scheduler.state_layout import state_layout
+from deltaflow.scheduler.local.plan import make_plan
 
 out = {{}}
 for name, (build, _) in sorted(ALL.items()):

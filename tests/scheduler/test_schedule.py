@@ -9,8 +9,8 @@ import trio
 from tests.schedule import ScheduledTransport, scheduled
 
 import deltaflow as df
+from deltaflow.scheduler.local.transport import InProcessTransport
 from deltaflow.scheduler.runtime import Job
-from deltaflow.scheduler.transport import InProcessTransport
 
 
 class Spread(df.Pipeline):

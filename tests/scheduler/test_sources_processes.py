@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.reference import assert_matches_oracle
-from tests.scheduler.test_sources import (
+from tests.scheduler.visits import (
     FILES,
     PAGES,
     USERS,

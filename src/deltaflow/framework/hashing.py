@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from .tuning import COLUMNS_FROM as COLUMNS_FROM
+
 __all__ = ["SELF_HASHED_BELOW", "owners", "stable_hash", "worker_of"]
 
 _MASK = (1 << 61) - 1
@@ -84,10 +86,6 @@ def worker_of(key: Hashable, peers: int) -> int:
     if key.__class__ is int and 0 <= key < SELF_HASHED_BELOW:
         return key % peers
     return stable_hash(key) % peers
-
-
-#: Keys below this many are routed one by one: numpy's cost per call would outweigh it.
-COLUMNS_FROM = 32
 
 
 def owners(keys: Sequence[Hashable], peers: int) -> Sequence[int]:

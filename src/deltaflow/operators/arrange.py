@@ -14,7 +14,7 @@ frontier forward as it goes, so history nobody can ask about any more is compact
 batches merge.
 
 A spine that no operator reads (a reduction keeps its input in memory, and so does a join
-that is an arrangement's only reader, see :mod:`.history`) is not kept, and then nothing is
+that is an arrangement's only reader, see :mod:`.join.history`) is not kept, and then nothing is
 sealed either. Its readers only ask for the updates and keep them in their own order, so what
 arrives is forwarded at once, without capabilities: the messages of one activation, grouped
 under their minimal times and consolidated, as a :class:`RawBatch` (keys and values split,
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from ..framework import tuning
 from ..framework.antichain import Antichain
 from ..framework.durable.store import encode_frontier
 from ..framework.durable.tables import Rows
@@ -45,6 +46,7 @@ from ..framework.trace.batch import Batch
 from ..framework.trace.description import Description
 from ..framework.trace.ints import int_data
 from ..framework.trace.spine import Spine
+from ..framework.tuning import FORWARD_AS_BATCH
 from .base import Interest, Operator, RunsBatch, UpdateBatch, is_pair
 from .durable import StateSink, StateSource, covering, restore_trace
 
@@ -75,15 +77,6 @@ class TraceRegistry:
         """The spine on ``worker``."""
         return self.spines[worker]
 
-
-FORWARD_AS_BATCH = 32_768
-"""An arrangement that keeps no trace forwards more updates than this (of one activation, at
-or beyond one time) with plain int keys as a :class:`~deltaflow.framework.trace.batch.Batch`,
-consolidated by the vectorised sort, instead of a :class:`RawBatch` consolidated with a dict.
-(Other keys would be encoded into numpy codes and decoded again row by row when read, which
-costs more than the dict.) The sort's fixed cost pays off only on large activations, such
-as a big graph's initial load; the activations of a loop run over many times at once stay
-below the line, where the dict is cheaper."""
 
 # The upper frontier of a forwarded batch: it is never part of a trace, so it bounds nothing.
 _ALL = Antichain()
@@ -137,7 +130,7 @@ class ArrangeOperator(Operator):
 
     interest = Interest.ALWAYS
     #: Merge work done per activation while the spine has merges in progress.
-    IDLE_FUEL = 10_000
+    IDLE_FUEL = tuning.ARRANGE_IDLE_FUEL
 
     def __init__(self, name: str, spine: Spine, by_self: bool) -> None:
         self.name = name
@@ -305,7 +298,7 @@ class ArrangeOperator(Operator):
         it is.
 
         This is also the arrangement's whole job when it is an *inlet* of its one reader
-        (:mod:`deltaflow.scheduler.plan`): the reader's actor calls it as it drains the port.
+        (:mod:`deltaflow.scheduler.local.plan`): the reader's actor calls it as it drains the port.
 
         >>> op = ArrangeOperator("arrange_by_self", Spine(Antichain([0])), by_self=True)
         >>> op.forward([(1, UpdateBatch(["a", "b"], [1, 1])), (2, UpdateBatch(["a"], [2]))])

@@ -98,7 +98,7 @@ class RunsBatch:
 
     One message spares a delivery, a pointstamp and a step per time: an input sends one
     when many times are known at once, and the runtime sends one per destination for all
-    the update batches an activation sent on an output (:mod:`deltaflow.scheduler.actor`).
+    the update batches an activation sent on an output (:mod:`deltaflow.scheduler.local.actor`).
 
     ``consolidated``: every run is consolidated (see :class:`UpdateBatch`).
 

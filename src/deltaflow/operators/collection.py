@@ -35,14 +35,14 @@ from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .base import check_function, describe_callable, is_pair
 from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact, identity_key
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
-from .join import JoinOperator
+from .join.operator import JoinOperator
 from .linear import Concat, Consolidate, Exchange, LinearOperator, Step, temporal_filter_logic
 from .scope import EnterAt, ScopeOperator
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
     from .delta.extenders import Index, PrefixExtender
-    from .windows import Session, Sliding
+    from .windows.specs import Session, Sliding
 
 __all__ = [
     "Arranged",
@@ -421,7 +421,7 @@ class Collection:
         a stream instead, as Spark's ``withWatermark``: an update whose event time is below
         the largest one seen before its time minus the delay is late (counted in
         ``job.statistics()["late"]``, not applied), and windows the watermark has passed
-        are final and leave the output (see :mod:`deltaflow.operators.watermarks`).
+        are final and leave the output (see :mod:`deltaflow.operators.windows.watermarks`).
 
         >>> import deltaflow as df
         >>> from deltaflow.testing import example
@@ -429,8 +429,8 @@ class Collection:
         ...         xs=[(("a", 3), 0, 1), (("b", 7), 0, 1), (("c", 12), 1, 1)])
         [(((0, 10), 2), 0, 1), (((10, 20), 1), 1, 1)]
         """
-        from .sessions import SessionOperator, session_logic
-        from .windows import Closing, FixedWindows, LateRows, Session, Sliding, event_time
+        from .windows.sessions import SessionOperator, session_logic
+        from .windows.specs import Closing, FixedWindows, LateRows, Session, Sliding, event_time
 
         check_function("window", "at", at, 1)
         raw: object = spec
@@ -494,10 +494,10 @@ class Collection:
         watermark: Any,
         closing: object,
     ) -> Collection:
-        """``window(..., watermark=)``: see :mod:`deltaflow.operators.watermarks`."""
-        from .eventtime import event_time, span
-        from .watermarks import WatermarkSessions, WatermarkWindows, watermark_key
-        from .windows import Session
+        """``window(..., watermark=)``: see :mod:`deltaflow.operators.windows.watermarks`."""
+        from .windows.eventtime import event_time, span
+        from .windows.specs import Session
+        from .windows.watermarks import WatermarkSessions, WatermarkWindows, watermark_key
 
         if closing is not None:
             msg = f"{label}: give a watermark= or a retention=, not both"

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .delta.lookup import Tally
     from .iterate import Variable
     from .linear import Step
-    from .windows import LateRows
+    from .windows.specs import LateRows
 
 __all__ = ["DataflowSpec", "Edge", "NodeSpec", "NodeTraits", "Pact", "identity_key"]
 

@@ -2,7 +2,7 @@
 
 An arrangement that keeps no trace (:mod:`.arrange`) only consolidates what it forwards, and a
 chain of linear steps only transforms it; neither keeps anything between activations. When the
-arrangement has a single reader, the plan (:mod:`deltaflow.scheduler.plan`) runs both inside
+arrangement has a single reader, the plan (:mod:`deltaflow.scheduler.local.plan`) runs both inside
 the reader's actor instead of as actors of their own: the reader's input port receives what
 would have gone into them, and its actor passes every drained message through the
 :class:`Inlet` before the operator sees it. The reader gets the same batches; a loop saves an

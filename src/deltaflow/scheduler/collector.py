@@ -28,18 +28,9 @@ import gc
 import threading
 from collections.abc import Iterator
 
+from ..framework.tuning import GC_THRESHOLD
+
 __all__ = ["GC_THRESHOLD", "check_gc_threshold", "collector_paused", "collector_tuned"]
-
-GC_THRESHOLD = 250_000
-"""The collector's first threshold while jobs run (the default is 700).
-
-The count it is compared with is container allocations minus deallocations since the last
-pass (never below zero), so a job whose state stays about the same size rarely reaches it,
-and a pass costs time in proportion to the objects it walks. The value is high enough that a
-loop run over many times at once, whose state grows steadily, seldom sets off a pass at all;
-the longest pass a growing job can meet (the middle generation, ten young passes' survivors)
-grows in proportion to it, which is why it is not higher.
-"""
 
 # Jobs running now (in any thread), and the thresholds found when the first of them started.
 _lock = threading.Lock()

@@ -28,13 +28,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..operators.collection import Pipeline
-from .plan import Plan, make_plan
+from .local.plan import Plan, make_plan
 
 if TYPE_CHECKING:
     from ..operators.dataflow import DataflowSpec
     from .runtime import Job
 
-__all__ = ["FORMATS", "graph"]
+__all__ = ["FORMATS", "graph", "node_labels"]
 
 FORMATS = ("mermaid", "dot")
 """The formats :func:`graph` writes."""
@@ -52,7 +52,9 @@ def _short(name: str) -> str:
     return _FUNCTION.sub(own, name)
 
 
-def _labels(plan: Plan, spec: DataflowSpec, stats: list[dict[str, Any]] | None) -> list[list[str]]:
+def node_labels(
+    plan: Plan, spec: DataflowSpec, stats: list[dict[str, Any]] | None
+) -> list[list[str]]:
     """Each actor's lines of text: its name, what it absorbed, sharing, statistics."""
     out = []
     for i, node in enumerate(plan.nodes):
@@ -225,5 +227,5 @@ def graph(
     else:
         msg = f"graph: expected a deltaflow Pipeline or Job, got {pipeline!r}"
         raise TypeError(msg)
-    labels = _labels(plan, spec, stats)
+    labels = node_labels(plan, spec, stats)
     return _mermaid(plan, spec, labels) if format == "mermaid" else _dot(plan, spec, labels)

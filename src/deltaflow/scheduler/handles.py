@@ -27,6 +27,7 @@ import trio
 
 from ..errors import JobClosedError, SubscriptionOverflowError
 from ..framework.hashing import owners
+from ..framework.tuning import DEFAULT_MAX_BUFFER
 from ..operators.dataflow import identity_key
 from ..operators.values import as_count as _integer
 from . import observe
@@ -47,10 +48,6 @@ if TYPE_CHECKING:
     from .job import Job
 
 __all__ = ["DEFAULT_MAX_BUFFER", "InputHandle", "OutputHandle", "Subscription"]
-
-DEFAULT_MAX_BUFFER = 1024
-"""How many completed times a subscription holds for a reader that has not taken them, unless
-told otherwise: a reader that stops reading costs a bounded amount of memory, never the job."""
 
 
 class InputHandle:

@@ -1,5 +1,5 @@
 """A running job: :class:`Job`, which owns the workers and the handles the application feeds
-and reads them through, and :class:`_OpenJob`, the ``async with`` that runs the workers as
+and reads them through, and :class:`OpenJob`, the ``async with`` that runs the workers as
 tasks of a nursery.
 
     >>> import deltaflow as df, trio
@@ -31,25 +31,19 @@ from ..operators.collection import DataflowBuilder, Pipeline
 from ..operators.delta.build import statistics as delta_statistics
 from . import observe
 from .accounting import Rejected, make_accounts
-from .checkpoint import (
-    Checkpointer,
-    StateLayout,
-    check_code,
-    check_pipeline,
-    counters,
-    state_layout,
-)
+from .checkpoint import Checkpointer, counters
 from .collector import collector_tuned
 from .dashboard import Dashboard
 from .dashboard.server import close as close_listeners
 from .handles import InputHandle, OutputHandle
+from .local.plan import make_plan
+from .local.transport import InProcessTransport, Transport
+from .local.worker import Worker
 from .metrics import MetricsServer, check_metrics
-from .plan import make_plan
 from .sinks import SinkFeeds, check_sinks
 from .sources import SourceFeeds, check_sources
-from .transport import InProcessTransport, Transport
+from .state_layout import StateLayout, check_code, check_pipeline, state_layout
 from .validation import require_int, require_pipeline
-from .worker import Worker
 
 if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
     from exceptiongroup import BaseExceptionGroup
@@ -57,7 +51,7 @@ if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["Job", "check_progress"]
+__all__ = ["Job", "OpenJob", "check_progress"]
 
 
 class Job:
@@ -541,11 +535,16 @@ class Job:
         try:
             time = self.time
             self.flush()
-            await self._wait_for(lambda: self._complete_before(time) and self._quiescent())
+            await self._settle(time)
             await self._write_checkpoint(checkpointer, time)
         finally:
             self._checkpointing = False
         return time
+
+    async def _settle(self, time: int) -> None:
+        """Wait until every update before ``time`` is processed and nothing is in flight:
+        the state a checkpoint at ``time`` takes."""
+        await self._wait_for(lambda: self._complete_before(time) and self._quiescent())
 
     def _checkpoints_itself(self) -> bool:
         """Whether this job writes (and commits) its checkpoints on its own: the one at the
@@ -712,7 +711,7 @@ class _Named(dict[str, Any]):
         raise KeyError(msg)
 
 
-class _OpenJob:
+class OpenJob:
     def __init__(
         self,
         job: Job,

@@ -33,8 +33,8 @@ import attrs
 import trio
 
 if TYPE_CHECKING:
+    from .local.worker import Worker
     from .runtime import Job
-    from .worker import Worker
 
 __all__ = [
     "Advances",
@@ -174,7 +174,7 @@ def worker_statistics(job: Job, process: int = 0) -> list[dict[str, Any]]:
 
 def process_late(job: Job) -> dict[str, int]:
     """The late updates each window operator with a ``retention`` did not apply on this
-    process (all its workers: see :class:`~deltaflow.operators.windows.LateRows`), by
+    process (all its workers: see :class:`~deltaflow.operators.windows.specs.LateRows`), by
     operator name."""
     out: dict[str, int] = {}
     for node in job.builder.spec.nodes:
@@ -186,7 +186,7 @@ def process_late(job: Job) -> dict[str, int]:
 
 def late_counts(worker: Worker, shared: dict[str, int] | None = None) -> dict[str, int]:
     """The late updates each window operator with a watermark met on ``worker`` and did not
-    apply, by operator name (see :mod:`deltaflow.operators.watermarks`), and ``shared``
+    apply, by operator name (see :mod:`deltaflow.operators.windows.watermarks`), and ``shared``
     (the process's retention counts, given to one worker of it: :func:`process_late`)."""
     out: dict[str, int] = dict(shared) if shared else {}
     for actor in worker.actors:

@@ -25,19 +25,13 @@ from ..operators.collection import Pipeline
 from .accounting import InputAccount, Rejected, make_accounts
 from .collector import GC_THRESHOLD, check_gc_threshold
 from .dashboard import check_dashboard
+from .feed import feed_sources, run_to_end
 from .handles import InputHandle, OutputHandle, Subscription
-from .job import (
-    Job,
-    _OpenJob as _OpenJob,
-    check_progress,
-)
+from .job import Job, OpenJob, check_progress
+from .net.processes import ProcessJob
 from .sinks import Sink
 from .sources import Source, is_source
 from .validation import require_pipeline, validate_updates
-
-# Jobs spread over processes and peers (processes.py, peer.py) import ``_OpenJob`` and
-# ``_validate`` from this module.
-_validate = validate_updates
 
 __all__ = [
     "InputHandle",
@@ -69,7 +63,7 @@ def open(
     on_bad: str | Mapping[str, str] | None = None,
     metrics: int | tuple[str, int] | None = None,
     sinks: Mapping[str, Sink] | None = None,
-) -> _OpenJob:
+) -> OpenJob:
     """Run ``pipeline`` inside the current trio program; use as ``async with``.
 
     Args:
@@ -78,7 +72,7 @@ def open(
             default one per process.
         processes: ``1`` runs every worker in the caller's trio loop; ``P >= 2`` starts ``P``
             fresh interpreters hosting ``workers / P`` workers each (``P`` must divide
-            ``workers``) and none in the caller (see :mod:`deltaflow.scheduler.processes`).
+            ``workers``) and none in the caller (see :mod:`deltaflow.scheduler.net.processes`).
         fuse: run chains of linear operators as one actor (the default); ``False`` gives
             every operator its own actor, which only helps to measure what fusion saves.
         gc_threshold: while the job runs, the cyclic garbage collector's first threshold is
@@ -149,8 +143,6 @@ def open(
     served = check_dashboard(dashboard)
     profile = profile or served is not None  # the dashboard shows records per edge
     if processes != 1:
-        from .processes import ProcessJob  # it builds on this module
-
         job: Job = ProcessJob(
             pipeline,
             processes if workers is None else workers,
@@ -178,42 +170,7 @@ def open(
         )
     job.attach_sources(sources)
     job.attach_sinks(sinks)
-    return _OpenJob(job, gc_threshold, progress=progress, dashboard=served, metrics=metrics)
-
-
-def _sorted_updates(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, Any, int]]:
-    try:
-        return sorted(updates, key=lambda u: (u[1], u[0]))
-    except TypeError:
-        return sorted(updates, key=lambda u: (u[1], type(u[0]).__name__, repr(u[0])))
-
-
-async def _run_to_end(
-    job: Job, validated: dict[str, dict[int, tuple[list[Any], list[int]]]]
-) -> dict[str, list[tuple[Any, Any, int]]]:
-    """Feed inputs checked by :func:`validate_updates`, close the job, and return every output's
-    consolidated updates sorted by time."""
-    for name, by_time in validated.items():
-        handle = job.inputs[name]
-        for time in sorted(by_time):
-            data, diffs = by_time[time]
-            handle._extend(data, diffs, time)
-    await job.close()
-    return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
-
-
-async def _feed_sources(
-    job: Job, validated: dict[str, dict[int, tuple[list[Any], list[int]]]], *, once: bool = True
-) -> None:
-    """Feed the other inputs' updates up to their last time, then every batch the sources
-    hold now (not ``once``: until they end), one time each after those."""
-    last = max((max(by_time) for by_time in validated.values() if by_time), default=-1)
-    for name in list(validated):
-        handle = job.inputs[name]
-        for time, (data, diffs) in sorted(validated.pop(name).items()):
-            handle._extend(data, diffs, time)
-    await job.advance_to(last + 1)
-    await job.follow(once=once)
+    return OpenJob(job, gc_threshold, progress=progress, dashboard=served, metrics=metrics)
 
 
 def run(
@@ -361,8 +318,8 @@ def execute(
             for name, account in accounts.items():
                 job.accounts[name].absorb(account)
             if sources:
-                await _feed_sources(job, validated, once=not follow)
-            outputs = await _run_to_end(job, validated)
+                await feed_sources(job, validated, once=not follow)
+            outputs = await run_to_end(job, validated)
         return outputs, job.builder.single_output, job.statistics()
 
     result, single, stats = trio.run(main)

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from tests.harness import accumulate
 
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Product, advance_by, less_equal
+from deltaflow.framework.lattice import Product, advance_by
 from deltaflow.framework.trace import (
     Batch,
     Description,
@@ -35,13 +36,9 @@ def model(updates: list[tuple[Any, Any, Any, int]]) -> list[tuple[Any, Any, Any,
     return rows
 
 
-def accumulate(rows: list[tuple[Any, Any, Any, int]], u: Any) -> dict[tuple[Any, Any], int]:
-    """The collection at time ``u``: per (key, val), the sum of diffs at times <= u."""
-    acc: Counter[tuple[Any, Any]] = Counter()
-    for k, v, t, d in rows:
-        if less_equal(t, u):
-            acc[(k, v)] += d
-    return {kv: c for kv, c in acc.items() if c}
+def keyed(rows: list[tuple[Any, Any, Any, int]]) -> list[tuple[tuple[Any, Any], Any, int]]:
+    """``(key, val, time, diff)`` rows as ``((key, val), time, diff)`` updates."""
+    return [((k, v), t, d) for k, v, t, d in rows]
 
 
 def desc(lo: int, hi: int) -> Description:
@@ -287,7 +284,7 @@ def test_merge_preserves_accumulations_beyond_frontier(
     rows = list(merged.updates())
     assert rows == model([(k, v, advance_by(t, since), d) for k, v, t, d in u1 + u2])
     for u in range(f, 14):
-        assert accumulate(rows, u) == accumulate(u1 + u2, u)
+        assert accumulate(keyed(rows), u) == accumulate(keyed(u1 + u2), u)
 
 
 product_frontiers = st.lists(product_times, min_size=1, max_size=3).map(Antichain)
@@ -310,7 +307,7 @@ def test_merge_with_product_times_preserves_accumulations(
     grid = [Product(a, b) for a in range(10) for b in range(6)]
     for u in grid:
         if since.less_equal(u):
-            assert accumulate(rows, u) == accumulate(u1 + u2, u)
+            assert accumulate(keyed(rows), u) == accumulate(keyed(u1 + u2), u)
 
 
 @settings(max_examples=40, deadline=None)
@@ -550,7 +547,7 @@ def test_encoded_product_merge_equals_object_merge(
     assert rows == model([(k, v, advance_by(t, since), d) for k, v, t, d in u1 + u2])
     for u in (Product(a, b) for a in range(9) for b in range(8)):
         if since.less_equal(u):
-            assert accumulate(rows, u) == accumulate(u1 + u2, u)
+            assert accumulate(keyed(rows), u) == accumulate(keyed(u1 + u2), u)
 
 
 def test_large_encoded_merge_in_steps_with_multi_element_frontier() -> None:

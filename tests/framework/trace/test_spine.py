@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import pytest
@@ -15,9 +14,10 @@ from hypothesis.stateful import (
     invariant,
     rule,
 )
+from tests.harness import accumulate
 
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Product, less_equal
+from deltaflow.framework.lattice import Product
 from deltaflow.framework.trace import (
     Batch,
     Description,
@@ -30,15 +30,6 @@ from deltaflow.framework.trace import (
 
 def desc(lo: int, hi: int) -> Description:
     return Description(Antichain([lo]), Antichain([hi]))
-
-
-def accumulate(rows: list[tuple[Any, Any, int]], u: Any) -> dict[Any, int]:
-    """Per val, the sum of diffs at times <= u (zeros dropped)."""
-    acc: Counter[Any] = Counter()
-    for v, t, d in rows:
-        if less_equal(t, u):
-            acc[v] += d
-    return {v: c for v, c in acc.items() if c}
 
 
 def cursor_contents(spine: Spine) -> dict[Any, list[tuple[Any, Any, int]]]:

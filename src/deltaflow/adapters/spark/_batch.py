@@ -2,11 +2,11 @@
 
 The job: every input's rows, tagged by input (:func:`~._convert.tag_inputs`), spread over
 ``partitions`` partitions; one barrier task per partition hosts one worker of the dataflow
-(:func:`deltaflow.scheduler.peer.run_peer`). The tasks publish their ``host:port`` with one
+(:func:`deltaflow.scheduler.net.peer.run_peer`). The tasks publish their ``host:port`` with one
 ``allGather`` and open a TCP mesh among themselves, which carries every exchange and all
 progress from then on (Spark's own barrier calls poll once a second, so they are used once).
 The mesh admits only the job's own tasks: each connection proves it holds a secret the driver
-made for this job and shipped in the tasks' closure (:mod:`deltaflow.scheduler.handshake`);
+made for this job and shipped in the tasks' closure (:mod:`deltaflow.scheduler.net.handshake`);
 each task binds its executor's own address (:func:`~._slots.task_host`).
 Each task feeds the rows of its own partition; the dataflow's exchanges route them to their
 owners. Each task returns the consolidated output updates that ended on its worker (outputs
@@ -37,10 +37,10 @@ from pyspark.accumulators import AccumulatorParam
 from ...errors import PeerLostError
 from ...operators.collection import Pipeline
 from ...scheduler.accounting import InputAccount, Rejected, make_accounts
-from ...scheduler.handshake import check_secret, new_secret
-from ...scheduler.peer import run_peer
+from ...scheduler.net.handshake import check_secret, new_secret
+from ...scheduler.net.peer import run_peer
+from ...scheduler.net.tls import TLS
 from ...scheduler.runtime import check_inputs as required_inputs
-from ...scheduler.tls import TLS
 from ._convert import (
     InputLayout,
     OutputLayout,

@@ -4,12 +4,12 @@ A failed task fails its Spark job with a JVM exception (a ``Py4JJavaError``, a
 ``StreamingQueryException``) of a few hundred lines, the task's Python traceback somewhere
 inside. So every deltaflow task runs under :func:`reported`: an error leaving it becomes a
 :class:`TaskFailed` whose message ends with the error's
-:class:`~deltaflow.scheduler.remote_errors.ErrorReport` as text (JSON, never a pickle). The
+:class:`~deltaflow.scheduler.net.remote_errors.ErrorReport` as text (JSON, never a pickle). The
 driver makes Spark's calls under :func:`translated`, which finds the report in Spark's
 exception and raises the error it describes - the :class:`~deltaflow.OperatorError` naming
 the operator and the user's exception, the ``ValueError`` of a bad row, the ``TypeError`` of
 an output datum that does not fit the schema. An ``OperatorError``'s ``__cause__`` is the
-user's exception (rebuilt, :mod:`deltaflow.scheduler.remote_errors`), whose own cause holds
+user's exception (rebuilt, :mod:`deltaflow.scheduler.net.remote_errors`), whose own cause holds
 the task's traceback, naming the user's file and line (:func:`._ship.ship` keeps the
 functions' file names); Spark's exception is its ``__context__``. Any other error's
 ``__cause__`` is Spark's exception, which keeps the whole story within reach.
@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from typing import NoReturn
 
 from ...errors import PeerLostError, RemoteTraceback
-from ...scheduler.remote_errors import ErrorReport
+from ...scheduler.net.remote_errors import ErrorReport
 
 __all__ = [
     "TaskFailed",

@@ -6,7 +6,7 @@ over the inputs whose ``foreachBatch`` function drives them (the tasks are in
 :mod:`._stream_tasks`). Each worker connects back to a small TCP server on the driver; like
 the workers' mesh, the server admits only connections that prove they hold the secret the
 driver made for this stream and shipped in the tasks' closure
-(:mod:`deltaflow.scheduler.handshake`), and stops listening once every worker is in.
+(:mod:`deltaflow.scheduler.net.handshake`), and stops listening once every worker is in.
 
 The rows never pass through the driver. For micro-batch ``b`` the driver runs one job whose
 tasks read the micro-batch's partitions and deal their rows out to the workers directly;
@@ -74,18 +74,18 @@ import trio
 from ...errors import CheckpointError, DeltaflowError, PeerLostError
 from ...operators.collection import Pipeline
 from ...scheduler.accounting import InputAccount, Rejected, make_accounts
-from ...scheduler.checkpoint import (
-    Checkpointer,
-    check_code,
-    check_pipeline,
-    settled,
-    state_layout,
+from ...scheduler.checkpoint import Checkpointer, settled
+from ...scheduler.local.plan import make_plan
+from ...scheduler.net.door import Door, reset
+from ...scheduler.net.handshake import (
+    HANDSHAKE_TIMEOUT_S,
+    HandshakeError,
+    Hello,
+    authenticate_socket,
 )
-from ...scheduler.door import Door, reset
-from ...scheduler.handshake import HANDSHAKE_TIMEOUT_S, HandshakeError, Hello, authenticate_socket
-from ...scheduler.plan import make_plan
-from ...scheduler.tcp import FrameError
-from ...scheduler.tls import TLS
+from ...scheduler.net.tcp import FrameError
+from ...scheduler.net.tls import TLS
+from ...scheduler.state_layout import check_code, check_pipeline, state_layout
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
 from ._convert import InputLayout, OutputLayout, tag_inputs
 from ._errors import from_spark, from_text, raise_from, report_text, translated
@@ -649,7 +649,7 @@ class SparkStream:
         ``accept_errors`` count what the doors of the driver's server and of the workers'
         ports (their mesh's and their data ports, as of their last answer) refused (failed
         the exchange), turned away (too many waiting to authenticate) and failed to accept
-        (out of file descriptors...): :mod:`deltaflow.scheduler.door`. ``inputs``: per input
+        (out of file descriptors...): :mod:`deltaflow.scheduler.net.door`. ``inputs``: per input
         fed through micro-batches, its rows ``read``, ``accepted``, ``refused``, ``skipped``
         and ``quarantined`` (its ``on_bad`` mode; :meth:`rejected` holds the quarantined)."""
         doors = self._door.statistics()

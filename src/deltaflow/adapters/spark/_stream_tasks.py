@@ -2,7 +2,7 @@
 micro-batch's tasks that feed them and fetch their output.
 
 **Workers.** The stream's long-lived barrier job has one task per worker (:func:`worker_task`).
-Each hosts one peer of the dataflow (:func:`deltaflow.scheduler.peer.open_peer`: one
+Each hosts one peer of the dataflow (:func:`deltaflow.scheduler.net.peer.open_peer`: one
 ``allGather``, then the workers' own authenticated mesh), listens on a port of its own for the
 micro-batches' tasks, and dials the driver, to which it says that port (and the time it
 resumed at from a checkpoint, if it did). From then on the driver sends it, per micro-batch
@@ -29,11 +29,11 @@ collects per micro-batch is a few small rows per partition.
 column is ``b``). It is computed wherever and as often as the sink's actions ask for it.
 
 Every connection - worker to driver, task to worker, workers among themselves - opens with
-the handshake of :mod:`deltaflow.scheduler.handshake` on the stream's secret, which the tasks
+the handshake of :mod:`deltaflow.scheduler.net.handshake` on the stream's secret, which the tasks
 carry in their closures: nothing on it is decoded before the other end has proved it holds
 the secret. A worker's port stays open while the stream runs (its micro-batches' tasks come
 and go); a stranger on it is refused and logged, each connection handled on its own with a
-deadline, behind a door (:mod:`deltaflow.scheduler.door`) that bounds how many wait to
+deadline, behind a door (:mod:`deltaflow.scheduler.net.door`) that bounds how many wait to
 authenticate and serves through a process out of file descriptors. What a task logs at
 WARNING reaches the driver's log (:mod:`._logs`): a worker's records travel before each of
 its answers, a feeding or fetching task's in an accumulator; a worker's answer to a step also
@@ -56,10 +56,10 @@ import pyarrow as pa
 import trio
 
 from ...errors import PeerLostError
-from ...scheduler.door import Door, accept_forever
-from ...scheduler.handshake import REFUSED, HandshakeError, Hello, accept, dial, reason
-from ...scheduler.peer import Peer, open_peer
-from ...scheduler.tcp import MAX_FRAME, FrameError, Link
+from ...scheduler.net.door import Door, accept_forever
+from ...scheduler.net.handshake import REFUSED, HandshakeError, Hello, accept, dial, reason
+from ...scheduler.net.peer import Peer, open_peer
+from ...scheduler.net.tcp import MAX_FRAME, FrameError, Link
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security
 from ._convert import InputLayout, OutputLayout, read_changes_accounted
 from ._errors import from_text, report_text, reported
@@ -197,7 +197,7 @@ class _Worker:
         """Listen for the micro-batches' tasks; report ``"host:port"`` when listening.
 
         Its :attr:`door` bounds the connections waiting to authenticate and keeps it
-        serving when ``accept()`` fails (:mod:`deltaflow.scheduler.door`)."""
+        serving when ``accept()`` fails (:mod:`deltaflow.scheduler.net.door`)."""
         host = task_host()
         listeners = await trio.open_tcp_listeners(0, host=host)
         for extra in listeners[1:]:

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..kernels import use_kernel
 from ..lattice import Product, new_tuple
+from ..tuning import DICTIONARY_RATIO, PACK_CHUNK, VECTOR_MIN
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,15 +66,6 @@ __all__ = [
     "prepared",
     "spec_of",
 ]
-
-#: Under ``DELTAFLOW_KERNELS=auto``, a column of at least this many values takes the
-#: vectorised path (:func:`_text_at_once`, tuples split by slicing); a shorter one the general
-#: path, value by value, whose fixed cost is lower.
-VECTOR_MIN = 64
-
-#: A column has a dictionary worth writing when it has at most one distinct value per this
-#: many rows.
-DICTIONARY_RATIO = 4
 
 
 def _arrow() -> Any:
@@ -202,10 +194,6 @@ def columns_of(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
         msg = f"rows of {width} columns expected, got {len(flat)} items in {len(rows)} rows"
         raise ValueError(msg)
     return [flat[j::width] for j in range(width)]
-
-
-#: Ints converted per ``struct.pack`` call by :func:`int64_of` (its arguments are a tuple).
-PACK_CHUNK = 65_536
 
 
 def int64_of(values: Sequence[Any]) -> np.ndarray[Any, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
+from .. import tuning
 from ..lattice import Product, Time
 from ..summary import PathSummary
 
@@ -135,7 +136,7 @@ class Counts(dict[Coords, int]):
     __slots__ = ("positive",)
 
     #: Past this many counted times, the positive ones are kept sorted as well.
-    SORTED_AT = 24
+    SORTED_AT = tuning.COUNTS_SORTED_AT
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from .. import tuning
 from ..antichain import Antichain
 from ..lattice import Time, less_equal, sort_key
 from .coords import (
@@ -130,7 +131,7 @@ class ProgressTracker:
     #: the time objects given to the tracker instead of rebuilding Products, and frontiers
     #: remembered with their :class:`Antichain`, so that locations with equal frontiers share
     #: one; each memo is cleared when it grows past this size.
-    TIME_CACHE_SIZE = 4096
+    TIME_CACHE_SIZE = tuning.TIME_CACHE_SIZE
 
     graph: ProgressGraph
     _stamps: list[Counts]

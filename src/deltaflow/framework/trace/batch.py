@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
+from .. import tuning
 from ..antichain import Antichain
 from ..lattice import Time, advance_by
 from . import order
@@ -87,30 +88,30 @@ class Batch:
     #: Up to this many updates, :meth:`from_columns` builds a list batch: sorting and
     #: consolidating a few rows in Python, and reading them through a dict, costs less than
     #: any numpy call.
-    TINY: ClassVar[int] = 32
+    TINY: ClassVar[int] = tuning.BATCH_TINY
     #: Up to this many updates, int columns are sorted and consolidated in plain Python
     #: (the fixed cost of a dozen numpy calls is higher).
-    SMALL: ClassVar[int] = 48
+    SMALL: ClassVar[int] = tuning.BATCH_SMALL
     #: Up to this many rows found in a large numpy batch, lookups read them element by
     #: element (``ndarray.item``) instead of with vectorised gathers, whose fixed cost is
     #: higher.
-    FEW: ClassVar[int] = 32
+    FEW: ClassVar[int] = tuning.BATCH_FEW
     #: A small batch answers a spine's lookup_many of more than ``MANY_PROBES`` keys by
     #: looking up its own keys among the probes when there are more than ``PROBES_PER_KEY``
     #: probes per key it holds.
-    MANY_PROBES: ClassVar[int] = 16
-    PROBES_PER_KEY: ClassVar[int] = 4
+    MANY_PROBES: ClassVar[int] = tuning.BATCH_MANY_PROBES
+    PROBES_PER_KEY: ClassVar[int] = tuning.BATCH_PROBES_PER_KEY
     #: Batches up to this size keep a dict from key to rows once read (numpy batches also
     #: keep their decoded rows).
-    CACHED_ROWS: ClassVar[int] = 1024
+    CACHED_ROWS: ClassVar[int] = tuning.BATCH_CACHED_ROWS
     #: A small numpy batch builds that index (decoding every row) on its read after this many
     #: reads; until then reads decode only the rows they find (few reads never pay a full
     #: decode).
-    CACHE_AFTER: ClassVar[int] = 8
+    CACHE_AFTER: ClassVar[int] = tuning.BATCH_CACHE_AFTER
     #: List batches up to this size may be encoded when they meet an encoded batch in a merge
     #: (so the merge stays vectorised); two list batches of at most this many updates in all
     #: merge in plain Python (encoding both would cost more).
-    LIST_ROWS: ClassVar[int] = 256
+    LIST_ROWS: ClassVar[int] = tuning.BATCH_LIST_ROWS
 
     description: Description
     _keys: Any

@@ -23,7 +23,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
+from .. import tuning
 from ..lattice import Product, new_tuple
+from ..tuning import CODECS_KEPT as _CODECS_LIMIT
 
 __all__ = [
     "I64_MAX",
@@ -79,7 +81,7 @@ class Codec:
 
     #: Interned products kept per codec before the cache is emptied (it only saves
     #: allocations).
-    CACHE_LIMIT: ClassVar[int] = 1 << 16
+    CACHE_LIMIT: ClassVar[int] = tuning.CODEC_CACHE_LIMIT
 
     kind: int
     offsets: tuple[int, ...]
@@ -228,7 +230,6 @@ class Codec:
 
 
 _CODECS: dict[tuple[int, tuple[int, ...], tuple[int, ...]], Codec] = {}
-_CODECS_LIMIT = 4096
 
 
 def make_codec(kind: int, offsets: tuple[int, ...], widths: tuple[int, ...]) -> Codec:

@@ -1,6 +1,6 @@
 """A batch's updates as int64 columns: what the numpy kernels read.
 
-The kernels (the join's, :mod:`deltaflow.operators.join_kernel`, and the counting
+The kernels (the join's, :mod:`deltaflow.operators.join.kernel`, and the counting
 reductions', :mod:`deltaflow.operators.reduce.columnar`) read the batches an arrangement
 sends its readers: a :class:`~.batch.Batch` whose columns are int64 arrays already (a large
 batch of int data), a list :class:`~.batch.Batch`, or an arrangement's ``RawBatch`` of Python

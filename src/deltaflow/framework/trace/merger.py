@@ -62,6 +62,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
+from .. import tuning
 from ..antichain import Antichain
 from ..lattice import Product, advancer
 from . import order
@@ -165,13 +166,13 @@ class Merger:
     #: Merges of at most this many updates run at once in plain Python and give a list batch,
     #: as do merges whose result is at most this big, and merges of two list batches of at
     #: most ``Batch.LIST_ROWS`` updates in all (see :mod:`.batch`). 0 turns all three off.
-    SMALL_MERGE: ClassVar[int] = 64
+    SMALL_MERGE: ClassVar[int] = tuning.MERGE_SMALL
     #: Fewest updates a numpy step consumes (numpy's per-call overhead dwarfs tiny steps).
-    MIN_STEP: ClassVar[int] = 1024
+    MIN_STEP: ClassVar[int] = tuning.MERGE_MIN_STEP
     #: Fewest updates a Python-list step consumes.
-    MIN_OBJECT_STEP: ClassVar[int] = 32
+    MIN_OBJECT_STEP: ClassVar[int] = tuning.MERGE_MIN_OBJECT_STEP
     #: Most updates one step consumes (bounds the temporary memory of a step).
-    MAX_STEP: ClassVar[int] = 1 << 16
+    MAX_STEP: ClassVar[int] = tuning.MERGE_MAX_STEP
 
     _b1: Batch
     _b2: Batch

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from .. import tuning
 from ..lattice import Product, Time
 from . import order
 from .codec import I64_MAX, I64_MIN, INT_CODEC, INT_TYPES, PRODUCT, Codec
@@ -59,7 +60,7 @@ class Probes:
     __slots__ = ("_by_codec", "_by_key", "keys")
 
     #: Up to this many keys are checked and encoded in plain Python (numpy beyond).
-    FEW_PROBES: ClassVar[int] = 64
+    FEW_PROBES: ClassVar[int] = tuning.PROBES_FEW
 
     def __init__(self, keys: Iterable[Any]) -> None:
         self.keys: Sequence[Any] = keys if isinstance(keys, (list, tuple)) else list(keys)

@@ -91,6 +91,7 @@ from typing import Any, ClassVar, final
 
 import attrs
 
+from .. import tuning
 from ..antichain import Antichain, frontier_join
 from ..lattice import Time
 from .batch import Batch
@@ -291,7 +292,7 @@ class Spine:
     """
 
     #: Fuel each inserted update gives to every merge in progress (see the invariant above).
-    FUEL_PER_UPDATE: ClassVar[int] = 8
+    FUEL_PER_UPDATE: ClassVar[int] = tuning.SPINE_FUEL_PER_UPDATE
     #: Default effort multiplier.
     DEFAULT_EFFORT: ClassVar[int] = 1
     #: The merger class (a subclass may tune its step sizes).

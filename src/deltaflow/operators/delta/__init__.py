@@ -3,8 +3,8 @@
 * :func:`multiway_join` — a conjunctive query, maintained by one delta rule per atom
   (:mod:`.query`).
 * :mod:`.index` — the shared index of a collection that the rules look up.
-* :mod:`.lookup` — lookups as of a time: count, propose, validate, and the operator running
-  them.
+* :mod:`.lookup` — lookups as of a time: count, propose, validate, intersect.
+* :mod:`.rule` — :class:`~.rule.RuleOperator`, the operator running one rule's lookups.
 * :mod:`.extenders` — the pieces, public: ``half_join``, :class:`Index`,
   :class:`PrefixExtender` (count, propose, validate) and ``extend``.
 """

@@ -2,7 +2,7 @@
 
 :func:`index_of` adds (once per collection and way of splitting it) the index node that every
 reader shares. :func:`add_rule` adds the operators of one rule: with one worker a single
-:class:`~.lookup.RuleOperator` runs every phase; with several, each phase is an operator of its
+:class:`~.rule.RuleOperator` runs every phase; with several, each phase is an operator of its
 own, its records exchanged by the key that phase looks up (so each runs on the worker whose
 part of the index holds that key).
 """
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..dataflow import NodeTraits, Pact
 from .index import IndexOperator, IndexRegistry, IndexStore
-from .lookup import Phase, RuleOperator, Tally
+from .lookup import Phase, Tally
+from .rule import RuleOperator
 
 if TYPE_CHECKING:
     from ..collection import Collection, DataflowBuilder

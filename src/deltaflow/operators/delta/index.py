@@ -35,6 +35,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
+from ...framework import tuning
 from ..base import Interest, Operator
 from ..durable import Changes
 
@@ -170,7 +171,7 @@ class IndexStore:
     """One worker's part of an index: :class:`KeyRows` by key (see the module docstring)."""
 
     #: Compact once the store holds more updates than this, and then whenever it has doubled.
-    COMPACT_ABOVE: ClassVar[int] = 4096
+    COMPACT_ABOVE: ClassVar[int] = tuning.DELTA_COMPACT_ABOVE
 
     __slots__ = ("changes", "keys", "limit", "readers", "size")
 

@@ -254,19 +254,9 @@ def multiway_join(
     if not atoms:
         msg = "multiway_join: no atoms; give (collection, variables) pairs"
         raise ValueError(msg)
-    from ..collection import Collection, _innermost  # collection.py builds on this module
+    from ..collection import _innermost  # collection.py builds on this module
 
-    parsed: list[tuple[Collection, tuple[str, ...]]] = []
-    for n, given in enumerate(atoms):
-        atom: object = given
-        if not (isinstance(atom, tuple) and len(atom) == 2 and isinstance(atom[0], Collection)):
-            msg = f"multiway_join: atom {n} must be a (collection, variables) pair, got {atom!r}"
-            raise TypeError(msg)
-        variables = _variables(f"atom {n}'s variables", atom[1])
-        if not variables:
-            msg = f"multiway_join: atom {n} has no variables"
-            raise ValueError(msg)
-        parsed.append((atom[0], variables))
+    parsed = _parse_atoms(atoms)
     first = parsed[0][0]
     for coll, _ in parsed[1:]:
         first._same_builder(coll)
@@ -297,3 +287,23 @@ def multiway_join(
         else:
             outputs.append(res.collection.map(start).map(emit))
     return outputs[0].concat(*outputs[1:]) if len(outputs) > 1 else outputs[0]
+
+
+def _parse_atoms(
+    atoms: tuple[tuple[Collection, str | tuple[str, ...]], ...],
+) -> list[tuple[Collection, tuple[str, ...]]]:
+    """Each atom as ``(collection, variables)``, checked (naming the atom when it is not)."""
+    from ..collection import Collection  # collection.py builds on this module
+
+    parsed: list[tuple[Collection, tuple[str, ...]]] = []
+    for n, given in enumerate(atoms):
+        atom: object = given
+        if not (isinstance(atom, tuple) and len(atom) == 2 and isinstance(atom[0], Collection)):
+            msg = f"multiway_join: atom {n} must be a (collection, variables) pair, got {atom!r}"
+            raise TypeError(msg)
+        variables = _variables(f"atom {n}'s variables", atom[1])
+        if not variables:
+            msg = f"multiway_join: atom {n} has no variables"
+            raise ValueError(msg)
+        parsed.append((atom[0], variables))
+    return parsed

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from deltaflow.framework.lattice import Time, less_equal
 
+from ...framework.tuning import SMALL_ACCUMULATE
 from .points import chains, codec, same_outer
 
 __all__ = [
@@ -51,10 +52,6 @@ V = TypeVar("V", bound=Hashable)
 
 _first = itemgetter(0)
 _inner = attrgetter("inner")
-
-SMALL_ACCUMULATE = 24
-""":func:`accumulate` compares every update with every time when there are at most this many
-pairs of them."""
 
 
 def accumulate(

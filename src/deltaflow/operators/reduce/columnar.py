@@ -40,6 +40,7 @@ import numpy as np
 from deltaflow.framework.trace.columns import all_unit, sort_consolidate_int
 from deltaflow.framework.trace.ints import IntColumns as Columns, int_columns, lists_columns
 
+from ...framework.tuning import KERNEL_MIN
 from .counting import ByCount, order_by
 from .logics import COLUMNS, count_logic, negative
 
@@ -50,11 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["KERNEL_MIN", "CountKernel", "correct_counts", "counting_kernel"]
 
 Corrections = dict[Any, list[tuple[Any, Any, int]]]
-
-KERNEL_MIN: Final = 256
-"""Under ``DELTAFLOW_KERNELS=auto``, an activation of a counting reduction at int times with
-at least this many new updates takes the kernel; fewer take the per-key sweep, whose cost per
-update is higher but which has no fixed cost per numpy call."""
 
 # Counts the kernel sums stay below this in magnitude (checked before it runs), so no int64
 # sum can overflow.

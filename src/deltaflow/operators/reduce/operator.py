@@ -36,12 +36,12 @@ key in columns instead (:mod:`.pair_counts`, ``_pair_step``). Totally ordered (`
 take a sweep of each key's new updates with no search at all (:mod:`.total`).
 
 **Its input and its own output** the operator keeps in memory, in two
-:class:`~deltaflow.operators.history.KeyedHistory` indexes ``{key: [(val, time, diff)]}``:
+:class:`~deltaflow.operators.join.history.KeyedHistory` indexes ``{key: [(val, time, diff)]}``:
 every update of every batch it receives, and everything it has sent. Appending there costs a
 list append and reading a key a dict lookup, where reading the input trace would cost a search
 per batch per round. Each key's list is compacted (times advanced to the previous frontier,
 equal updates consolidated) when it grows beyond
-:data:`~deltaflow.operators.history.COMPACT_WRITTEN` updates, and all of them when the total
+:data:`~deltaflow.operators.join.history.COMPACT_WRITTEN` updates, and all of them when the total
 has grown enough since the last such pass (keys that cancel disappear), so both stay
 proportional to the live collections. An arrangement made for this operator alone then has no
 trace reader, and keeps no trace at all (see :mod:`deltaflow.operators.arrange`). An output
@@ -78,6 +78,7 @@ from deltaflow.framework.trace.ints import key_codes, product_columns
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
 
+from ...framework import tuning
 from ..base import Interest, Operator, UpdateBatch
 from ..durable import (
     Changes,
@@ -88,7 +89,7 @@ from ..durable import (
     fold_counts,
     restore_trace,
 )
-from ..history import AdvanceTo, KeyedHistory
+from ..join.history import AdvanceTo, KeyedHistory
 from ..values import as_count
 from .accumulation import difference
 from .chains import least, pair_row
@@ -190,13 +191,13 @@ class ReduceOperator(Operator):
 
     interest = Interest.ALWAYS
 
-    PAIR_KERNEL_MIN: ClassVar[int] = KERNEL_MIN
+    PAIR_KERNEL_MIN: ClassVar[int] = tuning.PAIR_KERNEL_MIN
     """A counting reduction at ``Product(int, int)`` times moves its histories into columns
     (:mod:`.pair_counts`) for an activation of at least this many new updates, all on one
     row the frontier has passed (under ``DELTAFLOW_KERNELS=auto``); once there, they stay
     while activations keep that shape, whatever their size."""
 
-    ROW_BATCH_MIN: ClassVar[int] = 32
+    ROW_BATCH_MIN: ClassVar[int] = tuning.ROW_BATCH_MIN
     """A counting reduction's activation with new times for at least this many keys corrects
     those on rows together (:class:`.counting.RowCounts`); for fewer, numpy's cost per call
     would outweigh the per-key Python work it saves."""

@@ -12,13 +12,13 @@ position is ``f(n) - out`` there minus the same at the key's previous position (
 
 :class:`PairCounts` keeps such a reduction's input and output histories as int64 columns ``(key,
 x, y, diff)`` instead of the per-key lists of
-:class:`~deltaflow.operators.history.KeyedHistory`, and corrects all the keys of an activation
+:class:`~deltaflow.operators.join.history.KeyedHistory`, and corrects all the keys of an activation
 with one pass of sorts and prefix sums (:meth:`PairCounts.step`): no Python step per stored
 update. It holds the operator's state while activations keep that shape; the operator moves
 the state back into its per-key histories (:meth:`PairCounts.into`) before any other activation
 and before a checkpoint, so either path, and a checkpoint, sees one state.
 
-    >>> from deltaflow.operators.history import KeyedHistory
+    >>> from deltaflow.operators.join.history import KeyedHistory
     >>> inputs, outputs = KeyedHistory(unit=True), KeyedHistory(unit=True)
     >>> state = PairCounts.take(inputs, outputs, False)
     >>> new = np.array([7, 7, 8]), np.array([0, 2, 1]), np.array([1, -1, 1])
@@ -43,12 +43,13 @@ from deltaflow.framework.lattice import Product, new_tuple
 from deltaflow.framework.trace.codec import as_int64
 from deltaflow.framework.trace.ints import decode_keys, key_codes, product_columns
 
+from ...framework.tuning import PAIR_COMPACT_MIN as COMPACT_MIN
 from .counting import ByCount, _prefix_sums, order_by
 
 if TYPE_CHECKING:
     from deltaflow.framework.lattice import Time
 
-    from ..history import KeyedHistory
+    from ..join.history import KeyedHistory
 
 __all__ = ["PairCounts"]
 
@@ -56,10 +57,6 @@ Fixes = dict[Any, list[tuple[Any, Any, int]]]
 Array = np.ndarray[Any, Any]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
-
-COMPACT_MIN = 4096
-"""Compact the columns once they hold more than this many updates (and twice as many as the
-previous compaction left)."""
 
 
 @attrs.define(slots=True)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..graph import _labels
+from ..graph import node_labels
 from ..observe import processes_of
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def _edges(job: Job) -> list[dict[str, Any]]:
 def graph_view(job: Job) -> dict[str, Any]:
     """The job's planned graph with a position and size for every box (pixels)."""
     plan = job.plan
-    labels = _labels(plan, job.builder.spec, None)
+    labels = node_labels(plan, job.builder.spec, None)
     edges = _edges(job)
     layer = [0] * len(plan.nodes)
     for i in range(len(plan.nodes)):  # plan order: every forward edge comes from before

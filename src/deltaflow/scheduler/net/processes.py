@@ -1,0 +1,913 @@
+"""``processes=P``: a job's workers in P fresh interpreters, driven from the caller's trio loop.
+
+The caller hosts no worker. It starts P interpreters (``python -m
+deltaflow.scheduler.net.processes``, so the user's script needs no ``if __name__ ==
+"__main__"`` guard), each holding one end of a socket pair: the *control* stream, which
+nobody else can reach. Over it the caller ships the pipeline (pickled with cloudpickle:
+lambdas and classes of ``__main__`` travel by value) and a fresh secret for the job, acts as
+the rendezvous of the processes' TCP mesh on loopback (:mod:`deltaflow.scheduler.net.mesh`, which
+admits only connections that prove they hold the secret), forwards what the application
+feeds to the worker that owns it, and receives every output's consolidated updates with the
+frontier they complete.
+
+Each process runs a :class:`~deltaflow.scheduler.net.peer.PeerJob` of ``W / P`` workers. Its
+output stores report ``(updates, frontier)`` in that order on the control stream, so once
+every process has reported a frontier past time ``t`` the caller holds all of ``t``'s
+updates: the caller's store advances to the meet of the processes' frontiers and publishes
+from there, consolidated across processes. Probes advance on any process's report (every
+tracker sees the same frontiers, some later than others).
+
+Start-up has deadlines (:attr:`ProcessJob.START_TIMEOUT_S`,
+:attr:`ProcessJob.CONNECT_TIMEOUT_S`): a job whose processes cannot connect fails naming the
+missing one. A process that dies closes its control stream: the job fails within moments
+naming the workers it hosted; and a caller that goes away (killed, at any moment) closes
+theirs, which ends them. Leaving the job (normally or not) ends the processes, or hands them back
+to a :class:`ProcessPool` that keeps them between jobs (the test suite uses one).
+
+    >>> import deltaflow as df
+    >>> class Double(df.Pipeline):
+    ...     def build(self, xs):
+    ...         return xs.map(lambda x: 2 * x)
+    >>> df.run(Double(), processes=2, xs=[(1, 0, 1), (5, 1, 1)])
+    [(2, 0, 1), (10, 1, 1)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time as _time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import attrs
+import cloudpickle  # type: ignore[import-untyped]
+import trio
+
+from ...errors import CheckpointError, JobClosedError, PeerLostError
+from ...framework.antichain import Antichain
+from ...operators.base import UpdateBatch
+from ..checkpoint import settled
+from ..collector import GC_THRESHOLD
+from ..job import Job, OpenJob
+from .handshake import new_secret
+from .mesh import CONNECT_TIMEOUT_S, first_error
+from .peer import PeerJob
+from .remote_errors import ErrorReport
+from .tcp import FrameError, Link, describe_workers
+
+if TYPE_CHECKING:
+    from ...operators.collection import Pipeline
+    from ..checkpoint import Checkpointer
+    from ..local.transport import ProgressChange, Transport
+    from ..local.worker import Worker
+
+__all__ = ["ProcessJob", "ProcessPool", "main"]
+
+if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport there
+    from exceptiongroup import BaseExceptionGroup
+
+_log = logging.getLogger("deltaflow")
+T = TypeVar("T")
+
+
+# -- the processes -------------------------------------------------------------------------
+class _Process:
+    """One worker interpreter and the caller's end of its control socket."""
+
+    def __init__(self) -> None:
+        mine, theirs = socket.socketpair()
+        with theirs:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "deltaflow.scheduler.net.processes", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+            )
+        self.sock = mine
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, *, kill: bool) -> None:
+        """End the process: close its control stream (it exits on its own), or kill it."""
+        if kill and self.alive():
+            self.popen.kill()
+        self.sock.close()
+        try:
+            self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+class ProcessPool:
+    """Worker processes kept between jobs: ``with ProcessPool(): ...`` makes every job with
+    ``processes=P`` inside the block take its processes from here (starting only those it
+    lacks) and give them back when it ends cleanly; a job that fails or is cancelled ends its
+    processes. Closing the pool ends the idle ones.
+
+    >>> with ProcessPool() as pool:
+    ...     pool.idle
+    0
+    """
+
+    _active: ProcessPool | None = None
+
+    def __init__(self) -> None:
+        self._idle: list[_Process] = []
+        self._outer: ProcessPool | None = None
+
+    @property
+    def idle(self) -> int:
+        """How many processes wait for a job."""
+        return len(self._idle)
+
+    def take(self, n: int) -> list[_Process]:
+        """``n`` processes: idle ones first, the rest fresh."""
+        alive = [p for p in self._idle if p.alive()]
+        for p in self._idle:
+            if not p.alive():
+                p.stop(kill=True)
+        taken, self._idle = alive[:n], alive[n:]
+        return taken + [_Process() for _ in range(n - len(taken))]
+
+    def give_back(self, processes: list[_Process]) -> None:
+        """Keep ``processes`` for the next job."""
+        self._idle.extend(processes)
+
+    def close(self) -> None:
+        """End the idle processes."""
+        idle, self._idle = self._idle, []
+        for p in idle:
+            p.stop(kill=False)
+
+    def __enter__(self) -> ProcessPool:
+        self._outer, ProcessPool._active = ProcessPool._active, self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ProcessPool._active = self._outer
+        self.close()
+
+
+# -- the caller's side ---------------------------------------------------------------------
+class _RemoteFeed:
+    """An input feed whose worker is in another process: what is fed goes over control."""
+
+    def __init__(self, control: _Control, name: str, worker: int) -> None:
+        self._control = control
+        self._name = name
+        self._worker = worker
+        self._time: Any = 0
+        self._closed = False
+
+    def _send(self, *message: Any) -> None:
+        process, offset = divmod(self._worker, self._control.local)
+        self._control.links[process].queue((message[0], self._name, offset, *message[1:]))
+
+    def push(self, time: Any, data: list[Any], diffs: list[int]) -> None:
+        self._send("push", time, data, diffs)
+
+    def stand_at(self, time: Any, closed: bool) -> None:
+        """Where a checkpoint left the input (the process, resumed from it, knows)."""
+        self._time = time
+        self._closed = closed
+
+    @property
+    def time(self) -> Any:
+        return self._time
+
+    @time.setter
+    def time(self, time: Any) -> None:
+        if time != self._time:
+            self._time = time
+            self._send("time", time)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @closed.setter
+    def closed(self, closed: bool) -> None:
+        if closed and not self._closed:
+            self._closed = True
+            self._send("close")
+
+
+class _Control:
+    """The caller's "transport": the control streams to the processes, and their reports.
+
+    It hosts no worker (``attach`` gets none; nothing is sent through it by a worker).
+    """
+
+    def __init__(self, job: ProcessJob) -> None:
+        self.job = job
+        self.local = job.local
+        self.processes: list[_Process] = []
+        self.links: list[Link] = []
+        self.frontiers: dict[str, list[Antichain]] = {}
+        self.stats: list[list[dict[str, Any]]] = []
+        #: Per process, its operators' counts as last reported (when the job counts them).
+        self.counts: list[list[tuple[int, int, float, list[int]]]] = []
+        self.done = 0
+        self.ended = False
+        self.pool: ProcessPool | None = None
+        self._nursery: trio.Nursery | None = None
+        #: Per process, its answer to the checkpoint request under way (see
+        #: :meth:`ProcessJob.checkpoint`).
+        self.replies: dict[int, Any] = {}
+        #: The processes that have bound their mesh's port, and those whose mesh is connected.
+        self._bound: set[int] = set()
+        self._ready: set[int] = set()
+
+    #: Seconds the caller waits for the processes' mesh beyond their own deadline for it.
+    GRACE_S = 5.0
+
+    # Transport protocol: the caller has no workers.
+    def attach(self, workers: list[Worker]) -> None:
+        assert not workers
+
+    def send_data(
+        self, sender: int, worker: int, node: int, port: int, time: Any, payload: Any
+    ) -> None:
+        raise AssertionError("the caller of a multi-process job hosts no worker")
+
+    def broadcast_progress(self, sender: int, changes: list[ProgressChange]) -> None:
+        raise AssertionError("the caller of a multi-process job hosts no worker")
+
+    def turn(self, worker: Worker) -> None:
+        raise AssertionError("the caller of a multi-process job hosts no worker")
+
+    async def rest(self, worker: Worker) -> bool:
+        raise AssertionError("the caller of a multi-process job hosts no worker")
+
+    def _describe(self, p: int) -> str:
+        return f"{describe_workers(p, self.local)[:-1]}, pid {self.processes[p].popen.pid})"
+
+    def _open_link(self, p: int) -> None:
+        """The control link to process ``p`` (a socket pair of the caller's own: no frame
+        bound, nobody else can reach it)."""
+        sock = trio.socket.from_stdlib_socket(self.processes[p].sock.dup())
+        link = Link(trio.SocketStream(sock), p, max_frame=None)
+        if p < len(self.links):
+            self.links[p] = link
+        else:
+            self.links.append(link)
+
+    async def start(self, spec: bytes) -> None:
+        """Start (or take from the pool) the processes, ship the job with a fresh secret for
+        its mesh, be their rendezvous, and wait until every process is connected.
+
+        Raises:
+            PeerLostError: a process died, or did not report within the start-up deadlines
+                (:attr:`ProcessJob.START_TIMEOUT_S`, then the mesh's
+                :attr:`ProcessJob.CONNECT_TIMEOUT_S`), naming it.
+        """
+        job = self.job
+        self.pool = ProcessPool._active
+        pool = self.pool if self.pool is not None else ProcessPool()
+        self.processes = pool.take(job.peers)
+        self.frontiers = {name: [Antichain([0])] * job.peers for name in job.outputs}
+        self.stats = [[] for _ in range(job.peers)]
+        self.counts = [[] for _ in range(job.peers)]
+        for p in range(job.peers):
+            self._open_link(p)
+        # The mesh's secret reaches each process on its own control socket: never on a
+        # command line, in an environment or a log.
+        secret = new_secret()
+        level = _log.getEffectiveLevel()
+        for p in range(len(self.links)):
+            job_frame = [("job", p, sys.path, level, spec, secret, job.CONNECT_TIMEOUT_S)]
+            try:
+                await self.links[p].send_frame(job_frame)
+            except (OSError, trio.BrokenResourceError):
+                # An idle process of the pool that ended since it was last used: a fresh
+                # one takes its place (a fresh one that cannot be reached is lost for real).
+                self.processes[p].stop(kill=True)
+                self.processes[p] = _Process()
+                self._open_link(p)
+                try:
+                    await self.links[p].send_frame(job_frame)
+                except (OSError, trio.BrokenResourceError) as exc:
+                    raise PeerLostError(await self._lost(p)) from exc
+        addresses = await self._within(
+            job.START_TIMEOUT_S, "bind their mesh's port", self._rendezvous, self._bound
+        )
+        for link in self.links:
+            await link.send_frame([("peers", addresses)])
+
+        async def ready(p: int) -> None:
+            await self._expect(p, "ready")
+            self._ready.add(p)
+
+        async def all_ready() -> None:
+            # Every process at once: the first to fail (a peer it could not authenticate)
+            # is heard while the others still wait for it.
+            try:
+                async with trio.open_nursery() as nursery:
+                    for p in range(job.peers):
+                        nursery.start_soon(ready, p)
+            except BaseExceptionGroup as group:
+                raise first_error(group) from None
+
+        # The processes' own deadline for their mesh comes first, so the error that names
+        # the missing peer is theirs.
+        wait = job.CONNECT_TIMEOUT_S + self.GRACE_S
+        await self._within(wait, "connect their mesh", all_ready, self._ready)
+
+    async def _rendezvous(self) -> list[str]:
+        """Every process's mesh address, in process order, once all have bound theirs."""
+        reports = []
+        for p in range(self.job.peers):
+            reports.append(await self._expect(p, "address"))
+            self._bound.add(p)
+        digests = {r[2] for r in reports}
+        if len(digests) != 1:  # pragma: no cover - the same spec gives the same plan
+            msg = f"the worker processes built different dataflows: {sorted(digests)}"
+            raise RuntimeError(msg)
+        return [r[1] for r in reports]
+
+    async def _within(
+        self, seconds: float, what: str, step: Callable[[], Awaitable[T]], done: set[int]
+    ) -> T:
+        """``await step()``, or after ``seconds`` a :class:`PeerLostError` naming the
+        processes not in ``done``."""
+        with trio.move_on_after(seconds):
+            return await step()
+        late = [p for p in range(self.job.peers) if p not in done]
+        names = "; ".join(self._describe(p) for p in late)
+        msg = f"the worker processes did not {what} within {seconds} s: {names}"
+        raise PeerLostError(msg)
+
+    async def _expect(self, p: int, kind: str) -> Any:
+        """The next control message of process ``p`` but its log records (handled), which
+        must be a ``kind``."""
+        while True:
+            try:
+                messages = await self.links[p].receive()
+            except (EOFError, OSError, trio.BrokenResourceError, FrameError) as exc:
+                raise PeerLostError(await self._lost(p)) from exc
+            for message in messages:
+                if message[0] == "log":
+                    self._handle(p, message)
+                    continue
+                if message[0] == "error":
+                    raise self._error(message)
+                assert message[0] == kind, message
+                return message
+
+    async def _lost(self, p: int) -> str:
+        proc = self.processes[p].popen
+        with trio.move_on_after(2):
+            while proc.poll() is None:  # noqa: ASYNC110 - a child's exit sets no trio event
+                await trio.sleep(0.02)
+        code = proc.poll()
+        how = "died" if code is None else f"exited with code {code}"
+        return f"the worker process of {self._describe(p)} {how}"
+
+    def _error(self, message: Any) -> BaseException:
+        return cast("ErrorReport", message[1]).rebuild(RuntimeError)
+
+    def _handle(self, p: int, message: Any) -> None:
+        job = self.job
+        kind = message[0]
+        if kind == "out":
+            _, name, published, frontier, stats, counts = message
+            store = job.builder.stores[name]
+            for t, data, diffs in published:
+                store.add(t, UpdateBatch(data, diffs))
+            fronts = self.frontiers[name]
+            fronts[p] = Antichain(frontier)
+            store.advance(Antichain([t for f in fronts for t in f]))
+            self._report(p, stats, counts)
+        elif kind == "probe":
+            _, index, frontier = message
+            job.builder.probes[index].advance(Antichain(frontier))
+        elif kind == "log":
+            _, name, level, text = message
+            logger = logging.getLogger(name)
+            if logger.isEnabledFor(level):
+                record = logger.makeRecord(name, level, "(worker process)", 0, text, (), None)
+                record.processName = f"deltaflow worker process {p}"
+                logger.handle(record)
+        elif kind in ("settled", "checkpointed", "checkpoint-failed"):
+            self.replies[p] = message
+        elif kind == "done":
+            self._report(p, message[1], message[2])
+            self.done += 1
+        elif kind == "error":
+            error = self._error(message)
+            if isinstance(error, PeerLostError):
+                # Another process lost this one's peer: give the caller's own view of that
+                # process (it died? with which code?) a moment to be the error reported.
+                assert self._nursery is not None
+                self._nursery.start_soon(self._fail_later, error)
+            else:
+                job.fail(error)
+
+    def _report(
+        self,
+        p: int,
+        stats: list[dict[str, Any]],
+        counts: list[tuple[int, int, float, list[int]]] | None,
+    ) -> None:
+        """Process ``p``'s workers' statistics and (when counting) its operators' counts;
+        the job's operator counts become the sums over the processes."""
+        self.stats[p] = stats
+        totals = self.job._operator_counts
+        if counts is None or totals is None:
+            return
+        self.counts[p] = counts
+        for i, total in enumerate(totals):
+            got = [c[i] for c in self.counts if c]
+            total.activations = sum(c[0] for c in got)
+            total.records = sum(c[1] for c in got)
+            total.seconds = sum(c[2] for c in got)
+            total.ports = [sum(ports) for ports in zip(*(c[3] for c in got))]
+
+    async def _send_loop(self, link: Link) -> None:
+        # A process that is gone breaks its stream: its receiving loop reports it.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await link.send_loop()
+
+    async def _fail_later(self, error: BaseException) -> None:
+        await trio.sleep(1)
+        self.job.fail(error)
+
+    async def _receive_loop(self, p: int) -> None:
+        link = self.links[p]
+        while True:
+            try:
+                messages = await link.receive_many()
+            except (EOFError, OSError, trio.BrokenResourceError, FrameError):
+                self.job.fail(PeerLostError(await self._lost(p)))
+                return
+            for message in messages:
+                self._handle(p, message)
+            if self.done == len(self.links):
+                self.ended = True
+            self.job.notify()
+            if messages[-1][0] == "done":
+                return
+
+    async def run(self) -> None:
+        """Carry control messages until every process is done or the job failed."""
+        job = self.job
+        clean = False
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for p, link in enumerate(self.links):
+                    nursery.start_soon(self._receive_loop, p)
+                    nursery.start_soon(self._send_loop, link)
+
+                async def watch_failure() -> None:
+                    await job._wait_failed()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(watch_failure)
+                await job._wait_ended()
+                for link in self.links:
+                    link.close_after_queued()
+                nursery.cancel_scope.cancel()
+            clean = not job.failed
+        finally:
+            self.ended = True
+            self.shutdown(clean=clean)
+            job.notify()
+
+    def shutdown(self, *, clean: bool) -> None:
+        """Give the processes back to the pool after a clean job; end them otherwise."""
+        for link in self.links:
+            link.stream.socket.close()  # type: ignore[attr-defined]  # a control link's own
+        processes, self.processes = self.processes, []
+        if clean and self.pool is not None:
+            self.pool.give_back(processes)
+            return
+        for proc in processes:
+            proc.stop(kill=not clean)
+
+
+class ProcessJob(Job):
+    """A job whose ``workers`` run in ``processes`` other interpreters (see the module)."""
+
+    #: Seconds from the job's start to every process having built the dataflow and bound
+    #: its mesh's port (interpreters started, the pipeline unpickled and built).
+    START_TIMEOUT_S = 120.0
+    #: Seconds each process waits for the others to connect, once all have bound.
+    CONNECT_TIMEOUT_S = CONNECT_TIMEOUT_S
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        workers: int,
+        processes: int,
+        *,
+        fuse: bool,
+        gc_threshold: int | None = GC_THRESHOLD,
+        history: int | None = None,
+        profile: bool = False,
+        checkpoint: Any = None,
+        fresh: bool = False,
+        allow_code_change: bool = False,
+        on_bad: Any = None,
+    ) -> None:
+        if processes.__class__ is not int or processes < 1:
+            msg = f"processes must be a positive int, not {processes!r}"
+            raise ValueError(msg)
+        if workers.__class__ is not int or workers < 1 or workers % processes:
+            msg = f"workers ({workers!r}) must be a positive multiple of processes ({processes})"
+            raise ValueError(msg)
+        self.peers = processes
+        self.local = workers // processes
+        self.fuse = fuse
+        #: The collector's threshold in the worker processes (see ``collector``), where the
+        #: operators' state lives.
+        self.gc_threshold = gc_threshold
+        self.control: _Control | None = None
+        self._failed_event = trio.Event()
+        # Pickled before ``build`` runs here: what it leaves on the pipeline (a probe bound
+        # to this job) is not for the processes, which build their own.
+        location = None if checkpoint is None else os.fspath(checkpoint)
+        self._spec: bytes = cloudpickle.dumps(
+            {"pipeline": pipeline, "peers": processes, "local": self.local, "fuse": fuse,
+             "gc_threshold": gc_threshold, "profile": profile, "checkpoint": location}
+        )  # fmt: skip
+        # With counting on, the counts here are the sums of those the processes report.
+        super().__init__(
+            pipeline, workers, fuse=fuse, history=history, profile=profile, checkpoint=checkpoint,
+            fresh=fresh, allow_code_change=allow_code_change, on_bad=on_bad,
+        )  # fmt: skip
+        control = cast("_Control", self.transport)
+        for name, handle in self.inputs.items():
+            feeds: list[Any] = [_RemoteFeed(control, name, w) for w in range(workers)]
+            handle._feeds = feeds
+        #: Seconds from entering the job to every process connected and ready.
+        self.startup_s: float | None = None
+
+    def make_transport(self) -> Transport:  # type: ignore[override]
+        """The control streams to the processes."""
+        self.control = _Control(self)
+        return self.control
+
+    def _hosted(self, workers: int) -> range:
+        return range(0)
+
+    def _activate_inputs(self, name: str | None = None) -> None:
+        """What was fed is queued for the processes: send it now, not when the sending
+        tasks next get their turn (the application is about to wait for the answer)."""
+        assert self.control is not None
+        for link in self.control.links:
+            link.flush_now()
+
+    def _writer(self) -> str:
+        return "caller"
+
+    async def _start(self) -> None:
+        """Start (or take from the pool) the processes and connect them; on any failure end
+        those already started. With a checkpoint at the location, every process resumes its
+        workers from it, and the caller its outputs."""
+        assert self.control is not None
+        manifest = None
+        try:
+            if self.checkpointer is not None:
+                manifest = await self._open_location()  # locked here, for every process
+                if manifest is not None:
+                    self._check_manifest(manifest)
+            start = _time.perf_counter()
+            try:
+                await self.control.start(self._spec)
+            except BaseException:
+                self.control.shutdown(clean=False)
+                raise
+            self.startup_s = _time.perf_counter() - start
+            if manifest is not None:
+                await self._resume(manifest)
+        except BaseException:
+            self._release_location()
+            raise
+
+    async def _resume(self, manifest: dict[str, Any]) -> None:
+        """The outputs' collections at the checkpoint (the processes resumed the rest)."""
+        await self._restore(manifest, [], current=True, pending=False)
+
+    # -- checkpoints: the processes write their shares, the caller commits ------------------
+    async def _ask(self, message: Any) -> list[Any]:
+        """Send ``message`` to every process; their answers, once all have answered.
+
+        Raises:
+            CheckpointError: a process could not do what was asked.
+        """
+        control = self.control
+        assert control is not None
+        control.replies = {}
+        for link in control.links:
+            link.queue(message)
+            link.flush_now()
+        await self._wait_until(
+            lambda: len(control.replies) == self.peers or self.failed or control.ended
+        )
+        if self.error is not None:
+            self.raise_error()
+        if len(control.replies) < self.peers:
+            msg = "the job finished while a checkpoint was being taken"
+            raise JobClosedError(msg)
+        replies = [control.replies[p] for p in range(self.peers)]
+        failed = [r[1] for r in replies if r[0] == "checkpoint-failed"]
+        if failed:
+            raise CheckpointError("; ".join(failed))
+        return replies
+
+    async def _settle(self, time: int) -> None:
+        """As :meth:`Job._settle`, across the processes: rounds of idle counts until two
+        agree and nothing is in flight (see PeerJob.settle); no process wakes again before
+        the caller feeds it."""
+        await self._wait_for(lambda: self._complete_before(time))
+        last: list[tuple[int, int]] | None = None
+        while True:
+            counts = [(r[1], r[2]) for r in await self._ask(("settle",))]
+            if settled(last, counts):
+                break
+            last = counts
+
+    async def _write_checkpoint(self, checkpointer: Checkpointer, time: int) -> None:
+        """Each process writes its workers' share, then the caller its outputs'
+        collections and the manifest."""
+        sequence = checkpointer.sequence
+        checkpointer.started()  # the processes write their shares first
+        try:
+            replies = await self._ask(("checkpoint", sequence, sequence - 1))
+            capture = checkpointer.capture(
+                self.layout, [], self.builder.stores, current=True, pending=False
+            )
+            own = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
+            fragments = [own, *(r[1] for r in replies)]
+            header = self._header(time, sequence)
+            await trio.to_thread.run_sync(checkpointer.commit, header, fragments)
+        except BaseException:
+            checkpointer.failed(time)
+            raise
+        checkpointer.committed(capture, own, sequence)
+        self._sources.committed(time, header["sources"])
+
+    def _placement(self) -> str:
+        return f"{self.peers * self.local} workers, {self.peers} processes"
+
+    def _finished(self) -> bool:
+        assert self.control is not None
+        return self.control.ended
+
+    def _any_finished(self) -> bool:
+        return self._finished()
+
+    def fail(self, exc: BaseException) -> None:
+        """As :meth:`Job.fail`, and stop the processes."""
+        super().fail(exc)
+        self._failed_event.set()
+
+    async def _wait_failed(self) -> None:
+        await self._failed_event.wait()
+
+    async def _wait_ended(self) -> None:
+        assert self.control is not None
+        control = self.control
+        await self._wait_until(lambda: control.done == self.peers)
+
+    async def _wait_until(self, condition: Any) -> None:
+        while not condition():
+            event = trio.Event()
+            self._waiters.append((condition, event))
+            await event.wait()
+
+    def _worker_statistics(self) -> list[dict[str, Any]]:
+        """The workers' counts, arrangement sizes and processes' memory (and with
+        ``profile=True`` the operators' counts, summed over the processes) are those the
+        processes last reported: with every output frontier move, and as they finish."""
+        assert self.control is not None
+        return [w for stats in self.control.stats for w in stats]
+
+
+# -- a worker process ----------------------------------------------------------------------
+class _ChildJob(PeerJob):
+    """A process's share of a :class:`ProcessJob`: reports outputs, probes and failures to
+    the caller over ``control``."""
+
+    def __init__(self, spec: dict[str, Any], index: int, control: Link) -> None:
+        self.control = control
+        self.gc_threshold: int | None = spec.get("gc_threshold", GC_THRESHOLD)
+        super().__init__(
+            spec["pipeline"],
+            index=index,
+            peers=spec["peers"],
+            local=spec["local"],
+            fuse=spec["fuse"],
+            exchange_outputs=False,
+            profile=spec.get("profile", False),
+            checkpoint=spec.get("checkpoint"),
+        )
+        self._published: dict[str, list[tuple[Any, list[tuple[Any, int]]]]] = {}
+        self._sent: dict[str, Antichain] = {}
+        for name, store in self.builder.stores.items():
+            published: list[tuple[Any, list[tuple[Any, int]]]] = []
+            self._published[name] = published
+            self._sent[name] = store.frontier
+            store.on_complete = lambda t, u, published=published: published.append((t, u))
+        self._probes = [p.frontier for p in self.builder.probes]
+
+    def _stats(self) -> list[dict[str, Any]]:
+        return self._worker_statistics()
+
+    def _counts(self) -> list[tuple[int, int, float, list[int]]] | None:
+        """The operators' counts on this process's workers, if the job counts them."""
+        counts = self._operator_counts
+        if counts is None:
+            return None
+        return [(c.activations, c.records, c.seconds, c.ports) for c in counts]
+
+    def notify(self) -> None:
+        """As :meth:`PeerJob.notify`, and report outputs and probes that moved."""
+        super().notify()
+        for name, store in self.builder.stores.items():
+            published = self._published[name]
+            if store.frontier is not self._sent[name] or published:
+                self._sent[name] = store.frontier
+                # As columns: the caller makes a batch of them as they come.
+                columns = [(t, [d for d, _ in u], [r for _, r in u]) for t, u in published]
+                frontier = list(store.frontier)
+                self.control.queue(("out", name, columns, frontier, self._stats(), self._counts()))
+                published.clear()
+                store.history.clear()
+                store.current.clear()
+        for i, probe in enumerate(self.builder.probes):
+            if probe.frontier is not self._probes[i]:
+                self._probes[i] = probe.frontier
+                self.control.queue(("probe", i, list(probe.frontier)))
+        self.control.flush_now()  # the caller may be waiting on this very report
+
+    def fail(self, exc: BaseException) -> None:
+        """As :meth:`PeerJob.fail`, and tell the caller."""
+        first = self.error is None
+        super().fail(exc)
+        if first:
+            self.control.queue(("error", ErrorReport.of(exc)))
+
+    async def answer(self, message: Any) -> None:
+        """A checkpoint request from the caller: settle, or write this process's share."""
+        try:
+            if message[0] == "settle":
+                self.control.queue(("settled", *await self.settle()))
+            else:
+                _, sequence, committed = message
+                fragment = await self.save_share(sequence, committed)
+                self.control.queue(("checkpointed", fragment))
+        except CheckpointError as exc:
+            self.control.queue(("checkpoint-failed", str(exc)))
+        except Exception as exc:  # reported, not raised: the job goes on without it
+            self.control.queue(("checkpoint-failed", f"worker process {self.index}: {exc!r}"))
+        self.control.flush_now()
+
+    def apply(self, message: Any) -> None:
+        """A feed operation from the caller."""
+        kind, name, offset, *rest = message
+        feed = self.inputs[name]._feeds[offset]
+        if kind == "push":
+            feed.push(*rest)
+        elif kind == "time":
+            feed.time = rest[0]
+        else:
+            feed.closed = True
+        self.workers[offset].activate(self._input_actors[name])
+
+
+class _Forward(logging.Handler):
+    """Send the process's ``deltaflow`` log records to the caller."""
+
+    def __init__(self, control: Link) -> None:
+        super().__init__()
+        self.control = control
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.control.queue(("log", record.name, record.levelno, record.getMessage()))
+
+
+async def _send_to_caller(control: Link) -> None:
+    try:
+        await control.send_loop()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        os._exit(1)  # the caller is gone: so is this job
+
+
+class _Job:
+    """What one job's frame from the caller says: this process's index, the caller's import
+    path and log level, the pickled job, the mesh's secret and its connect timeout."""
+
+    def __init__(self, frame: tuple[Any, ...]) -> None:
+        _, self.index, self.path, self.level, self.blob, self.secret, self.timeout = frame
+
+
+async def _run_job(control: Link, given: _Job) -> None:
+    """Run one job: build it, connect its mesh, run it to its end, report to the caller.
+
+    From the job's frame on, one task reads the control stream (the peers' addresses, then
+    what the application feeds): the caller going away ends this process at any moment,
+    mesh start-up included, whatever a stranger does to the mesh's port meanwhile.
+    """
+    # The caller's import path, so that the pipeline's modules import here as there.
+    sys.path[:] = given.path + [p for p in sys.path if p not in given.path]
+    _log.setLevel(given.level)
+    handler = _Forward(control)
+    _log.addHandler(handler)
+    addresses: list[str] = []
+    peers_known = trio.Event()
+    job: _ChildJob | None = None
+    reading = trio.CancelScope()
+
+    async def read_caller() -> None:
+        with reading:
+            while True:
+                try:
+                    messages = await control.receive_many()
+                except (EOFError, OSError, trio.BrokenResourceError, FrameError):
+                    os._exit(1)  # the caller is gone: so is this job
+                for m in messages:
+                    if m[0] == "peers":
+                        addresses[:] = m[1]
+                        peers_known.set()
+                    elif m[0] in ("settle", "checkpoint"):
+                        assert job is not None
+                        nursery.start_soon(job.answer, m)
+                    else:
+                        assert job is not None  # feeds come once the caller heard "ready"
+                        job.apply(m)
+
+    failure: Exception | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_send_to_caller, control)
+            nursery.start_soon(read_caller)
+            try:
+                job = _ChildJob(cloudpickle.loads(given.blob), given.index, control)
+                digest = job.digest
+
+                async def rendezvous(address: str) -> list[str]:
+                    control.queue(("address", address, digest))
+                    control.flush_now()
+                    await peers_known.wait()
+                    return list(addresses)
+
+                await job.connect(rendezvous, secret=given.secret, connect_timeout=given.timeout)
+                await job._start()  # resumes from the checkpoint location, if it holds one
+            except Exception as exc:
+                # Reported to the caller, which ends this process.
+                failure = exc
+                text = f"worker process {given.index}: {exc!r}"
+                report = attrs.evolve(ErrorReport.of(exc), message=text, args=(text,))
+                control.queue(("error", report))
+                reading.cancel()
+                control.close_after_queued()
+                return
+            control.queue(("ready",))
+            control.flush_now()
+            try:
+                with contextlib.suppress(Exception):  # ``job.fail`` reported it to the caller
+                    async with OpenJob(job, job.gc_threshold):
+                        await job._wait_for(job._finished)
+            except KeyboardInterrupt as exc:
+                job.fail(exc)  # reported too (unless a failure came first)
+            reading.cancel()
+            control.queue(("done", job._stats(), job._counts()))
+            control.close_after_queued()
+    finally:
+        _log.removeHandler(handler)
+    if failure is not None:
+        raise failure
+
+
+async def _serve(fd: int) -> None:
+    sock = trio.socket.from_stdlib_socket(socket.socket(fileno=fd))
+    stream = trio.SocketStream(sock)
+    buffered = bytearray()
+    while True:
+        control = Link(stream, -1, max_frame=None)
+        control._buf = buffered  # what the last job's link read ahead, if anything
+        try:
+            (frame,) = await control.receive()
+        except (EOFError, OSError, trio.BrokenResourceError):
+            return  # the caller closed the pool or went away
+        await _run_job(control, _Job(frame))
+        buffered = control.unread()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """A worker process: serve jobs on the control socket whose descriptor is ``argv[0]``."""
+    args = sys.argv[1:] if argv is None else argv
+    trio.run(_serve, int(args[0]))
+
+
+if __name__ == "__main__":
+    main()

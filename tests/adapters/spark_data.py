@@ -1,0 +1,78 @@
+"""Data and sinks the Spark tests share: random edges and the expected rows of a run, the
+micro-batch files of a stream and a ``foreach_batch`` sink that keeps them."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+
+def rows(frame: Any) -> list[tuple[Any, ...]]:
+    """A DataFrame's rows as sorted tuples (``None`` sorts first)."""
+    return sorted((tuple(r) for r in frame.collect()), key=repr)
+
+
+def expected(updates: list[tuple[Any, Any, int]]) -> list[tuple[Any, ...]]:
+    """``df.run``'s updates as the rows ``dfspark.run`` returns."""
+    # Imported here: the module is imported where pyspark may be missing (the tests skip then).
+    from deltaflow.adapters.spark._convert import flatten
+
+    return sorted(((*flatten(d), t, r) for d, t, r in updates), key=repr)
+
+
+def triples(frame_rows: list[tuple[Any, ...]]) -> list[tuple[Any, int, int]]:
+    """Rows ``(cols..., time, diff)`` as ``df.run`` inputs (one column: its value)."""
+    return [((r[0] if len(r) == 3 else r[:-2]), r[-2], r[-1]) for r in frame_rows]
+
+
+def random_edges(seed: int, nodes: int, count: int, times: int) -> list[tuple[int, int, int, int]]:
+    """Edges ``(src, dst, time, diff)``: insertions at time 0, then changes at later times."""
+    rng = random.Random(seed)
+    live = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(count)]
+    out = [(s, d, 0, 1) for s, d in live]
+    for t in range(1, times):
+        for _ in range(3):
+            s, d = live.pop(rng.randrange(len(live)))
+            out.append((s, d, t, -1))
+            new = (rng.randrange(nodes), rng.randrange(nodes))
+            live.append(new)
+            out.append((*new, t, 1))
+    return out
+
+
+class Collected:
+    """A ``foreach_batch`` sink that keeps every micro-batch's rows, by batch id; it reads the
+    frame twice (a count, then the rows), as a sink may."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[tuple[Any, ...]]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        count = frame.count()
+        rows = [tuple(r) for r in frame.collect()]
+        assert len(rows) == count
+        with self.lock:
+            self.batches[batch_id] = rows
+
+
+def write_batch(directory: Path, index: int, rows: list[dict[str, Any]]) -> None:
+    """One JSON-lines file: one micro-batch (the source reads one file per trigger)."""
+    tmp = directory.parent / f".{directory.name}-{index}.json"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.rename(directory / f"{index:04d}.json")
+
+
+def source(spark: Any, directory: Path, ddl: str) -> Any:
+    return spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).json(str(directory))
+
+
+BATCHES = [
+    [{"line": "the cat sat", "diff": 1}, {"line": "the dog", "diff": 1}],
+    [{"line": "the cat ran", "diff": 1}],
+    [{"line": "a dog", "diff": 1}, {"line": "the dog", "diff": -1}],
+    [{"line": "cat cat", "diff": 2}],
+]
