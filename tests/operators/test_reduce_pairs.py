@@ -149,8 +149,7 @@ def test_rows_take_the_kernel_and_give_up_when_the_frontier_leaves_them(name: st
     large enough, under ``auto``); a frontier that passes parts of two rows moves them back.
     The output is the per-key path's throughout."""
     updates = _rows(400, 5)
-    frontiers = [Antichain([Product(0, 1)]), Antichain([Product(2, 2), Product(4, 1)]),
-                 Antichain()]  # fmt: skip
+    frontiers = [Antichain([Product(0, 1)]), Antichain([Product(2, 2), Product(4, 1)]), Antichain()]
     seen: list[bool] = []
 
     class Watched(R.ReduceOperator):
@@ -189,10 +188,20 @@ def test_a_row_passed_in_part_waits_for_the_rest(name: str) -> None:
     """A frontier that passes part of one row (the other workers' share of it still on its
     way) keeps the columns: the passed messages wait, and the whole row is corrected in
     columns once the frontier passes it. The output is the per-key path's."""
-    updates = [((k * 7 % 300, ()), Product(x, y), 1 if y == 1 else -1)
-               for y in (1, 2) for x in range(5) for k in range(300) if y == 1 or k % 3 == 0]  # fmt: skip
-    frontiers = [Antichain([Product(0, 2)]), Antichain([Product(0, 3), Product(3, 2)]),
-                 Antichain([Product(0, 3)]), Antichain()]  # fmt: skip
+    # Rows 1 and 2 of five rounds: inserted at row 1, a third retracted at row 2.
+    updates = [
+        ((k * 7 % 300, ()), Product(x, y), 1 if y == 1 else -1)
+        for y in (1, 2)
+        for x in range(5)
+        for k in range(300)
+        if y == 1 or k % 3 == 0
+    ]
+    frontiers = [
+        Antichain([Product(0, 2)]),
+        Antichain([Product(0, 3), Product(3, 2)]),
+        Antichain([Product(0, 3)]),
+        Antichain(),
+    ]
     seen: list[tuple[bool, int]] = []
 
     class Watched(R.ReduceOperator):
@@ -206,9 +215,16 @@ def test_a_row_passed_in_part_waits_for_the_rest(name: str) -> None:
         previous = kernels.set_mode(mode)
         seen.clear()
         try:
-            sent, _, _ = drive(updates, frontiers, logic, Product(0, 0),
-                               positive_only=positive_only, key_only=True, by_count=by_count,
-                               operator=Watched)  # fmt: skip
+            sent, _, _ = drive(
+                updates,
+                frontiers,
+                logic,
+                Product(0, 0),
+                positive_only=positive_only,
+                key_only=True,
+                by_count=by_count,
+                operator=Watched,
+            )
         finally:
             kernels.set_mode(previous)
         outputs.append(consolidated(sent))

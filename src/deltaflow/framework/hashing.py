@@ -128,7 +128,7 @@ def owner_column(keys: Sequence[Hashable], peers: int) -> np.ndarray[Any, Any] |
     if columns is None:
         return None
     if columns.ndim == 1:
-        return columns % peers  # type: ignore[no-any-return]
+        return columns % peers
     h = np.full(len(keys), 0x345678, dtype=np.uint64)
     prime, mask = np.uint64(1000003), np.uint64(_MASK)
     for column in columns.T.astype(np.uint64):
