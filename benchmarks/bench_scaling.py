@@ -22,12 +22,23 @@ Prints one JSON line per figure.
 
 ``--work`` counts instead of timing (deterministic, so it holds on any machine): for W1 and
 W2 with their rounds known up front and for the W4 load, at 1, 2, 4 and 8 workers in one
-process, the data messages and pointstamp changes per round (``scaling.work.*``); with
-``--callgrind`` also the instructions (valgrind's callgrind, every process summed) of the
-rounds alone, the work of the run without them (the load; for W4, generating the graph)
-subtracted, and their ratio to one worker's (``work_ratio``). The figure projects a speedup
-on as many cores as workers: ``workers / work_ratio``, the work spread evenly and nothing
-waited for (an upper bound; each worker's share of the messages is its wait).
+process, the data messages and pointstamp changes per round (``scaling.work.*``), the steps
+of the busiest worker per round (``exchanges_per_round``: with workers in processes, each
+step ends in one progress exchange with every peer) and the busiest worker's share of the
+CPU time the workers' steps took (``max_share``), all over the whole run (rounds known up
+front go through the loop with the load); with ``--callgrind`` also the
+instructions (valgrind's callgrind, every process summed) of the rounds alone, the work of
+the run without them (the load; for W4, generating the graph) subtracted, and their ratio
+to one worker's (``work_ratio``).
+
+The projection to as many cores as workers (docs/architecture.md, "What more workers buy"):
+a round's critical path is the busiest worker's work plus one exchange per step,
+``T(p) = I(p) * max_share(p) / R + exchanges_per_round(p) * L``, where ``R`` is a core's
+instructions per second (measured: the one-worker run's instructions over its CPU time)
+and ``L`` one exchange's latency between executors. ``projected_speedup`` is
+``T(1) / T(p)`` with ``L = 0`` (work alone), ``projected_speedup_lan`` with
+``L = LAN_EXCHANGE_S`` (one step's progress and data to every peer over a network, as
+between Spark executors: the executors are the cores).
 
     python benchmarks/bench_scaling.py --work [--callgrind] [--quick] [--only w1,w2s,w4]
 
@@ -174,7 +185,34 @@ def _work_inputs(what: str, quick: bool, with_rounds: bool) -> tuple[Any, dict[s
     return Bfs(), {"roots": [(root, 0, 1)], "edges": [(e, 0, 1) for e in edges]}, 1
 
 
-async def _work_run(pipeline: Any, workers: int, inputs: dict[str, Any]) -> dict[str, int]:
+#: One exchange between executors on a network: a step's progress (and data) to every
+#: peer and theirs back, as the projection counts it (``--work``).
+LAN_EXCHANGE_S = 100e-6
+
+
+def _timing_steps() -> dict[int, float]:
+    """Time every worker step from now on (CPU time of the thread: the workers of one
+    process step in turn on it): seconds per worker index."""
+    from deltaflow.scheduler.local.worker import Worker
+
+    busy: dict[int, float] = {}
+    step = Worker.step
+    clock = time.thread_time
+
+    def timed(self: Worker) -> bool:
+        start = clock()
+        try:
+            return step(self)
+        finally:
+            busy[self.index] = busy.get(self.index, 0.0) + clock() - start
+
+    Worker.step = timed  # type: ignore[method-assign]
+    return busy
+
+
+async def _work_run(pipeline: Any, workers: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    busy = _timing_steps()
+    cpu = time.process_time()
     async with df.open(pipeline, workers) as job:
         for name, updates in inputs.items():
             by_time: dict[int, tuple[list[Any], list[int]]] = {}
@@ -186,14 +224,22 @@ async def _work_run(pipeline: Any, workers: int, inputs: dict[str, Any]) -> dict
                 job.inputs[name].extend(*by_time[t], time=t)
         await job.close()
         stats = job.statistics()["workers"]
-    return {k: sum(w.get(k, 0) for w in stats) for k in ("messages", "pointstamps", "steps")}
+    out: dict[str, Any] = {
+        k: sum(w.get(k, 0) for w in stats) for k in ("messages", "pointstamps", "steps")
+    }
+    out["max_steps"] = max(w["steps"] for w in stats)
+    out["busy_s"] = [busy.get(w, 0.0) for w in range(workers)]
+    out["cpu_s"] = time.process_time() - cpu
+    return out
 
 
 def work_child(what: str, workers: int, with_rounds: bool, quick: bool) -> dict[str, Any]:
     pipeline, inputs, rounds = _work_inputs(what, quick, with_rounds)
-    if not inputs:
-        return {"rounds": rounds}
-    return {"rounds": rounds, **trio.run(_work_run, pipeline, workers, inputs)}
+    out: dict[str, Any] = {"rounds": rounds}
+    if inputs:
+        out.update(trio.run(_work_run, pipeline, workers, inputs))
+    out["process_cpu_s"] = time.process_time()  # the whole process, as callgrind counts it
+    return out
 
 
 def _instructions(stderr: str) -> int:
@@ -221,25 +267,30 @@ def _work_measure(what: str, workers: int, with_rounds: bool, quick: bool, grind
 
 def bench_work(what: str, quick: bool, grind: bool, counts: tuple[int, ...]) -> None:
     record: dict[str, Any] = {"figure": WORK_FIGURES[what]}
-    base = _work_measure(what, 1, False, quick, grind) if grind else None
+    # W4's load is its whole run: its base is generating the graph (no job), once.
+    graph = _work_measure(what, 1, False, quick, grind) if grind and what == "w4" else None
     for workers in counts:
         full = _work_measure(what, workers, True, quick, grind)
-        rounds = full["rounds"]
+        rounds = record["rounds"] = full["rounds"]
+        # Messages, steps and the balance of the whole run (rounds known up front ride
+        # through the loop with the load), per round.
+        busy = full["busy_s"]
         row: dict[str, Any] = {
             "messages_per_round": full["messages"] / rounds,
             "pointstamps_per_round": full["pointstamps"] / rounds,
+            "exchanges_per_round": full["max_steps"] / rounds if workers > 1 else 0.0,
+            "max_share": max(busy) / max(sum(busy), 1e-12),
         }
-        if grind and base is not None:
-            if what != "w4":  # the load at as many workers, so that only the rounds remain
-                base = _work_measure(what, workers, False, quick, grind)
+        if grind:
+            # The load at as many workers, so that only the rounds remain.
+            base = graph or _work_measure(what, workers, False, quick, grind)
             row["instructions"] = full["instructions"] - base["instructions"]
+            if workers == 1:  # a core's speed: the same run, untraced, over its CPU time
+                plain = _work_measure(what, 1, True, quick, False)
+                record["instructions_per_s"] = full["instructions"] / plain["process_cpu_s"]
         record[f"workers_{workers}"] = row
     if grind:
-        one = record["workers_1"]["instructions"]
-        for workers in counts:
-            row = record[f"workers_{workers}"]
-            row["work_ratio"] = row["instructions"] / one
-            row["projected_speedup"] = workers / row["work_ratio"]
+        _project(record, counts)
     emit(record)
 
 
@@ -270,6 +321,22 @@ def bench_syscalls(rounds: int) -> None:
             for call in SYSCALLS
         }
     emit(record)
+
+
+def _project(record: dict[str, Any], counts: tuple[int, ...]) -> None:
+    """Each row's work ratio and the speedups the model projects (module docstring):
+    ``T(p)`` over all the rounds, the busiest worker's instructions at ``R`` plus one
+    exchange per step of the busiest worker."""
+    one = record["workers_1"]["instructions"]
+    rate = record["instructions_per_s"]
+    rounds = record["rounds"]
+    for workers in counts:
+        row = record[f"workers_{workers}"]
+        row["work_ratio"] = row["instructions"] / one
+        path = row["instructions"] * row["max_share"]
+        row["projected_speedup"] = one / path
+        exchanges = row["exchanges_per_round"] * rounds * LAN_EXCHANGE_S
+        row["projected_speedup_lan"] = (one / rate) / (path / rate + exchanges)
 
 
 # -- the runner ------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import arrange
 from deltaflow.operators.arrange import ArrangeOperator, RawBatch
-from deltaflow.operators.base import Interest, UpdateBatch
+from deltaflow.operators.base import Interest, RunsBatch, UpdateBatch, sum_diffs
 from deltaflow.operators.join.operator import JoinOperator
 from deltaflow.scheduler.runtime import Job
 from deltaflow.testing import accumulate, collect
@@ -520,3 +520,75 @@ def test_forward_as_batch_of_int_data_keeps_every_update(
     plain = all(x.__class__ is int and -(2**63) <= x < 2**63 for x in parts)
     if plain and len(batch) > Batch.TINY and all(t.__class__ is int for t, _ in messages):
         assert batch.columnar  # what the kernels read without conversion
+
+
+def _updates_of(forwarded: list[tuple[Any, Any]]) -> Counter[Any]:
+    """``(key, val, time) -> diff`` of what an arrangement forwarded (zeros dropped)."""
+    out: Counter[Any] = Counter()
+    for _, batch in forwarded:
+        vals = batch.vals if batch.vals is not None else [()] * len(batch.keys)
+        for k, v, t, r in zip(batch.keys, vals, batch.times, batch.diffs):
+            out[(k, v, t)] += r
+    return Counter({u: r for u, r in out.items() if r})
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.builds(Product, st.integers(0, 3), st.integers(0, 3)),
+            st.lists(
+                st.tuples(
+                    st.tuples(st.integers(0, 3), st.integers(0, 2)), st.integers(-2, 2).filter(bool)
+                ),
+                min_size=1,
+                max_size=6,
+            ),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_lone_runs_message_forwards_as_its_runs_one_by_one(
+    runs: list[tuple[Any, list[Any]]], consolidate: bool, by_self: bool
+) -> None:
+    """A many-times message read in place forwards the updates its runs forward as messages
+    of their own (runs at partially ordered and repeated times, consolidated by their
+    sender or not), each at or after the batch's time, every batch's time a least run time."""
+    if by_self:  # data that are their own keys
+        runs = [(t, [(d[0], r) for d, r in u]) for t, u in runs]
+    if consolidate:  # the sender's word: no datum twice in a run, no zero
+        runs = [
+            (
+                t,
+                [
+                    (d, r)
+                    for d, r in sum_diffs([d for d, _ in u], [r for _, r in u], {}).items()
+                    if r
+                ],
+            )
+            for t, u in runs
+        ]
+        runs = [(t, u) for t, u in runs if u]
+        if not runs:
+            return
+    data = [d for _, u in runs for d, _ in u]
+    message = RunsBatch(
+        [t for t, _ in runs],
+        [len(u) for _, u in runs],
+        data,
+        [r for _, u in runs for _, r in u],
+        consolidated=consolidate,
+    )
+    op = ArrangeOperator("arrange", Spine(Antichain([Product(0, 0)])), by_self=by_self)
+    whole = op.forward([(Product(0, 0), message)])
+    one_by_one = op.forward(message.per_time())
+    assert _updates_of(whole) == _updates_of(one_by_one)
+    for low, batch in whole:
+        assert all(less_equal(low, t) for t in batch.times)
+        vals = batch.vals if batch.vals is not None else [()] * len(batch.keys)
+        rows = list(zip(batch.keys, vals, batch.times))
+        assert len(set(rows)) == len(rows) and all(batch.diffs), "consolidated"
+        assert low in message.times

@@ -37,7 +37,7 @@ import numpy as np
 
 from .tuning import COLUMNS_FROM as COLUMNS_FROM
 
-__all__ = ["SELF_HASHED_BELOW", "owners", "stable_hash", "worker_of"]
+__all__ = ["SELF_HASHED_BELOW", "owner_column", "owners", "stable_hash", "worker_of"]
 
 _MASK = (1 << 61) - 1
 SELF_HASHED_BELOW = _MASK
@@ -92,8 +92,7 @@ def owners(keys: Sequence[Hashable], peers: int) -> Sequence[int]:
     """``worker_of(key, peers)`` for every key, in order.
 
     Many keys that are all small non-negative ints, or all tuples of as many of them (the
-    usual keys of graphs and counts), are hashed as numpy columns, the same arithmetic as
-    :func:`stable_hash` (which wraps at 2**61 - 1, so 64-bit products keep its low bits);
+    usual keys of graphs and counts), are hashed as numpy columns (:func:`owner_column`);
     anything else key by key.
 
     >>> list(owners([(1, 2), (3, 4), 7, "cat"], 3)) == [worker_of(k, 3) for k in
@@ -101,18 +100,38 @@ def owners(keys: Sequence[Hashable], peers: int) -> Sequence[int]:
     True
     """
     if len(keys) >= COLUMNS_FROM:
-        columns = _int_columns(keys)
-        if columns is not None:
-            if columns.ndim == 1:
-                return (columns % peers).tolist()  # type: ignore[no-any-return]
-            h = np.full(len(keys), 0x345678, dtype=np.uint64)
-            prime, mask = np.uint64(1000003), np.uint64(_MASK)
-            for column in columns.T.astype(np.uint64):
-                h = ((h * prime) ^ column) & mask
-            return (h % np.uint64(peers)).tolist()  # type: ignore[no-any-return]
+        column = owner_column(keys, peers)
+        if column is not None:
+            return column.tolist()  # type: ignore[no-any-return]
     below = SELF_HASHED_BELOW
     h_of = stable_hash
     return [(k if k.__class__ is int and 0 <= k < below else h_of(k)) % peers for k in keys]
+
+
+def owner_column(keys: Sequence[Hashable], peers: int) -> np.ndarray[Any, Any] | None:
+    """``worker_of(key, peers)`` for every key as an int64 column, when the keys are all small
+    non-negative ints or all tuples of as many of them; else ``None``.
+
+    The same arithmetic as :func:`stable_hash` (which wraps at 2**61 - 1, so 64-bit products
+    keep its low bits).
+
+    >>> owner_column([(1, 2), (3, 4)], 3).tolist() == [worker_of((1, 2), 3), worker_of((3, 4), 3)]
+    True
+    >>> owner_column(["cat"], 3) is None
+    True
+    """
+    if not keys:
+        return None
+    columns = _int_columns(keys)
+    if columns is None:
+        return None
+    if columns.ndim == 1:
+        return columns % peers
+    h = np.full(len(keys), 0x345678, dtype=np.uint64)
+    prime, mask = np.uint64(1000003), np.uint64(_MASK)
+    for column in columns.T.astype(np.uint64):
+        h = ((h * prime) ^ column) & mask
+    return (h % np.uint64(peers)).astype(np.int64)
 
 
 def _int_columns(keys: Sequence[Hashable]) -> np.ndarray[Any, Any] | None:

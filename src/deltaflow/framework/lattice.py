@@ -181,8 +181,28 @@ def join_all(times: Iterable[Time]) -> Time:
 
 
 def meet_all(times: Iterable[Time]) -> Time:
-    """Meet of a non-empty iterable of times."""
+    """Meet of a non-empty iterable of times.
+
+    Ints, and loop times ``Product(int, int)``, take ``min`` per coordinate (the meet of a
+    message's runs is taken for every message that holds several times).
+
+    >>> meet_all([Product(3, 7), Product(4, 6), Product(5, 9)])
+    Product(outer=3, inner=6)
+    """
+    if isinstance(times, list) and len(times) > 1:
+        kinds = set(map(type, times))
+        if kinds == _INT:
+            return min(times)  # type: ignore[no-any-return]
+        if kinds == _PRODUCT:
+            outers = [t[0] for t in times]
+            inners = [t[1] for t in times]
+            if set(map(type, outers)) == _INT and set(map(type, inners)) == _INT:
+                return new_tuple(Product, (min(outers), min(inners)))
     return _fold(meet, times)
+
+
+_INT = {int}
+_PRODUCT = {Product}
 
 
 def _fold(op: Callable[[Time, Time], Time], times: Iterable[Time]) -> Time:

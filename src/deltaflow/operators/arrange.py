@@ -31,7 +31,7 @@ at a time that is ``<=`` all of its updates, and the batches still tile the time
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import repeat
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -47,7 +47,7 @@ from ..framework.trace.description import Description
 from ..framework.trace.ints import int_data
 from ..framework.trace.spine import Spine
 from ..framework.tuning import FORWARD_AS_BATCH
-from .base import Interest, Operator, RunsBatch, UpdateBatch, is_pair
+from .base import Interest, Operator, RunsBatch, UpdateBatch, is_pair, sum_diffs
 from .durable import StateSink, StateSource, covering, restore_trace
 
 if TYPE_CHECKING:
@@ -310,7 +310,7 @@ class ArrangeOperator(Operator):
             t, batch = messages[0]
             if len(batch) <= FORWARD_AS_BATCH:
                 if batch.__class__ is RunsBatch:
-                    return self.forward(batch.per_time())
+                    return self._forward_runs(batch)
                 return self._forward_one(t, batch)
             groups = {t: messages}
         else:
@@ -387,6 +387,45 @@ class ArrangeOperator(Operator):
             data, diffs = list(data), list(diffs)  # the message may have other readers
         keys, vals = self._split(data)
         return [(t, RawBatch(keys, vals, [t] * len(data), diffs))]
+
+    def _forward_runs(self, runs: RunsBatch) -> list[tuple[Time, Any]]:
+        """:meth:`forward` of a lone :class:`RunsBatch` message: its runs read in place, each
+        time's updates summed per datum (none when the sender consolidated runs of distinct
+        times), as one batch at their least time.
+
+        >>> op = ArrangeOperator("arrange_by_self", Spine(Antichain([0])), by_self=True)
+        >>> op._forward_runs(RunsBatch([2, 3, 2], [2, 1, 1], ["a", "b", "c", "a"], [1, 1, 1, -1]))
+        [(2, RawBatch(keys=['b', 'c'], vals=None, times=[2, 3], diffs=[1, 1]))]
+        """
+        times = runs.times
+        lows = Antichain(times).elements
+        if len(lows) != 1:  # incomparable least times (or none): one batch each, as messages
+            return self.forward(runs.per_time())
+        data, diffs, lengths = runs.data, runs.diffs, runs.lengths
+        if runs.consolidated and len(set(times)) == len(times):
+            column = list(chain.from_iterable(map(repeat, times, lengths)))
+            data, diffs = list(data), list(diffs)  # (the message may have other readers)
+        else:
+            by_time: dict[Time, dict[Any, int]] = {}
+            lo = 0
+            for t, n in zip(times, lengths):
+                sums = by_time.get(t)
+                if sums is None:
+                    sums = by_time[t] = {}
+                sum_diffs(data[lo : lo + n], diffs[lo : lo + n], sums)
+                lo += n
+            data, diffs, column = [], [], []
+            for t, sums in by_time.items():
+                n = len(data)
+                for d, r in sums.items():
+                    if r:
+                        data.append(d)
+                        diffs.append(r)
+                column.extend(repeat(t, len(data) - n))
+            if not data:
+                return []
+        keys, vals = self._split(data)
+        return [(lows[0], RawBatch(keys, vals, column, diffs))]
 
     def _int_keys(self, messages: list[tuple[Time, Any]]) -> bool:
         """Whether the first datum's key is a plain int (then, likely, all of them are)."""

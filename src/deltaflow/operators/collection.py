@@ -32,8 +32,8 @@ from ..framework.summary import PathSummary
 from ..framework.trace.spine import Spine
 from . import aggregate as _aggregate, reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
-from .base import check_function, describe_callable, is_pair
-from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact, identity_key
+from .base import check_function, describe_callable
+from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact, identity_key, pair_key
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
 from .join.operator import JoinOperator
 from .linear import Concat, Consolidate, Exchange, LinearOperator, Step, temporal_filter_logic
@@ -559,7 +559,7 @@ class Collection:
             kind,
             factory,
             [self],
-            pacts=[Pact(identity_key if by_self else _first)],
+            pacts=[Pact(identity_key if by_self else pair_key)],
             traits=NodeTraits(arrangement=registry),
         )
         arranged = Arranged(self.builder, node.node, registry, self.scope, by_self)
@@ -808,13 +808,6 @@ class Collection:
         from .delta.extenders import extend
 
         return extend(self, *extenders)
-
-
-def _first(pair: Any) -> Any:
-    if (pair.__class__ is tuple and len(pair) == 2) or is_pair(pair):
-        return pair[0]
-    msg = f"arrange_by_key: expected (key, value) pairs, got {pair!r}"
-    raise TypeError(msg)
 
 
 def _no_key(_d: Any) -> Any:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..framework.summary import PathSummary
+from .base import is_pair
 
 if TYPE_CHECKING:
     from .arrange import TraceRegistry
@@ -33,13 +34,26 @@ if TYPE_CHECKING:
     from .linear import Step
     from .windows.specs import LateRows
 
-__all__ = ["DataflowSpec", "Edge", "NodeSpec", "NodeTraits", "Pact", "identity_key"]
+__all__ = ["DataflowSpec", "Edge", "NodeSpec", "NodeTraits", "Pact", "identity_key", "pair_key"]
 
 
 def identity_key(datum: Any) -> Any:
     """The exchange key of a datum that is its own key (``arrange_by_self``, ``distinct``):
     the exchange recognises it and routes the data without calling it."""
     return datum
+
+
+def pair_key(pair: Any) -> Any:
+    """The exchange key of a ``(key, value)`` pair (``arrange_by_key`` and what reads it): the
+    exchange recognises it and reads a batch's keys in one pass.
+
+    >>> pair_key((1, "a"))
+    1
+    """
+    if (pair.__class__ is tuple and len(pair) == 2) or is_pair(pair):
+        return pair[0]
+    msg = f"arrange_by_key: expected (key, value) pairs, got {pair!r}"
+    raise TypeError(msg)
 
 
 @attrs.frozen

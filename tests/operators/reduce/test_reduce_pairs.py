@@ -146,11 +146,10 @@ def _rows(n: int, rounds: int) -> list[Any]:
 @pytest.mark.parametrize("name", sorted(BY_COUNT))
 def test_rows_take_the_kernel_and_give_up_when_the_frontier_leaves_them(name: str) -> None:
     """Frontiers stepping by iteration move the histories into columns (the first activation
-    large enough, under ``auto``); a frontier that passes part of a row moves them back. The
-    output is the per-key path's throughout."""
+    large enough, under ``auto``); a frontier that passes parts of two rows moves them back.
+    The output is the per-key path's throughout."""
     updates = _rows(400, 5)
-    rows = [Antichain([Product(0, y)]) for y in (1, 2)]
-    frontiers = [*rows, Antichain([Product(2, 4), Product(4, 2)]), Antichain()]
+    frontiers = [Antichain([Product(0, 1)]), Antichain([Product(2, 2), Product(4, 1)]), Antichain()]
     seen: list[bool] = []
 
     class Watched(R.ReduceOperator):
@@ -178,9 +177,60 @@ def test_rows_take_the_kernel_and_give_up_when_the_frontier_leaves_them(name: st
             kernels.set_mode(previous)
         outputs.append(consolidated(sent))
         if mode == "auto":
-            assert seen == [True, True, False, False]
+            assert seen == [True, False, False]
         else:
             assert not any(seen)
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("name", sorted(BY_COUNT))
+def test_a_row_passed_in_part_waits_for_the_rest(name: str) -> None:
+    """A frontier that passes part of one row (the other workers' share of it still on its
+    way) keeps the columns: the passed messages wait, and the whole row is corrected in
+    columns once the frontier passes it. The output is the per-key path's."""
+    # Rows 1 and 2 of five rounds: inserted at row 1, a third retracted at row 2.
+    updates = [
+        ((k * 7 % 300, ()), Product(x, y), 1 if y == 1 else -1)
+        for y in (1, 2)
+        for x in range(5)
+        for k in range(300)
+        if y == 1 or k % 3 == 0
+    ]
+    frontiers = [
+        Antichain([Product(0, 2)]),
+        Antichain([Product(0, 3), Product(3, 2)]),
+        Antichain([Product(0, 3)]),
+        Antichain(),
+    ]
+    seen: list[tuple[bool, int]] = []
+
+    class Watched(R.ReduceOperator):
+        def schedule(self, ctx: Any) -> None:
+            super().schedule(ctx)
+            seen.append((self.pairs is not None, len(self.waiting)))
+
+    logic, by_count, positive_only, _ = BY_COUNT[name]
+    outputs = []
+    for mode in ("auto", "never"):
+        previous = kernels.set_mode(mode)
+        seen.clear()
+        try:
+            sent, _, _ = drive(
+                updates,
+                frontiers,
+                logic,
+                Product(0, 0),
+                positive_only=positive_only,
+                key_only=True,
+                by_count=by_count,
+                operator=Watched,
+            )
+        finally:
+            kernels.set_mode(previous)
+        outputs.append(consolidated(sent))
+        if mode == "auto":
+            # Columns throughout; at the second frontier row 2's three passed rounds wait.
+            assert seen == [(True, 0), (True, 3), (True, 0), (False, 0)]
     assert outputs[0] == outputs[1]
 
 

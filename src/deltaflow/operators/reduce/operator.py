@@ -470,7 +470,14 @@ class ReduceOperator(Operator):
         if not passed:
             return {} if state is not None else None
         if low is not None and low <= max(t[1] for t in passed):  # type: ignore[index]
-            return None
+            # The frontier has passed part of a row (with several workers, the others' share
+            # of the row may still be on its way): with the columns held and the passed
+            # messages all on that row, they wait in ``waiting`` (held there by a
+            # capability) until it passes the whole row, instead of the columns going back
+            # into the histories for a partial step. What waits cannot come back to this
+            # input before that row: a path back through the loop adds an iteration.
+            wait = state is not None and len({t[1] for t in passed}) == 1  # type: ignore[index]
+            return {} if wait else None
         batches = [b for t in passed for b in waiting[t]]
         size = sum(map(len, batches))
         if state is None:

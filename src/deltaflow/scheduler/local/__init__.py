@@ -9,6 +9,9 @@ One module per concept:
   one trio task, exchanging progress;
 * :mod:`.actor` - :class:`~.actor.Actor`: one operator instance on one worker, its mailboxes,
   routing and send rights;
+* :mod:`.exchange` - a message cut by the worker that owns each datum's key, in one pass;
+* :mod:`.bell` - :class:`~.bell.Bell`, what an idle worker sleeps on until a message, a
+  frame or a feed wakes it;
 * :mod:`.capability` - capabilities, the right to send at a time, minted only by the runtime;
 * :mod:`.transport` - how workers reach each other (:class:`~.transport.InProcessTransport`
   here; :mod:`deltaflow.scheduler.net.tcp` across processes).

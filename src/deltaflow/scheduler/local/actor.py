@@ -21,18 +21,16 @@ summary) is ``<=`` it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OperatorError
 from ...framework import tuning
 from ...framework.antichain import Antichain
-from ...framework.hashing import COLUMNS_FROM, SELF_HASHED_BELOW, owners, stable_hash
 from ...framework.lattice import less_equal, meet_all
 from ...operators.base import Interest, RunsBatch, UpdateBatch, expand_runs
-from ...operators.dataflow import identity_key
 from ...operators.linear import LinearOperator
 from .capability import Capability
+from .exchange import split
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
@@ -296,7 +294,7 @@ class Actor:
                 worker.deliver_fresh(node, inport, time, payload)
             else:
                 try:
-                    parts = _split(payload, key, worker.peers)
+                    parts = split(payload, key, worker.peers)
                 except Exception as exc:
                     # The exchange key is the receiving operator's: a datum it cannot key
                     # (not a pair, say) is that operator's input error, not this one's.
@@ -413,39 +411,3 @@ def _by_lower_right(
         else:
             group.append(item)
     return list(groups.values())
-
-
-def _split(payload: Any, key: Any, peers: int) -> list[tuple[int, Any]]:
-    """``payload``'s updates by the worker that owns ``key(datum)``, in order; each part with
-    its worker (a part keeps its sender's word that it is consolidated; a
-    :class:`~deltaflow.operators.base.RunsBatch`'s parts keep their runs)."""
-    runs = payload.__class__ is RunsBatch
-    if not runs and not isinstance(payload, UpdateBatch):
-        msg = f"only update batches can be exchanged between workers, not {type(payload)!r}"
-        raise TypeError(msg)
-    data, diffs = payload.data, payload.diffs
-    keys = data if key is identity_key else list(map(key, data))
-    if len(keys) >= COLUMNS_FROM:
-        owner = owners(keys, peers)
-    else:
-        h = stable_hash
-        below = SELF_HASHED_BELOW
-        # ``worker_of``, inlined: small non-negative ints are their own hash.
-        owner = [(k if k.__class__ is int and 0 <= k < below else h(k)) % peers for k in keys]
-    first = owner[0] if owner else 0
-    if owner.count(first) == len(owner):
-        return [(first, payload)] if owner else []
-    parts = []
-    if runs:
-        for w in range(peers):
-            mask = [o == w for o in owner]
-            if any(mask):
-                parts.append((w, payload.take(mask)))
-        return parts
-    consolidated = payload.consolidated
-    for w in range(peers):
-        mask = [o == w for o in owner]
-        part = list(compress(data, mask))
-        if part:
-            parts.append((w, UpdateBatch(part, list(compress(diffs, mask)), consolidated)))
-    return parts
