@@ -585,7 +585,11 @@ BATCHES = RAW_BATCHES.map(batches_as_collection)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clicks=RAW_BATCHES.filter(any).map(batches_as_collection), more=BATCHES, owners=st.lists(st.tuples(USERS, USERS), max_size=4))
+@given(
+    clicks=RAW_BATCHES.filter(any).map(batches_as_collection),
+    more=BATCHES,
+    owners=st.lists(st.tuples(USERS, USERS), max_size=4),
+)
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_source_without_an_offset_never_feeds_a_resumed_state_twice(
     tmp_path_factory: pytest.TempPathFactory,
