@@ -636,9 +636,10 @@ def test_a_source_without_an_offset_never_feeds_a_resumed_state_twice(
     assert {d: n for d, n in job.output.at(job.time - 1).items() if n} == expected
 
 
+@pytest.mark.parametrize("processes", [1, 2])
 @pytest.mark.parametrize("saved", ["apart", "together"])
 def test_sources_grouped_otherwise_than_the_checkpoint_are_refused(
-    tmp_path: Path, saved: str
+    tmp_path: Path, saved: str, processes: int
 ) -> None:
     """A checkpoint whose offsets were saved under ``"clicks"`` and ``"owners"`` (a source
     each), resumed with one source feeding both (its offset under ``"clicks+owners"``), or
@@ -648,7 +649,9 @@ def test_sources_grouped_otherwise_than_the_checkpoint_are_refused(
     one, other = Transactions(txs), Transactions(txs)
 
     async def run(sources: dict[str, Any]) -> None:
-        async with df.open(Owners(), checkpoint=state, sources=sources) as job:
+        async with df.open(
+            Owners(), workers=processes, processes=processes, checkpoint=state, sources=sources
+        ) as job:
             await job.follow(once=True)
 
     apart = {"clicks": one, "owners": other}
