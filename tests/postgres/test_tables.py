@@ -236,3 +236,47 @@ def test_cli_reads_the_tables_of_one_database_in_one_snapshot(
         assert got == want
         slots = conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall()
         assert not [s for (s,) in slots if s.startswith("deltaflow_cli")]
+
+
+@pytest.mark.parametrize("saved", ["apart", "together"])
+async def test_tables_regrouped_since_the_checkpoint_are_refused(
+    pg_dsn: str, tmp_path: Path, saved: str
+) -> None:
+    """A job checkpointed with a source per table (offsets under ``"orders"`` and
+    ``"customers"``) and resumed with one source for both (its offset under
+    ``"customers+orders"``), or the other way round: refused when it opens, naming the keys,
+    before any slot is read; resumed with the sources as they were, it goes on and its
+    output equals the view SQL computes."""
+    location = str(tmp_path / "ckpt")
+
+    def apart() -> dict[str, Any]:
+        return {
+            "orders": df.sources.postgres(pg_dsn, "orders", slot="orders_only"),
+            "customers": df.sources.postgres(pg_dsn, "customers", slot="customers_only"),
+        }
+
+    def together() -> dict[str, Any]:
+        both = df.sources.postgres(pg_dsn, ["orders", "customers"], slot="both")
+        return {"orders": both, "customers": both}
+
+    before, after = (apart, together) if saved == "apart" else (together, apart)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        shop = Shop(conn, random.Random(3))
+        shop.views = []
+        async with df.open(RegionRevenue(), checkpoint=location, sources=before()) as job:
+            await job.follow(once=True)
+        for _ in range(4):
+            shop.transaction()
+        with pytest.raises(ValueError, match=r"grouped otherwise.*fresh=True") as info:
+            async with df.open(RegionRevenue(), checkpoint=location, sources=after()) as job:
+                await job.follow(once=True)
+        assert "'customers+orders'" in str(info.value)
+        assert pg_dsn not in str(info.value)
+        slots = conn.execute("SELECT slot_name FROM pg_replication_slots ORDER BY 1").fetchall()
+        assert [s for (s,) in slots] == (
+            ["customers_only", "orders_only"] if saved == "apart" else ["both"]
+        )
+        async with df.open(RegionRevenue(), checkpoint=location, sources=before()) as job:
+            assert job.resumed_at is not None and job.resumed_at > 0
+            await job.follow(once=True)
+            assert at(job, job.time - 1) == shop.view()

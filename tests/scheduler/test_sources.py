@@ -483,3 +483,102 @@ def test_a_job_without_a_checkpoint_acknowledges_each_batch_once_fed() -> None:
 
     trio.run(run)
     assert source.acknowledged == [1, 2, 3, 4]
+
+
+class Pair(df.Pipeline):
+    """Distinct pages per owner, as :class:`Owners`, with the clicks and owners concatenated
+    with a second input of clicks."""
+
+    def build(
+        self, clicks: df.Collection, owners: df.Collection, more: df.Collection
+    ) -> df.Collection:
+        return Owners().build(clicks.concat(more), owners)
+
+
+RAW_BATCHES = st.lists(
+    st.lists(st.tuples(st.tuples(USERS, PAGES), st.sampled_from([1, 1, -1])), max_size=4),
+    min_size=1,
+    max_size=4,
+)
+BATCHES = RAW_BATCHES.map(batches_as_collection)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    clicks=RAW_BATCHES.filter(any).map(batches_as_collection),
+    more=BATCHES,
+    owners=st.lists(st.tuples(USERS, USERS), max_size=4),
+)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_source_without_an_offset_never_feeds_a_resumed_state_twice(
+    tmp_path_factory: pytest.TempPathFactory,
+    workers: int,
+    clicks: list[list[tuple[Any, int]]],
+    more: list[list[tuple[Any, int]]],
+    owners: list[tuple[str, str]],
+) -> None:
+    """A job fed ``clicks`` and ``owners`` by hand, checkpointed, then resumed with a source
+    for ``clicks`` (which has no offset in the checkpoint): refused before anything is fed,
+    naming the input and what to do. Resumed with a source for ``more`` (fed nothing before
+    the checkpoint) instead: it starts from its beginning, and the output equals a recompute
+    over everything fed."""
+    state = tmp_path_factory.mktemp("added") / "state"
+
+    async def first() -> int:
+        async with df.open(Pair(), workers=workers, checkpoint=state) as job:
+            for batch in clicks:
+                job.inputs["clicks"].extend([d for d, _ in batch], [r for _, r in batch])
+                await job.advance_to(job.time + 1)
+            job.inputs["owners"].insert_many(owners)
+            await job.advance_to(job.time + 1)
+        return job.time
+
+    assert trio.run(first) == len(clicks) + 1
+    source = df.sources.iterable(clicks, updates=True)
+
+    async def again(sources: dict[str, Any]) -> df.Job:
+        async with df.open(Pair(), workers=workers, checkpoint=state, sources=sources) as job:
+            await job.follow(once=True)
+        return job
+
+    with pytest.raises(ValueError, match=r"input 'clicks'.*IterableSource.*fresh=True") as info:
+        trio.run(again, {"clicks": source})
+    assert "counted twice" in str(info.value)
+    # Refused before anything was fed or written: the checkpoint is as it was.
+    last = sorted(state.glob("checkpoint-*.json"))[-1]
+    assert unseal(last.read_bytes(), str(last))["time"] == len(clicks) + 1
+
+    job = trio.run(again, {"more": df.sources.iterable(more, updates=True)})
+    assert job.resumed_at == len(clicks) + 1 and job.time == len(clicks) + 1 + len(more)
+    fed = [*(c for batch in clicks for c in batch), *(c for batch in more for c in batch)]
+    expected = owners_view([{"clicks": fed, "owners": [(o, 1) for o in owners]}])
+    assert {d: n for d, n in job.output.at(job.time - 1).items() if n} == expected
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("saved", ["apart", "together"])
+def test_sources_grouped_otherwise_than_the_checkpoint_are_refused(
+    tmp_path: Path, saved: str, processes: int
+) -> None:
+    """A checkpoint whose offsets were saved under ``"clicks"`` and ``"owners"`` (a source
+    each), resumed with one source feeding both (its offset under ``"clicks+owners"``), or
+    the other way round: refused, naming the keys, before anything is fed."""
+    state = tmp_path / "state"
+    txs = [{"clicks": [(("ann", "home"), 1)], "owners": [(("ann", "bob"), 1)]}] * 2
+    one, other = Transactions(txs), Transactions(txs)
+
+    async def run(sources: dict[str, Any]) -> None:
+        async with df.open(
+            Owners(), workers=processes, processes=processes, checkpoint=state, sources=sources
+        ) as job:
+            await job.follow(once=True)
+
+    apart = {"clicks": one, "owners": other}
+    together = {"clicks": one, "owners": one}
+    trio.run(run, apart if saved == "apart" else together)
+    opened = len(one.opened) + len(other.opened)
+    with pytest.raises(ValueError, match=r"grouped otherwise.*fresh=True") as info:
+        trio.run(run, together if saved == "apart" else apart)
+    assert "'clicks+owners'" in str(info.value)
+    assert len(one.opened) + len(other.opened) == opened  # nothing opened, nothing fed
+    trio.run(run, apart if saved == "apart" else together)  # as it was: fine

@@ -296,11 +296,13 @@ class Job:
 
         Raises:
             ValueError: its operators, inputs or outputs differ from this job's, or their
-                code does (unless ``allow_code_change``).
+                code does (unless ``allow_code_change``), or a source has no offset in it
+                for an input it fed (:meth:`SourceFeeds.check_resume`).
         """
         assert self.checkpointer is not None
         where = self.checkpointer.store.describe()
         check_pipeline(manifest, self.layout, where, type(self.pipeline).__name__)
+        self._sources.check_resume(manifest, where)  # (no source would feed the state twice)
         if self._owns_location():  # (the owner checks the code, for every process)
             check_code(manifest, self.layout, where, allow=self._allow_code_change)
 

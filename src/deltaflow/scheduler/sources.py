@@ -214,6 +214,57 @@ class SourceFeeds:
         self.offsets = dict(saved)
         self.log = []
 
+    def check_resume(self, manifest: Mapping[str, Any], where: str) -> None:
+        """Refuse to resume on ``manifest`` (read from ``where``) a source that would feed
+        twice what the checkpoint's state holds: one without a saved offset (it would start
+        from its beginning) for an input fed before the checkpoint, or one grouped otherwise
+        than the sources whose offsets the checkpoint saved (an offset saved under
+        ``"orders"`` says nothing of where a source of ``"customers+orders"`` stands). A
+        source of an input fed nothing before the checkpoint starts from its beginning.
+
+        Raises:
+            ValueError: naming the inputs, the source and what to do.
+        """
+        saved = manifest.get("sources", {})
+        accounts = manifest.get("accounts") or {}
+        time = int(manifest["time"])
+
+        def fed(name: str) -> bool:
+            # Each input's count of records read before the checkpoint's time; a manifest
+            # that kept none (of an older deltaflow) says nothing: anything may be there.
+            account = accounts.get(name)
+            return time > 0 and (account is None or int(account["counts"].get("read", 0)) > 0)
+
+        for key, (source, names) in self.groups().items():
+            if key in saved:
+                continue
+            what = f"the {type(source).__name__} given for {_inputs(names)}"
+            others = sorted(k for k in saved if set(k.split("+")) & set(names))
+            if others:
+                then = "; ".join(
+                    f"{k!r}, of one source feeding {_inputs(k.split('+'))}" for k in others
+                )
+                msg = (
+                    f"{where}: the checkpoint saved its sources' offsets under {then}, but "
+                    f"{what} keeps its offset under {key!r}: the sources are grouped otherwise "
+                    "than when the checkpoint was taken (a source given under several inputs' "
+                    "names feeds them as one, its offset under their names joined by '+'), "
+                    "and an offset of one grouping says nothing of where another stands. "
+                    "Give the sources as they were when the checkpoint was taken, or start "
+                    "over with fresh=True"
+                )
+                raise ValueError(msg)
+            held = [name for name in names if fed(name)]
+            if held:
+                msg = (
+                    f"{where}: the checkpoint (at time {time}) holds what was fed to "
+                    f"{_inputs(held)}, but no offset of {what}: opened from its beginning, "
+                    "it would feed that again (counted twice). Resume with the sources the "
+                    "checkpoint was taken with (a source added since may only feed an input "
+                    "fed nothing before it), or start over with fresh=True"
+                )
+                raise ValueError(msg)
+
     def groups(self) -> dict[str, tuple[Source, list[str]]]:
         """Each source once with the inputs it feeds, by key: a :class:`MultiSource` given
         under several names is one group (one reader, one offset); any other source is
@@ -393,6 +444,17 @@ class SourceFeeds:
                 raise leaves[0] from None
             raise
         return fed
+
+
+def _inputs(names: Sequence[str]) -> str:
+    """``names`` for a message.
+
+    >>> _inputs(["orders"]), _inputs(["orders", "customers"])
+    ("input 'orders'", "inputs 'customers', 'orders'")
+    """
+    if len(names) == 1:
+        return f"input {names[0]!r}"
+    return "inputs " + ", ".join(repr(n) for n in sorted(names))
 
 
 def _is_multi(source: object) -> bool:
