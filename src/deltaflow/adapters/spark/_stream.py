@@ -69,6 +69,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
+import pyarrow as pa
 import trio
 
 from ...errors import CheckpointError, DeltaflowError, PeerLostError
@@ -87,9 +88,15 @@ from ...scheduler.plan import make_plan
 from ...scheduler.tcp import FrameError
 from ...scheduler.tls import TLS
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
-from ._convert import InputLayout, OutputLayout, tag_inputs
+from ._convert import (
+    InputLayout,
+    OutputLayout,
+    read_changes_accounted,
+    tag_inputs,
+    to_arrow_schema,
+)
 from ._errors import from_spark, from_text, raise_from, report_text, translated
-from ._logs import records_accumulator, relog
+from ._logs import Record, records_accumulator, relog
 from ._ship import require_importable, ship
 from ._slots import require_slots, task_host
 from ._stream_tasks import (
@@ -103,6 +110,7 @@ from ._stream_tasks import (
 )
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
@@ -119,6 +127,29 @@ Holds = Callable[[str, int], bool]
 
 #: Where, under a stream's checkpoint location, its workers' state is kept.
 STATE_FOLDER = "deltaflow"
+
+#: A micro-batch whose size Spark estimates at most this (bytes of its plan's sources: the
+#: files' sizes for a file source) is collected by the driver as Arrow and dealt out with
+#: the step: one Spark job with no Python tasks, where feeding tasks cost a Python stage.
+#: A larger one (or one Spark cannot estimate) is read by feeding tasks, so the driver
+#: never holds a large micro-batch.
+INLINE_BYTES = 8 << 20
+
+#: A worker answers a step with its output as Arrow when that takes at most this many
+#: bytes; when every worker did, the sink's DataFrame is made of them on the driver (no
+#: Spark job), else tasks fetch the output from the workers.
+INLINE_OUTPUT_BYTES = 8 << 20
+
+
+def estimated_bytes(frame: DataFrame) -> int | None:
+    """Spark's estimate of ``frame``'s size in bytes (its optimized plan's statistics, which
+    its execution reuses), or ``None`` where it has none."""
+    try:
+        stats = frame._jdf.queryExecution().optimizedPlan().stats()
+        # (a Scala BigInt: py4j gives an int, or the object, whose text is the number)
+        return int(str(stats.sizeInBytes()))
+    except Exception:  # no estimate: take the path that never holds the rows
+        return None
 
 
 def state_location(checkpoint_location: str) -> str:
@@ -202,6 +233,8 @@ class SparkStream:
     batch_rows: list[int] = attrs.field(factory=list)
     #: Per micro-batch: seconds of the job that reads its rows and deals them out.
     feed_seconds: list[float] = attrs.field(factory=list)
+    #: Per micro-batch: whether the driver collected its rows (else feeding tasks read them).
+    inline_batches: list[bool] = attrs.field(factory=list)
     #: Per micro-batch: seconds in the sink (its Spark jobs, the output's fetch included).
     sink_seconds: list[float] = attrs.field(factory=list)
     #: Per micro-batch: seconds to checkpoint the workers' state (with checkpoint_location).
@@ -437,11 +470,16 @@ class SparkStream:
 
     def _step(self, frame: DataFrame, batch_id: int) -> None:
         """Feed micro-batch ``batch_id``'s rows to the workers, step them, sink the output,
-        checkpoint the workers' state (with a checkpoint location)."""
+        checkpoint the workers' state (with a checkpoint location).
+
+        A micro-batch Spark estimates small (:data:`INLINE_BYTES`) is collected by the
+        driver as Arrow in one Spark job and dealt out with the step; a larger one is read
+        by feeding tasks that deal their partitions' rows to the workers themselves. The
+        workers answer the step with a small output as Arrow, which becomes the sink's
+        DataFrame on the driver (no Spark job); a larger output is fetched by tasks."""
         if self._state is not None and not self._in_turn(batch_id):
             return
         start = time.perf_counter()
-        logs = records_accumulator(self.spark.sparkContext)
         layouts = self.layouts
         extra: list[dict[str, list[tuple[Any, int]]]] = [{} for _ in self._links]
         first = self._static is not None or bool(self._lists)
@@ -451,39 +489,29 @@ class SparkStream:
         for name, data in self._lists.items():
             for w, share in enumerate(extra):
                 share[name] = [(d, 1) for d in data[w :: self.peers]]
-        modes = {name: a.mode for name, a in self.accounts.items()}
-        feeding = frame.mapInArrow(
-            feed_task(batch_id, self._addresses, layouts, self._security, logs, modes),
-            FED_SCHEMA,
-        )
-        try:
-            with translated():
-                fed = feeding.collect()
-        finally:
-            relog(logs.value)
-        self.feed_seconds.append(time.perf_counter() - start)
-        parts: list[list[int]] = [[] for _ in self._links]
-        reports = []
-        for part, worker, _, report in fed:
-            if worker < 0:
-                reports.append((int(part), report))
-            else:
-                parts[worker].append(int(part))
-        fed = [row for row in fed if row[1] >= 0]
-        steps = [("step", batch_id, sorted(p), e) for p, e in zip(parts, extra, strict=True)]
+        size = estimated_bytes(frame)
+        inline = size is not None and size <= INLINE_BYTES
+        planned = time.perf_counter()
+        if inline:
+            parts, rows, reports = self._collect(frame, layouts, batch_id, extra)
+        else:
+            parts, rows, reports = self._feed(frame, layouts, batch_id)
+        fed = time.perf_counter()
+        self.feed_seconds.append(fed - start)
+        self.inline_batches.append(inline)
+        steps = [
+            ("step", batch_id, sorted(p), e, INLINE_OUTPUT_BYTES)
+            for p, e in zip(parts, extra, strict=True)
+        ]
         replies = self._ask(steps, batch_id)
+        stepped = time.perf_counter()
         self._account(batch_id, reports)
         if first:  # the static inputs are in the workers' state from now on
             self._static, self._lists = None, {}
         self.worker_seconds.append(max(r[2] for r in replies))
-        self.batch_rows.append(sum(int(row[2]) for row in fed))
-        n = self.peers
+        self.batch_rows.append(rows)
         logs = records_accumulator(self.spark.sparkContext)
-        fetch = fetch_task(batch_id, self._addresses, self.output, self._security, logs)
-        combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
-        # Kept once computed: the first of the sink's actions fetches every output's rows in
-        # one stage, and the others (other outputs, a count then a write) read them here.
-        combined = combined.persist()
+        combined, fetched = self._output(batch_id, replies, logs)
         frames = self.output.split(combined)
         if self._holds is not None and batch_id == self.resumed_at:
             # Run before, perhaps sunk, not checkpointed: what a sink holds already stays.
@@ -494,21 +522,108 @@ class SparkStream:
                 with translated():
                     self.sink(frames["output"] if self.output.single else frames, batch_id)
         finally:
-            combined.unpersist()
+            if fetched:
+                combined.unpersist()
             relog(logs.value)
-        self.sink_seconds.append(time.perf_counter() - sinking)
+        sunk = time.perf_counter()
+        self.sink_seconds.append(sunk - sinking)
         if self._state is not None:
-            saving = time.perf_counter()
             self._checkpoint(self._state, batch_id)
-            self.checkpoint_seconds.append(time.perf_counter() - saving)
+            self.checkpoint_seconds.append(time.perf_counter() - sunk)
         self._time = batch_id + 1
-        self.batch_seconds.append(time.perf_counter() - start)
+        end = time.perf_counter()
+        self.batch_seconds.append(end - start)
+        _log.debug(
+            "micro-batch %d: %d rows %s (estimated %s bytes); plan %.3f s, feed %.3f s, "
+            "step %.3f s (workers %.3f s), output %s %.3f s, sink %.3f s, checkpoint %.3f s",
+            batch_id,
+            rows,
+            "through the driver" if inline else "by feeding tasks",
+            size,
+            planned - start,
+            fed - planned,
+            stepped - fed,
+            self.worker_seconds[-1],
+            "fetched by tasks" if fetched else "from the workers' answers",
+            sinking - stepped,
+            sunk - sinking,
+            end - sunk,
+        )
 
-    def _account(self, batch_id: int, reports: list[tuple[int, str]]) -> None:
-        """Fold the feeding tasks' reports (JSON: per input, rows read and the bad ones left
-        out) into the inputs' accounts, at time ``batch_id``."""
-        for part, text in sorted(reports):
-            for name, seen in json.loads(text).items():
+    def _collect(
+        self,
+        frame: DataFrame,
+        layouts: list[InputLayout],
+        batch_id: int,
+        extra: list[dict[str, list[tuple[Any, int]]]],
+    ) -> tuple[list[list[int]], int, list[tuple[int, dict[str, Any]]]]:
+        """Read a small micro-batch on the driver (one Spark job, its rows as Arrow) and deal
+        its changes into ``extra``, round-robin; the partitions fed (none), the rows read and
+        the report of its bad rows (as the feeding tasks make it, one "partition")."""
+        with translated():
+            batches = frame._collect_as_arrow()  # type: ignore[operator]
+        modes = {name: a.mode for name, a in self.accounts.items()}
+        changes, report = read_changes_accounted(layouts, batches, modes)
+        n = self.peers
+        for name, dealt in changes.items():
+            for w, share in enumerate(extra):
+                share.setdefault(name, []).extend(dealt[w::n])
+        rows = sum(int(seen["read"]) for seen in report.values())
+        # (as JSON, as from a feeding task: the same data in the quarantine either way)
+        decoded = json.loads(json.dumps(report, default=str))
+        return [[] for _ in self._links], rows, [(0, decoded)]
+
+    def _feed(
+        self, frame: DataFrame, layouts: list[InputLayout], batch_id: int
+    ) -> tuple[list[list[int]], int, list[tuple[int, dict[str, Any]]]]:
+        """Have feeding tasks read the micro-batch's partitions and deal their rows to the
+        workers (one Spark job); per worker the partitions that fed it, the rows read, and
+        each partition's report of its bad rows."""
+        logs = records_accumulator(self.spark.sparkContext)
+        modes = {name: a.mode for name, a in self.accounts.items()}
+        feeding = frame.mapInArrow(
+            feed_task(batch_id, self._addresses, layouts, self._security, logs, modes),
+            FED_SCHEMA,
+        )
+        try:
+            with translated():
+                fed = feeding.collect()
+        finally:
+            relog(logs.value)
+        parts: list[list[int]] = [[] for _ in self._links]
+        reports = []
+        rows = 0
+        for part, worker, count, report in fed:
+            if worker < 0:
+                reports.append((int(part), json.loads(report)))
+            else:
+                parts[worker].append(int(part))
+                rows += int(count)
+        return parts, rows, reports
+
+    def _output(
+        self, batch_id: int, replies: list[Any], logs: Accumulator[list[Record]]
+    ) -> tuple[DataFrame, bool]:
+        """The sink's DataFrame of micro-batch ``batch_id``'s output, and whether tasks fetch
+        it (then it is persisted: the first of the sink's actions fetches every output's rows
+        in one stage, the others read them there). Made on the driver from the workers'
+        answers when each sent its output as Arrow."""
+        arrows = [r[4] for r in replies]
+        if all(a is not None for a in arrows):
+            schema = to_arrow_schema(self.output.combined)
+            batches = [b for a in arrows for b in pa.ipc.open_stream(a)]
+            table = pa.Table.from_batches(batches, schema=schema)
+            return self.spark.createDataFrame(table, self.output.combined), False
+        n = self.peers
+        fetch = fetch_task(batch_id, self._addresses, self.output, self._security, logs)
+        combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
+        return combined.persist(), True
+
+    def _account(self, batch_id: int, reports: list[tuple[int, dict[str, Any]]]) -> None:
+        """Fold the feeding tasks' reports (decoded JSON: per input, rows read and the bad
+        ones left out) into the inputs' accounts, at time ``batch_id``."""
+        for part, report in sorted(reports, key=lambda r: r[0]):
+            for name, seen in report.items():
                 account = self.accounts.get(name)
                 if account is None:
                     continue
@@ -927,7 +1042,7 @@ def stream(
         raise
     group = f"deltaflow-stream-{uuid.uuid4().hex}"
     where = None if state is None else state.store.location
-    task = worker_task(shipment.blob, n, (host, server.getsockname()[1]), security, where)
+    task = worker_task(shipment.blob, n, (host, server.getsockname()[1]), security, where, output)
 
     def job() -> None:
         sc.setJobGroup(group, "deltaflow stream workers", interruptOnCancel=True)

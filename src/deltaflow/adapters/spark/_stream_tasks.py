@@ -61,7 +61,7 @@ from ...scheduler.handshake import REFUSED, HandshakeError, Hello, accept, dial,
 from ...scheduler.peer import Peer, open_peer
 from ...scheduler.tcp import MAX_FRAME, FrameError, Link
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security
-from ._convert import InputLayout, OutputLayout, read_changes_accounted
+from ._convert import InputLayout, OutputLayout, read_changes_accounted, to_arrow_schema
 from ._errors import from_text, report_text, reported
 from ._logs import Kept, Record, forwarding
 from ._ship import unship
@@ -182,8 +182,17 @@ class _Worker:
     """One worker of a stream: its peer, the rows fed to it per micro-batch and partition,
     and the output of its last step."""
 
-    def __init__(self, peer: Peer, index: int, security: _Security, kept: Kept) -> None:
+    def __init__(
+        self,
+        peer: Peer,
+        index: int,
+        security: _Security,
+        kept: Kept,
+        layout: OutputLayout | None = None,
+    ) -> None:
         self.peer = peer
+        #: The output's layout, to answer a step with its output as Arrow.
+        self.layout = layout
         #: This task's WARNINGs, sent to the driver before each answer.
         self.kept = kept
         self.index = index
@@ -288,7 +297,7 @@ class _Worker:
                 fragment = await self.peer.save_share(sequence, committed)
                 await self.answer(driver, ("saved", fragment, self.peer.header(sequence)))
                 continue
-            _, batch, parts, extra = message
+            _, batch, parts, extra, inline = message
             fed = self.fed.pop(batch, {})
             missing = [p for p in parts if p not in fed]
             if missing:
@@ -305,7 +314,29 @@ class _Worker:
             out = await self.peer.step(changes)
             spent = time.perf_counter() - start
             self.output = (batch, out)
-            await self.answer(driver, ("done", batch, spent, self.doors()))
+            arrow = self.arrow(batch, out, inline)
+            await self.answer(driver, ("done", batch, spent, self.doors(), arrow))
+
+    def arrow(self, batch: int, out: Any, limit: int) -> bytes | None:
+        """The output changes ``out`` of micro-batch ``batch`` as an Arrow IPC stream at time
+        ``batch``, if it takes at most ``limit`` bytes; else ``None`` (then they are fetched
+        by tasks: the driver holds no large output). ``None`` too when a datum does not fit
+        its schema: the fetching task raises that, naming it, as for a large output."""
+        if limit <= 0 or self.layout is None:
+            return None
+        named: Mapping[str, Any] = out if isinstance(out, dict) else {"output": out}
+        stamped = {n: [(d, batch, r) for d, _, r in u] for n, u in named.items()}
+        try:
+            batches = list(self.layout.to_arrow(stamped))
+        except TypeError:
+            return None
+        if sum(b.nbytes for b in batches) > limit:
+            return None
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, to_arrow_schema(self.layout.combined)) as writer:
+            for b in batches:
+                writer.write_batch(b)
+        return bytes(sink.getvalue().to_pybytes())
 
     def doors(self) -> dict[str, int]:
         """What the doors of this worker's ports (its mesh's and its data port) counted."""
@@ -332,10 +363,12 @@ def worker_task(
     driver: tuple[str, int],
     security: _Security,
     checkpoint: str | None = None,
+    output: OutputLayout | None = None,
 ) -> Callable[[Iterable[int]], Iterator[Any]]:
     """The workers' barrier task: host worker ``partitionId`` of the ``shipped`` pipeline
     until the driver says stop (see the module), its state resumed from the ``checkpoint``
-    location when that holds one."""
+    location when that holds one; a step's small output goes back to the driver as Arrow
+    in ``output``'s layout."""
 
     def task(_rows: Iterable[int]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
@@ -355,7 +388,7 @@ def worker_task(
                 connect_timeout=RENDEZVOUS_TIMEOUT_S,
                 checkpoint=checkpoint,
             ) as peer:
-                worker = _Worker(peer, index, security, kept)
+                worker = _Worker(peer, index, security, kept, output)
                 async with trio.open_nursery() as nursery:
                     address = await nursery.start(worker.serve)
                     stream = await _dial(driver, security, index, DRIVER, "the stream's driver")
