@@ -8,14 +8,17 @@ the workers' mesh, the server admits only connections that prove they hold the s
 driver made for this stream and shipped in the tasks' closure
 (:mod:`deltaflow.scheduler.handshake`), and stops listening once every worker is in.
 
-The rows never pass through the driver. For micro-batch ``b`` the driver runs one job whose
-tasks read the micro-batch's partitions and deal their rows out to the workers directly;
-collects a row per partition and worker fed (the ids and the row count); tells every worker
-to step through one time with the rows it was fed (the dataflow's exchanges route them to
-their owners); and hands the sink a DataFrame whose tasks fetch each worker's output changes
-of ``b`` from it: the schema's columns plus ``time`` (the batch id) and ``diff``. What
-crosses the driver per micro-batch is the batch id, the partitions' ids and each worker's
-"done".
+One Spark job per micro-batch reads its rows. A micro-batch Spark estimates small
+(:data:`INLINE_BYTES`, from its plan's statistics) is collected by the driver as Arrow (a job
+with no Python tasks) and its changes dealt out round-robin with the step. A larger one is
+read by tasks that deal their partitions' rows out to the workers directly; the driver
+collects a row per partition and worker fed (the ids and the row count) and tells every
+worker which partitions to take. Every worker then steps through one time (the dataflow's
+exchanges route the rows to their owners) and answers with its output changes of ``b`` as
+Arrow when they are small (:data:`INLINE_OUTPUT_BYTES`): the sink's DataFrame (the schema's
+columns plus ``time``, the batch id, and ``diff``) is then made of them on the driver, with
+no Spark job; else it is made of tasks that fetch each worker's output changes from it. So
+the driver holds a micro-batch's rows or output only when they are small.
 
 Static inputs (a static DataFrame, a Python list of data) are fed once, with the workers'
 first micro-batch: the static DataFrames' rows read by that micro-batch's feeding tasks beside
@@ -45,8 +48,8 @@ that micro-batch again. ``b0 > T`` means the checkpoint lacks micro-batches Spar
 (``L/deltaflow`` replaced or removed): an error, not a silent gap.
 
 Slots: ``partitions`` for the workers as long as the stream runs, and at least one more for
-each micro-batch's own Spark jobs (reading and dealing the rows, fetching the output, the
-sink's writing).
+each micro-batch's own Spark jobs (reading the rows, fetching a large output, the sink's
+writing).
 
 Failure: user code raising in a worker fails the micro-batch with the worker's message (the
 operator named), so the query stops with it; the barrier job fails too, and a later
@@ -245,6 +248,9 @@ class SparkStream:
     _time: int = 0
     #: The number of the next checkpoint.
     _sequence: int = 1
+    #: Per worker, the wall-clock times its task began (its Python worker up, deltaflow
+    #: imported) and its mesh was up (the rendezvous done), as it said when it connected.
+    _started: list[tuple[float, float]] = attrs.field(factory=list)
     #: Per worker, the time it resumed at (as it said when it connected).
     _resumed: list[int | None] = attrs.field(factory=list)
     #: The door of the driver's server: what it refused and turned away.
@@ -323,7 +329,7 @@ class SparkStream:
                     raise HandshakeError(msg)
                 # Authenticated: what it says may be decoded.
                 door.leave(scope)
-                _, address, resumed_at = receive(sock)
+                _, address, resumed_at, (started, meshed) = receive(sock)
                 with arrived:
                     if not 0 <= hello.index < self.peers or hello.index in links:
                         msg = f"it claims to be worker {hello.index}, which is connected already"
@@ -331,6 +337,7 @@ class SparkStream:
                     links[hello.index] = sock
                     addresses[hello.index] = str(address)
                     resumed[hello.index] = None if resumed_at is None else int(resumed_at)
+                    self._started.append((float(started), float(meshed)))
                     pending.discard(sock)
                     arrived.notify_all()
             except (HandshakeError, OSError, ValueError, EOFError, FrameError) as exc:
@@ -989,6 +996,7 @@ def stream(
     """
     from pyspark.sql import DataFrame
 
+    called = time.time()
     lists = {n: list(v) for n, v in inputs.items() if isinstance(v, list | tuple)}
     static = {n for n, v in inputs.items() if isinstance(v, DataFrame) and not v.isStreaming}
     framed = {n: v for n, v in inputs.items() if n not in lists}
@@ -1063,8 +1071,10 @@ def stream(
             running._static = tag_inputs(spark, static_layouts, static_frames)
         running._lists = lists
     try:
+        submitted = time.time()
         running._start_workers(job)
         running._accept(security, RENDEZVOUS_TIMEOUT_S)
+        connected = time.time()
         running._check_resumed()
         writer = tag_inputs(spark, layouts, frames).writeStream.foreachBatch(running._on_batch)
         if trigger:
@@ -1075,4 +1085,13 @@ def stream(
     except BaseException:
         running.stop()
         raise
+    _log.debug(
+        "stream started: checks %.3f s; workers' tasks began %s s after their job's "
+        "submission, their mesh up %s s after; all connected %.3f s, query started %.3f s",
+        submitted - called,
+        [round(s - submitted, 3) for s, _ in running._started],
+        [round(m - s, 3) for s, m in running._started],
+        connected - submitted,
+        time.time() - connected,
+    )
     return running

@@ -5,28 +5,32 @@ micro-batch's tasks that feed them and fetch their output.
 Each hosts one peer of the dataflow (:func:`deltaflow.scheduler.peer.open_peer`: one
 ``allGather``, then the workers' own authenticated mesh), listens on a port of its own for the
 micro-batches' tasks, and dials the driver, to which it says that port (and the time it
-resumed at from a checkpoint, if it did). From then on the driver sends it, per micro-batch
-``b``, only ``("step", b, parts, extra)``: the ids of the micro-batch's partitions whose rows
-have reached this worker, and the changes the driver adds itself (its share of the Python
-lists given as static inputs, with the first micro-batch; else none). The worker takes those
-rows, steps its peer through one time (every worker does, so the time closes everywhere) and
-answers ``("done", b, seconds, doors)``; it keeps the
-output changes that ended on it until the next step. A stream that keeps checkpoints then
+resumed at from a checkpoint, if it did, and when its task began and its mesh was up). From
+then on the driver sends it, per micro-batch ``b``, ``("step", b, parts, extra, limit)``: the
+ids of the micro-batch's partitions whose rows have reached this worker, and the changes the
+driver deals it itself (a small micro-batch's rows, which the driver collected, and its
+share of the Python lists given as static inputs, with the first micro-batch). The worker
+takes those rows, steps its peer through one time (every worker does, so the time closes
+everywhere) and answers ``("done", b, seconds, doors, arrow)``: ``arrow`` its output changes
+as an Arrow IPC stream if that takes at most ``limit`` bytes, else ``None``; it keeps the
+output changes that ended on it until the next step, for the fetching tasks. A stream that keeps checkpoints then
 asks it to ``("settle",)`` (answered with the messages its workers sent and received, once
 idle) until the counts agree, and to ``("save", sequence, committed)`` its share of the
 checkpoint (answered with the manifest fragment it wrote and the manifest's header).
 
-**Feeding.** Each partition of micro-batch ``b`` is read by a task of its own (:func:`feed_task`,
-``mapInArrow`` over the micro-batch's DataFrame): it turns its rows into ``(data, diff)``
-changes (checking every row, so a bad row fails that task naming it) and deals them out
-round-robin to the workers over connections of its own; the dataflow's exchanges route them
-from there to the workers that own them, as for :func:`~._batch.run`. The task returns a row
-per worker it fed (the partition's id, the worker's, how many rows), so all the driver
-collects per micro-batch is a few small rows per partition.
+**Feeding** (a micro-batch too large for the driver). Each partition of micro-batch ``b`` is
+read by a task of its own (:func:`feed_task`, ``mapInArrow`` over the micro-batch's
+DataFrame): it turns its rows into ``(data, diff)`` changes (checking every row, so a bad row
+fails that task naming it) and deals them out round-robin to the workers over connections of
+its own; the dataflow's exchanges route them from there to the workers that own them, as for
+:func:`~._batch.run`. The task returns a row per worker it fed (the partition's id, the
+worker's, how many rows), so all the driver collects per micro-batch is a few small rows per
+partition.
 
-**Output.** The sink's DataFrame is ``spark.range(workers)`` mapped by :func:`fetch_task`: task
-``w`` fetches worker ``w``'s output changes of ``b`` and returns them as Arrow batches (the time
-column is ``b``). It is computed wherever and as often as the sink's actions ask for it.
+**Output** (too large for the driver). The sink's DataFrame is ``spark.range(workers)``
+mapped by :func:`fetch_task`: task ``w`` fetches worker ``w``'s output changes of ``b`` and
+returns them as Arrow batches (the time column is ``b``). It is computed wherever and as
+often as the sink's actions ask for it.
 
 Every connection - worker to driver, task to worker, workers among themselves - opens with
 the handshake of :mod:`deltaflow.scheduler.handshake` on the stream's secret, which the tasks
@@ -373,6 +377,7 @@ def worker_task(
     def task(_rows: Iterable[int]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
 
+        started = time.time()  # (its Python worker up, deltaflow imported: the closure is)
         ctx = BarrierTaskContext.get()
         index = ctx.partitionId()
 
@@ -388,13 +393,15 @@ def worker_task(
                 connect_timeout=RENDEZVOUS_TIMEOUT_S,
                 checkpoint=checkpoint,
             ) as peer:
+                meshed = time.time()
                 worker = _Worker(peer, index, security, kept, output)
                 async with trio.open_nursery() as nursery:
                     address = await nursery.start(worker.serve)
                     stream = await _dial(driver, security, index, DRIVER, "the stream's driver")
                     link = _Reader(stream)
                     try:
-                        await link.send(("address", address, peer.resumed_at))
+                        hello = ("address", address, peer.resumed_at, (started, meshed))
+                        await link.send(hello)
                         await worker.obey(link)
                     except Exception as exc:
                         # The driver may be gone already: then its side reports the loss.
