@@ -619,7 +619,9 @@ class SparkStream:
         if all(a is not None for a in arrows):
             schema = to_arrow_schema(self.output.combined)
             batches = [b for a in arrows for b in pa.ipc.open_stream(a)]
-            table = pa.Table.from_batches(batches, schema=schema)
+            # One chunk: a partition per 10,000 rows (Spark's Arrow batch size), not one per
+            # worker's batch, so a small output is one task per stage of the sink's jobs.
+            table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
             return self.spark.createDataFrame(table, self.output.combined), False
         n = self.peers
         fetch = fetch_task(batch_id, self._addresses, self.output, self._security, logs)

@@ -13,10 +13,11 @@ share of the Python lists given as static inputs, with the first micro-batch). T
 takes those rows, steps its peer through one time (every worker does, so the time closes
 everywhere) and answers ``("done", b, seconds, doors, arrow)``: ``arrow`` its output changes
 as an Arrow IPC stream if that takes at most ``limit`` bytes, else ``None``; it keeps the
-output changes that ended on it until the next step, for the fetching tasks. A stream that keeps checkpoints then
-asks it to ``("settle",)`` (answered with the messages its workers sent and received, once
-idle) until the counts agree, and to ``("save", sequence, committed)`` its share of the
-checkpoint (answered with the manifest fragment it wrote and the manifest's header).
+output changes that ended on it until the next step, for the fetching tasks. A stream that
+keeps checkpoints then asks it to ``("settle",)`` (answered with the messages its workers
+sent and received, once idle) until the counts agree, and to ``("save", sequence,
+committed)`` its share of the checkpoint (answered with the manifest fragment it wrote and
+the manifest's header).
 
 **Feeding** (a micro-batch too large for the driver). Each partition of micro-batch ``b`` is
 read by a task of its own (:func:`feed_task`, ``mapInArrow`` over the micro-batch's
@@ -84,6 +85,9 @@ DRIVER = b"deltaflow stream driver"
 FEED = b"deltaflow stream feed"
 
 Changes = dict[str, list[tuple[Any, int]]]
+
+#: The fewest bytes an output row takes as Arrow: its time and diff.
+_ROW_BYTES = 16
 
 # -- the driver's connections: length-prefixed pickles -------------------------------------
 _HEADER = struct.Struct("!Q")
@@ -329,6 +333,8 @@ class _Worker:
         if limit <= 0 or self.layout is None:
             return None
         named: Mapping[str, Any] = out if isinstance(out, dict) else {"output": out}
+        if sum(len(u) for u in named.values()) * _ROW_BYTES > limit:
+            return None  # (too large whatever its columns: not converted twice)
         stamped = {n: [(d, batch, r) for d, _, r in u] for n, u in named.items()}
         try:
             batches = list(self.layout.to_arrow(stamped))
