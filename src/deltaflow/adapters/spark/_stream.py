@@ -136,7 +136,7 @@ STATE_FOLDER = "deltaflow"
 #: the step: one Spark job with no Python tasks, where feeding tasks cost a Python stage.
 #: A larger one (or one Spark cannot estimate) is read by feeding tasks, so the driver
 #: never holds a large micro-batch.
-INLINE_BYTES = 8 << 20
+INLINE_BYTES = 4 << 20
 
 #: A worker answers a step with its output as Arrow when that takes at most this many
 #: bytes; when every worker did, the sink's DataFrame is made of them on the driver (no
