@@ -6,7 +6,9 @@ over the inputs whose ``foreachBatch`` function drives them (the tasks are in
 :mod:`._stream_tasks`). Each worker connects back to a small TCP server on the driver; like
 the workers' mesh, the server admits only connections that prove they hold the secret the
 driver made for this stream and shipped in the tasks' closure
-(:mod:`deltaflow.scheduler.handshake`), and stops listening once every worker is in.
+(:mod:`deltaflow.scheduler.handshake`), and stops listening once every worker is in. The
+driver is also the workers' rendezvous: each says there where its mesh listens and is told
+where every other's does.
 
 One Spark job per micro-batch reads its rows. A micro-batch Spark estimates small
 (:data:`INLINE_BYTES`, from its plan's statistics) is collected by the driver as Arrow (a job
@@ -288,17 +290,23 @@ class SparkStream:
         return not self._thread.is_alive()
 
     def _accept(self, security: _Security, timeout: float) -> None:
-        """Wait for every worker to connect and authenticate (or for the job to fail).
+        """Wait for every worker to connect and authenticate (or for the job to fail), be
+        their rendezvous, and wait for each to say its port and resumed time.
 
         Each connection is authenticated in a thread of its own with its own deadline, so a
         stranger (silent, or sending anything) holds up nothing: it is refused and logged,
-        and those still pending when every worker is in are closed with the server.
+        and those still pending when every worker is in are closed with the server. Each
+        worker says the address of its mesh's port first; once all have, each is sent all
+        of them (in index order), from which the workers open their mesh. This is the
+        workers' rendezvous: Spark's ``allGather`` would cost them a second (its JVM side
+        polls each second).
 
         Raises:
             TimeoutError: not every worker connected within ``timeout`` (naming them).
             DeltaflowError: the workers' job ended first.
         """
         links: dict[int, socket.socket] = {}
+        meshes: dict[int, str] = {}
         addresses: dict[int, str] = {}
         resumed: dict[int, int | None] = {}
         pending: set[socket.socket] = set()
@@ -329,15 +337,13 @@ class SparkStream:
                     raise HandshakeError(msg)
                 # Authenticated: what it says may be decoded.
                 door.leave(scope)
-                _, address, resumed_at, (started, meshed) = receive(sock)
+                _, mesh = receive(sock)
                 with arrived:
                     if not 0 <= hello.index < self.peers or hello.index in links:
                         msg = f"it claims to be worker {hello.index}, which is connected already"
                         raise HandshakeError(msg)
                     links[hello.index] = sock
-                    addresses[hello.index] = str(address)
-                    resumed[hello.index] = None if resumed_at is None else int(resumed_at)
-                    self._started.append((float(started), float(meshed)))
+                    meshes[hello.index] = str(mesh)
                     pending.discard(sock)
                     arrived.notify_all()
             except (HandshakeError, OSError, ValueError, EOFError, FrameError) as exc:
@@ -393,6 +399,20 @@ class SparkStream:
             for sock in strangers:
                 _shut(sock)
         self._links = [links[i] for i in range(self.peers)]
+        everyone = [meshes[i] for i in range(self.peers)]
+        try:
+            for link in self._links:
+                send(link, ("peers", everyone))
+            for i, link in enumerate(self._links):
+                link.settimeout(max(deadline - time.monotonic(), 1.0))
+                _, address, resumed_at, (started, meshed) = receive(link)
+                link.settimeout(None)
+                addresses[i] = str(address)
+                resumed[i] = None if resumed_at is None else int(resumed_at)
+                self._started.append((float(started), float(meshed)))
+        except (OSError, EOFError, FrameError) as exc:
+            what = f"the workers did not open their mesh ({exc})"
+            self._fail(self._workers_error(what))
         self._addresses = [addresses[i] for i in range(self.peers)]
         self._resumed = [resumed[i] for i in range(self.peers)]
 

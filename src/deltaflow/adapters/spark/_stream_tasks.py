@@ -2,10 +2,12 @@
 micro-batch's tasks that feed them and fetch their output.
 
 **Workers.** The stream's long-lived barrier job has one task per worker (:func:`worker_task`).
-Each hosts one peer of the dataflow (:func:`deltaflow.scheduler.peer.open_peer`: one
-``allGather``, then the workers' own authenticated mesh), listens on a port of its own for the
-micro-batches' tasks, and dials the driver, to which it says that port (and the time it
-resumed at from a checkpoint, if it did, and when its task began and its mesh was up). From
+Each dials the driver first, which is their rendezvous: it says there the address of its
+mesh's port and is answered with every worker's (Spark's ``allGather`` polls once a second).
+It then hosts one peer of the dataflow (:func:`deltaflow.scheduler.peer.open_peer`: the
+workers' own authenticated mesh), listens on a port of its own for the micro-batches' tasks,
+and says that port to the driver (and the time it resumed at from a checkpoint, if it did,
+and when its task began and its mesh was up). From
 then on the driver sends it, per micro-batch ``b``, ``("step", b, parts, extra, limit)``: the
 ids of the micro-batch's partitions whose rows have reached this worker, and the changes the
 driver deals it itself (a small micro-batch's rows, which the driver collected, and its
@@ -388,11 +390,28 @@ def worker_task(
         index = ctx.partitionId()
 
         async def main(kept: Kept) -> None:
+            stream = await _dial(driver, security, index, DRIVER, "the stream's driver")
+            link = _Reader(stream)
+            try:
+                await serve(kept, link)
+            finally:
+                await trio.aclose_forcefully(stream)
+
+        async def serve(kept: Kept, link: _Reader) -> None:
+            async def exchange(me: str) -> list[str]:
+                await link.send(("mesh", me))
+                _, everyone = await link.receive()
+                return [str(a) for a in everyone]
+
+            def rendezvous(me: str) -> list[str]:
+                # (the driver is the rendezvous: see _stream.SparkStream._accept)
+                return trio.from_thread.run(exchange, me)
+
             async with open_peer(
                 unship(shipped),
                 index=index,
                 peers=peers,
-                rendezvous=ctx.allGather,
+                rendezvous=rendezvous,
                 secret=security.secret,
                 tls=security.tls,
                 host=task_host(),
@@ -403,8 +422,6 @@ def worker_task(
                 worker = _Worker(peer, index, security, kept, output)
                 async with trio.open_nursery() as nursery:
                     address = await nursery.start(worker.serve)
-                    stream = await _dial(driver, security, index, DRIVER, "the stream's driver")
-                    link = _Reader(stream)
                     try:
                         hello = ("address", address, peer.resumed_at, (started, meshed))
                         await link.send(hello)
@@ -415,8 +432,6 @@ def worker_task(
                         with trio.move_on_after(5), contextlib.suppress(*lost):
                             await worker.answer(link, ("error", report_text(exc)))
                         raise
-                    finally:
-                        await trio.aclose_forcefully(stream)
                     nursery.cancel_scope.cancel()
 
         with forwarding(f"stream worker {index}") as kept, reported():
