@@ -146,6 +146,11 @@ INLINE_BYTES = 4 << 20
 INLINE_OUTPUT_BYTES = 8 << 20
 
 
+#: The rows of an Arrow batch Spark makes a DataFrame of (its default
+#: ``spark.sql.execution.arrow.maxRecordsPerBatch``).
+_ARROW_ROWS = 10_000
+
+
 def estimated_bytes(frame: DataFrame) -> int | None:
     """Spark's estimate of ``frame``'s size in bytes (its optimized plan's statistics, which
     its execution reuses), or ``None`` where it has none."""
@@ -639,10 +644,12 @@ class SparkStream:
         if all(a is not None for a in arrows):
             schema = to_arrow_schema(self.output.combined)
             batches = [b for a in arrows for b in pa.ipc.open_stream(a)]
-            # One chunk: a partition per 10,000 rows (Spark's Arrow batch size), not one per
-            # worker's batch, so a small output is one task per stage of the sink's jobs.
+            # One chunk: a batch per 10,000 rows (Spark's Arrow batch size), not one per
+            # worker's batch; and as many partitions (Spark spreads them over as many as it
+            # has slots), so a small output is one task per stage of the sink's jobs.
             table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
-            return self.spark.createDataFrame(table, self.output.combined), False
+            frame = self.spark.createDataFrame(table, self.output.combined)
+            return frame.coalesce(max(1, len(table.to_batches(_ARROW_ROWS)))), False
         n = self.peers
         fetch = fetch_task(batch_id, self._addresses, self.output, self._security, logs)
         combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
