@@ -342,6 +342,10 @@ class SparkStream:
                     raise HandshakeError(msg)
                 # Authenticated: what it says may be decoded.
                 door.leave(scope)
+                # A worker says where its mesh listens once its pipeline is built (its state
+                # loaded from a checkpoint): it has proved the secret, so it gets the time
+                # the workers have to start, not a handshake's.
+                sock.settimeout(timeout)
                 _, mesh = receive(sock)
                 with arrived:
                     if not 0 <= hello.index < self.peers or hello.index in links:
