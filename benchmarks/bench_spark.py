@@ -329,12 +329,16 @@ def run_stream_w1(
     batches, want = w1_batches(args)
     (tmp / "records").mkdir()
     files = args.batch_files
+    written = time.time() - len(batches)
     for b, rows in enumerate(batches):
         for f in range(files):
-            write_parquet(
-                tmp / "records" / f"{b:05d}-{f}.parquet",
-                {"key": [k for k, _ in rows[f::files]], "diff": [d for _, d in rows[f::files]]},
-            )
+            name = tmp / "records" / f"{b:05d}-{f}.parquet"
+            part = rows[f::files]
+            write_parquet(name, {"key": [k for k, _ in part], "diff": [d for _, d in part]})
+            # Spark's file source takes files in the order of their modification times: a
+            # second apart, micro-batch b's files are read before b + 1's however fast they
+            # were written (a record is retracted only after it was inserted).
+            os.utime(name, (written + b, written + b))
     spark, startup, cluster = session_for(tmp, 3, on_cluster)
     record: dict[str, Any] = {"startup_s": startup, "batch_rows": len(batches[1]), "files": files}
     ends: list[float] = []

@@ -93,3 +93,17 @@ def cluster(
             yield session
         finally:
             _stop_sessions()
+
+
+@pytest.fixture(params=["driver", "tasks"])
+def stream_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The way a stream's micro-batches go, each test run both ways: ``"driver"`` (small ones
+    collected by the driver as Arrow, the output returned with the workers' answers: the
+    default for the tests' few rows) or ``"tasks"`` (feeding tasks deal the rows, fetching
+    tasks return the output: the way of micro-batches too large for the driver)."""
+    if request.param == "tasks":
+        from deltaflow.adapters.spark import _stream
+
+        monkeypatch.setattr(_stream, "INLINE_BYTES", -1)
+        monkeypatch.setattr(_stream, "INLINE_OUTPUT_BYTES", -1)
+    return str(request.param)

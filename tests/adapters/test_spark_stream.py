@@ -20,9 +20,12 @@ pytestmark = pytest.mark.spark
 dfspark = pytest.importorskip("deltaflow.adapters.spark")
 
 
-def test_micro_batches_match_run_and_keep_state(spark: Any, tmp_path: Path) -> None:
+def test_micro_batches_match_run_and_keep_state(
+    spark: Any, tmp_path: Path, stream_path: str
+) -> None:
     """After every micro-batch, its output changes equal df.run's at its time: the count of a
-    word seen before changes (a retraction of the old count), so the state was kept."""
+    word seen before changes (a retraction of the old count), so the state was kept; by the
+    driver and by feeding and fetching tasks alike."""
     directory = tmp_path / "in"
     directory.mkdir()
     sink = Collected()
@@ -45,14 +48,19 @@ def test_micro_batches_match_run_and_keep_state(spark: Any, tmp_path: Path) -> N
             assert got == want, b
             assert sorted(sink.batches) == list(range(b + 1))
         stats = running.statistics()
+        inline = list(running.inline_batches)
     assert stats["batches"] == len(BATCHES)
+    assert inline == [stream_path == "driver"] * len(BATCHES)
     assert ("the", 2, 1, -1) in sink.batches[1]  # the count of 'the' moved from 2 to 3
 
 
-def test_micro_batches_over_several_partitions(spark: Any, tmp_path: Path) -> None:
-    """A micro-batch spread over several partitions (some of them empty) is read by as many
-    tasks, each dealing its rows to the workers: every micro-batch equals df.run's, and the
-    workers were fed each micro-batch's rows exactly once."""
+def test_micro_batches_over_several_partitions(
+    spark: Any, tmp_path: Path, stream_path: str
+) -> None:
+    """A micro-batch spread over several partitions (some of them empty), read by as many
+    tasks each dealing its rows to the workers, or collected by the driver: every
+    micro-batch equals df.run's, and the workers were fed each micro-batch's rows exactly
+    once."""
     directory = tmp_path / "in"
     directory.mkdir()
     sink = Collected()
@@ -134,12 +142,12 @@ def test_dict_outputs_to_tables(spark: Any, tmp_path: Path) -> None:
     assert got["lengths"] == sorted((n, k, t, d) for (n, k), t, d in want["lengths"])
 
 
-def test_stream_static_join_matches_run(spark: Any, tmp_path: Path) -> None:
+def test_stream_static_join_matches_run(spark: Any, tmp_path: Path, stream_path: str) -> None:
     """Streamed views joined with a static page table (a DataFrame) and a list of users'
     tiers, both loaded once at the stream's first micro-batch: every micro-batch's changes
     equal ``dfspark.run``'s at its time, with the views at their batch's time and the tables
     at time 0; Spark ``timestamp`` columns arrive as ``datetime`` (the pipeline reads
-    ``.hour``) and go out as timestamps."""
+    ``.hour``) and go out as timestamps; by the driver and by tasks alike."""
     directory = tmp_path / "in"
     directory.mkdir()
     ddl = "user string, page string, at timestamp"

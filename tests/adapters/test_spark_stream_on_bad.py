@@ -161,9 +161,12 @@ def seen(rejected: list[Any]) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def test_bad_rows_set_aside_leave_the_good_rows_output(spark: Any, tmp_path: Path) -> None:
+def test_bad_rows_set_aside_leave_the_good_rows_output(
+    spark: Any, tmp_path: Path, stream_path: str
+) -> None:
     """Bad rows at random places: the stream's output equals df.run's over the good rows,
-    xs's bad rows are in rejected() once each, ys's counted as skipped."""
+    xs's bad rows are in rejected() once each, ys's counted as skipped; the micro-batches
+    read by the driver or by feeding tasks alike."""
     fed = batches(4, 3)  # every kind of bad row in both inputs
     query = Query(spark, tmp_path)
     with query.start() as running:

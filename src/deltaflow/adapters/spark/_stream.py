@@ -6,16 +6,21 @@ over the inputs whose ``foreachBatch`` function drives them (the tasks are in
 :mod:`._stream_tasks`). Each worker connects back to a small TCP server on the driver; like
 the workers' mesh, the server admits only connections that prove they hold the secret the
 driver made for this stream and shipped in the tasks' closure
-(:mod:`deltaflow.scheduler.net.handshake`), and stops listening once every worker is in.
+(:mod:`deltaflow.scheduler.net.handshake`), and stops listening once every worker is in. The
+driver is also the workers' rendezvous: each says there where its mesh listens and is told
+where every other's does.
 
-The rows never pass through the driver. For micro-batch ``b`` the driver runs one job whose
-tasks read the micro-batch's partitions and deal their rows out to the workers directly;
-collects a row per partition and worker fed (the ids and the row count); tells every worker
-to step through one time with the rows it was fed (the dataflow's exchanges route them to
-their owners); and hands the sink a DataFrame whose tasks fetch each worker's output changes
-of ``b`` from it: the schema's columns plus ``time`` (the batch id) and ``diff``. What
-crosses the driver per micro-batch is the batch id, the partitions' ids and each worker's
-"done".
+One Spark job per micro-batch reads its rows. A micro-batch Spark estimates small
+(:data:`INLINE_BYTES`, from its plan's statistics) is collected by the driver as Arrow (a job
+with no Python tasks) and its changes dealt out round-robin with the step. A larger one is
+read by tasks that deal their partitions' rows out to the workers directly; the driver
+collects a row per partition and worker fed (the ids and the row count) and tells every
+worker which partitions to take. Every worker then steps through one time (the dataflow's
+exchanges route the rows to their owners) and answers with its output changes of ``b`` as
+Arrow when they are small (:data:`INLINE_OUTPUT_BYTES`): the sink's DataFrame (the schema's
+columns plus ``time``, the batch id, and ``diff``) is then made of them on the driver, with
+no Spark job; else it is made of tasks that fetch each worker's output changes from it. So
+the driver holds a micro-batch's rows or output only when they are small.
 
 Static inputs (a static DataFrame, a Python list of data) are fed once, with the workers'
 first micro-batch: the static DataFrames' rows read by that micro-batch's feeding tasks beside
@@ -45,8 +50,8 @@ that micro-batch again. ``b0 > T`` means the checkpoint lacks micro-batches Spar
 (``L/deltaflow`` replaced or removed): an error, not a silent gap.
 
 Slots: ``partitions`` for the workers as long as the stream runs, and at least one more for
-each micro-batch's own Spark jobs (reading and dealing the rows, fetching the output, the
-sink's writing).
+each micro-batch's own Spark jobs (reading the rows, fetching a large output, the sink's
+writing).
 
 Failure: user code raising in a worker fails the micro-batch with the worker's message (the
 operator named), so the query stops with it; the barrier job fails too, and a later
@@ -69,6 +74,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
+import pyarrow as pa
 import trio
 
 from ...errors import CheckpointError, DeltaflowError, PeerLostError
@@ -87,9 +93,15 @@ from ...scheduler.net.tcp import FrameError
 from ...scheduler.net.tls import TLS
 from ...scheduler.state_layout import check_code, check_pipeline, state_layout
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security, check_inputs
-from ._convert import InputLayout, OutputLayout, tag_inputs
+from ._convert import (
+    InputLayout,
+    OutputLayout,
+    read_changes_accounted,
+    tag_inputs,
+    to_arrow_schema,
+)
 from ._errors import from_spark, from_text, raise_from, report_text, translated
-from ._logs import records_accumulator, relog
+from ._logs import Record, records_accumulator, relog
 from ._ship import require_importable, ship
 from ._slots import require_slots, task_host
 from ._stream_tasks import (
@@ -103,6 +115,7 @@ from ._stream_tasks import (
 )
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
@@ -119,6 +132,34 @@ Holds = Callable[[str, int], bool]
 
 #: Where, under a stream's checkpoint location, its workers' state is kept.
 STATE_FOLDER = "deltaflow"
+
+#: A micro-batch whose size Spark estimates at most this (bytes of its plan's sources: the
+#: files' sizes for a file source) is collected by the driver as Arrow and dealt out with
+#: the step: one Spark job with no Python tasks, where feeding tasks cost a Python stage.
+#: A larger one (or one Spark cannot estimate) is read by feeding tasks, so the driver
+#: never holds a large micro-batch.
+INLINE_BYTES = 4 << 20
+
+#: A worker answers a step with its output as Arrow when that takes at most this many
+#: bytes; when every worker did, the sink's DataFrame is made of them on the driver (no
+#: Spark job), else tasks fetch the output from the workers.
+INLINE_OUTPUT_BYTES = 8 << 20
+
+
+#: The rows of an Arrow batch Spark makes a DataFrame of (its default
+#: ``spark.sql.execution.arrow.maxRecordsPerBatch``).
+_ARROW_ROWS = 10_000
+
+
+def estimated_bytes(frame: DataFrame) -> int | None:
+    """Spark's estimate of ``frame``'s size in bytes (its optimized plan's statistics, which
+    its execution reuses), or ``None`` where it has none."""
+    try:
+        stats = frame._jdf.queryExecution().optimizedPlan().stats()
+        # (a Scala BigInt: py4j gives an int, or the object, whose text is the number)
+        return int(str(stats.sizeInBytes()))
+    except Exception:  # no estimate: take the path that never holds the rows
+        return None
 
 
 def state_location(checkpoint_location: str) -> str:
@@ -202,6 +243,8 @@ class SparkStream:
     batch_rows: list[int] = attrs.field(factory=list)
     #: Per micro-batch: seconds of the job that reads its rows and deals them out.
     feed_seconds: list[float] = attrs.field(factory=list)
+    #: Per micro-batch: whether the driver collected its rows (else feeding tasks read them).
+    inline_batches: list[bool] = attrs.field(factory=list)
     #: Per micro-batch: seconds in the sink (its Spark jobs, the output's fetch included).
     sink_seconds: list[float] = attrs.field(factory=list)
     #: Per micro-batch: seconds to checkpoint the workers' state (with checkpoint_location).
@@ -212,6 +255,9 @@ class SparkStream:
     _time: int = 0
     #: The number of the next checkpoint.
     _sequence: int = 1
+    #: Per worker, the wall-clock times its task began (its Python worker up, deltaflow
+    #: imported) and its mesh was up (the rendezvous done), as it said when it connected.
+    _started: list[tuple[float, float]] = attrs.field(factory=list)
     #: Per worker, the time it resumed at (as it said when it connected).
     _resumed: list[int | None] = attrs.field(factory=list)
     #: The door of the driver's server: what it refused and turned away.
@@ -249,17 +295,23 @@ class SparkStream:
         return not self._thread.is_alive()
 
     def _accept(self, security: _Security, timeout: float) -> None:
-        """Wait for every worker to connect and authenticate (or for the job to fail).
+        """Wait for every worker to connect and authenticate (or for the job to fail), be
+        their rendezvous, and wait for each to say its port and resumed time.
 
         Each connection is authenticated in a thread of its own with its own deadline, so a
         stranger (silent, or sending anything) holds up nothing: it is refused and logged,
-        and those still pending when every worker is in are closed with the server.
+        and those still pending when every worker is in are closed with the server. Each
+        worker says the address of its mesh's port first; once all have, each is sent all
+        of them (in index order), from which the workers open their mesh. This is the
+        workers' rendezvous: Spark's ``allGather`` would cost them a second (its JVM side
+        polls each second).
 
         Raises:
             TimeoutError: not every worker connected within ``timeout`` (naming them).
             DeltaflowError: the workers' job ended first.
         """
         links: dict[int, socket.socket] = {}
+        meshes: dict[int, str] = {}
         addresses: dict[int, str] = {}
         resumed: dict[int, int | None] = {}
         pending: set[socket.socket] = set()
@@ -290,14 +342,17 @@ class SparkStream:
                     raise HandshakeError(msg)
                 # Authenticated: what it says may be decoded.
                 door.leave(scope)
-                _, address, resumed_at = receive(sock)
+                # A worker says where its mesh listens once its pipeline is built (its state
+                # loaded from a checkpoint): it has proved the secret, so it gets the time
+                # the workers have to start, not a handshake's.
+                sock.settimeout(timeout)
+                _, mesh = receive(sock)
                 with arrived:
                     if not 0 <= hello.index < self.peers or hello.index in links:
                         msg = f"it claims to be worker {hello.index}, which is connected already"
                         raise HandshakeError(msg)
                     links[hello.index] = sock
-                    addresses[hello.index] = str(address)
-                    resumed[hello.index] = None if resumed_at is None else int(resumed_at)
+                    meshes[hello.index] = str(mesh)
                     pending.discard(sock)
                     arrived.notify_all()
             except (HandshakeError, OSError, ValueError, EOFError, FrameError) as exc:
@@ -353,6 +408,20 @@ class SparkStream:
             for sock in strangers:
                 _shut(sock)
         self._links = [links[i] for i in range(self.peers)]
+        everyone = [meshes[i] for i in range(self.peers)]
+        try:
+            for link in self._links:
+                send(link, ("peers", everyone))
+            for i, link in enumerate(self._links):
+                link.settimeout(max(deadline - time.monotonic(), 1.0))
+                _, address, resumed_at, (started, meshed) = receive(link)
+                link.settimeout(None)
+                addresses[i] = str(address)
+                resumed[i] = None if resumed_at is None else int(resumed_at)
+                self._started.append((float(started), float(meshed)))
+        except (OSError, EOFError, FrameError) as exc:
+            what = f"the workers did not open their mesh ({exc})"
+            self._fail(self._workers_error(what))
         self._addresses = [addresses[i] for i in range(self.peers)]
         self._resumed = [resumed[i] for i in range(self.peers)]
 
@@ -437,11 +506,16 @@ class SparkStream:
 
     def _step(self, frame: DataFrame, batch_id: int) -> None:
         """Feed micro-batch ``batch_id``'s rows to the workers, step them, sink the output,
-        checkpoint the workers' state (with a checkpoint location)."""
+        checkpoint the workers' state (with a checkpoint location).
+
+        A micro-batch Spark estimates small (:data:`INLINE_BYTES`) is collected by the
+        driver as Arrow in one Spark job and dealt out with the step; a larger one is read
+        by feeding tasks that deal their partitions' rows to the workers themselves. The
+        workers answer the step with a small output as Arrow, which becomes the sink's
+        DataFrame on the driver (no Spark job); a larger output is fetched by tasks."""
         if self._state is not None and not self._in_turn(batch_id):
             return
         start = time.perf_counter()
-        logs = records_accumulator(self.spark.sparkContext)
         layouts = self.layouts
         extra: list[dict[str, list[tuple[Any, int]]]] = [{} for _ in self._links]
         first = self._static is not None or bool(self._lists)
@@ -451,39 +525,29 @@ class SparkStream:
         for name, data in self._lists.items():
             for w, share in enumerate(extra):
                 share[name] = [(d, 1) for d in data[w :: self.peers]]
-        modes = {name: a.mode for name, a in self.accounts.items()}
-        feeding = frame.mapInArrow(
-            feed_task(batch_id, self._addresses, layouts, self._security, logs, modes),
-            FED_SCHEMA,
-        )
-        try:
-            with translated():
-                fed = feeding.collect()
-        finally:
-            relog(logs.value)
-        self.feed_seconds.append(time.perf_counter() - start)
-        parts: list[list[int]] = [[] for _ in self._links]
-        reports = []
-        for part, worker, _, report in fed:
-            if worker < 0:
-                reports.append((int(part), report))
-            else:
-                parts[worker].append(int(part))
-        fed = [row for row in fed if row[1] >= 0]
-        steps = [("step", batch_id, sorted(p), e) for p, e in zip(parts, extra, strict=True)]
+        size = estimated_bytes(frame)
+        inline = size is not None and size <= INLINE_BYTES
+        planned = time.perf_counter()
+        if inline:
+            parts, rows, reports = self._collect(frame, layouts, batch_id, extra)
+        else:
+            parts, rows, reports = self._feed(frame, layouts, batch_id)
+        fed = time.perf_counter()
+        self.feed_seconds.append(fed - start)
+        self.inline_batches.append(inline)
+        steps = [
+            ("step", batch_id, sorted(p), e, INLINE_OUTPUT_BYTES)
+            for p, e in zip(parts, extra, strict=True)
+        ]
         replies = self._ask(steps, batch_id)
+        stepped = time.perf_counter()
         self._account(batch_id, reports)
         if first:  # the static inputs are in the workers' state from now on
             self._static, self._lists = None, {}
         self.worker_seconds.append(max(r[2] for r in replies))
-        self.batch_rows.append(sum(int(row[2]) for row in fed))
-        n = self.peers
+        self.batch_rows.append(rows)
         logs = records_accumulator(self.spark.sparkContext)
-        fetch = fetch_task(batch_id, self._addresses, self.output, self._security, logs)
-        combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
-        # Kept once computed: the first of the sink's actions fetches every output's rows in
-        # one stage, and the others (other outputs, a count then a write) read them here.
-        combined = combined.persist()
+        combined, fetched = self._output(batch_id, replies, logs)
         frames = self.output.split(combined)
         if self._holds is not None and batch_id == self.resumed_at:
             # Run before, perhaps sunk, not checkpointed: what a sink holds already stays.
@@ -494,21 +558,112 @@ class SparkStream:
                 with translated():
                     self.sink(frames["output"] if self.output.single else frames, batch_id)
         finally:
-            combined.unpersist()
+            if fetched:
+                combined.unpersist()
             relog(logs.value)
-        self.sink_seconds.append(time.perf_counter() - sinking)
+        sunk = time.perf_counter()
+        self.sink_seconds.append(sunk - sinking)
         if self._state is not None:
-            saving = time.perf_counter()
             self._checkpoint(self._state, batch_id)
-            self.checkpoint_seconds.append(time.perf_counter() - saving)
+            self.checkpoint_seconds.append(time.perf_counter() - sunk)
         self._time = batch_id + 1
-        self.batch_seconds.append(time.perf_counter() - start)
+        end = time.perf_counter()
+        self.batch_seconds.append(end - start)
+        _log.debug(
+            "micro-batch %d: %d rows %s (estimated %s bytes); plan %.3f s, feed %.3f s, "
+            "step %.3f s (workers %.3f s), output %s %.3f s, sink %.3f s, checkpoint %.3f s",
+            batch_id,
+            rows,
+            "through the driver" if inline else "by feeding tasks",
+            size,
+            planned - start,
+            fed - planned,
+            stepped - fed,
+            self.worker_seconds[-1],
+            "fetched by tasks" if fetched else "from the workers' answers",
+            sinking - stepped,
+            sunk - sinking,
+            end - sunk,
+        )
 
-    def _account(self, batch_id: int, reports: list[tuple[int, str]]) -> None:
-        """Fold the feeding tasks' reports (JSON: per input, rows read and the bad ones left
-        out) into the inputs' accounts, at time ``batch_id``."""
-        for part, text in sorted(reports):
-            for name, seen in json.loads(text).items():
+    def _collect(
+        self,
+        frame: DataFrame,
+        layouts: list[InputLayout],
+        batch_id: int,
+        extra: list[dict[str, list[tuple[Any, int]]]],
+    ) -> tuple[list[list[int]], int, list[tuple[int, dict[str, Any]]]]:
+        """Read a small micro-batch on the driver (one Spark job, its rows as Arrow) and deal
+        its changes into ``extra``, round-robin; the partitions fed (none), the rows read and
+        the report of its bad rows (as the feeding tasks make it, one "partition")."""
+        with translated():
+            batches = frame._collect_as_arrow()  # type: ignore[operator]
+        modes = {name: a.mode for name, a in self.accounts.items()}
+        changes, report = read_changes_accounted(layouts, batches, modes)
+        n = self.peers
+        for name, dealt in changes.items():
+            for w, share in enumerate(extra):
+                share.setdefault(name, []).extend(dealt[w::n])
+        rows = sum(int(seen["read"]) for seen in report.values())
+        # (as JSON, as from a feeding task: the same data in the quarantine either way)
+        decoded = json.loads(json.dumps(report, default=str))
+        return [[] for _ in self._links], rows, [(0, decoded)]
+
+    def _feed(
+        self, frame: DataFrame, layouts: list[InputLayout], batch_id: int
+    ) -> tuple[list[list[int]], int, list[tuple[int, dict[str, Any]]]]:
+        """Have feeding tasks read the micro-batch's partitions and deal their rows to the
+        workers (one Spark job); per worker the partitions that fed it, the rows read, and
+        each partition's report of its bad rows."""
+        logs = records_accumulator(self.spark.sparkContext)
+        modes = {name: a.mode for name, a in self.accounts.items()}
+        feeding = frame.mapInArrow(
+            feed_task(batch_id, self._addresses, layouts, self._security, logs, modes),
+            FED_SCHEMA,
+        )
+        try:
+            with translated():
+                fed = feeding.collect()
+        finally:
+            relog(logs.value)
+        parts: list[list[int]] = [[] for _ in self._links]
+        reports = []
+        rows = 0
+        for part, worker, count, report in fed:
+            if worker < 0:
+                reports.append((int(part), json.loads(report)))
+            else:
+                parts[worker].append(int(part))
+                rows += int(count)
+        return parts, rows, reports
+
+    def _output(
+        self, batch_id: int, replies: list[Any], logs: Accumulator[list[Record]]
+    ) -> tuple[DataFrame, bool]:
+        """The sink's DataFrame of micro-batch ``batch_id``'s output, and whether tasks fetch
+        it (then it is persisted: the first of the sink's actions fetches every output's rows
+        in one stage, the others read them there). Made on the driver from the workers'
+        answers when each sent its output as Arrow."""
+        arrows = [r[4] for r in replies]
+        if all(a is not None for a in arrows):
+            schema = to_arrow_schema(self.output.combined)
+            batches = [b for a in arrows for b in pa.ipc.open_stream(a)]
+            # One chunk: a batch per 10,000 rows (Spark's Arrow batch size), not one per
+            # worker's batch; and as many partitions (Spark spreads them over as many as it
+            # has slots), so a small output is one task per stage of the sink's jobs.
+            table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
+            frame = self.spark.createDataFrame(table, self.output.combined)
+            return frame.coalesce(max(1, len(table.to_batches(_ARROW_ROWS)))), False
+        n = self.peers
+        fetch = fetch_task(batch_id, self._addresses, self.output, self._security, logs)
+        combined = self.spark.range(0, n, 1, n).mapInArrow(fetch, self.output.combined)
+        return combined.persist(), True
+
+    def _account(self, batch_id: int, reports: list[tuple[int, dict[str, Any]]]) -> None:
+        """Fold the feeding tasks' reports (decoded JSON: per input, rows read and the bad
+        ones left out) into the inputs' accounts, at time ``batch_id``."""
+        for part, report in sorted(reports, key=lambda r: r[0]):
+            for name, seen in report.items():
                 account = self.accounts.get(name)
                 if account is None:
                     continue
@@ -874,6 +1029,7 @@ def stream(
     """
     from pyspark.sql import DataFrame
 
+    called = time.time()
     lists = {n: list(v) for n, v in inputs.items() if isinstance(v, list | tuple)}
     static = {n for n, v in inputs.items() if isinstance(v, DataFrame) and not v.isStreaming}
     framed = {n: v for n, v in inputs.items() if n not in lists}
@@ -927,7 +1083,7 @@ def stream(
         raise
     group = f"deltaflow-stream-{uuid.uuid4().hex}"
     where = None if state is None else state.store.location
-    task = worker_task(shipment.blob, n, (host, server.getsockname()[1]), security, where)
+    task = worker_task(shipment.blob, n, (host, server.getsockname()[1]), security, where, output)
 
     def job() -> None:
         sc.setJobGroup(group, "deltaflow stream workers", interruptOnCancel=True)
@@ -948,8 +1104,10 @@ def stream(
             running._static = tag_inputs(spark, static_layouts, static_frames)
         running._lists = lists
     try:
+        submitted = time.time()
         running._start_workers(job)
         running._accept(security, RENDEZVOUS_TIMEOUT_S)
+        connected = time.time()
         running._check_resumed()
         writer = tag_inputs(spark, layouts, frames).writeStream.foreachBatch(running._on_batch)
         if trigger:
@@ -960,4 +1118,13 @@ def stream(
     except BaseException:
         running.stop()
         raise
+    _log.debug(
+        "stream started: checks %.3f s; workers' tasks began %s s after their job's "
+        "submission, their mesh up %s s after; all connected %.3f s, query started %.3f s",
+        submitted - called,
+        [round(s - submitted, 3) for s, _ in running._started],
+        [round(m - s, 3) for s, m in running._started],
+        connected - submitted,
+        time.time() - connected,
+    )
     return running

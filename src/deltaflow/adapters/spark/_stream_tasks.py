@@ -2,31 +2,38 @@
 micro-batch's tasks that feed them and fetch their output.
 
 **Workers.** The stream's long-lived barrier job has one task per worker (:func:`worker_task`).
-Each hosts one peer of the dataflow (:func:`deltaflow.scheduler.net.peer.open_peer`: one
-``allGather``, then the workers' own authenticated mesh), listens on a port of its own for the
-micro-batches' tasks, and dials the driver, to which it says that port (and the time it
-resumed at from a checkpoint, if it did). From then on the driver sends it, per micro-batch
-``b``, only ``("step", b, parts, extra)``: the ids of the micro-batch's partitions whose rows
-have reached this worker, and the changes the driver adds itself (its share of the Python
-lists given as static inputs, with the first micro-batch; else none). The worker takes those
-rows, steps its peer through one time (every worker does, so the time closes everywhere) and
-answers ``("done", b, seconds, doors)``; it keeps the
-output changes that ended on it until the next step. A stream that keeps checkpoints then
-asks it to ``("settle",)`` (answered with the messages its workers sent and received, once
-idle) until the counts agree, and to ``("save", sequence, committed)`` its share of the
-checkpoint (answered with the manifest fragment it wrote and the manifest's header).
+Each dials the driver first, which is their rendezvous: it says there the address of its
+mesh's port and is answered with every worker's (Spark's ``allGather`` polls once a second).
+It then hosts one peer of the dataflow (:func:`deltaflow.scheduler.net.peer.open_peer`: the
+workers' own authenticated mesh), listens on a port of its own for the micro-batches' tasks,
+and says that port to the driver (and the time it resumed at from a checkpoint, if it did,
+and when its task began and its mesh was up). From
+then on the driver sends it, per micro-batch ``b``, ``("step", b, parts, extra, limit)``: the
+ids of the micro-batch's partitions whose rows have reached this worker, and the changes the
+driver deals it itself (a small micro-batch's rows, which the driver collected, and its
+share of the Python lists given as static inputs, with the first micro-batch). The worker
+takes those rows, steps its peer through one time (every worker does, so the time closes
+everywhere) and answers ``("done", b, seconds, doors, arrow)``: ``arrow`` its output changes
+as an Arrow IPC stream if that takes at most ``limit`` bytes, else ``None``; it keeps the
+output changes that ended on it until the next step, for the fetching tasks. A stream that
+keeps checkpoints then asks it to ``("settle",)`` (answered with the messages its workers
+sent and received, once idle) until the counts agree, and to ``("save", sequence,
+committed)`` its share of the checkpoint (answered with the manifest fragment it wrote and
+the manifest's header).
 
-**Feeding.** Each partition of micro-batch ``b`` is read by a task of its own (:func:`feed_task`,
-``mapInArrow`` over the micro-batch's DataFrame): it turns its rows into ``(data, diff)``
-changes (checking every row, so a bad row fails that task naming it) and deals them out
-round-robin to the workers over connections of its own; the dataflow's exchanges route them
-from there to the workers that own them, as for :func:`~._batch.run`. The task returns a row
-per worker it fed (the partition's id, the worker's, how many rows), so all the driver
-collects per micro-batch is a few small rows per partition.
+**Feeding** (a micro-batch too large for the driver). Each partition of micro-batch ``b`` is
+read by a task of its own (:func:`feed_task`, ``mapInArrow`` over the micro-batch's
+DataFrame): it turns its rows into ``(data, diff)`` changes (checking every row, so a bad row
+fails that task naming it) and deals them out round-robin to the workers over connections of
+its own; the dataflow's exchanges route them from there to the workers that own them, as for
+:func:`~._batch.run`. The task returns a row per worker it fed (the partition's id, the
+worker's, how many rows), so all the driver collects per micro-batch is a few small rows per
+partition.
 
-**Output.** The sink's DataFrame is ``spark.range(workers)`` mapped by :func:`fetch_task`: task
-``w`` fetches worker ``w``'s output changes of ``b`` and returns them as Arrow batches (the time
-column is ``b``). It is computed wherever and as often as the sink's actions ask for it.
+**Output** (too large for the driver). The sink's DataFrame is ``spark.range(workers)``
+mapped by :func:`fetch_task`: task ``w`` fetches worker ``w``'s output changes of ``b`` and
+returns them as Arrow batches (the time column is ``b``). It is computed wherever and as
+often as the sink's actions ask for it.
 
 Every connection - worker to driver, task to worker, workers among themselves - opens with
 the handshake of :mod:`deltaflow.scheduler.net.handshake` on the stream's secret, which the tasks
@@ -61,7 +68,7 @@ from ...scheduler.net.handshake import REFUSED, HandshakeError, Hello, accept, d
 from ...scheduler.net.peer import Peer, open_peer
 from ...scheduler.net.tcp import MAX_FRAME, FrameError, Link
 from ._batch import RENDEZVOUS_TIMEOUT_S, _Security
-from ._convert import InputLayout, OutputLayout, read_changes_accounted
+from ._convert import InputLayout, OutputLayout, read_changes_accounted, to_arrow_schema
 from ._errors import from_text, report_text, reported
 from ._logs import Kept, Record, forwarding
 from ._ship import unship
@@ -80,6 +87,9 @@ DRIVER = b"deltaflow stream driver"
 FEED = b"deltaflow stream feed"
 
 Changes = dict[str, list[tuple[Any, int]]]
+
+#: The fewest bytes an output row takes as Arrow: its time and diff.
+_ROW_BYTES = 16
 
 # -- the driver's connections: length-prefixed pickles -------------------------------------
 _HEADER = struct.Struct("!Q")
@@ -182,8 +192,17 @@ class _Worker:
     """One worker of a stream: its peer, the rows fed to it per micro-batch and partition,
     and the output of its last step."""
 
-    def __init__(self, peer: Peer, index: int, security: _Security, kept: Kept) -> None:
+    def __init__(
+        self,
+        peer: Peer,
+        index: int,
+        security: _Security,
+        kept: Kept,
+        layout: OutputLayout | None = None,
+    ) -> None:
         self.peer = peer
+        #: The output's layout, to answer a step with its output as Arrow.
+        self.layout = layout
         #: This task's WARNINGs, sent to the driver before each answer.
         self.kept = kept
         self.index = index
@@ -288,7 +307,7 @@ class _Worker:
                 fragment = await self.peer.save_share(sequence, committed)
                 await self.answer(driver, ("saved", fragment, self.peer.header(sequence)))
                 continue
-            _, batch, parts, extra = message
+            _, batch, parts, extra, inline = message
             fed = self.fed.pop(batch, {})
             missing = [p for p in parts if p not in fed]
             if missing:
@@ -305,7 +324,31 @@ class _Worker:
             out = await self.peer.step(changes)
             spent = time.perf_counter() - start
             self.output = (batch, out)
-            await self.answer(driver, ("done", batch, spent, self.doors()))
+            arrow = self.arrow(batch, out, inline)
+            await self.answer(driver, ("done", batch, spent, self.doors(), arrow))
+
+    def arrow(self, batch: int, out: Any, limit: int) -> bytes | None:
+        """The output changes ``out`` of micro-batch ``batch`` as an Arrow IPC stream at time
+        ``batch``, if it takes at most ``limit`` bytes; else ``None`` (then they are fetched
+        by tasks: the driver holds no large output). ``None`` too when a datum does not fit
+        its schema: the fetching task raises that, naming it, as for a large output."""
+        if limit <= 0 or self.layout is None:
+            return None
+        named: Mapping[str, Any] = out if isinstance(out, dict) else {"output": out}
+        if sum(len(u) for u in named.values()) * _ROW_BYTES > limit:
+            return None  # (too large whatever its columns: not converted twice)
+        stamped = {n: [(d, batch, r) for d, _, r in u] for n, u in named.items()}
+        try:
+            batches = list(self.layout.to_arrow(stamped))
+        except TypeError:
+            return None
+        if sum(b.nbytes for b in batches) > limit:
+            return None
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, to_arrow_schema(self.layout.combined)) as writer:
+            for b in batches:
+                writer.write_batch(b)
+        return bytes(sink.getvalue().to_pybytes())
 
     def doors(self) -> dict[str, int]:
         """What the doors of this worker's ports (its mesh's and its data port) counted."""
@@ -332,36 +375,56 @@ def worker_task(
     driver: tuple[str, int],
     security: _Security,
     checkpoint: str | None = None,
+    output: OutputLayout | None = None,
 ) -> Callable[[Iterable[int]], Iterator[Any]]:
     """The workers' barrier task: host worker ``partitionId`` of the ``shipped`` pipeline
     until the driver says stop (see the module), its state resumed from the ``checkpoint``
-    location when that holds one."""
+    location when that holds one; a step's small output goes back to the driver as Arrow
+    in ``output``'s layout."""
 
     def task(_rows: Iterable[int]) -> Iterator[Any]:
         from pyspark import BarrierTaskContext
 
+        started = time.time()  # (its Python worker up, deltaflow imported: the closure is)
         ctx = BarrierTaskContext.get()
         index = ctx.partitionId()
 
         async def main(kept: Kept) -> None:
+            stream = await _dial(driver, security, index, DRIVER, "the stream's driver")
+            link = _Reader(stream)
+            try:
+                await serve(kept, link)
+            finally:
+                await trio.aclose_forcefully(stream)
+
+        async def serve(kept: Kept, link: _Reader) -> None:
+            async def exchange(me: str) -> list[str]:
+                await link.send(("mesh", me))
+                _, everyone = await link.receive()
+                return [str(a) for a in everyone]
+
+            def rendezvous(me: str) -> list[str]:
+                # (the driver is the rendezvous: see _stream.SparkStream._accept)
+                return trio.from_thread.run(exchange, me)
+
             async with open_peer(
                 unship(shipped),
                 index=index,
                 peers=peers,
-                rendezvous=ctx.allGather,
+                rendezvous=rendezvous,
                 secret=security.secret,
                 tls=security.tls,
                 host=task_host(),
                 connect_timeout=RENDEZVOUS_TIMEOUT_S,
                 checkpoint=checkpoint,
             ) as peer:
-                worker = _Worker(peer, index, security, kept)
+                meshed = time.time()
+                worker = _Worker(peer, index, security, kept, output)
                 async with trio.open_nursery() as nursery:
                     address = await nursery.start(worker.serve)
-                    stream = await _dial(driver, security, index, DRIVER, "the stream's driver")
-                    link = _Reader(stream)
                     try:
-                        await link.send(("address", address, peer.resumed_at))
+                        hello = ("address", address, peer.resumed_at, (started, meshed))
+                        await link.send(hello)
                         await worker.obey(link)
                     except Exception as exc:
                         # The driver may be gone already: then its side reports the loss.
@@ -369,8 +432,6 @@ def worker_task(
                         with trio.move_on_after(5), contextlib.suppress(*lost):
                             await worker.answer(link, ("error", report_text(exc)))
                         raise
-                    finally:
-                        await trio.aclose_forcefully(stream)
                     nursery.cancel_scope.cancel()
 
         with forwarding(f"stream worker {index}") as kept, reported():
