@@ -291,7 +291,6 @@ def _apply(
     else:
         op.acc_rows += _add_vals(accs, k, v[order], d, deltas)
     deltas.bound(op.acc_rows)
-    op.changed.note_all(keys)
     return fixes
 
 

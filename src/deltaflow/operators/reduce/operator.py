@@ -81,7 +81,6 @@ from deltaflow.framework.trace.spine import Spine, TraceReader
 from ...framework import tuning
 from ..base import Interest, Operator, UpdateBatch
 from ..durable import (
-    Changes,
     Deltas,
     StateSink,
     StateSource,
@@ -113,7 +112,7 @@ _first = itemgetter(0)
 
 
 #: A key's accumulation ``{val: count}`` as its rows ``(val, count)`` for a checkpoint (a
-#: method in C: a checkpoint takes it for every changed key).
+#: method in C: a checkpoint writing the accumulations whole takes it for every key).
 _counts = dict.items
 
 
@@ -275,10 +274,9 @@ class ReduceOperator(Operator):
         self.accs: dict[Any, dict[Any, int]] = {}
         self.outs: dict[Any, dict[Any, int]] = {}
         self.buffered_low: int | None = None
-        # Totally ordered times: the keys whose output changed since a checkpoint last took
-        # them, and the changes to the accumulations, as rows ``(val, diff)`` by key, with
-        # the rows ``accs`` holds (see .durable: a key's accumulation grows with its values).
-        self.changed = Changes()
+        # Totally ordered times: the changes to the accumulations since a checkpoint last
+        # took them, as rows ``(val, diff)`` by key, with the rows ``accs`` holds (see
+        # .durable: a key's accumulation grows with its values).
         self.acc_deltas = Deltas()
         self.acc_rows = 0
         # Times of messages received but not yet processed.
@@ -688,17 +686,15 @@ class ReduceOperator(Operator):
 
     def save(self, sink: StateSink) -> None:
         """Hand the state to a checkpoint (see :mod:`..durable`): per key its input and
-        output (histories, or with int times the accumulations at the frontier), and what
-        waits for the frontier (updates at later times, owed times)."""
+        output (histories, or with int times the accumulations at the frontier alone: each
+        key's output there is ``logic`` at its accumulation, which :meth:`load` evaluates
+        again), and what waits for the frontier (updates at later times, owed times)."""
         sink.value("upper", encode_frontier(self.upper))
         if self.total:
             self.buffer(self.incoming)  # (one state to save: updates not yet applied)
             self.incoming = []
-            changed = self.changed.take()
-            counts = ("val", "count")
             deltas = self.acc_deltas.take(2)
-            sink.history("accs", self.accs, counts, deltas, self.acc_rows, _counts)
-            sink.index("outs", self.outs, counts, changed, rows=_counts)
+            sink.history("accs", self.accs, ("val", "count"), deltas, self.acc_rows, _counts)
             sink.rows("buffered", _keyed_rows(self.buffered, ("val", "time", "diff")), "key")
         else:
             if self.pairs is not None:  # (one state to save: the per-key histories)
@@ -739,9 +735,17 @@ class ReduceOperator(Operator):
                         self.acc_rows += len(folded)
                 self.acc_deltas.keys = []
             outs = source.index("outs")
-            if outs is not None:
+            if outs is not None:  # (written by checkpoints that saved the outputs too)
                 self.outs.update((k, dict(rows)) for k, rows in outs.items())
-                self.changed.keys = set()
+            else:
+                # Each key's output at the frontier is ``logic`` at its accumulation there
+                # (every path that applies updates keeps it so), the same code on the same
+                # values: evaluated once here rather than written at every checkpoint.
+                evaluate, outs_now = self.evaluate, self.outs
+                for k, acc in self.accs.items():
+                    out = evaluate(k, acc)
+                    if out:
+                        outs_now[k] = out
             self.buffered = _unkeyed(source.rows("buffered"), ("val", "time", "diff"))
             low = [t for rows in self.buffered.values() for _, t, _ in rows]
             self.buffered_low = min(low) if low else None

@@ -72,7 +72,6 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
                 return fixes
             op.buffer(incoming)  # not all ints: the per-key sweep, below
     buffered, op.buffered = op.buffered, {}
-    op.changed.note_all(buffered)
     accs = op.accs
     outs = op.outs
     deltas = op.acc_deltas
