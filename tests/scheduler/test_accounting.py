@@ -291,3 +291,63 @@ async def test_quarantine_with_workers_in_processes(tmp_path: Path) -> None:
         assert [r.datum for r in job.rejected] == [("u1", "x"), ("u2", None)]
         assert job.statistics()["inputs"]["events"]["read"] == 3
         assert job.output.at(1) == {("u1", 1): 1}
+
+
+# -- one account's counts against a recompute, closed round by round -----------------------
+EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(["admit", "refuse"]), st.integers(0, 4), st.integers(0, 3), st.booleans()
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(events=EVENTS, mode=st.sampled_from(["skip", "quarantine"]))
+def test_an_account_counts_like_a_recompute_as_rounds_close(
+    events: list[tuple[str, int, int, bool]], mode: str
+) -> None:
+    """Records admitted (``n`` of them, 0 too) and refused at times, the account closed before
+    a rising time now and then: its counts, a checkpoint's and an absorbed copy's are the
+    totals recomputed from the records."""
+    from deltaflow.scheduler.accounting import InputAccount
+
+    account = InputAccount("events", mode)
+    copy = InputAccount("events", mode)
+    fed: list[tuple[str, int, int]] = []
+    now = 0
+    for kind, time, n, close in events:
+        at = now + time
+        if kind == "admit":
+            account.admitted(at, n)
+        else:
+            account.refuse(ValueError("bad"), n, "here", at)
+        fed.append((kind, at, n))
+        if close:
+            now += 1
+            account.close_before(now)
+
+    def totals(before: int | None) -> dict[str, int]:
+        kept = [(k, n) for k, at, n in fed if before is None or at < before]
+        read = sum(n for k, n in kept if k == "admit") + sum(1 for k, _ in kept if k == "refuse")
+        refused = sum(1 for k, _ in kept if k == "refuse")
+        return {
+            "read": read,
+            "accepted": read - refused,
+            "refused": refused,
+            "skipped": refused if mode == "skip" else 0,
+            "quarantined": refused if mode == "quarantine" else 0,
+        }
+
+    assert account.counts() == totals(None)
+    copy.absorb(account)
+    assert copy.counts() == totals(None)
+    saved = account.saved(now + 2)
+    want = totals(now + 2)
+    assert saved["counts"] == {f: want[f] for f in ("read", "refused", "skipped", "quarantined")}
+    restored = InputAccount("events", mode)
+    restored.restore(saved)
+    assert restored.counts() == want
+    assert [r.datum for r in restored.rejected()] == [
+        n for k, at, n in fed if k == "refuse" and at < now + 2 and mode == "quarantine"
+    ]

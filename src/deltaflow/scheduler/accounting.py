@@ -107,7 +107,8 @@ class InputAccount:
     mode: str = "fail"
     #: Counts of the records fed at times before the job's (those a checkpoint keeps).
     _closed: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(_FIELDS, 0))
-    #: Counts of the records fed at the job's time or later, by time.
+    #: Counts of the records fed at the job's time or later, by time: only the non-zero
+    #: fields, so that a round of good records keeps one field and closes in a few steps.
     _open: dict[int, dict[str, int]] = attrs.field(factory=dict)
     #: ``(time, record)`` of every quarantined record, in the order refused.
     _rejected: list[tuple[int, Rejected]] = attrs.field(factory=list)
@@ -115,29 +116,36 @@ class InputAccount:
     def _slot(self, time: int) -> dict[str, int]:
         slot = self._open.get(time)
         if slot is None:
-            slot = self._open[time] = dict.fromkeys(_FIELDS, 0)
+            slot = self._open[time] = {}
         return slot
 
     def admitted(self, time: int, n: int = 1) -> None:
         """``n`` good records were fed at ``time``."""
-        self._slot(time)["read"] += n
+        if n:
+            slot = self._open.get(time)
+            if slot is None:
+                self._open[time] = {"read": n}
+            else:
+                slot["read"] = slot.get("read", 0) + n
 
     def refuse(self, exc: BaseException, datum: Any, where: str, time: int) -> None:
         """A bad ``datum`` fed at ``time``: raise ``exc`` (mode ``"fail"``), or count it and
         (``"quarantine"``) keep it with ``exc`` as its reason."""
         slot = self._slot(time)
-        slot["read"] += 1
-        slot["refused"] += 1
+        slot["read"] = slot.get("read", 0) + 1
+        slot["refused"] = slot.get("refused", 0) + 1
         if self.mode == "fail":
             raise exc
         if self.mode == "skip":
-            slot["skipped"] += 1
+            slot["skipped"] = slot.get("skipped", 0) + 1
             return
-        slot["quarantined"] += 1
+        slot["quarantined"] = slot.get("quarantined", 0) + 1
         self._rejected.append((time, Rejected(self.name, datum, str(exc), where)))
 
     def close_before(self, time: int) -> None:
         """The job advanced to ``time``: counts of earlier times are final."""
+        if not self._open:
+            return
         for t in [t for t in self._open if t < time]:
             for field, n in self._open.pop(t).items():
                 self._closed[field] += n
@@ -169,7 +177,7 @@ class InputAccount:
         for t, slot in other._open.items():
             mine = self._slot(t)
             for field, n in slot.items():
-                mine[field] += n
+                mine[field] = mine.get(field, 0) + n
         self._rejected.extend(other._rejected)
 
     def saved(self, time: int) -> dict[str, Any]:

@@ -227,7 +227,6 @@ class InputHandle:
                 msg = f"input {self.name!r}: {len(data)} data but {len(new_diffs)} diffs"
                 raise ValueError(msg)
         account = self.account
-        where = f"fed at time {time}"
         if self._schema is None and account.mode == "fail":
             # Checked as a whole (the common case fast); the first bad one is raised.
             try:
@@ -240,9 +239,10 @@ class InputHandle:
                 if not all(r.__class__ is int for r in new_diffs):
                     new_diffs = [check_diff(self.name, d, r) for d, r in zip(data, new_diffs)]
             except (TypeError, ValueError) as exc:
-                account.refuse(exc, None, where, time)
+                account.refuse(exc, None, f"fed at time {time}", time)
             account.admitted(time, len(data))
             return data, new_diffs
+        where = f"fed at time {time}"
         kept: list[Any] = []
         kept_diffs: list[int] = []
         refused: list[tuple[BaseException, Any]] = []

@@ -249,6 +249,9 @@ class Advances:
     #: How many advances are remembered (an older one counts as the oldest kept).
     KEEP = 1_024
 
+    #: Whether anything reads the lags (a dashboard, set before the job's first advance):
+    #: a job nobody watches records no advance.
+    listened: bool = False
     _times: list[tuple[int, float]] = attrs.field(factory=list)
 
     def record(self, time_: int, at: float | None = None) -> None:

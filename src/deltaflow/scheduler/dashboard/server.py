@@ -144,6 +144,7 @@ class Dashboard:
     _graph: bytes | None = None
 
     def __attrs_post_init__(self) -> None:
+        self.job.advances.listened = True  # the lags it shows need every advance's moment
         if self.token is None and not is_loopback(self.host):
             self.token = secrets.token_urlsafe(32)
 
