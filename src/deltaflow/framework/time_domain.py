@@ -64,6 +64,9 @@ class TimeDomain:
         columns: int64 columns per time in a columnar batch (1 for ints, 2 for pairs), or
             ``None``: the times stay Python objects.
         kernels: numpy kernels over int64 time columns apply to these times.
+        loops: the times are a scope's: ``Product(t, i)`` of a time ``t`` of the enclosing
+            scope and an int iteration ``i``, down to an int (``False``: any other shape,
+            which only the generic lattice reads).
         least: the least time (every coordinate 0).
     """
 
@@ -72,15 +75,17 @@ class TimeDomain:
     columns: ClassVar[int | None] = None
     kernels: ClassVar[bool] = False
 
-    def __init__(self, depth: int) -> None:
+    def __init__(self, depth: int, loops: bool = True) -> None:
         self.depth = depth
+        self.loops = loops
         least: Time = 0
         for _ in range(depth):
             least = new_tuple(Product, (least, 0))
         self.least = least
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(depth={self.depth})"
+        odd = "" if self.loops else ", loops=False"
+        return f"{type(self).__name__}(depth={self.depth}{odd})"
 
     # The lattice: subclasses set these to functions of their shape.
     less_equal: Callable[[Any, Any], bool] = staticmethod(lattice.less_equal)
@@ -284,7 +289,7 @@ class GeneralDomain(TimeDomain):
 
 INT = IntDomain()
 PAIR = PairDomain()
-_GENERAL: dict[int, GeneralDomain] = {}
+_GENERAL: dict[tuple[int, bool], GeneralDomain] = {}
 
 
 def domain_for_depth(depth: int) -> TimeDomain:
@@ -297,25 +302,32 @@ def domain_for_depth(depth: int) -> TimeDomain:
         return INT
     if depth == 1:
         return PAIR
-    return _general(depth)
+    return _general(depth, True)
 
 
-def _general(depth: int) -> GeneralDomain:
-    found = _GENERAL.get(depth)
+def _general(depth: int, loops: bool) -> GeneralDomain:
+    found = _GENERAL.get((depth, loops))
     if found is None:
-        found = _GENERAL[depth] = GeneralDomain(depth)
+        found = _GENERAL[depth, loops] = GeneralDomain(depth, loops)
     return found
 
 
 def domain_of(time: Time) -> TimeDomain:
     """The domain of times shaped like ``time`` (a trace made from a lower bound alone):
-    a ``Product`` whose coordinates are not both ints is general.
+    a scope's when ``time`` nests ``Product(t, int)`` down to an int, else an odd general one.
 
     >>> domain_of(Product(0, 0)).name, domain_of(Product(Product(0, 0), 0)).name
     ('pair', 'general')
+    >>> domain_of(Product(0, Product(0, 0)))
+    GeneralDomain(depth=1, loops=False)
     """
-    if time.__class__ is int:
-        return INT
-    if time.__class__ is Product and time[0].__class__ is int and time[1].__class__ is int:
-        return PAIR
-    return _general(lattice.depth(time))
+    levels = 0
+    t = time
+    while t.__class__ is Product:
+        if t[1].__class__ is not int:
+            return _general(lattice.depth(time), False)
+        t = t[0]
+        levels += 1
+    if t.__class__ is not int:
+        return _general(levels, False)
+    return domain_for_depth(levels)

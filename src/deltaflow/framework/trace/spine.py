@@ -93,6 +93,7 @@ import attrs
 
 from ..antichain import Antichain, frontier_join
 from ..lattice import Time
+from ..time_domain import TimeDomain, domain_of
 from .batch import Batch
 from .columns import consolidate_rows
 from .cursor import Cursor
@@ -281,6 +282,8 @@ class Spine:
     Args:
         lower: the frontier the trace starts at (the first batch's ``lower``).
         effort: multiplier on the fuel each insertion gives to merges (at least 1).
+        domain: the shape of the trace's times, chosen by its scope (by default, that of
+            ``lower``'s times).
 
     >>> from deltaflow.framework.antichain import Antichain
     >>> spine = Spine(Antichain([0]))
@@ -314,8 +317,13 @@ class Spine:
     _logical_cache: Antichain | None
     _physical_cache: Antichain | None
     _forced_merges: int
+    #: The shape of the trace's times (its scope's, or that of ``lower``).
+    domain: TimeDomain
 
-    def __init__(self, lower: Antichain, effort: int = DEFAULT_EFFORT) -> None:
+    def __init__(
+        self, lower: Antichain, effort: int = DEFAULT_EFFORT, domain: TimeDomain | None = None
+    ) -> None:
+        self.domain = domain_of(lower.elements[0]) if domain is None else domain
         self._lower = lower
         self._upper = lower
         self._effort = max(1, int(effort))

@@ -220,7 +220,8 @@ class ReduceOperator(Operator):
         # Strict at the top scope (int times) only: inside a loop, the accumulations at a
         # round's product times may pass through negative counts on the way to the fixed
         # point (the rounds carry differences), which are not the user's collections.
-        self.strict = strict = strict and all(t.__class__ is int for t in source.lower)
+        domain = source.domain
+        self.strict = strict = strict and domain.total
         self.key_only = key_only
         # The built-in reductions' answer straight from the accumulation (see .logics.FOLDS).
         builtin = FOLDS.get(logic)
@@ -232,10 +233,10 @@ class ReduceOperator(Operator):
         self.by_count = by_count
         self.source = source
         self.upper: Antichain = source.lower
-        ints = all(t.__class__ is int for t in source.lower)
+        ints = domain.total
         self.total = ints if total_order is None else (total_order and ints)
         # How a key of a partial order is corrected: one path for the shape of its times.
-        self.path: KeyPath = path_for(source.lower)
+        self.path: KeyPath = path_for(domain)
         # Int times: the numpy kernel large batches of ints take, if this logic has one.
         self.kernel = (
             counting_kernel(logic, positive_only, by_count, strict, self.columns)
@@ -426,7 +427,7 @@ class ReduceOperator(Operator):
             return {}
         by_count = self.by_count
         many = by_count is not None and len(seeds) >= self.ROW_BATCH_MIN
-        act = Activation(upper, RowCounts() if many else None)
+        act = Activation(upper, RowCounts() if many else None, self.source.domain.total)
         # Each key's input and output history, compacted to the previous frontier (every
         # time still to be read is beyond it) when long (see KeyedHistory.compacted).
         inputs = self.inputs
