@@ -32,7 +32,8 @@ all held at once and other operators run between its slices.
 With product times an update met at ``t2`` moves ``t_out`` to ``join(t_out, t2)``, so a
 proposal or validation yields one record per distinct resulting time.
 
-    >>> _sum_upto([(1, 2), (3, 5), (4, 7)], 3, strict=True, t_out=3)
+    >>> from deltaflow.framework.time_domain import domain_for_depth
+    >>> _sum_upto([(1, 2), (3, 5), (4, 7)], 3, True, 3, domain_for_depth(0).join)
     [(3, 2)]
 """
 
@@ -48,13 +49,14 @@ import attrs
 
 from ...framework.antichain import Antichain
 from ...framework.durable.tables import Rows
-from ...framework.lattice import join as time_join, less_equal
+from ...framework.lattice import less_equal
 from ..base import Interest, Operator, UpdateBatch
 from ..durable import covering
 from .index import updates_of
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
+    from ...framework.time_domain import TimeDomain
     from ..base import Capability, OperatorContext
     from ..durable import StateSink, StateSource
     from .index import History, IndexRegistry, IndexStore, KeyRows
@@ -96,13 +98,15 @@ class Extender:
     strict: bool
 
 
-def _sum_upto(hist: History, t: Time, strict: bool, t_out: Time) -> list[tuple[Time, int]]:
+def _sum_upto(
+    hist: History, t: Time, strict: bool, t_out: Time, join: Callable[[Any, Any], Any]
+) -> list[tuple[Time, int]]:
     """The non-zero sums of ``hist``'s diffs at times before (or not after) ``t``, per
-    resulting time ``join(t_out, t2)``."""
+    resulting time ``join(t_out, t2)`` (``join``: the time domain's)."""
     sums: dict[Any, int] = {}
     for t2, d in updates_of(hist):
         if t2 < t or (not strict and t2 == t):
-            at = t_out if t2.__class__ is int else time_join(t_out, t2)
+            at = join(t_out, t2)
             sums[at] = sums.get(at, 0) + d
     return [(at, s) for at, s in sums.items() if s]
 
@@ -121,8 +125,8 @@ class Phase:
         """The key whose worker runs this phase for ``rec``."""
         raise NotImplementedError
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
-        """This phase on ``worker`` (its index stores resolved)."""
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
+        """This phase on ``worker`` (its index stores resolved), at the times of ``domain``."""
         raise NotImplementedError
 
 
@@ -137,7 +141,7 @@ class CountPhase(Phase):
         """The candidate's key."""
         return self.extenders[self.which].key(rec[0])
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
         """Count on ``worker``."""
         ext = self.extenders[self.which]
         keys = ext.registry.store(worker).keys
@@ -174,16 +178,17 @@ class ProposePhase(Phase):
         """The winner's key."""
         return self.extenders[rec[3]].key(rec[0])
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
         """Propose on ``worker``."""
         exts = self.extenders
         stores: list[IndexStore] = [e.registry.store(worker) for e in exts]
         combine = self.combine
+        total = domain.total
+        time_join = domain.join
 
         def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
             out: list[Record] = []
             out_diffs: list[int] = []
-            total = t.__class__ is int
             seen = 0
             for rec, r in zip(recs, diffs):
                 b, t_out, _, which = rec
@@ -240,16 +245,17 @@ class ValidatePhase(Phase):
         """The extender's key."""
         return self.key(rec[0])
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
         """Validate on ``worker``."""
         ext = self.extender
         keys = ext.registry.store(worker).keys
         key, val, strict, which = self.key, self.val, ext.strict, self.which
+        total = domain.total
+        join = domain.join
 
         def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
             out: list[Record] = []
             out_diffs: list[int] = []
-            total = t.__class__ is int
             for rec, r in zip(recs, diffs):
                 if rec[3] == which:
                     out.append(rec)
@@ -274,7 +280,7 @@ class ValidatePhase(Phase):
                         out.append(rec)
                         out_diffs.append(r * d)
                     continue
-                for at, s in _sum_upto(hist, t, strict, rec[1]):
+                for at, s in _sum_upto(hist, t, strict, rec[1], join):
                     out.append(rec if at == rec[1] else (b, at, rec[2], rec[3]))
                     out_diffs.append(r * s)
             return out, out_diffs
@@ -295,33 +301,31 @@ class IntersectPhase(Phase):
         """Unused: this phase only runs where every index is local (one worker)."""
         return None
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
         """Intersect on ``worker``: two candidates at int times by :func:`_intersect_two`
         (the usual case), anything else by :func:`_intersect_any`."""
         parts = [(e.registry.store(worker).keys, e.key, e.strict) for e in self.extenders]
-        general = _intersect_any(parts, self.combine, tally)
-        if len(parts) != 2:
-            return general
-        two = _intersect_two(parts, self.combine, tally)
-
-        def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
-            return two(recs, diffs, t) if t.__class__ is int else general(recs, diffs, t)
-
-        return run
+        if len(parts) == 2 and domain.total:
+            return _intersect_two(parts, self.combine, tally)
+        return _intersect_any(parts, self.combine, tally, domain)
 
 
 Part = tuple[dict[Any, "KeyRows"], Callable[[Any], Any], bool]
 """An extender on one worker: its store's rows by key, the key of a binding, ``strict``."""
 
 
-def _intersect_any(parts: list[Part], combine: Callable[[Any, Any], Any], tally: Tally) -> Runner:
-    """:class:`IntersectPhase` over any number of candidates, at any times: per prefix, look
-    each candidate's key up, and the one with the fewest updates as of ``t`` proposes."""
+def _intersect_any(
+    parts: list[Part], combine: Callable[[Any, Any], Any], tally: Tally, domain: TimeDomain
+) -> Runner:
+    """:class:`IntersectPhase` over any number of candidates, at the times of ``domain``: per
+    prefix, look each candidate's key up, and the one with the fewest updates as of ``t``
+    proposes."""
+    total = domain.total
+    join = domain.join
 
     def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
         out: list[Record] = []
         out_diffs: list[int] = []
-        total = t.__class__ is int
         seen = 0
         for rec, r in zip(recs, diffs):
             b = rec[0]
@@ -351,7 +355,7 @@ def _intersect_any(parts: list[Part], combine: Callable[[Any, Any], Any], tally:
                     )
                 else:
                     _intersect_general(
-                        b, rec[1], r, rows, strict, found, t, combine, out, out_diffs
+                        b, rec[1], r, rows, strict, found, t, combine, join, out, out_diffs
                     )
         tally.proposals += seen
         return out, out_diffs
@@ -469,17 +473,18 @@ def _intersect_general(
     found: list[tuple[KeyRows, bool]],
     t: Any,
     combine: Callable[[Any, Any], Any],
+    join: Callable[[Any, Any], Any],
     out: list[Record],
     out_diffs: list[int],
 ) -> None:
     """:class:`IntersectPhase` for one prefix at partially ordered times: each update met
-    moves the result's time to its join with the update's."""
+    moves the result's time to its join (``join``, the domain's) with the update's."""
     n = rows.upto(t, strict)
     per_val: dict[Any, list[tuple[Any, int]]] = {}
     for v, t2, d in zip(rows.vals[:n], rows.times[:n], rows.diffs[:n]):
         per_val.setdefault(v, []).append((t2, d))
     for v, hist in per_val.items():
-        terms = [(at, s * r) for at, s in _sum_upto(hist, t, strict, t_out)]
+        terms = [(at, s * r) for at, s in _sum_upto(hist, t, strict, t_out, join)]
         for other, ostrict in found:
             if not terms:
                 break
@@ -489,7 +494,7 @@ def _intersect_general(
                 break
             sums: dict[Any, int] = {}
             for at, s in terms:
-                for at2, s2 in _sum_upto(ohist, t, ostrict, at):
+                for at2, s2 in _sum_upto(ohist, t, ostrict, at, join):
                     sums[at2] = sums.get(at2, 0) + s * s2
             terms = [(at, s) for at, s in sums.items() if s]
         if terms:
@@ -582,8 +587,12 @@ class RuleOperator(Operator):
         prepare: Callable[[Any], Any] | None = None,
         route: Callable[[Record], Any] | None = None,
         layout: tuple[int, int] = (0, 1),
+        total: bool,
     ) -> None:
         self.name = name
+        #: The times are ints (the time domain's ``total``): one sum per chunk, and a time
+        #: not ready yet holds back every later one.
+        self.total = total
         self.prepare = prepare
         #: The key a record is exchanged by into this operator (``None``: not exchanged),
         #: and which of how many operators of its rule this is: what a checkpoint needs to
@@ -704,7 +713,7 @@ class RuleOperator(Operator):
                     recs, diffs = stash.pop(t)
                     jobs.append(_Job(t, recs, diffs))
                     changed = True
-                elif t.__class__ is int:
+                elif self.total:
                     break  # later int times wait for the same frontiers
         budget = self.BUDGET
         while jobs and budget > 0:
@@ -788,7 +797,7 @@ class RuleOperator(Operator):
         takes the whole chunk, its data emitted by C-level maps."""
         emit = self.emit
         assert emit is not None
-        if t.__class__ is int:
+        if self.total:
             sums = results.get(t)
             if sums is None:
                 sums = results[t] = {}
