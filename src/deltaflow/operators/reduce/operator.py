@@ -237,6 +237,8 @@ class ReduceOperator(Operator):
         self.total = ints if total_order is None else (total_order and ints)
         # How a key of a partial order is corrected: one path for the shape of its times.
         self.path: KeyPath = path_for(domain)
+        #: The shape of the times, chosen by the scope: what the paths compute with.
+        self.domain = domain
         # Int times: the numpy kernel large batches of ints take, if this logic has one.
         self.kernel = (
             counting_kernel(logic, positive_only, by_count, strict, self.columns)
@@ -427,7 +429,7 @@ class ReduceOperator(Operator):
             return {}
         by_count = self.by_count
         many = by_count is not None and len(seeds) >= self.ROW_BATCH_MIN
-        act = Activation(upper, RowCounts() if many else None, self.source.domain.total)
+        act = Activation(upper, RowCounts() if many else None, self.domain)
         # Each key's input and output history, compacted to the previous frontier (every
         # time still to be read is beyond it) when long (see KeyedHistory.compacted).
         inputs = self.inputs

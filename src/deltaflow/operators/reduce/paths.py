@@ -70,6 +70,7 @@ class Activation:
         "_bounds",
         "_rows",
         "corrections",
+        "depth",
         "int_bound",
         "last_bound",
         "last_line",
@@ -78,13 +79,16 @@ class Activation:
         "upper",
     )
 
-    def __init__(self, upper: Antichain, row_batch: RowCounts | None, total: bool) -> None:
+    def __init__(self, upper: Antichain, row_batch: RowCounts | None, domain: TimeDomain) -> None:
         self.upper = upper
         self.corrections: dict[Time, Rows] = {}
         self.line_fixes: Fixes = {}
         self.row_batch = row_batch
-        # Int times (``total``): the frontier is one int, the bound of the one line.
-        self.int_bound: int | None = upper.elements[0] if total and upper.elements else None
+        self.depth = domain.depth
+        # Int times: the frontier is one int, the bound of the one line.
+        total = domain.total
+        first = upper.elements[0] if total and upper.elements else None
+        self.int_bound: int | None = first  # type: ignore[assignment]
         self._bounds: dict[Any, int | None] = {}
         self._rows: dict[int, int | None] = {}
         # The line asked for last and its bound: a step's keys mostly share one line (the
@@ -96,7 +100,7 @@ class Activation:
         """The first inner coordinate beyond the frontier on line ``x`` (``None``: none is)."""
         bound = self._bounds.get(x, _UNKNOWN)
         if bound is _UNKNOWN:
-            bound = self._bounds[x] = line_bound(self.upper, x)
+            bound = self._bounds[x] = line_bound(self.upper, x, self.depth)
         self.last_line = x
         self.last_bound = bound
         return bound  # type: ignore[no-any-return]
