@@ -633,7 +633,7 @@ class Spine:
                 return False
             old = layer.batch
             since = self._since_for(old, empty)
-            if not unchanged_by(old, since):
+            if not unchanged_by(old, since, self.domain):
                 return False
             desc = Description(old.description.lower, empty.description.upper, since)
             layers[i] = _Single(old.redescribed(desc))
@@ -645,10 +645,10 @@ class Spine:
         return frontier_join(since, self.logical_compaction)
 
     def _begin_merge(self, old: Batch, new: Batch) -> _Merging:
-        return _Merging(old, new, self.MERGER(old, new, self._since_for(old, new)))
+        return _Merging(old, new, self.MERGER(old, new, self._since_for(old, new), self.domain))
 
     def _merge_now(self, old: Batch, new: Batch) -> Batch:
-        return self.MERGER(old, new, self._since_for(old, new)).finish()
+        return self.MERGER(old, new, self._since_for(old, new), self.domain).finish()
 
     def _apply_fuel(self, fuel: int) -> None:
         layers = self._layers
