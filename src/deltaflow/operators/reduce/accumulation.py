@@ -104,7 +104,7 @@ def accumulate(
     ):
         at = _accumulate_line(history, distinct, first.outer, domain.depth)  # type: ignore[union-attr]
     else:
-        at = _accumulate_points(history, distinct, first, small)
+        at = _accumulate_points(history, distinct, first, small, domain)
     out: list[dict[V, int]] = []
     seen: set[Time] = set()
     for t in times:
@@ -183,7 +183,11 @@ def _accumulate_line(
 
 
 def _accumulate_points(
-    history: Sequence[tuple[V, Time, int]], distinct: set[Time], example: Time, small: int
+    history: Sequence[tuple[V, Time, int]],
+    distinct: set[Time],
+    example: Time,
+    small: int,
+    domain: TimeDomain,
 ) -> dict[Time, dict[V, int]]:
     at: dict[Time, dict[V, int]] = {}
     if len(history) * len(distinct) <= small:
@@ -194,7 +198,7 @@ def _accumulate_points(
                     acc[val] = acc.get(val, 0) + diff
             at[t] = {val: count for val, count in acc.items() if count}
         return at
-    encode = codec(example)[0]
+    encode = codec(example, domain)[0]
     updates = [(val, encode(time), diff) for val, time, diff in history if diff]
     original = {encode(t): t for t in distinct}
     for chain in chains(sorted(original)):

@@ -213,12 +213,14 @@ def _split(
     acc: dict[Any, int] = {}
     get = acc.get
     above: dict[Any, int] | None = None
-    # ``depth`` is the scope's (``x`` is None at depth 0). One loop: ``x`` is an int. A loop
-    # nested in another: every outer coordinate is a pair of ints, compared in place rather
-    # than by a call a row.
+    # ``depth`` is the scope's: ``x`` is None at depth 0, an int at depth 1.
     pairs = depth == 1
-    nested = depth == 2
-    xo, xi = x if nested else (0, 0)
+    nested = False
+    if depth == 2:
+        # A loop nested in another: every outer coordinate is a pair of ints too (one
+        # operator's times share one shape), compared in place rather than by a call a row.
+        nested = True
+        xo, xi = x
     for v, r, d in rows:
         if x is None:
             ry = r

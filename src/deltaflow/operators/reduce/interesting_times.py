@@ -243,7 +243,7 @@ class InterestingTimes:
                 )
             if self.pair_sweep:
                 return _interesting_pairs(seed_set, stored, upper)  # type: ignore[arg-type]
-        encode, decode = codec(first)
+        encode, decode = codec(first, domain)
         ordered = self._closure({encode(s) for s in seed_set}, [encode(r) for r in stored])
         bounds = [encode(u) for u in upper.elements]
         ready: list[Time] = []
