@@ -61,6 +61,7 @@ class TimeDomain:
         depth: the scope depth whose times these are (``Product`` levels).
         total: the times are totally ordered (ints): ``less_equal`` is ``<=``, and the
             lexicographic order of :class:`Product` is never asked for.
+        pairs: the times are ``Product(int, int)`` (one loop), read by index.
         columns: int64 columns per time in a columnar batch (1 for ints, 2 for pairs), or
             ``None``: the times stay Python objects.
         kernels: numpy kernels over int64 time columns apply to these times.
@@ -72,6 +73,7 @@ class TimeDomain:
 
     name: ClassVar[str]
     total: ClassVar[bool] = False
+    pairs: ClassVar[bool] = False
     columns: ClassVar[int | None] = None
     kernels: ClassVar[bool] = False
 
@@ -248,6 +250,7 @@ class PairDomain(TimeDomain):
     """
 
     name = "pair"
+    pairs = True
     columns = 2
     kernels = True
 

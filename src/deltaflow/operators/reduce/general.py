@@ -61,7 +61,7 @@ def general(
         op.defer(key, deferred)
     if not ready:
         return
-    if op.by_count is not None and domain.name == "pair":
+    if op.by_count is not None and domain.pairs:
         count_pairs(op.by_count, key, ready, history, output_history, corrections)
         return
     lines = search.line_fast_path

@@ -228,7 +228,7 @@ class InterestingTimes:
             stored = stored if isinstance(stored, (list, tuple)) else list(stored)
             if _on_line(seed_set, stored, outer, depth):  # type: ignore[arg-type]
                 return _interesting_line(seed_set, stored, upper, outer, depth)  # type: ignore[arg-type]
-        if depth == 1 and domain.loops:
+        if domain.pairs:
             stored = stored if isinstance(stored, (list, tuple)) else list(stored)
             if len(seed_set) + len(stored) <= self.pairs_small:
                 # Products are pairs: they serve as the int pairs asked for.

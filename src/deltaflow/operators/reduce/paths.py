@@ -122,7 +122,7 @@ def path_for(domain: TimeDomain) -> KeyPath:
     """
     if domain.total:
         return on_int_line
-    if domain.name == "pair":
+    if domain.pairs:
         return on_pairs
     return on_lines if domain.loops else on_general
 
