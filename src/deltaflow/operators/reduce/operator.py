@@ -74,7 +74,7 @@ from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.codec import as_int64
 from deltaflow.framework.trace.description import Description
-from deltaflow.framework.trace.ints import key_codes, product_columns
+from deltaflow.framework.trace.ints import key_codes
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
 
@@ -483,12 +483,12 @@ class ReduceOperator(Operator):
                 return None
         parts = [b.object_columns() for b in batches]
         codes = key_codes(list(chain.from_iterable(p[0] for p in parts)))
-        pairs = product_columns(list(chain.from_iterable(p[2] for p in parts)))
+        pairs = self.domain.to_columns(list(chain.from_iterable(p[2] for p in parts)))
         diffs = as_int64(list(chain.from_iterable(p[3] for p in parts)))
         if codes is None or pairs is None or diffs is None or not size:
             return None
         keys, pair_keys = codes
-        x, ys = pairs
+        x, ys = pairs[:, 0].copy(), pairs[:, 1]
         y = int(ys[0])
         if (ys != y).any() or any(r <= y for r in rows):
             return None
