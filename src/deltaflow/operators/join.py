@@ -226,7 +226,7 @@ class JoinOperator(Operator):
         self.single = single
         self.spines = (left, right)
         # The shape of both sides' times (one scope): ints, or pairs joined inline.
-        domain = left.domain
+        domain = self.domain = left.domain
         self.total = domain.total
         self.pairs = domain.pairs
         self.histories = tuple(KeyedHistory(JOIN_COMPACT_ABOVE) if o else None for o in own)
@@ -522,7 +522,7 @@ class JoinOperator(Operator):
         side for the activation)."""
         advance = advances.get(swap)
         if advance is None:
-            advance = advances[swap] = AdvanceTo(self._read_frontier(ctx, swap))
+            advance = advances[swap] = AdvanceTo(self._read_frontier(ctx, swap), self.domain)
         return history.compacted(key, rows, advance)
 
     def _join_item(

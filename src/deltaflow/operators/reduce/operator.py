@@ -438,7 +438,7 @@ class ReduceOperator(Operator):
         output_rows = outputs.rows
         long_in = inputs.long()
         long_out = outputs.long()
-        advance = AdvanceTo(self.upper.elements)
+        advance = AdvanceTo(self.upper.elements, self.domain)
         no_rows: list[tuple[Any, Time, int]] = []
         correct = self.path
         for key, times in seeds.items():
