@@ -476,7 +476,7 @@ class ReduceOperator(Operator):
         batches = [b for t in passed for b in waiting[t]]
         size = sum(map(len, batches))
         if state is None:
-            if not use_kernel(size, threshold=self.PAIR_KERNEL_MIN):
+            if not self.domain.use_kernel(size, threshold=self.PAIR_KERNEL_MIN):
                 return None
             # (A checkpoint logging what is appended reads the per-key histories.)
             if self.inputs.log.keys is not None or self.outputs.log.keys is not None:
