@@ -99,3 +99,19 @@ def test_odd_shapes_are_general() -> None:
     assert odd.to_columns([a, b]) is None
     assert odd.join(a, b) == Product(2, Product(2, 4))
     assert not odd.use_kernel(10**9, threshold=1)
+
+
+def test_scopes_and_traces_carry_their_domain() -> None:
+    from deltaflow.framework.antichain import Antichain
+    from deltaflow.framework.trace.spine import Spine
+    from deltaflow.operators.collection import Scope
+
+    top = Scope()
+    loop = Scope(top, "loop")
+    nested = Scope(loop, "inner")
+    assert [s.domain for s in (top, loop, nested)] == [domain_for_depth(d) for d in range(3)]
+    for d in range(3):
+        domain = domain_for_depth(d)
+        assert Spine(Antichain([domain.least])).domain is domain
+        assert Spine(Antichain([domain.least]), domain=domain).domain is domain
+    assert Spine(Antichain()).domain.total

@@ -93,7 +93,7 @@ import attrs
 
 from ..antichain import Antichain, frontier_join
 from ..lattice import Time
-from ..time_domain import TimeDomain, domain_of
+from ..time_domain import TimeDomain, domain_for_depth, domain_of
 from .batch import Batch
 from .columns import consolidate_rows
 from .cursor import Cursor
@@ -323,7 +323,10 @@ class Spine:
     def __init__(
         self, lower: Antichain, effort: int = DEFAULT_EFFORT, domain: TimeDomain | None = None
     ) -> None:
-        self.domain = domain_of(lower.elements[0]) if domain is None else domain
+        if domain is None:
+            # (An empty lower admits no time: any domain reads its nothing.)
+            domain = domain_of(lower.elements[0]) if lower.elements else domain_for_depth(0)
+        self.domain = domain
         self._lower = lower
         self._upper = lower
         self._effort = max(1, int(effort))
