@@ -29,6 +29,7 @@ from ..framework.antichain import Antichain
 from ..framework.lattice import Product
 from ..framework.schema import Schema
 from ..framework.summary import PathSummary
+from ..framework.time_domain import TimeDomain, domain_for_depth
 from ..framework.trace.spine import Spine
 from . import aggregate as _aggregate, reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
@@ -75,6 +76,12 @@ class Scope:
     def depth(self) -> int:
         """How many ``Product`` levels the scope's times have."""
         return 0 if self.parent is None else self.parent.depth + 1
+
+    @property
+    def domain(self) -> TimeDomain:
+        """The shape of the scope's times, chosen from its depth: what its operators and
+        traces compute with (:mod:`deltaflow.framework.time_domain`)."""
+        return domain_for_depth(self.depth)
 
     def ancestors(self) -> list[Scope]:
         """This scope and its parents, innermost first."""
@@ -548,10 +555,11 @@ class Collection:
             return cached
         kind = "arrange_by_self" if by_self else "arrange_by_key"
         registry = TraceRegistry(kind)
-        lower = Antichain([_least_time(self.scope.depth)])
+        domain = self.scope.domain
+        lower = Antichain([domain.least])
 
         def factory(w: int, _n: int) -> ArrangeOperator:
-            spine = Spine(lower)
+            spine = Spine(lower, domain=domain)
             registry.spines[w] = spine
             return ArrangeOperator(kind, spine, by_self)
 

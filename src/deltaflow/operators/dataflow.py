@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..framework.summary import PathSummary
+from ..framework.time_domain import TimeDomain, domain_for_depth
 from .base import is_pair
 
 if TYPE_CHECKING:
@@ -149,6 +150,11 @@ class NodeSpec:
     depth: int = 0
     fusable: bool = False
     traits: NodeTraits = NO_TRAITS
+
+    @property
+    def domain(self) -> TimeDomain:
+        """The shape of the node's times, chosen from its depth."""
+        return domain_for_depth(self.depth)
 
 
 @attrs.define

@@ -602,6 +602,7 @@ def test_two_candidates_intersect_as_any_number_do(
     inline) gives what the general one gives: same records, diffs and proposals."""
     from operator import itemgetter
 
+    from deltaflow.framework.time_domain import domain_for_depth
     from deltaflow.operators.delta.index import IndexStore
     from deltaflow.operators.delta.lookup import Tally, _intersect_any, _intersect_two
 
@@ -622,6 +623,6 @@ def test_two_candidates_intersect_as_any_number_do(
         return (*p, v)
 
     got = _intersect_two(parts, combine, tallies[0])(recs, diffs, t)
-    want = _intersect_any(parts, combine, tallies[1])(recs, diffs, t)
+    want = _intersect_any(parts, combine, tallies[1], domain_for_depth(0))(recs, diffs, t)
     assert Counter(zip(*got)) == Counter(zip(*want))
     assert tallies[0].proposals == tallies[1].proposals

@@ -64,20 +64,30 @@ import numpy as np
 
 from .. import tuning
 from ..antichain import Antichain
-from ..lattice import Product, advancer
+from ..lattice import Product
+from ..time_domain import TimeDomain, domain_for_depth, domain_of
 from . import order
 from .batch import Batch
-from .codec import INT, INT_CODEC, INT_TYPES, Codec, common_codec, translate
+from .codec import INT, INT_CODEC, Codec, common_codec, translate
 from .columns import consolidate_objects, sort_consolidate_int
 from .description import Description
 
 __all__ = ["Merger", "merge_batches", "unchanged_by"]
 
 
-def _advancer(since: Antichain) -> Callable[[Any], Any] | None:
-    """A fast ``t -> advance_by(t, since)``, or None when nothing changes (empty ``since``)."""
+def _advancer(since: Antichain, domain: TimeDomain) -> Callable[[Any], Any] | None:
+    """A fast ``t -> advance_by(t, since)`` (the domain's), or None when nothing changes
+    (empty ``since``)."""
     elems = since.elements
-    return advancer(elems) if elems else None
+    return domain.advancer(elems) if elems else None
+
+
+def _domain_of(batch1: Batch, batch2: Batch, since: Antichain) -> TimeDomain:
+    """The shape of two batches' times, when no trace says: that of a time they name."""
+    for frontier in (batch1.description.lower, batch2.description.lower, since):
+        if frontier.elements:
+            return domain_of(frontier.elements[0])
+    return domain_for_depth(0)  # no time is beyond an empty lower: the batches are empty
 
 
 _Plan = tuple[Codec, Codec | None, Codec]
@@ -86,11 +96,13 @@ _INT_PLAN_UNIT: _Plan = (INT_CODEC, None, INT_CODEC)
 _INT_PAIR = (INT_CODEC, INT_CODEC)
 
 
-def _columnar_plan(sources: list[Batch], since: Antichain, unit: bool) -> _Plan | None:
+def _columnar_plan(
+    sources: list[Batch], since: Antichain, unit: bool, domain: TimeDomain
+) -> _Plan | None:
     """The output codecs ``(keys, vals or None, times)`` of a numpy merge, or None.
 
-    None when some input is an object batch, the inputs' shapes differ, the frontier's times
-    do not have the batches' time shape, or no codec can hold the result.
+    None when some input is an object batch, the inputs' shapes differ, the times (of
+    ``domain``) are not ints or pairs of ints, or no codec can hold the result.
     """
     plain = True
     for b in sources:
@@ -103,10 +115,7 @@ def _columnar_plan(sources: list[Batch], since: Antichain, unit: bool) -> _Plan 
         ):
             plain = False
     if plain:
-        for e in since.elements:
-            if e.__class__ is not int:
-                return None
-        return _INT_PLAN_UNIT if unit else _INT_PLAN
+        return (_INT_PLAN_UNIT if unit else _INT_PLAN) if domain.total else None
     kc = common_codec([b.key_codec for b in sources])
     if kc is None:
         return None
@@ -118,15 +127,12 @@ def _columnar_plan(sources: list[Batch], since: Antichain, unit: bool) -> _Plan 
     elems = since.elements
     tcs = [b.time_codec for b in sources]
     if tcs[0].kind == INT:
-        if not all(e.__class__ is int for e in elems):
+        if not domain.total:
             return None
         tc = common_codec(tcs)
     else:
-        for e in elems:
-            if e.__class__ is not Product or e.outer.__class__ is not int:
-                return None
-            if e.inner.__class__ is not int:
-                return None
+        if domain.columns != 2:
+            return None
         extra = None
         if elems:
             # Advanced coordinates lie between the inputs' and the frontier's largest ones.
@@ -147,6 +153,8 @@ class Merger:
         batch1: the earlier batch.
         batch2: the later batch; ``batch2.lower`` must equal ``batch1.upper``.
         since: the compaction frontier; it becomes the result's ``description.since``.
+        domain: the shape of the times (the trace's; by default, that of a time the batches
+            name).
 
     Raises:
         ValueError: if the batches do not chain.
@@ -197,8 +205,11 @@ class Merger:
     _advance: Callable[[Any], Any] | None
     _memo: dict[Any, Any]
     _result: Batch | None
+    _domain: TimeDomain
 
-    def __init__(self, batch1: Batch, batch2: Batch, since: Antichain) -> None:
+    def __init__(
+        self, batch1: Batch, batch2: Batch, since: Antichain, domain: TimeDomain | None = None
+    ) -> None:
         if batch1.description.upper != batch2.description.lower:
             msg = (
                 f"cannot merge batches that do not chain: first upper "
@@ -206,6 +217,9 @@ class Merger:
             )
             raise ValueError(msg)
         self._b1, self._b2 = batch1, batch2
+        if domain is None:
+            domain = _domain_of(batch1, batch2, since)
+        self._domain = domain
         self._description = Description(batch1.description.lower, batch2.description.upper, since)
         self._i1 = self._i2 = self._w = 0
         n1, n2 = self._n1, self._n2 = len(batch1), len(batch2)
@@ -225,7 +239,7 @@ class Merger:
         if not sources:
             self._result = Batch.empty(self._description)
             return
-        if len(sources) == 1 and unchanged_by(sources[0], since):
+        if len(sources) == 1 and unchanged_by(sources[0], since, domain):
             # Merging with an empty batch (how a trace's upper advances without updates)
             # changes nothing but the description: keep the columns.
             self._i1, self._i2 = n1, n2
@@ -247,14 +261,14 @@ class Merger:
             # the merge vectorised.
             e1, e2 = _encodable(batch1), _encodable(batch2)
             if e1 is not None and e2 is not None:
-                plan = _columnar_plan([b for b in (e1, e2) if len(b)], since, self._unit)
+                plan = _columnar_plan([b for b in (e1, e2) if len(b)], since, self._unit, domain)
         if plan is None or e1 is None or e2 is None:
             self._src1 = self._lists(batch1)
             self._src2 = self._lists(batch2)
             self._out = [[], [], [], []]
             self._natural1 = batch1.natural_keys or batch1.encoded
             self._natural2 = batch2.natural_keys or batch2.encoded
-            self._advance = _advancer(since)
+            self._advance = _advancer(since, domain)
             return
         self._plan = plan
         self._columnar = True
@@ -299,18 +313,16 @@ class Merger:
         # Every time is beyond its batch's ``lower``: when that is beyond ``since``, so is the
         # time, and advancing it changes nothing.
         done = not elems or all(since.dominates(b.description.lower) for b in sources)
-        if not done and len(elems) == 1 and elems[0].__class__ is int:
-            f = elems[0]
+        domain = self._domain
+        if not done and domain.total:
+            f = min(elems)
             ts = [t if t >= f else f for t in ts]
             done = True
-        if not done and set(map(type, ts)) == _PRODUCT_TYPES:
-            front = _product_front(since)
-            advanced = None if front is None else _advance_products(ts, front)
-            if advanced is not None:
-                ts = advanced
-                done = True
+        if not done and domain.columns == 2:
+            ts = _advance_products(ts, _pair_front(since))
+            done = True
         if not done:
-            advance = _advancer(since)
+            advance = _advancer(since, domain)
             assert advance is not None
             # Few distinct times recur many times: advance each once.
             memo = {t: advance(t) for t in set(ts)}
@@ -555,26 +567,15 @@ class Merger:
         )
 
 
-_PRODUCT_TYPES = frozenset({Product})
+def _pair_front(since: Antichain) -> list[tuple[int, int]]:
+    """The elements of ``since``, ``Product(int, int)`` times, as ``(outer, inner)`` pairs."""
+    return [(e[0], e[1]) for e in since.elements]  # type: ignore[index]
 
 
-def _product_front(since: Antichain) -> list[tuple[int, int]] | None:
-    """The elements of ``since`` as ``(outer, inner)`` int pairs, or None when one is not a
-    ``Product(int, int)``."""
-    front = []
-    for e in since.elements:
-        if e.__class__ is not Product or e.outer.__class__ is not int:
-            return None
-        if e.inner.__class__ is not int:
-            return None
-        front.append((e.outer, e.inner))
-    return front
-
-
-def _advance_products(times: list[Product], front: list[tuple[int, int]]) -> list[Product] | None:
-    """``times`` advanced to the frontier ``front`` (``(outer, inner)`` pairs), with equal
-    times made one object (``times`` itself when no time changes and they already are);
-    None when a time is not a ``Product`` of ints.
+def _advance_products(times: list[Product], front: list[tuple[int, int]]) -> list[Product]:
+    """``times``, ``Product(int, int)``, advanced to the frontier ``front`` (``(outer, inner)``
+    pairs), with equal times made one object (``times`` itself when no time changes and they
+    already are).
 
     Distinct time objects are found by identity (which hashes in C: hashing a Product calls
     its Python-level ``__hash__``) and each is advanced once, with int arithmetic (see
@@ -589,9 +590,7 @@ def _advance_products(times: list[Product], front: list[tuple[int, int]]) -> lis
     by_value: dict[tuple[int, int], Product] = {}
     changed = False
     for i, t in dict(zip(ids, times)).items():
-        o, n = t.outer, t.inner
-        if o.__class__ is not int or n.__class__ is not int:
-            return None
+        o, n = t
         pair = _advance_pair(o, n, front)
         p = by_value.get(pair)
         if p is None:
@@ -644,9 +643,9 @@ def _advance_arrays(
     return ro, ri
 
 
-def unchanged_by(b: Batch, since: Antichain) -> bool:
-    """Whether advancing every time of ``b`` to ``since`` leaves it as it is (then a merge
-    of ``b`` with an empty batch can keep ``b``'s columns).
+def unchanged_by(b: Batch, since: Antichain, domain: TimeDomain) -> bool:
+    """Whether advancing every time of ``b`` (of ``domain``) to ``since`` leaves it as it is
+    (then a merge of ``b`` with an empty batch can keep ``b``'s columns).
 
     Runtime complexity: O(n), vectorised for numpy batches; O(n) at C speed plus O(d) Python
     steps for d distinct time objects for list batches.
@@ -654,30 +653,26 @@ def unchanged_by(b: Batch, since: Antichain) -> bool:
     elems = since.elements
     if not len(b) or not elems or since.dominates(b.description.lower):
         return True  # no times, or every time is beyond ``lower``, so beyond ``since``
-    int_front = len(elems) == 1 and elems[0].__class__ is int
     if b.encoded:
         tc = b.time_codec
         if tc is INT_CODEC:
-            return int_front and int(b.columns[2].min()) >= elems[0]
-        front = _product_front(since)
-        if front is None:
+            return domain.total and int(b.columns[2].min()) >= min(elems)
+        if domain.columns != 2:
             return False
+        front = _pair_front(since)
         outer, inner = tc.decode_arrays(b.columns[2])
         ro, ri = _advance_arrays(outer, inner, front, False)
         return bool(np.array_equal(ro, outer) and np.array_equal(ri, inner))
     ts = b.columns[2]
-    if int_front:
-        return set(map(type, ts)) == INT_TYPES and min(ts) >= elems[0]
-    front = _product_front(since)
-    if front is not None and set(map(type, ts)) == _PRODUCT_TYPES:
-        for o, n in dict.fromkeys([(t.outer, t.inner) for t in ts]):
-            if o.__class__ is not int or n.__class__ is not int:
-                break
+    if domain.total:
+        return min(ts) >= min(elems)  # type: ignore[no-any-return]
+    if domain.columns == 2:
+        front = _pair_front(since)
+        for o, n in dict.fromkeys([(t[0], t[1]) for t in ts]):
             if _advance_pair(o, n, front) != (o, n):
                 return False
-        else:
-            return True
-    advance = _advancer(since)
+        return True
+    advance = _advancer(since, domain)
     assert advance is not None
     return all(advance(t) == t for t in dict(zip(map(id, ts), ts)).values())
 

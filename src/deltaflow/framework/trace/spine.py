@@ -94,6 +94,7 @@ import attrs
 from .. import tuning
 from ..antichain import Antichain, frontier_join
 from ..lattice import Time
+from ..time_domain import TimeDomain, domain_for_depth, domain_of
 from .batch import Batch
 from .columns import consolidate_rows
 from .cursor import Cursor
@@ -282,6 +283,8 @@ class Spine:
     Args:
         lower: the frontier the trace starts at (the first batch's ``lower``).
         effort: multiplier on the fuel each insertion gives to merges (at least 1).
+        domain: the shape of the trace's times, chosen by its scope (by default, that of
+            ``lower``'s times).
 
     >>> from deltaflow.framework.antichain import Antichain
     >>> spine = Spine(Antichain([0]))
@@ -315,8 +318,16 @@ class Spine:
     _logical_cache: Antichain | None
     _physical_cache: Antichain | None
     _forced_merges: int
+    #: The shape of the trace's times (its scope's, or that of ``lower``).
+    domain: TimeDomain
 
-    def __init__(self, lower: Antichain, effort: int = DEFAULT_EFFORT) -> None:
+    def __init__(
+        self, lower: Antichain, effort: int = DEFAULT_EFFORT, domain: TimeDomain | None = None
+    ) -> None:
+        if domain is None:
+            # (An empty lower admits no time: any domain reads its nothing.)
+            domain = domain_of(lower.elements[0]) if lower.elements else domain_for_depth(0)
+        self.domain = domain
         self._lower = lower
         self._upper = lower
         self._effort = max(1, int(effort))
@@ -626,7 +637,7 @@ class Spine:
                 return False
             old = layer.batch
             since = self._since_for(old, empty)
-            if not unchanged_by(old, since):
+            if not unchanged_by(old, since, self.domain):
                 return False
             desc = Description(old.description.lower, empty.description.upper, since)
             layers[i] = _Single(old.redescribed(desc))
@@ -638,10 +649,10 @@ class Spine:
         return frontier_join(since, self.logical_compaction)
 
     def _begin_merge(self, old: Batch, new: Batch) -> _Merging:
-        return _Merging(old, new, self.MERGER(old, new, self._since_for(old, new)))
+        return _Merging(old, new, self.MERGER(old, new, self._since_for(old, new), self.domain))
 
     def _merge_now(self, old: Batch, new: Batch) -> Batch:
-        return self.MERGER(old, new, self._since_for(old, new)).finish()
+        return self.MERGER(old, new, self._since_for(old, new), self.domain).finish()
 
     def _apply_fuel(self, fuel: int) -> None:
         layers = self._layers

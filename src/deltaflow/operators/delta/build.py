@@ -68,6 +68,7 @@ def add_rule(
     binding, or ``prepare(datum)``), whose output is ``emit(binding)`` of the records that
     get through (``emit(record)`` with ``whole``)."""
     tally = Tally()
+    domain = start.scope.domain
     groups = [phases] if start.builder.workers == 1 else [[p] for p in phases]
     current = start
     for i, group in enumerate(groups):
@@ -96,7 +97,7 @@ def add_rule(
             indexes: list[IndexRegistry] = indexes,
             position: int = i,
         ) -> RuleOperator:
-            runners = [p.runner(w, tally) for p in group]
+            runners = [p.runner(w, tally, domain) for p in group]
             stores = [r.store(w) for r in indexes]
             return RuleOperator(
                 label,
@@ -109,6 +110,7 @@ def add_rule(
                 prepare=prepare if first else None,
                 route=group[0].route,
                 layout=(position, len(groups)),
+                total=domain.total,
             )
 
         inputs = [current, *(r.output for r in indexes)]

@@ -32,7 +32,8 @@ all held at once and other operators run between its slices.
 With product times an update met at ``t2`` moves ``t_out`` to ``join(t_out, t2)``, so a
 proposal or validation yields one record per distinct resulting time.
 
-    >>> _sum_upto([(1, 2), (3, 5), (4, 7)], 3, strict=True, t_out=3)
+    >>> from deltaflow.framework.time_domain import domain_for_depth
+    >>> _sum_upto([(1, 2), (3, 5), (4, 7)], 3, True, 3, domain_for_depth(0).join)
     [(3, 2)]
 """
 
@@ -45,11 +46,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ...framework.lattice import join as time_join
 from .index import updates_of
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
+    from ...framework.time_domain import TimeDomain
     from .index import History, IndexRegistry, IndexStore, KeyRows
 
 __all__ = [
@@ -88,13 +89,15 @@ class Extender:
     strict: bool
 
 
-def _sum_upto(hist: History, t: Time, strict: bool, t_out: Time) -> list[tuple[Time, int]]:
+def _sum_upto(
+    hist: History, t: Time, strict: bool, t_out: Time, join: Callable[[Any, Any], Any]
+) -> list[tuple[Time, int]]:
     """The non-zero sums of ``hist``'s diffs at times before (or not after) ``t``, per
-    resulting time ``join(t_out, t2)``."""
+    resulting time ``join(t_out, t2)`` (``join``: the time domain's)."""
     sums: dict[Any, int] = {}
     for t2, d in updates_of(hist):
         if t2 < t or (not strict and t2 == t):
-            at = t_out if t2.__class__ is int else time_join(t_out, t2)
+            at = join(t_out, t2)
             sums[at] = sums.get(at, 0) + d
     return [(at, s) for at, s in sums.items() if s]
 
@@ -113,8 +116,8 @@ class Phase:
         """The key whose worker runs this phase for ``rec``."""
         raise NotImplementedError
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
-        """This phase on ``worker`` (its index stores resolved)."""
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
+        """This phase on ``worker`` (its index stores resolved), at the times of ``domain``."""
         raise NotImplementedError
 
 
@@ -129,7 +132,7 @@ class CountPhase(Phase):
         """The candidate's key."""
         return self.extenders[self.which].key(rec[0])
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
         """Count on ``worker``."""
         ext = self.extenders[self.which]
         keys = ext.registry.store(worker).keys
@@ -166,16 +169,17 @@ class ProposePhase(Phase):
         """The winner's key."""
         return self.extenders[rec[3]].key(rec[0])
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
         """Propose on ``worker``."""
         exts = self.extenders
         stores: list[IndexStore] = [e.registry.store(worker) for e in exts]
         combine = self.combine
+        total = domain.total
+        time_join = domain.join
 
         def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
             out: list[Record] = []
             out_diffs: list[int] = []
-            total = t.__class__ is int
             seen = 0
             for rec, r in zip(recs, diffs):
                 b, t_out, _, which = rec
@@ -232,16 +236,17 @@ class ValidatePhase(Phase):
         """The extender's key."""
         return self.key(rec[0])
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
         """Validate on ``worker``."""
         ext = self.extender
         keys = ext.registry.store(worker).keys
         key, val, strict, which = self.key, self.val, ext.strict, self.which
+        total = domain.total
+        join = domain.join
 
         def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
             out: list[Record] = []
             out_diffs: list[int] = []
-            total = t.__class__ is int
             for rec, r in zip(recs, diffs):
                 if rec[3] == which:
                     out.append(rec)
@@ -266,7 +271,7 @@ class ValidatePhase(Phase):
                         out.append(rec)
                         out_diffs.append(r * d)
                     continue
-                for at, s in _sum_upto(hist, t, strict, rec[1]):
+                for at, s in _sum_upto(hist, t, strict, rec[1], join):
                     out.append(rec if at == rec[1] else (b, at, rec[2], rec[3]))
                     out_diffs.append(r * s)
             return out, out_diffs
@@ -287,33 +292,31 @@ class IntersectPhase(Phase):
         """Unused: this phase only runs where every index is local (one worker)."""
         return None
 
-    def runner(self, worker: int, tally: Tally) -> Runner:
+    def runner(self, worker: int, tally: Tally, domain: TimeDomain) -> Runner:
         """Intersect on ``worker``: two candidates at int times by :func:`_intersect_two`
         (the usual case), anything else by :func:`_intersect_any`."""
         parts = [(e.registry.store(worker).keys, e.key, e.strict) for e in self.extenders]
-        general = _intersect_any(parts, self.combine, tally)
-        if len(parts) != 2:
-            return general
-        two = _intersect_two(parts, self.combine, tally)
-
-        def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
-            return two(recs, diffs, t) if t.__class__ is int else general(recs, diffs, t)
-
-        return run
+        if len(parts) == 2 and domain.total:
+            return _intersect_two(parts, self.combine, tally)
+        return _intersect_any(parts, self.combine, tally, domain)
 
 
 Part = tuple[dict[Any, "KeyRows"], Callable[[Any], Any], bool]
 """An extender on one worker: its store's rows by key, the key of a binding, ``strict``."""
 
 
-def _intersect_any(parts: list[Part], combine: Callable[[Any, Any], Any], tally: Tally) -> Runner:
-    """:class:`IntersectPhase` over any number of candidates, at any times: per prefix, look
-    each candidate's key up, and the one with the fewest updates as of ``t`` proposes."""
+def _intersect_any(
+    parts: list[Part], combine: Callable[[Any, Any], Any], tally: Tally, domain: TimeDomain
+) -> Runner:
+    """:class:`IntersectPhase` over any number of candidates, at the times of ``domain``: per
+    prefix, look each candidate's key up, and the one with the fewest updates as of ``t``
+    proposes."""
+    total = domain.total
+    join = domain.join
 
     def run(recs: list[Record], diffs: list[int], t: Any) -> tuple[list[Record], list[int]]:
         out: list[Record] = []
         out_diffs: list[int] = []
-        total = t.__class__ is int
         seen = 0
         for rec, r in zip(recs, diffs):
             b = rec[0]
@@ -343,7 +346,7 @@ def _intersect_any(parts: list[Part], combine: Callable[[Any, Any], Any], tally:
                     )
                 else:
                     _intersect_general(
-                        b, rec[1], r, rows, strict, found, t, combine, out, out_diffs
+                        b, rec[1], r, rows, strict, found, t, combine, join, out, out_diffs
                     )
         tally.proposals += seen
         return out, out_diffs
@@ -461,17 +464,18 @@ def _intersect_general(
     found: list[tuple[KeyRows, bool]],
     t: Any,
     combine: Callable[[Any, Any], Any],
+    join: Callable[[Any, Any], Any],
     out: list[Record],
     out_diffs: list[int],
 ) -> None:
     """:class:`IntersectPhase` for one prefix at partially ordered times: each update met
-    moves the result's time to its join with the update's."""
+    moves the result's time to its join (``join``, the domain's) with the update's."""
     n = rows.upto(t, strict)
     per_val: dict[Any, list[tuple[Any, int]]] = {}
     for v, t2, d in zip(rows.vals[:n], rows.times[:n], rows.diffs[:n]):
         per_val.setdefault(v, []).append((t2, d))
     for v, hist in per_val.items():
-        terms = [(at, s * r) for at, s in _sum_upto(hist, t, strict, t_out)]
+        terms = [(at, s * r) for at, s in _sum_upto(hist, t, strict, t_out, join)]
         for other, ostrict in found:
             if not terms:
                 break
@@ -481,7 +485,7 @@ def _intersect_general(
                 break
             sums: dict[Any, int] = {}
             for at, s in terms:
-                for at2, s2 in _sum_upto(ohist, t, ostrict, at):
+                for at2, s2 in _sum_upto(ohist, t, ostrict, at, join):
                     sums[at2] = sums.get(at2, 0) + s * s2
             terms = [(at, s) for at, s in sums.items() if s]
         if terms:

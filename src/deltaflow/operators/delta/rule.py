@@ -79,8 +79,12 @@ class RuleOperator(Operator):
         prepare: Callable[[Any], Any] | None = None,
         route: Callable[[Record], Any] | None = None,
         layout: tuple[int, int] = (0, 1),
+        total: bool,
     ) -> None:
         self.name = name
+        #: The times are ints (the time domain's ``total``): one sum per chunk, and a time
+        #: not ready yet holds back every later one.
+        self.total = total
         self.prepare = prepare
         #: The key a record is exchanged by into this operator (``None``: not exchanged),
         #: and which of how many operators of its rule this is: what a checkpoint needs to
@@ -201,7 +205,7 @@ class RuleOperator(Operator):
                     recs, diffs = stash.pop(t)
                     jobs.append(_Job(t, recs, diffs))
                     changed = True
-                elif t.__class__ is int:
+                elif self.total:
                     break  # later int times wait for the same frontiers
         budget = self.BUDGET
         while jobs and budget > 0:
@@ -285,7 +289,7 @@ class RuleOperator(Operator):
         takes the whole chunk, its data emitted by C-level maps."""
         emit = self.emit
         assert emit is not None
-        if t.__class__ is int:
+        if self.total:
             sums = results.get(t)
             if sums is None:
                 sums = results[t] = {}

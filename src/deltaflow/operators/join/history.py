@@ -24,6 +24,7 @@ from ..durable import Appended
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
+    from ...framework.time_domain import TimeDomain
     from ..durable import StateSink, StateSource
 
 __all__ = ["COMPACT_WRITTEN", "AdvanceTo", "KeyedHistory"]
@@ -31,18 +32,20 @@ __all__ = ["COMPACT_WRITTEN", "AdvanceTo", "KeyedHistory"]
 
 class AdvanceTo:
     """``advance_by`` to one frontier for the compactions of one round: the specialised
-    advancer (:func:`.advancer`), built when a compaction first asks for it (a round that
-    compacts nothing builds none), and its results so far per time (``memo``).
+    advancer (the time domain's, when the owner knows it; else :func:`.advancer`), built when
+    a compaction first asks for it (a round that compacts nothing builds none), and its
+    results so far per time (``memo``).
 
     >>> a = AdvanceTo((3,))
     >>> a.function()(1), a.memo
     (3, {})
     """
 
-    __slots__ = ("_function", "frontier", "memo")
+    __slots__ = ("_function", "domain", "frontier", "memo")
 
-    def __init__(self, frontier: tuple[Time, ...]) -> None:
+    def __init__(self, frontier: tuple[Time, ...], domain: TimeDomain | None = None) -> None:
         self.frontier = frontier
+        self.domain = domain
         self.memo: dict[Time, Time] = {}
         self._function: Callable[[Time], Time] | None = None
 
@@ -50,7 +53,9 @@ class AdvanceTo:
         """The advancer (built on the first call)."""
         function = self._function
         if function is None:
-            function = self._function = advancer(self.frontier)
+            domain = self.domain
+            function = advancer(self.frontier) if domain is None else domain.advancer(self.frontier)
+            self._function = function
         return function
 
 

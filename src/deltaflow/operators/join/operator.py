@@ -208,6 +208,10 @@ class JoinOperator(Operator):
         self.logic = logic
         self.single = single
         self.spines = (left, right)
+        # The shape of both sides' times (one scope): ints, or pairs joined inline.
+        domain = self.domain = left.domain
+        self.total = domain.total
+        self.pairs = domain.pairs
         self.histories = tuple(KeyedHistory(JOIN_COMPACT_ABOVE) if o else None for o in own)
         # The same updates as columns, for the kernel (see :mod:`.join_kernel`): the side's
         # only copy (``alone``) until the history is needed (see :meth:`_build_history`).
@@ -523,7 +527,7 @@ class JoinOperator(Operator):
         side for the activation)."""
         advance = advances.get(swap)
         if advance is None:
-            advance = advances[swap] = AdvanceTo(self._read_frontier(ctx, swap))
+            advance = advances[swap] = AdvanceTo(self._read_frontier(ctx, swap), self.domain)
         return history.compacted(key, rows, advance)
 
     def _join_item(
@@ -551,8 +555,10 @@ class JoinOperator(Operator):
         others = item.others
         slot_time: Any = None
         row_time: Any = None
-        whole = False
-        o1 = i1 = None
+        whole = self.total
+        pairs = self.pairs
+        o1: Any = None
+        i1: Any = None
         slot: dict[Any, int] = {}
         # Lists of the history longer than this are compacted as they are met (a trace's
         # batches are compacted by their spine).
@@ -581,17 +587,12 @@ class JoinOperator(Operator):
                 # Plain int times and a loop's times, Product(int, int) (both sides: one
                 # scope), are joined here inline: a call per pair is a good share of its cost.
                 # (A batch's rows mostly share their time: it is taken apart once for them.)
-                if t1 is not row_time:
+                if pairs and t1 is not row_time:
                     row_time = t1
-                    whole = t1.__class__ is int
-                    o1 = i1 = None
-                    if t1.__class__ is Product:
-                        o1 = t1[0]
-                        i1 = t1[1]
-                        if o1.__class__ is not int or i1.__class__ is not int:
-                            o1 = None
+                    o1 = t1[0]
+                    i1 = t1[1]
                 for v2, t2, r2 in matches:
-                    if o1 is not None:
+                    if pairs:
                         o2 = t2[0]  # (a tuple subclass indexes faster than it unpacks)
                         i2 = t2[1]
                         if o2 <= o1:

@@ -30,6 +30,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
 from deltaflow.framework.lattice import Time, less_equal
+from deltaflow.framework.time_domain import TimeDomain, domain_of
 
 from ...framework.tuning import SMALL_ACCUMULATE
 from .points import chains, codec, same_outer
@@ -60,6 +61,7 @@ def accumulate(
     *,
     lines: bool = True,
     small: int = SMALL_ACCUMULATE,
+    domain: TimeDomain | None = None,
 ) -> list[dict[V, int]]:
     """The accumulated multiset of ``history`` at each of ``times``.
 
@@ -70,6 +72,8 @@ def accumulate(
             the general accumulation; tests compare the two).
         small: scan every update against every time when there are at most this many pairs
             of them (:data:`SMALL_ACCUMULATE`).
+        domain: the shape of the times (an operator's, chosen by its scope; by default, that
+            of the first time).
 
     Returns:
         One ``{val: count}`` dict per entry of ``times``, in the same order: the sum of the
@@ -88,16 +92,16 @@ def accumulate(
         return []
     distinct = set(times)
     first = next(iter(distinct))
-    if first.__class__ is int:
+    if domain is None:
+        domain = domain_of(first)
+    if domain.total:
         at = _accumulate_ints(history, distinct)  # type: ignore[arg-type]
     elif (
-        lines
-        and first.inner.__class__ is int  # type: ignore[union-attr]
-        and same_outer(distinct, first.outer)  # type: ignore[arg-type, union-attr]
+        lines and domain.loops and same_outer(distinct, first.outer)  # type: ignore[arg-type, union-attr]
     ):
-        at = _accumulate_line(history, distinct, first.outer)  # type: ignore[union-attr]
+        at = _accumulate_line(history, distinct, first.outer, domain.depth)  # type: ignore[union-attr]
     else:
-        at = _accumulate_points(history, distinct, first, small)
+        at = _accumulate_points(history, distinct, first, small, domain)
     out: list[dict[V, int]] = []
     seen: set[Time] = set()
     for t in times:
@@ -149,11 +153,12 @@ def _accumulate_ints(
 
 
 def _accumulate_line(
-    history: Sequence[tuple[V, Time, int]], distinct: set[Time], outer: Time
+    history: Sequence[tuple[V, Time, int]], distinct: set[Time], outer: Time, depth: int
 ) -> dict[Time, dict[V, int]]:
-    """Accumulate at times that all lie on line ``outer``: a sweep by inner coordinate over the
-    updates whose outer coordinate is ``<= outer`` (the others are below none of the times)."""
-    if outer.__class__ is int:
+    """Accumulate at times ``depth`` loops deep that all lie on line ``outer``: a sweep by
+    inner coordinate over the updates whose outer coordinate is ``<= outer`` (the others are
+    below none of the times)."""
+    if depth == 1:
         rows = [(t.inner, v, d) for v, t, d in history if t.outer <= outer]  # type: ignore[union-attr]
     else:
         rows = [
@@ -175,7 +180,11 @@ def _accumulate_line(
 
 
 def _accumulate_points(
-    history: Sequence[tuple[V, Time, int]], distinct: set[Time], example: Time, small: int
+    history: Sequence[tuple[V, Time, int]],
+    distinct: set[Time],
+    example: Time,
+    small: int,
+    domain: TimeDomain,
 ) -> dict[Time, dict[V, int]]:
     at: dict[Time, dict[V, int]] = {}
     if len(history) * len(distinct) <= small:
@@ -186,7 +195,7 @@ def _accumulate_points(
                     acc[val] = acc.get(val, 0) + diff
             at[t] = {val: count for val, count in acc.items() if count}
         return at
-    encode = codec(example)[0]
+    encode = codec(example, domain)[0]
     updates = [(val, encode(time), diff) for val, time, diff in history if diff]
     original = {encode(t): t for t in distinct}
     for chain in chains(sorted(original)):
@@ -226,15 +235,15 @@ def _accumulate_points(
 # --- at one time, by a scan ---------------------------------------------------------------
 
 
-def positions(rows: list[tuple[Any, Any, int]], x: Any) -> list[tuple[int, Any, int]]:
+def positions(rows: list[tuple[Any, Any, int]], x: Any, depth: int) -> list[tuple[int, Any, int]]:
     """``(position, val, diff)`` of the updates of ``rows`` at or below line ``x`` (``None``:
-    int times, the position is the time)."""
+    int times, the position is the time), at a scope ``depth`` loops deep."""
     if x is None:
         return [(t, v, d) for v, t, d in rows]
-    if x.__class__ is int:  # Products are pairs: indexing is the cheapest way in
+    if depth == 1:  # Products are pairs: indexing is the cheapest way in
         return [(t[1], v, d) for v, t, d in rows if t[0] <= x]
-    xo, xi = x
-    if xo.__class__ is int and xi.__class__ is int:
+    if depth == 2:
+        xo, xi = x
         # A loop nested in another: every time's outer coordinate is such a pair too (one
         # operator's times share one shape), compared in place rather than by a call a row.
         return [(t[1], v, d) for v, t, d in rows if (o := t[0])[0] <= xo and o[1] <= xi]

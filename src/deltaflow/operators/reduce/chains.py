@@ -106,7 +106,8 @@ def line(
         if span is None:
             return False
         low, high = span
-    split = _split(history, x, low, off_line_ends=True)
+    depth = op.domain.depth
+    split = _split(history, x, low, depth, off_line_ends=True)
     if split is None:
         return False
     acc, changes = split
@@ -116,7 +117,7 @@ def line(
     current: dict[Any, int] = {}
     written_above: list[int] = []
     if written:
-        out = _split(written, x, low, off_line_ends=False)
+        out = _split(written, x, low, depth, off_line_ends=False)
         assert out is not None  # output times off the line are skipped, never the key
         current, written_above = without_zeros(out[0]), out[1]
     if written_above:
@@ -185,12 +186,12 @@ def _sweep(
     else:
         ys = [t[1] for t in times]
         inputs = [(t[1], v, d) for v, t, d in history]
-    outputs = positions(written, x) if written else []
+    outputs = positions(written, x, op.domain.depth) if written else []
     sweep_line(op, key, x, ys, changes, inputs, outputs, bound, fixes)
 
 
 def _split(
-    rows: list[tuple[Any, Any, int]], x: Any, low: int, *, off_line_ends: bool
+    rows: list[tuple[Any, Any, int]], x: Any, low: int, depth: int, *, off_line_ends: bool
 ) -> tuple[dict[Any, int], list[int]] | None:
     """A key's history on line ``x`` split at its lowest new position ``low``: ``(what
     accumulates at low, the positions above it where the history changes)``.
@@ -202,17 +203,20 @@ def _split(
     of the line's times and is skipped. Products are pairs and are read by index.
 
     >>> rows = [("a", (0, 1), 1), ("a", (1, 3), -1), ("a", (0, 3), 1), ("b", (1, 4), 1)]
-    >>> _split(rows, 1, 2, off_line_ends=True)  # at 3 the updates cancel
+    >>> _split(rows, 1, 2, 1, off_line_ends=True)  # at 3 the updates cancel
     ({'a': 1}, [4])
-    >>> _split(rows, 0, 2, off_line_ends=True) is None, _split(rows, 0, 2, off_line_ends=False)
-    (True, ({'a': 1}, [3]))
+    >>> _split(rows, 0, 2, 1, off_line_ends=True) is None
+    True
+    >>> _split(rows, 0, 2, 1, off_line_ends=False)
+    ({'a': 1}, [3])
     """
     acc: dict[Any, int] = {}
     get = acc.get
     above: dict[Any, int] | None = None
-    pairs = x.__class__ is int
+    # ``depth`` is the scope's: ``x`` is None at depth 0, an int at depth 1.
+    pairs = depth == 1
     nested = False
-    if not pairs and x is not None and x[0].__class__ is int and x[1].__class__ is int:
+    if depth == 2:
         # A loop nested in another: every outer coordinate is a pair of ints too (one
         # operator's times share one shape), compared in place rather than by a call a row.
         nested = True

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Product, less_equal
+from deltaflow.framework.lattice import less_equal
 
 from .accumulation import accumulate, add_into, add_rows
 from .counting import count_pairs
@@ -55,20 +55,18 @@ def general(
 ) -> None:
     """Correct one key by the general interesting-times search (any partial order);
     ``search``'s ``line_fast_path`` also picks the accumulation's one-line sweep."""
-    ready, deferred = search.search(times, _stored_times(history, output_history), upper)
+    domain = op.domain
+    ready, deferred = search.search(times, _stored_times(history, output_history), upper, domain)
     if deferred:
         op.defer(key, deferred)
     if not ready:
         return
-    if op.by_count is not None:
-        first = ready[0]
-        if first.__class__ is Product and first[0].__class__ is int:
-            # Times of one scope share a shape: all of them are Product(int, int).
-            count_pairs(op.by_count, key, ready, history, output_history, corrections)
-            return
+    if op.by_count is not None and domain.pairs:
+        count_pairs(op.by_count, key, ready, history, output_history, corrections)
+        return
     lines = search.line_fast_path
-    inputs = accumulate(history, ready, lines=lines)
-    outputs = accumulate(output_history, ready, lines=lines)
+    inputs = accumulate(history, ready, lines=lines, domain=domain)
+    outputs = accumulate(output_history, ready, lines=lines, domain=domain)
     correct = op.correction
     made: list[tuple[Time, dict[Any, int]]] = []
     for t, acc, current in zip(ready, inputs, outputs):

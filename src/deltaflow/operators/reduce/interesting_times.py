@@ -126,13 +126,18 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import le
+from typing import TYPE_CHECKING
 
 import attrs
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, less_equal, new_tuple
+from deltaflow.framework.time_domain import domain_of
 
 from .points import Point, chains, codec, join, same_outer
+
+if TYPE_CHECKING:
+    from deltaflow.framework.time_domain import TimeDomain
 
 __all__ = [
     "SEARCH",
@@ -173,7 +178,11 @@ class InterestingTimes:
     (False: always the general algorithms)."""
 
     def search(
-        self, seeds: Iterable[Time], stored: Iterable[Time], upper: Antichain
+        self,
+        seeds: Iterable[Time],
+        stored: Iterable[Time],
+        upper: Antichain,
+        domain: TimeDomain | None = None,
     ) -> tuple[list[Time], list[Time]]:
         """The times at which one key's output may change, split at the frontier ``upper``.
 
@@ -187,6 +196,8 @@ class InterestingTimes:
                 updates.
             upper: the input frontier; a time beyond it (``upper.less_equal(t)``) cannot be
                 evaluated yet.
+            domain: the shape of the times (an operator's, chosen by its scope; by default,
+                that of the first seed).
 
         Returns:
             ``(ready, deferred)``: the interesting times not beyond ``upper``, to evaluate now, and
@@ -207,14 +218,17 @@ class InterestingTimes:
         if not seed_set:
             return [], []
         first = next(iter(seed_set))
-        if first.__class__ is int:
+        if domain is None:
+            domain = domain_of(first)
+        if domain.total:
             return _interesting_ints(seed_set, stored, upper)  # type: ignore[arg-type]
-        outer, inner = first.outer, first.inner  # type: ignore[union-attr]
-        if self.line_fast_path and inner.__class__ is int:
+        outer = first[0]  # type: ignore[index]
+        depth = domain.depth
+        if self.line_fast_path and domain.loops:
             stored = stored if isinstance(stored, (list, tuple)) else list(stored)
-            if _on_line(seed_set, stored, outer):  # type: ignore[arg-type]
-                return _interesting_line(seed_set, stored, upper, outer)  # type: ignore[arg-type]
-        if outer.__class__ is int and inner.__class__ is int:
+            if _on_line(seed_set, stored, outer, depth):  # type: ignore[arg-type]
+                return _interesting_line(seed_set, stored, upper, outer, depth)  # type: ignore[arg-type]
+        if domain.pairs:
             stored = stored if isinstance(stored, (list, tuple)) else list(stored)
             if len(seed_set) + len(stored) <= self.pairs_small:
                 # Products are pairs: they serve as the int pairs asked for.
@@ -229,7 +243,7 @@ class InterestingTimes:
                 )
             if self.pair_sweep:
                 return _interesting_pairs(seed_set, stored, upper)  # type: ignore[arg-type]
-        encode, decode = codec(first)
+        encode, decode = codec(first, domain)
         ordered = self._closure({encode(s) for s in seed_set}, [encode(r) for r in stored])
         bounds = [encode(u) for u in upper.elements]
         ready: list[Time] = []
@@ -420,8 +434,9 @@ def row_bound(upper: Antichain, inner: int) -> int | None:
     return bound
 
 
-def line_bound(upper: Antichain, outer: Time) -> int | None:
-    """The smallest inner coordinate ``y`` with ``Product(outer, y)`` beyond ``upper``, or None.
+def line_bound(upper: Antichain, outer: Time, depth: int) -> int | None:
+    """The smallest inner coordinate ``y`` with ``Product(outer, y)`` beyond ``upper``, or None
+    (times ``depth`` loops deep: ``outer`` is an int at depth 1).
 
     ``Product(outer, y)`` is beyond ``upper`` iff some element ``u`` has ``u.outer <= outer``
     and ``u.inner <= y``; so the answer is the least such ``u.inner``. Elements must be
@@ -429,13 +444,13 @@ def line_bound(upper: Antichain, outer: Time) -> int | None:
 
     Runtime complexity: O(len(upper)) comparisons.
 
-    >>> line_bound(Antichain([Product(0, 5), Product(2, 1)]), 1)
+    >>> line_bound(Antichain([Product(0, 5), Product(2, 1)]), 1, depth=1)
     5
-    >>> line_bound(Antichain([Product(3, 0)]), 1) is None
+    >>> line_bound(Antichain([Product(3, 0)]), 1, depth=1) is None
     True
     """
     bound: int | None = None
-    if outer.__class__ is int:
+    if depth == 1:
         for u in upper.elements:
             if u.outer <= outer and (bound is None or u.inner < bound):  # type: ignore[union-attr]
                 bound = u.inner  # type: ignore[union-attr]
@@ -457,20 +472,21 @@ def _interesting_ints(
     return ready, deferred  # type: ignore[return-value]
 
 
-def _on_line(seeds: set[Product], stored: Sequence[Product], outer: Time) -> bool:
-    """True when every seed lies on line ``outer`` and every stored time is at or below it."""
+def _on_line(seeds: set[Product], stored: Sequence[Product], outer: Time, depth: int) -> bool:
+    """True when every seed lies on line ``outer`` and every stored time is at or below it
+    (times ``depth`` loops deep)."""
     if not same_outer(seeds, outer):
         return False
-    if outer.__class__ is int:
+    if depth == 1:
         return all(r.outer <= outer for r in stored)
     return all(less_equal(r.outer, outer) for r in stored)
 
 
 def _interesting_line(
-    seeds: set[Product], stored: Sequence[Product], upper: Antichain, outer: Time
+    seeds: set[Product], stored: Sequence[Product], upper: Antichain, outer: Time, depth: int
 ) -> tuple[list[Time], list[Time]]:
     ready, deferred = interesting_on_line(
-        [s.inner for s in seeds], [r.inner for r in stored], line_bound(upper, outer)
+        [s.inner for s in seeds], [r.inner for r in stored], line_bound(upper, outer, depth)
     )
     return (
         [new_tuple(Product, (outer, y)) for y in ready],

@@ -74,7 +74,7 @@ from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.codec import as_int64
 from deltaflow.framework.trace.description import Description
-from deltaflow.framework.trace.ints import key_codes, product_columns
+from deltaflow.framework.trace.ints import key_codes
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
 
@@ -221,6 +221,7 @@ class ReduceOperator(Operator):
         # collection the program defines there (loops included). Only a guess at a time
         # not yet complete may see a negative count, and no guess calls the check.
         self.strict = strict
+        domain = source.domain
         self.key_only = key_only
         # The built-in reductions' answer straight from the accumulation (see .logics.FOLDS).
         builtin = FOLDS.get(logic)
@@ -232,10 +233,12 @@ class ReduceOperator(Operator):
         self.by_count = by_count
         self.source = source
         self.upper: Antichain = source.lower
-        ints = all(t.__class__ is int for t in source.lower)
+        ints = domain.total
         self.total = ints if total_order is None else (total_order and ints)
         # How a key of a partial order is corrected: one path for the shape of its times.
-        self.path: KeyPath = path_for(source.lower)
+        self.path: KeyPath = path_for(domain)
+        #: The shape of the times, chosen by the scope: what the paths compute with.
+        self.domain = domain
         # Int times: the numpy kernel large batches of ints take, if this logic has one.
         self.kernel = (
             counting_kernel(logic, positive_only, by_count, strict, self.columns)
@@ -425,7 +428,7 @@ class ReduceOperator(Operator):
             return {}
         by_count = self.by_count
         many = by_count is not None and len(seeds) >= self.ROW_BATCH_MIN
-        act = Activation(upper, RowCounts() if many else None)
+        act = Activation(upper, RowCounts() if many else None, self.domain)
         # Each key's input and output history, compacted to the previous frontier (every
         # time still to be read is beyond it) when long (see KeyedHistory.compacted).
         inputs = self.inputs
@@ -434,7 +437,7 @@ class ReduceOperator(Operator):
         output_rows = outputs.rows
         long_in = inputs.long()
         long_out = outputs.long()
-        advance = AdvanceTo(self.upper.elements)
+        advance = AdvanceTo(self.upper.elements, self.domain)
         no_rows: list[tuple[Any, Time, int]] = []
         correct = self.path
         for key, times in seeds.items():
@@ -479,19 +482,19 @@ class ReduceOperator(Operator):
         batches = [b for t in passed for b in waiting[t]]
         size = sum(map(len, batches))
         if state is None:
-            if not use_kernel(size, threshold=self.PAIR_KERNEL_MIN):
+            if not self.domain.use_kernel(size, threshold=self.PAIR_KERNEL_MIN):
                 return None
             # (A checkpoint logging what is appended reads the per-key histories.)
             if self.inputs.log.keys is not None or self.outputs.log.keys is not None:
                 return None
         parts = [b.object_columns() for b in batches]
         codes = key_codes(list(chain.from_iterable(p[0] for p in parts)))
-        pairs = product_columns(list(chain.from_iterable(p[2] for p in parts)))
+        pairs = self.domain.to_columns(list(chain.from_iterable(p[2] for p in parts)))
         diffs = as_int64(list(chain.from_iterable(p[3] for p in parts)))
         if codes is None or pairs is None or diffs is None or not size:
             return None
         keys, pair_keys = codes
-        x, ys = pairs
+        x, ys = pairs[:, 0].copy(), pairs[:, 1]
         y = int(ys[0])
         if (ys != y).any() or any(r <= y for r in rows):
             return None

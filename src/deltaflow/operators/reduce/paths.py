@@ -26,8 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.framework.lattice import Product
-
 from .chains import count_line, line, nested_row, pair_row
 from .counting import RowCounts, on_row
 from .general import general
@@ -36,6 +34,7 @@ from .interesting_times import InterestingTimes, line_bound, row_bound
 if TYPE_CHECKING:
     from deltaflow.framework.antichain import Antichain
     from deltaflow.framework.lattice import Time
+    from deltaflow.framework.time_domain import TimeDomain
 
     from .operator import ReduceOperator
 
@@ -71,6 +70,7 @@ class Activation:
         "_bounds",
         "_rows",
         "corrections",
+        "depth",
         "int_bound",
         "last_bound",
         "last_line",
@@ -79,13 +79,16 @@ class Activation:
         "upper",
     )
 
-    def __init__(self, upper: Antichain, row_batch: RowCounts | None) -> None:
+    def __init__(self, upper: Antichain, row_batch: RowCounts | None, domain: TimeDomain) -> None:
         self.upper = upper
         self.corrections: dict[Time, Rows] = {}
         self.line_fixes: Fixes = {}
         self.row_batch = row_batch
-        first = upper.elements[0] if upper.elements else None
-        self.int_bound: int | None = first if first.__class__ is int else None
+        self.depth = domain.depth
+        # Int times: the frontier is one int, the bound of the one line.
+        total = domain.total
+        first = upper.elements[0] if total and upper.elements else None
+        self.int_bound: int | None = first  # type: ignore[assignment]
         self._bounds: dict[Any, int | None] = {}
         self._rows: dict[int, int | None] = {}
         # The line asked for last and its bound: a step's keys mostly share one line (the
@@ -97,7 +100,7 @@ class Activation:
         """The first inner coordinate beyond the frontier on line ``x`` (``None``: none is)."""
         bound = self._bounds.get(x, _UNKNOWN)
         if bound is _UNKNOWN:
-            bound = self._bounds[x] = line_bound(self.upper, x)
+            bound = self._bounds[x] = line_bound(self.upper, x, self.depth)
         self.last_line = x
         self.last_bound = bound
         return bound  # type: ignore[no-any-return]
@@ -110,19 +113,18 @@ class Activation:
         return bound  # type: ignore[no-any-return]
 
 
-def path_for(lower: Antichain) -> KeyPath:
-    """The per-key path for times shaped like ``lower``'s (module docstring).
+def path_for(domain: TimeDomain) -> KeyPath:
+    """The per-key path for the times of ``domain`` (module docstring).
 
-    >>> from deltaflow.framework.antichain import Antichain
-    >>> path_for(Antichain([Product(0, 0)])) is on_pairs
-    True
+    >>> from deltaflow.framework.time_domain import domain_for_depth
+    >>> [path_for(domain_for_depth(d)).__name__ for d in range(3)]
+    ['on_int_line', 'on_pairs', 'on_lines']
     """
-    example = lower.elements[0] if lower.elements else None
-    if example.__class__ is int:
+    if domain.total:
         return on_int_line
-    if example.__class__ is Product and example.inner.__class__ is int:
-        return on_pairs if example.outer.__class__ is int else on_lines
-    return on_general
+    if domain.pairs:
+        return on_pairs
+    return on_lines if domain.loops else on_general
 
 
 def on_general(
@@ -179,14 +181,13 @@ def on_lines(
     written: Rows | None,
     act: Activation,
 ) -> None:
-    """``Product(t, int)`` times: the chain sweep when the key's times lie on one line, or
-    (nested loops, ``t`` a ``Product`` with an int inner coordinate) on one row of the
+    """Nested loops' times, ``Product(t, int)`` with ``t`` a ``Product`` of the enclosing
+    loop: the chain sweep when the key's times lie on one line, or on one row of the
     enclosing loop's iterations (:func:`.chains.nested_row`); else the general search."""
     x = times[0][0]
     if line(op, key, x, times, history, written, act.line_bound(x), act.line_fixes):
         return
-    nested = x.__class__ is Product and x[1].__class__ is int
-    if nested and nested_row(op, key, times, history, written, act.upper, act.line_fixes):
+    if nested_row(op, key, times, history, written, act.upper, act.line_fixes):
         return
     on_general(op, key, times, history, written, act)
 

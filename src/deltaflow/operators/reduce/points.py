@@ -5,7 +5,8 @@ of ints. Flattened to int tuples (outermost coordinate first) they compare coord
 with C-level tuple operations, and a sorted list of them splits into ascending chains whose
 coordinate columns are non-decreasing: every search along a chain is a :func:`bisect.bisect`.
 
->>> encode, decode = codec(Product(Product(1, 2), 3))
+>>> from deltaflow.framework.time_domain import domain_for_depth
+>>> encode, decode = codec(Product(Product(1, 2), 3), domain_for_depth(2))
 >>> encode(Product(Product(1, 2), 3)), decode((1, 2, 3)) == Product(Product(1, 2), 3)
 ((1, 2, 3), True)
 >>> chains([(0, 1), (0, 3), (1, 0), (2, 2)])
@@ -17,9 +18,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from operator import le
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from deltaflow.framework.lattice import Product, Time
+
+if TYPE_CHECKING:
+    from deltaflow.framework.time_domain import TimeDomain
 
 __all__ = ["Point", "chains", "codec", "join", "same_outer"]
 
@@ -51,19 +55,24 @@ def _build(shape: _Shape, point: Point, pos: int) -> tuple[Time, int]:
     return Product(outer, inner), pos
 
 
-def codec(example: Time) -> tuple[Callable[[Time], Point], Callable[[Point], Time]]:
-    """Encoder to flat int tuples and decoder back, for times shaped like ``example``."""
-    shape = _shape(example)
-    if shape == (None, None):
+def codec(
+    example: Time, domain: TimeDomain
+) -> tuple[Callable[[Time], Point], Callable[[Point], Time]]:
+    """Encoder to flat int tuples and decoder back, for the times of ``domain`` (a scope's
+    times, by its depth; any other shape by that of ``example``)."""
+    if domain.loops and domain.depth == 1:
         return (
             lambda t: (t.outer, t.inner),
             lambda p: Product(p[0], p[1]),
         )
-    if shape == ((None, None), None):
+    if domain.loops and domain.depth == 2:
         return (
             lambda t: (t.outer.outer, t.outer.inner, t.inner),
             lambda p: Product(Product(p[0], p[1]), p[2]),
         )
+    if domain.loops:
+        return _loop_codec(domain.depth)
+    shape = _shape(example)
 
     def encode(t: Time) -> Point:
         flat: list[int] = []
@@ -72,6 +81,29 @@ def codec(example: Time) -> tuple[Callable[[Time], Point], Callable[[Point], Tim
 
     def decode(p: Point) -> Time:
         return _build(shape, p, 0)[0]
+
+    return encode, decode
+
+
+def _loop_codec(depth: int) -> tuple[Callable[[Time], Point], Callable[[Point], Time]]:
+    """:func:`codec` for the times of a scope ``depth`` loops deep: ``Product(t, i)`` down to
+    an int, read level by level."""
+    levels = range(depth)
+
+    def encode(t: Time) -> Point:
+        flat: list[int] = []
+        for _ in levels:
+            flat.append(t[1])  # type: ignore[index]
+            t = t[0]  # type: ignore[index]
+        flat.append(t)  # type: ignore[arg-type]
+        flat.reverse()
+        return tuple(flat)
+
+    def decode(p: Point) -> Time:
+        t: Time = p[0]
+        for i in p[1:]:
+            t = Product(t, i)
+        return t
 
     return encode, decode
 

@@ -82,7 +82,7 @@ def reduce_core(
         spine = source.spine(w)
         out = None
         if registry is not None:
-            out = registry.spines[w] = Spine(spine.lower)
+            out = registry.spines[w] = Spine(spine.lower, domain=spine.domain)
         return ReduceOperator(
             name,
             spine,

@@ -45,6 +45,7 @@ import attrs
 
 from ...framework.progress import GraphBuilder, ProgressGraph
 from ...framework.summary import PathSummary
+from ...framework.time_domain import TimeDomain, domain_for_depth
 from ...operators.dataflow import DataflowSpec, Edge, NodeSpec
 from ...operators.inlet import Inlet
 from ...operators.linear import LinearOperator, Step
@@ -66,6 +67,11 @@ class PhysicalNode:
     logical: list[int]
     #: Per input port, what was absorbed into it as an inlet (see the module docstring).
     inlets: dict[int, InletSpec] = attrs.field(factory=dict)
+
+    @property
+    def domain(self) -> TimeDomain:
+        """The shape of the actor's times, chosen from its depth."""
+        return domain_for_depth(self.depth)
 
 
 @attrs.frozen

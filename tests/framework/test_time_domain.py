@@ -1,0 +1,117 @@
+"""The time domains agree with the generic lattice on their own times, for every operation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+from tests.strategies import SHAPES, time_lists, times_of
+
+from deltaflow.framework import lattice
+from deltaflow.framework.lattice import Product, depth
+from deltaflow.framework.time_domain import (
+    GeneralDomain,
+    IntDomain,
+    PairDomain,
+    TimeDomain,
+    domain_for_depth,
+    domain_of,
+)
+
+DEPTH = {"int": 0, "product": 1, "nested": 2}
+
+
+@st.composite
+def shaped(draw: st.DrawFn) -> tuple[TimeDomain, str]:
+    shape = draw(st.sampled_from(SHAPES))
+    return domain_for_depth(DEPTH[shape]), shape
+
+
+@given(st.data())
+def test_lattice_operations_agree_with_the_generic_lattice(data: st.DataObject) -> None:
+    domain, shape = data.draw(shaped())
+    a = data.draw(times_of(shape))
+    b = data.draw(times_of(shape))
+    assert domain.less_equal(a, b) == lattice.less_equal(a, b)
+    assert domain.join(a, b) == lattice.join(a, b)
+    assert domain.meet(a, b) == lattice.meet(a, b)
+    assert type(domain.join(a, b)) is type(a)
+    assert type(domain.meet(a, b)) is type(a)
+
+
+@given(st.data())
+def test_advancing_agrees_with_advance_by(data: st.DataObject) -> None:
+    domain, shape = data.draw(shaped())
+    frontier = data.draw(time_lists(shape, max_size=4))
+    times = data.draw(time_lists(shape, max_size=6))
+    advance = domain.advancer(frontier)
+    for t in times:
+        assert advance(t) == lattice.advance_by(t, frontier)
+        assert domain.advance_by(t, frontier) == lattice.advance_by(t, frontier)
+
+
+@given(st.data())
+def test_closures_and_chains_agree_with_the_generic_lattice(data: st.DataObject) -> None:
+    domain, shape = data.draw(shaped())
+    times = data.draw(time_lists(shape, max_size=10))
+    assert domain.join_closure(times) == lattice.join_closure(times)
+    assert domain.chain_decomposition(times) == lattice.chain_decomposition(times)
+
+
+@given(st.data())
+def test_columns_round_trip(data: st.DataObject) -> None:
+    domain, shape = data.draw(shaped())
+    times = data.draw(time_lists(shape, max_size=10))
+    cols = domain.to_columns(times)
+    if domain.columns is None:
+        assert cols is None
+        with pytest.raises(TypeError, match="not stored as columns"):
+            domain.from_columns(np.zeros(0, dtype=np.int64))
+        return
+    assert cols is not None
+    assert cols.dtype == np.int64
+    assert cols.shape == ((len(times),) if domain.columns == 1 else (len(times), 2))
+    back = domain.from_columns(cols)
+    assert back == times
+    assert all(type(x) is type(t) for x, t in zip(back, times))
+
+
+def test_a_coordinate_beyond_int64_stays_an_object() -> None:
+    assert IntDomain().to_columns([1 << 70]) is None
+    assert PairDomain().to_columns([Product(0, 1 << 70)]) is None
+
+
+@pytest.mark.parametrize("d", range(4))
+def test_the_domain_of_a_depth_has_that_depth_least_time(d: int) -> None:
+    domain = domain_for_depth(d)
+    assert depth(domain.least) == d
+    assert lattice.minimum_like(domain.least) == domain.least
+    assert domain_of(domain.least) is domain
+    assert domain.total == (d == 0)
+    assert (domain.columns is not None) == (d < 2) == domain.kernels
+
+
+def test_odd_shapes_are_general() -> None:
+    a, b = Product(1, Product(2, 3)), Product(2, Product(1, 4))
+    odd = domain_of(a)
+    assert isinstance(odd, GeneralDomain)
+    assert not odd.kernels
+    assert odd.to_columns([a, b]) is None
+    assert odd.join(a, b) == Product(2, Product(2, 4))
+    assert not odd.use_kernel(10**9, threshold=1)
+
+
+def test_scopes_and_traces_carry_their_domain() -> None:
+    from deltaflow.framework.antichain import Antichain
+    from deltaflow.framework.trace.spine import Spine
+    from deltaflow.operators.collection import Scope
+
+    top = Scope()
+    loop = Scope(top, "loop")
+    nested = Scope(loop, "inner")
+    assert [s.domain for s in (top, loop, nested)] == [domain_for_depth(d) for d in range(3)]
+    for d in range(3):
+        domain = domain_for_depth(d)
+        assert Spine(Antichain([domain.least])).domain is domain
+        assert Spine(Antichain([domain.least]), domain=domain).domain is domain
+    assert Spine(Antichain()).domain.total
