@@ -102,8 +102,8 @@ def stream_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     default for the tests' few rows) or ``"tasks"`` (feeding tasks deal the rows, fetching
     tasks return the output: the way of micro-batches too large for the driver)."""
     if request.param == "tasks":
-        from deltaflow.adapters.spark import _stream
+        from deltaflow.adapters.spark import _stream_driver
 
-        monkeypatch.setattr(_stream, "INLINE_BYTES", -1)
-        monkeypatch.setattr(_stream, "INLINE_OUTPUT_BYTES", -1)
+        monkeypatch.setattr(_stream_driver, "INLINE_BYTES", -1)
+        monkeypatch.setattr(_stream_driver, "INLINE_OUTPUT_BYTES", -1)
     return str(request.param)

@@ -60,7 +60,7 @@ def test_strangers_on_the_workers_mesh_change_nothing(
         pipes.Degrees(), {"edges": _edges_frame(spark)}, streaming=False
     )
     output = OutputLayout.of("degree long, n long", single=True, names=list(builder.stores))
-    security = _batch._Security.of(None, None)
+    security = _batch.Security.of(None, None)
     shipped = ship(pipeline).blob
     task = _batch.barrier_task(
         shipped, 2, layouts, output, security, None, FileGather(tmp_path), logs=logs

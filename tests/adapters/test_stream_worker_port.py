@@ -25,7 +25,7 @@ import deltaflow as df
 from deltaflow.scheduler.net.handshake import new_secret
 
 pytest.importorskip("pyspark")
-from deltaflow.adapters.spark._batch import _Security
+from deltaflow.adapters.spark._batch import Security
 from deltaflow.adapters.spark._stream_tasks import _request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ _WORKER = textwrap.dedent(
     resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), hard))
     logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(message)s")
 
-    from deltaflow.adapters.spark._batch import _Security
+    from deltaflow.adapters.spark._batch import Security
     from deltaflow.adapters.spark._logs import Kept
     from deltaflow.adapters.spark._stream_tasks import _Reader, _Worker
     from deltaflow.scheduler.net.peer import open_peer
@@ -56,7 +56,7 @@ _WORKER = textwrap.dedent(
         async with open_peer(
             WordCount(), index=0, peers=1, rendezvous=lambda me: [me], secret=secret
         ) as peer:
-            worker = _Worker(peer, 0, _Security(secret, None), Kept("worker 0"))
+            worker = _Worker(peer, 0, Security(secret, None), Kept("worker 0"))
             ours, drivers = trio.testing.memory_stream_pair()
             driver = _Reader(drivers)  # this process plays the driver, as the test says
             async with trio.open_nursery() as nursery:
@@ -87,7 +87,7 @@ def test_a_flooded_worker_port_short_of_file_descriptors_serves_on() -> None:
     ``accept()`` fails with ``EMFILE``, logged at WARNING; the oldest waiting strangers make
     room, and a micro-batch's rows reach the worker and its output comes back right."""
     secret = new_secret()
-    security = _Security(secret, None)
+    security = Security(secret, None)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),

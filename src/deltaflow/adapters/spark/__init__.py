@@ -29,6 +29,21 @@ Errors: a task's error is raised on the driver as :func:`deltaflow.run` raises i
 (:mod:`._errors`).
 
 Importing this module imports pyspark; ``import deltaflow`` never does.
+
+Module map
+==========
+
+* :mod:`._batch`: :func:`run`, one barrier job over static DataFrames.
+* :mod:`._stream`: :func:`stream`, its set-up and start; :mod:`._stream_driver`: the running
+  :class:`SparkStream`, which steps the workers through each micro-batch from the driver;
+  :mod:`._stream_inputs` checks its inputs and arguments,
+  :mod:`._stream_sink` makes its sink, :mod:`._stream_state` keeps its workers' state under
+  the checkpoint location, :mod:`._stream_server` admits its workers on the driver (their
+  rendezvous), :mod:`._stream_tasks` are its Spark tasks (the workers, feeding, fetching).
+* :mod:`._convert`: rows to updates and back; :mod:`._sinks`: deltaflow sinks as Spark ones.
+* :mod:`._ship`, :mod:`._slots`, :mod:`._errors`, :mod:`._logs`: the pipeline's way to the
+  executors, free slots, a task's error and WARNINGs on the driver.
+* :mod:`._session`, :mod:`._standalone`: a local session, a standalone cluster on one machine.
 """
 
 from __future__ import annotations

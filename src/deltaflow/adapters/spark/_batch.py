@@ -187,7 +187,7 @@ def check_inputs(
 
 
 @attrs.frozen(repr=False)
-class _Security:
+class Security:
     """How a job's tasks authenticate each other: a secret made on the driver (or the
     user's), shipped to the tasks in their closure, and optional TLS."""
 
@@ -195,7 +195,7 @@ class _Security:
     tls: TLS | None
 
     @classmethod
-    def of(cls, secret: object, tls: object) -> _Security:
+    def of(cls, secret: object, tls: object) -> Security:
         """The user's secret checked, or a fresh one; ``tls`` checked.
 
         Raises:
@@ -222,7 +222,7 @@ def barrier_task(
     peers: int,
     layouts: list[InputLayout],
     output: OutputLayout,
-    security: _Security,
+    security: Security,
     timings: Accumulator[Timings] | None,
     gather: Gather = _all_gather,
     logs: Accumulator[list[Record]] | None = None,
@@ -377,7 +377,7 @@ def run(
     if n.__class__ is not int or n < 1:
         msg = f"partitions must be a positive int, not {partitions!r}"
         raise ValueError(msg)
-    security = _Security.of(secret, tls)
+    security = Security.of(secret, tls)
     tagged = tag_inputs(spark, layouts, frames).repartition(n)
     shipment = ship(pipeline)
     logs = records_accumulator(sc)

@@ -67,7 +67,7 @@ from ...scheduler.net.door import Door, accept_forever
 from ...scheduler.net.handshake import REFUSED, HandshakeError, Hello, accept, dial, reason
 from ...scheduler.net.peer import Peer, open_peer
 from ...scheduler.net.tcp import MAX_FRAME, FrameError, Link
-from ._batch import RENDEZVOUS_TIMEOUT_S, _Security
+from ._batch import RENDEZVOUS_TIMEOUT_S, Security
 from ._convert import InputLayout, OutputLayout, read_changes_accounted, to_arrow_schema
 from ._errors import from_text, report_text, reported
 from ._logs import Kept, Record, forwarding
@@ -167,7 +167,7 @@ def _split_address(address: str) -> tuple[str, int]:
 
 
 async def _dial(
-    address: tuple[str, int], security: _Security, index: int, context: bytes, who: str
+    address: tuple[str, int], security: Security, index: int, context: bytes, who: str
 ) -> trio.abc.Stream:
     """An authenticated connection to ``address``, whose end must run ``context``.
 
@@ -196,7 +196,7 @@ class _Worker:
         self,
         peer: Peer,
         index: int,
-        security: _Security,
+        security: Security,
         kept: Kept,
         layout: OutputLayout | None = None,
     ) -> None:
@@ -373,7 +373,7 @@ def worker_task(
     shipped: bytes,
     peers: int,
     driver: tuple[str, int],
-    security: _Security,
+    security: Security,
     checkpoint: str | None = None,
     output: OutputLayout | None = None,
 ) -> Callable[[Iterable[int]], Iterator[Any]]:
@@ -404,7 +404,7 @@ def worker_task(
                 return [str(a) for a in everyone]
 
             def rendezvous(me: str) -> list[str]:
-                # (the driver is the rendezvous: see _stream.SparkStream._accept)
+                # (the driver is the rendezvous: see _stream_server.WorkerServer)
                 return trio.from_thread.run(exchange, me)
 
             async with open_peer(
@@ -443,7 +443,7 @@ def worker_task(
 
 # -- a micro-batch's tasks -----------------------------------------------------------------
 async def _request(
-    address: str, worker: int, security: _Security, message: tuple[Any, ...], batch: int
+    address: str, worker: int, security: Security, message: tuple[Any, ...], batch: int
 ) -> Any:
     """Send one request to a worker and return its answer.
 
@@ -468,7 +468,7 @@ def feed_task(
     batch: int,
     addresses: Sequence[str],
     layouts: Sequence[InputLayout],
-    security: _Security,
+    security: Security,
     logs: Accumulator[list[Record]] | None = None,
     modes: Mapping[str, str] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
@@ -524,7 +524,7 @@ def fetch_task(
     batch: int,
     addresses: Sequence[str],
     output: OutputLayout,
-    security: _Security,
+    security: Security,
     logs: Accumulator[list[Record]] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function (for ``mapInArrow`` over ``spark.range(workers)``) of the tasks that
