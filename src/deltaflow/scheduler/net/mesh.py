@@ -45,6 +45,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from ...errors import PeerLostError
@@ -141,142 +142,193 @@ async def connect_mesh(
             be reached or failed the exchange.
     """
     secret = check_secret(secret)
-    context = digest.encode()
-    server_tls = tls.context(server=True) if tls is not None else None
-    client_tls = tls.context(server=False) if tls is not None else None
-    listeners = await trio.open_tcp_listeners(0, host=host)
-    listener = listeners[0]
-    for extra in listeners[1:]:
-        await extra.aclose()
+    listener = await _listen(host)
     port = listener.socket.getsockname()[1]
-    links: dict[int, Link] = {}
-    expected = set(range(index + 1, peers))
-    refused: list[str] = []
     if door is None:
         door = Door(f"peer {index}", port)
     else:
         door.who, door.port = f"peer {index}", port
-    done = trio.CancelScope()
+    server_tls = tls.context(server=True) if tls is not None else None
+    client_tls = tls.context(server=False) if tls is not None else None
+    mesh = _Mesh(index, peers, digest, secret, server_tls, client_tls, listener, door)
     try:
         addresses = list(await rendezvous(f"{host}:{port}"))
         if len(addresses) != peers:
             msg = f"rendezvous returned {len(addresses)} addresses for {peers} peers"
             raise ValueError(msg)
-
-        def check(other: int, hello: Hello) -> None:
-            other_digest = hello.context.rstrip(b"\0").decode(errors="replace")
-            if other_digest != digest:
-                msg = (
-                    f"peer {index} runs dataflow {digest} but peer {other} runs "
-                    f"{other_digest}: every peer must run the same pipeline and worker count"
-                )
-                raise ValueError(msg)
-
-        async def dial(j: int) -> None:
-            host_j, port_j = _split_address(addresses[j])
-            try:
-                secure, hello = await _dial(
-                    host_j, port_j, secret, Hello.fresh(index, context), client_tls
-                )
-            except _TurnedAway as exc:
-                msg = f"peer {index} could not authenticate peer {j} at {addresses[j]}: {exc}"
-                raise PeerLostError(msg) from exc
-            except _REFUSED as exc:
-                if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError):
-                    # dial() lets only a failure to connect out as a bare OSError
-                    msg = f"peer {index} could not reach peer {j} at {addresses[j]}: {exc}"
-                    raise PeerLostError(msg) from exc
-                msg = (
-                    f"peer {index} could not authenticate peer {j} at {addresses[j]}: "
-                    f"{_reason(exc)} (do all peers hold the same secret?)"
-                )
-                raise PeerLostError(msg) from exc
-            try:
-                if hello.index != j:
-                    msg = f"it says it is peer {hello.index}"
-                    raise HandshakeError(msg)
-            except HandshakeError as exc:
-                await trio.aclose_forcefully(secure)
-                msg = f"peer {index} could not authenticate peer {j} at {addresses[j]}: {exc}"
-                raise PeerLostError(msg) from exc
-            links[j] = Link(secure, j)
-            check(j, hello)
-
-        async def greet(stream: trio.SocketStream, scope: trio.CancelScope) -> None:
-            who = _address_of(stream)
-            try:
-                try:
-                    with scope, trio.fail_after(HANDSHAKE_TIMEOUT_S):
-                        secure = await _secured(stream, server_tls, server=True)
-                        hello = await authenticate(
-                            secure,
-                            secret,
-                            Hello.fresh(index, context),
-                            dialer=False,
-                            proved=functools.partial(door.leave, scope),
-                        )
-                except trio.Cancelled:
-                    if done.cancel_called:
-                        door.refuse(who, "it had not authenticated when every peer was in")
-                    raise
-                finally:
-                    door.leave(scope)
-                if door.evicted(scope):
-                    raise _Evicted
-                if hello.index not in expected:
-                    msg = f"it claims to be peer {hello.index}, which does not dial peer {index}"
-                    raise HandshakeError(msg)
-                if hello.index in links:
-                    msg = f"it claims to be peer {hello.index}, which is connected already"
-                    raise HandshakeError(msg)
-            except _Evicted:
-                door.forget(scope)
-                await trio.aclose_forcefully(stream)
-                return
-            except _REFUSED as exc:
-                if door.evicted(scope):  # closed by the door: counted and logged already
-                    door.forget(scope)
-                else:
-                    refused.append(f"{who} ({_reason(exc)})")
-                    door.refuse(who, _reason(exc))
-                await trio.aclose_forcefully(stream)
-                return
-            except BaseException:
-                door.forget(scope)
-                await trio.aclose_forcefully(stream)
-                raise
-            links[hello.index] = Link(secure, hello.index)
-            check(hello.index, hello)
-            if expected <= links.keys():
-                done.cancel()  # every peer is in: stop accepting, drop the strangers
-
-        async def accept() -> None:
-            with done:
-                async with trio.open_nursery() as greeting:
-                    await accept_forever(listener, door, greet, greeting)
-
-        try:
-            with trio.move_on_after(connect_timeout):
-                async with trio.open_nursery() as nursery:
-                    for j in range(index):
-                        nursery.start_soon(dial, j)
-                    if expected:
-                        nursery.start_soon(accept)
-        except BaseExceptionGroup as group:
-            raise first_error(group) from None
-        missing = sorted(set(range(peers)) - links.keys() - {index})
-        if missing:
-            names = ", ".join(f"{j} at {addresses[j]}" for j in missing)
-            what = f"; refused meanwhile: {door.summary(refused)}" if refused else ""
-            msg = f"peer {index}: peer(s) {names} did not connect within {connect_timeout} s{what}"
-            raise PeerLostError(msg)
+        await mesh.connect(addresses, connect_timeout)
     except BaseException:
-        for link in links.values():
+        for link in mesh.links.values():
             await trio.aclose_forcefully(link.stream)
         raise
     finally:
         await listener.aclose()
-    return links
+    return mesh.links
+
+
+async def _listen(host: str) -> trio.SocketListener:
+    """A listener on a free port of ``host`` (one: the others opened are closed)."""
+    listeners = await trio.open_tcp_listeners(0, host=host)
+    for extra in listeners[1:]:
+        await extra.aclose()
+    return listeners[0]
+
+
+@attrs.define(eq=False)
+class _Mesh:
+    """One peer's connections being made: it dials the peers below it and greets those
+    above it on ``listener``; ``links`` holds those made so far, by peer."""
+
+    index: int
+    peers: int
+    digest: str
+    secret: bytes
+    #: The TLS contexts of accepted and dialed connections (``None``: no TLS).
+    server_tls: ssl.SSLContext | None
+    client_tls: ssl.SSLContext | None
+    listener: trio.SocketListener
+    door: Door
+    links: dict[int, Link] = attrs.field(factory=dict)
+    #: What the listener refused, for the error when a peer does not connect in time.
+    refused: list[str] = attrs.field(factory=list)
+    #: Cancelled once every peer above this one is in: stop accepting, drop the strangers.
+    done: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    addresses: list[str] = attrs.field(factory=list)
+
+    @property
+    def expected(self) -> set[int]:
+        """The peers that dial this one."""
+        return set(range(self.index + 1, self.peers))
+
+    def hello(self) -> Hello:
+        """What this peer says in each exchange: its index and its dataflow's digest."""
+        return Hello.fresh(self.index, self.digest.encode())
+
+    async def connect(self, addresses: list[str], connect_timeout: float) -> None:
+        """Dial and greet every other peer at ``addresses`` (the rendezvous' answer).
+
+        Raises:
+            PeerLostError: a peer not connected within ``connect_timeout``, or one that failed.
+        """
+        self.addresses = addresses
+        try:
+            with trio.move_on_after(connect_timeout):
+                async with trio.open_nursery() as nursery:
+                    for j in range(self.index):
+                        nursery.start_soon(self.dial, j)
+                    if self.expected:
+                        nursery.start_soon(self.accept)
+        except BaseExceptionGroup as group:
+            raise first_error(group) from None
+        missing = sorted(set(range(self.peers)) - self.links.keys() - {self.index})
+        if missing:
+            names = ", ".join(f"{j} at {addresses[j]}" for j in missing)
+            refused = self.refused
+            what = f"; refused meanwhile: {self.door.summary(refused)}" if refused else ""
+            late = f"did not connect within {connect_timeout} s{what}"
+            msg = f"peer {self.index}: peer(s) {names} {late}"
+            raise PeerLostError(msg)
+
+    def check(self, other: int, hello: Hello) -> None:
+        """Raise ``ValueError`` if peer ``other`` runs another dataflow."""
+        other_digest = hello.context.rstrip(b"\0").decode(errors="replace")
+        if other_digest != self.digest:
+            msg = (
+                f"peer {self.index} runs dataflow {self.digest} but peer {other} runs "
+                f"{other_digest}: every peer must run the same pipeline and worker count"
+            )
+            raise ValueError(msg)
+
+    async def dial(self, j: int) -> None:
+        """Connect to peer ``j`` (below this one) and authenticate it."""
+        index, address = self.index, self.addresses[j]
+        host_j, port_j = _split_address(address)
+        try:
+            secure, hello = await _dial(host_j, port_j, self.secret, self.hello(), self.client_tls)
+        except _TurnedAway as exc:
+            msg = f"peer {index} could not authenticate peer {j} at {address}: {exc}"
+            raise PeerLostError(msg) from exc
+        except _REFUSED as exc:
+            if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError):
+                # dial() lets only a failure to connect out as a bare OSError
+                msg = f"peer {index} could not reach peer {j} at {address}: {exc}"
+                raise PeerLostError(msg) from exc
+            msg = (
+                f"peer {index} could not authenticate peer {j} at {address}: "
+                f"{_reason(exc)} (do all peers hold the same secret?)"
+            )
+            raise PeerLostError(msg) from exc
+        if hello.index != j:
+            await trio.aclose_forcefully(secure)
+            wrong = HandshakeError(f"it says it is peer {hello.index}")
+            msg = f"peer {index} could not authenticate peer {j} at {address}: {wrong}"
+            raise PeerLostError(msg) from wrong
+        self.links[j] = Link(secure, j)
+        self.check(j, hello)
+
+    async def accept(self) -> None:
+        """Greet every connection, each apart, until every peer above this one is in."""
+        with self.done:
+            async with trio.open_nursery() as greeting:
+                await accept_forever(self.listener, self.door, self.greet, greeting)
+
+    async def greet(self, stream: trio.SocketStream, scope: trio.CancelScope) -> None:
+        """Authenticate one connection as a peer above this one, or refuse it."""
+        door, who = self.door, _address_of(stream)
+        try:
+            hello, secure = await self._authenticate(stream, scope, who)
+            if hello.index not in self.expected:
+                msg = f"it claims to be peer {hello.index}, which does not dial peer {self.index}"
+                raise HandshakeError(msg)
+            if hello.index in self.links:
+                msg = f"it claims to be peer {hello.index}, which is connected already"
+                raise HandshakeError(msg)
+        except _Evicted:
+            door.forget(scope)
+            await trio.aclose_forcefully(stream)
+            return
+        except _REFUSED as exc:
+            if door.evicted(scope):  # closed by the door: counted and logged already
+                door.forget(scope)
+            else:
+                self.refused.append(f"{who} ({_reason(exc)})")
+                door.refuse(who, _reason(exc))
+            await trio.aclose_forcefully(stream)
+            return
+        except BaseException:
+            door.forget(scope)
+            await trio.aclose_forcefully(stream)
+            raise
+        self.links[hello.index] = Link(secure, hello.index)
+        self.check(hello.index, hello)
+        if self.expected <= self.links.keys():
+            self.done.cancel()  # every peer is in: stop accepting, drop the strangers
+
+    async def _authenticate(
+        self, stream: trio.SocketStream, scope: trio.CancelScope, who: str
+    ) -> tuple[Hello, trio.abc.Stream]:
+        """The handshake of one accepted connection, within its own deadline; raises
+        ``_Evicted`` when its door turned it away meanwhile."""
+        door = self.door
+        try:
+            with scope, trio.fail_after(HANDSHAKE_TIMEOUT_S):
+                secure = await _secured(stream, self.server_tls, server=True)
+                hello = await authenticate(
+                    secure,
+                    self.secret,
+                    self.hello(),
+                    dialer=False,
+                    proved=functools.partial(door.leave, scope),
+                )
+        except trio.Cancelled:
+            if self.done.cancel_called:
+                door.refuse(who, "it had not authenticated when every peer was in")
+            raise
+        finally:
+            door.leave(scope)
+        if door.evicted(scope):
+            raise _Evicted
+        return hello, secure
 
 
 class _Evicted(Exception):
