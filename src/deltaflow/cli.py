@@ -383,6 +383,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"deltaflow {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    _add_run_command(commands)
+    _add_graph_command(commands)
+    return parser
+
+
+def _add_run_command(commands: Any) -> None:
+    """``deltaflow run``: a pipeline over files of updates, its output as JSON lines."""
     run_cmd = commands.add_parser(
         "run", help="run a pipeline over .csv/.jsonl files, writing JSON lines"
     )
@@ -406,9 +413,6 @@ def _parser() -> argparse.ArgumentParser:
         help="processes the workers run in (default 1: this one); must divide --workers",
     )
     run_cmd.add_argument(
-        "--progress", action="store_true", help="show the progress line at once (not after 1 s)"
-    )
-    run_cmd.add_argument(
         "--time-column",
         default="time",
         metavar="NAME",
@@ -419,19 +423,6 @@ def _parser() -> argparse.ArgumentParser:
         default="diff",
         metavar="NAME",
         help="the input files' column of (int) diffs (default: diff; absent: every diff 1)",
-    )
-    run_cmd.add_argument(
-        "--dashboard",
-        type=_port,
-        default=None,
-        metavar="PORT",
-        help="serve a live dashboard of the job on this port (0: a free one; its URL on stderr)",
-    )
-    run_cmd.add_argument(
-        "--dashboard-host",
-        default="127.0.0.1",
-        metavar="HOST",
-        help="the dashboard's address (default 127.0.0.1; any other requires the URL's token)",
     )
     run_cmd.add_argument(
         "--on-bad",
@@ -447,14 +438,37 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="where quarantined records go, as JSON lines (default: rejected.jsonl)",
     )
-    run_cmd.add_argument(
+    _add_watch_options(run_cmd)
+    run_cmd.set_defaults(handler=_run)
+
+
+def _add_watch_options(command: argparse.ArgumentParser) -> None:
+    """A command's options to watch its job while it runs: the progress line, the log, the
+    dashboard and the Prometheus metrics."""
+    command.add_argument(
+        "--progress", action="store_true", help="show the progress line at once (not after 1 s)"
+    )
+    command.add_argument(
+        "--dashboard",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help="serve a live dashboard of the job on this port (0: a free one; its URL on stderr)",
+    )
+    command.add_argument(
+        "--dashboard-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the dashboard's address (default 127.0.0.1; any other requires the URL's token)",
+    )
+    command.add_argument(
         "--log-level",
         type=_level,
         default=None,
         metavar="LEVEL",
         help="show deltaflow's log records from LEVEL on (DEBUG, INFO, WARNING, ERROR)",
     )
-    run_cmd.add_argument(
+    command.add_argument(
         "--metrics",
         type=_address,
         default=None,
@@ -462,8 +476,10 @@ def _parser() -> argparse.ArgumentParser:
         help="serve the job's statistics to Prometheus at http://HOST:PORT/metrics while "
         "it runs (HOST default: 127.0.0.1)",
     )
-    run_cmd.set_defaults(handler=_run)
 
+
+def _add_graph_command(commands: Any) -> None:
+    """``deltaflow graph``: the planned graph, annotated with work over files if given."""
     graph_cmd = commands.add_parser("graph", help="write the planned graph (Mermaid or DOT)")
     graph_cmd.add_argument("target", metavar="module:Pipeline")
     graph_cmd.add_argument("--format", choices=FORMATS, default="mermaid")
@@ -477,7 +493,6 @@ def _parser() -> argparse.ArgumentParser:
     graph_cmd.add_argument("--output", metavar="FILE", help="write here instead of stdout")
     graph_cmd.add_argument("--workers", type=_positive, default=1, help="workers (default 1)")
     graph_cmd.set_defaults(handler=_graph)
-    return parser
 
 
 def _level(text: str) -> int:

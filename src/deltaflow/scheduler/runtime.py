@@ -220,6 +220,30 @@ def run(
     return result
 
 
+def _check_run_inputs(pipeline: Pipeline, inputs: Mapping[str, Any]) -> None:
+    """Refuse :func:`run`'s ``inputs`` unless each is one ``build()`` takes, and every one it
+    takes is given (or optional); and a pipeline whose inputs are named as ``run()``'s own
+    parameters (those could never be given).
+
+    Raises:
+        TypeError: naming the inputs at fault.
+    """
+    names = pipeline.input_names()
+    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress",
+                                 "on_bad", "rejected"})  # fmt: skip
+    if taken:
+        msg = (
+            f"{type(pipeline).__name__}.build() has inputs named {taken}, which are run()'s own "
+            "parameters: rename them, or feed the pipeline with df.open()"
+        )
+        raise TypeError(msg)
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
+        raise TypeError(msg)
+    check_inputs(pipeline, inputs, "{name}=[...]")
+
+
 def check_inputs(pipeline: Pipeline, given: Iterable[str], how: str) -> None:
     """Refuse a run that leaves out an input ``build()`` does not declare optional.
 
@@ -267,23 +291,10 @@ def execute(
     ``follow`` the sources are followed until they end (a directory: for ever) rather than
     read once (the command line's ``--follow``)."""
     pipeline = require_pipeline(pipeline)
-    names = pipeline.input_names()
-    taken = sorted(set(names) & {"workers", "processes", "fuse", "gc_threshold", "progress",
-                                 "on_bad", "rejected"})  # fmt: skip
-    if taken:
-        msg = (
-            f"{type(pipeline).__name__}.build() has inputs named {taken}, which are run()'s own "
-            "parameters: rename them, or feed the pipeline with df.open()"
-        )
-        raise TypeError(msg)
-    unknown = sorted(set(inputs) - set(names))
-    if unknown:
-        msg = f"unknown input(s) {unknown}; {type(pipeline).__name__}.build() takes {names}"
-        raise TypeError(msg)
+    _check_run_inputs(pipeline, inputs)
     sources: dict[str, Source] = {n: s for n, s in inputs.items() if is_source(s)}
-    check_inputs(pipeline, inputs, "{name}=[...]")
     if accounts is None:
-        accounts = make_accounts(names, on_bad)
+        accounts = make_accounts(pipeline.input_names(), on_bad)
     else:
         on_bad = {name: a.mode for name, a in accounts.items()}
     if rejected is None and any(a.mode == "quarantine" for a in accounts.values()):
