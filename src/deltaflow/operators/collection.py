@@ -17,10 +17,8 @@ loop body is entered into the loop automatically.
 
 from __future__ import annotations
 
-import datetime as dt
 import inspect
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -29,13 +27,13 @@ from ..framework.antichain import Antichain
 from ..framework.lattice import Product
 from ..framework.schema import Schema
 from ..framework.summary import PathSummary
-from ..framework.time_domain import TimeDomain, domain_for_depth
 from ..framework.trace.spine import Spine
 from . import aggregate as _aggregate, reduce as _reduce
 from .arrange import ArrangeOperator, AsCollection, TraceRegistry
 from .base import check_function, describe_callable
-from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact, identity_key, pair_key
-from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle, ProbeOperator
+from .builder import DataflowBuilder, Scope
+from .dataflow import NO_TRAITS, Edge, NodeTraits, Pact, identity_key, pair_key
+from .io import ProbeHandle, ProbeOperator
 from .join.operator import JoinOperator
 from .linear import Concat, Consolidate, Exchange, LinearOperator, Step, temporal_filter_logic
 from .scope import EnterAt, ScopeOperator
@@ -52,159 +50,9 @@ __all__ = [
     "OptionalInput",
     "Pipeline",
     "Scope",
+    "innermost_scope",
     "optional",
 ]
-
-
-@attrs.define(eq=False)
-class Scope:
-    """A (possibly nested) timestamp scope: depth 0 is the top, with ``int`` times.
-
-    A collection's scope is ``collection.scope``; a loop's body runs in a scope nested in the
-    one the loop was started in, one ``Product`` level deeper.
-
-    >>> top = Scope()
-    >>> inner = Scope(Scope(top, "outer"), "inner")
-    >>> inner.depth, inner.describe()
-    (2, "'inner' in 'outer'")
-    """
-
-    parent: Scope | None = None
-    name: str = "top"
-
-    @property
-    def depth(self) -> int:
-        """How many ``Product`` levels the scope's times have."""
-        return 0 if self.parent is None else self.parent.depth + 1
-
-    @property
-    def domain(self) -> TimeDomain:
-        """The shape of the scope's times, chosen from its depth: what its operators and
-        traces compute with (:mod:`deltaflow.framework.time_domain`)."""
-        return domain_for_depth(self.depth)
-
-    def ancestors(self) -> list[Scope]:
-        """This scope and its parents, innermost first."""
-        out: list[Scope] = []
-        s: Scope | None = self
-        while s is not None:
-            out.append(s)
-            s = s.parent
-        return out
-
-    def site(self) -> str | None:
-        """Where the user made the scope (``file:line``), when known."""
-        return None
-
-    def describe(self) -> str:
-        """The scope as errors name it: its name and where it was made, then the same for
-        every loop scope it is nested in (two ``iterate`` calls make two scopes of one name)."""
-        parts = []
-        for s in self.ancestors()[:-1]:
-            site = s.site()
-            parts.append(f"{s.name!r}" if site is None else f"{s.name!r} (made at {site})")
-        return " in ".join(parts) or "the top scope"
-
-
-@attrs.define(eq=False)
-class DataflowBuilder:
-    """Everything recorded while a pipeline's ``build()`` runs, for one job.
-
-    Holds the graph, the input feeds (one per worker and input), the output stores and the
-    probes; the scheduler turns it into running actors.
-    """
-
-    workers: int = 1
-    spec: DataflowSpec = attrs.field(factory=DataflowSpec)
-    feeds: dict[str, list[InputFeed]] = attrs.field(factory=dict)
-    stores: dict[str, OutputStore] = attrs.field(factory=dict)
-    probes: list[ProbeHandle] = attrs.field(factory=list)
-    top: Scope = attrs.field(factory=Scope)
-    #: ``build`` returned one collection (the output ``"output"``), not a dict of them.
-    single_output: bool = True
-    #: Nodes added for how the job is laid out, not by ``build`` (the exchange before each
-    #: output of a peer): a checkpoint's description of the pipeline leaves them out.
-    layout_nodes: set[int] = attrs.field(factory=set)
-    _entered: dict[tuple[int, int, int], Collection] = attrs.field(factory=dict)
-    _arranged: dict[tuple[int, int, bool], Arranged] = attrs.field(factory=dict)
-    #: The loop scopes whose bodies are being built, outermost first (see :meth:`building`).
-    _open: list[Scope] = attrs.field(factory=list)
-
-    @property
-    def open_scope(self) -> Scope:
-        """The innermost loop scope whose body is being built (the top scope outside any)."""
-        return self._open[-1] if self._open else self.top
-
-    def open_body(self, scope: Scope) -> None:
-        """Mark ``scope``'s body as being built: loops started meanwhile nest in it."""
-        self._open.append(scope)
-
-    def close_body(self, scope: Scope) -> None:
-        """``scope``'s body is built (see :meth:`open_body`)."""
-        if scope in self._open:
-            self._open.remove(scope)
-
-    @contextmanager
-    def building(self, scope: Scope) -> Iterator[None]:
-        """:meth:`open_body` for the ``with`` block, :meth:`close_body` after it."""
-        self.open_body(scope)
-        try:
-            yield
-        finally:
-            self.close_body(scope)
-
-    def loop_parent(self, scope: Scope, what: str) -> Scope:
-        """The scope a loop started from a collection of ``scope`` nests in.
-
-        A loop started while another loop's body is being built nests in that body, whatever
-        the scope of the collection it starts from (the collection enters it); started from a
-        collection of a scope nested deeper still, it nests there.
-
-        Raises:
-            ValueError: ``scope`` neither encloses the open loop scope nor is nested in it (a
-                loop's collection kept and used in another loop).
-        """
-        current = self.open_scope
-        if scope is current or scope in current.ancestors():
-            return current
-        if current in scope.ancestors():
-            return scope
-        msg = (
-            f"{what} started from a collection of scope {scope.describe()} while building "
-            f"the body of scope {current.describe()}: a loop's collections can be used only "
-            "inside it (and in loops nested in it); .leave() it to a scope enclosing both"
-        )
-        raise ValueError(msg)
-
-    def new_input(self, name: str) -> Collection:
-        """Add the source node of input ``name``."""
-        feeds = [InputFeed() for _ in range(self.workers)]
-        self.feeds[name] = feeds
-        node = self.spec.add_node(
-            f"input:{name}",
-            factory=lambda w, _n: InputOperator(name, feeds[w]),
-            inputs=[],
-            outputs=1,
-        )
-        return Collection(self, node, 0, self.top)
-
-    def new_output(self, name: str, collection: Collection) -> OutputStore:
-        """Add the sink node of output ``name``."""
-        if collection.scope is not self.top:
-            msg = (
-                f"output {name!r} is inside an iteration scope; "
-                "call .leave() (or return the result of iterate) instead"
-            )
-            raise ValueError(msg)
-        store = OutputStore(name)
-        self.stores[name] = store
-        self.spec.add_node(
-            f"output:{name}",
-            factory=lambda _w, _n: OutputOperator(store),
-            inputs=[Edge(collection.node, collection.port)],
-            outputs=0,
-        )
-        return store
 
 
 @attrs.define(eq=False, repr=False)
@@ -366,7 +214,7 @@ class Collection:
         """The multiset union of this collection and ``others`` (counts add)."""
         for o in others:
             self._same_builder(o)
-        scope = _innermost([self, *others])
+        scope = innermost_scope([self, *others])
         n = 1 + len(others)
         return self._add(
             "concat",
@@ -436,115 +284,10 @@ class Collection:
         ...         xs=[(("a", 3), 0, 1), (("b", 7), 0, 1), (("c", 12), 1, 1)])
         [(((0, 10), 2), 0, 1), (((10, 20), 1), 1, 1)]
         """
-        from .windows.sessions import SessionOperator, session_logic
-        from .windows.specs import Closing, FixedWindows, LateRows, Session, Sliding, event_time
+        from .windows.build import add_window
 
-        check_function("window", "at", at, 1)
-        raw: object = spec
-        if not isinstance(raw, (Sliding, Session)):
-            msg = f"window: spec must be df.tumbling, df.sliding or df.session, not {spec!r}"
-            raise TypeError(msg)
-        label = f"window({spec.label}, at={describe_callable(at)})"
-        closing = Closing.of(label, retention, clock)
-        if watermark is not None:
-            return self._watermarked(spec, at, key, label, watermark, closing)
-        if isinstance(spec, Sliding):
-            if key is not None:
-                msg = f"{label}: key= groups sessions; tumbling and sliding windows take none"
-                raise ValueError(msg)
-            late = LateRows(label) if closing is not None else None
-            step = Step("groups", FixedWindows(spec, at, closing, label, late), label)
-            return self._add(
-                label,
-                lambda _w, _n: LinearOperator([step]),
-                [self],
-                fusable=True,
-                traits=NodeTraits(steps=(step,), late=late),
-            )
-        if key is not None:
-            check_function("window", "key", key, 1)
-        by = key if key is not None else _no_key
-        gap = spec.gap
-        instants = spec.instants
-        if self.scope.depth == 0:
-            keyed = self._linear(
-                Step(
-                    "map",
-                    lambda d: (by(d), event_time(label, at, d, instants), d),
-                    f"{label}: keys",
-                )
-            )
-            late = LateRows(label) if closing is not None else None
-            return keyed._add(
-                label,
-                lambda _w, _n: SessionOperator(label, gap, closing, late),
-                [keyed],
-                pacts=[Pact(_session_key)],
-                traits=NodeTraits(late=late),
-            )
-        if closing is not None:
-            msg = f"{label}: a retention closes sessions in int (top-scope) time, not in a loop"
-            raise ValueError(msg)
-        pairs = self._linear(
-            Step(
-                "map", lambda d: (by(d), (event_time(label, at, d, instants), d)), f"{label}: keys"
-            )
-        )
-        return pairs.reduce(session_logic(gap), label).map(_value)
-
-    def _watermarked(
-        self,
-        spec: Sliding | Session,
-        at: Callable[[Any], Any],
-        key: object,
-        label: str,
-        watermark: Any,
-        closing: object,
-    ) -> Collection:
-        """``window(..., watermark=)``: see :mod:`deltaflow.operators.windows.watermarks`."""
-        from .windows.eventtime import event_time, span
-        from .windows.specs import Session
-        from .windows.watermarks import WatermarkSessions, WatermarkWindows, watermark_key
-
-        if closing is not None:
-            msg = f"{label}: give a watermark= or a retention=, not both"
-            raise ValueError(msg)
-        if key is not None and not isinstance(spec, Session):
-            msg = f"{label}: key= groups sessions; tumbling and sliding windows take none"
-            raise ValueError(msg)
-        delay = span(label, "watermark", watermark, positive=False)
-        if isinstance(delay, dt.timedelta) != spec.instants:
-            msg = (
-                f"{label}: the watermark {watermark!r} and the windows' spans must be of one "
-                "kind (numbers, or timedeltas)"
-            )
-            raise TypeError(msg)
-        if self.scope.depth != 0:
-            msg = f"{label}: a watermark follows the stream's (top-scope) time, not a loop's"
-            raise ValueError(msg)
-        if isinstance(spec, Session):
-            if key is not None:
-                check_function("window", "key", key, 1)
-            by: Callable[[Any], Any] = key if key is not None else _no_key  # type: ignore[assignment]
-            instants, gap = spec.instants, spec.gap
-            keyed = self._linear(
-                Step(
-                    "map",
-                    lambda d: (by(d), event_time(label, at, d, instants), d),
-                    f"{label}: keys",
-                )
-            )
-            return keyed._add(
-                label,
-                lambda _w, _n: WatermarkSessions(label, gap, delay),
-                [keyed],
-                pacts=[Pact(watermark_key)],
-            )
-        return self._add(
-            label,
-            lambda _w, _n: WatermarkWindows(label, spec, at, delay),
-            [self],
-            pacts=[Pact(watermark_key)],
+        return add_window(
+            self, spec, at, key, retention=retention, clock=clock, watermark=watermark
         )
 
     # -- arrangements and joins ----------------------------------------------------------
@@ -597,7 +340,7 @@ class Collection:
                 other_coll = other.as_collection()
         if other_coll is not None:
             self._same_builder(other_coll)
-            scope = _innermost([self, other_coll])
+            scope = innermost_scope([self, other_coll])
             right = other_coll.enter_scope(scope)._arrange(by_self)
         else:
             assert isinstance(other, Arranged)
@@ -818,18 +561,6 @@ class Collection:
         return extend(self, *extenders)
 
 
-def _no_key(_d: Any) -> Any:
-    return ()
-
-
-def _session_key(keyed: Any) -> Any:
-    return keyed[0]
-
-
-def _value(pair: Any) -> Any:
-    return pair[1]
-
-
 def _pair(_k: Any, a: Any, b: Any) -> Any:
     return (_k, (a, b))
 
@@ -920,7 +651,8 @@ class Arranged:
         return self._stream()._add(name, factory, [self._stream(), other._stream()])
 
 
-def _innermost(collections: list[Collection]) -> Scope:
+def innermost_scope(collections: list[Collection]) -> Scope:
+    """The deepest scope of ``collections`` (the one all of them enter when combined)."""
     best = collections[0].scope
     for c in collections[1:]:
         if c.scope.depth > best.depth:

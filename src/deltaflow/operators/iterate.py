@@ -171,7 +171,7 @@ class FeedbackOperator(Operator):
 class LoopScope(Scope):
     """A nested scope for a loop, with times ``Product(outer, round)``.
 
-    Unlike the plain :class:`~deltaflow.operators.collection.Scope` it knows its pipeline's
+    Unlike the plain :class:`~deltaflow.operators.builder.Scope` it knows its pipeline's
     builder, so :class:`Variable`\\ s can be created in it. Make one with :func:`loop_scope`
     (``iterate`` makes its own). Used as a context manager, it checks on exit that every
     variable created in it was ``set``.

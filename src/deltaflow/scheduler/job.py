@@ -1,6 +1,6 @@
 """A running job: :class:`Job`, which owns the workers and the handles the application feeds
-and reads them through, and :class:`OpenJob`, the ``async with`` that runs the workers as
-tasks of a nursery.
+and reads them through. :class:`~.running.OpenJob` (re-exported here) is the ``async with``
+that runs the workers as tasks of a nursery.
 
     >>> import deltaflow as df, trio
     >>> class Double(df.Pipeline):
@@ -32,24 +32,21 @@ from ..operators.delta.build import statistics as delta_statistics
 from . import observe
 from .accounting import Rejected, make_accounts
 from .checkpoint import Checkpointer, counters
-from .collector import collector_tuned
-from .dashboard import Dashboard
-from .dashboard.server import close as close_listeners
 from .handles import InputHandle, OutputHandle
 from .local.plan import make_plan
 from .local.transport import InProcessTransport, Transport
 from .local.worker import Worker
-from .metrics import MetricsServer, check_metrics
+from .running import OpenJob, check_progress
 from .sinks import SinkFeeds, check_sinks
 from .sources import SourceFeeds, check_sources
 from .state_layout import StateLayout, check_code, check_pipeline, state_layout
 from .validation import require_int, require_pipeline
 
 if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
-    from exceptiongroup import BaseExceptionGroup
+    pass
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    pass
 
 __all__ = ["Job", "OpenJob", "check_progress"]
 
@@ -82,23 +79,9 @@ class Job:
         on_bad: Any = None,
     ) -> None:
         pipeline = require_pipeline(pipeline)
-        flags: tuple[tuple[str, object], ...] = (
-            ("fresh", fresh),
-            ("allow_code_change", allow_code_change),
+        _check_options(
+            workers, history, checkpoint, fresh=fresh, allow_code_change=allow_code_change
         )
-        for flag, value in flags:
-            if value.__class__ is not bool:
-                msg = f"{flag} must be True or False, not {value!r}"
-                raise ValueError(msg)
-        if fresh and checkpoint is None:
-            msg = "fresh=True starts a checkpoint location over: give checkpoint=LOCATION too"
-            raise ValueError(msg)
-        if workers.__class__ is not int or workers < 1:
-            msg = f"workers must be a positive int, not {workers!r}"
-            raise ValueError(msg)
-        if history is not None and (history.__class__ is not int or history < 0):
-            msg = f"history must be a non-negative int or None, not {history!r}"
-            raise ValueError(msg)
         self.pipeline = pipeline
         #: Where this job keeps its checkpoints (``None``: it keeps none).
         self.checkpointer: Checkpointer | None = (
@@ -122,6 +105,22 @@ class Job:
             Worker(i, workers, self.plan, self.transport, self) for i in self._hosted(workers)
         ]
         self.transport.attach(self.workers)
+        self._make_handles(on_bad)
+        self._waiters: list[tuple[Callable[[], bool], trio.Event]] = []
+        self.error: BaseException | None = None
+        self._error_reported = False
+        self.failed = False
+        self.closed = False
+        for probe in self.builder.probes:
+            probe._wait = self._wait_for
+        self._observe(history, profile=profile)
+        # -- sources (see .sources): the inputs the job feeds itself, and their offsets.
+        self._sources = SourceFeeds(self, {})
+        # -- sinks (see .sinks): the outputs the job writes out itself, each closed time once.
+        self._sinks = SinkFeeds(self)
+
+    def _make_handles(self, on_bad: Any) -> None:
+        """The input handles (each input's feeds, routing and accounts) and output handles."""
         self._input_actors: dict[str, int] = {
             name: self.plan.physical_of[i]
             for i, node in enumerate(self.builder.spec.nodes)
@@ -146,13 +145,10 @@ class Job:
             "output",
             {name: OutputHandle(self, store) for name, store in self.builder.stores.items()},
         )
-        self._waiters: list[tuple[Callable[[], bool], trio.Event]] = []
-        self.error: BaseException | None = None
-        self._error_reported = False
-        self.failed = False
-        self.closed = False
-        for probe in self.builder.probes:
-            probe._wait = self._wait_for
+
+    def _observe(self, history: int | None, *, profile: bool) -> None:
+        """What the job keeps to be observed: its outputs' history, the times' advances, and
+        (when profiled or logged) each operator's work."""
         #: How many times before the frontier the outputs stay answerable (None: all).
         self.history = history
         #: When the inputs advanced to each time (outputs' lag in seconds).
@@ -165,10 +161,6 @@ class Job:
         self._operator_counts: list[observe.OperatorCounts] | None = None
         if profile or observe.logger.isEnabledFor(logging.DEBUG):
             self._operator_counts = observe.count_operators(self)
-        # -- sources (see .sources): the inputs the job feeds itself, and their offsets.
-        self._sources = SourceFeeds(self, {})
-        # -- sinks (see .sinks): the outputs the job writes out itself, each closed time once.
-        self._sinks = SinkFeeds(self)
 
     def attach_sinks(self, sinks: object) -> None:
         """Write the outputs named in ``sinks`` there (see :mod:`.sinks`).
@@ -715,152 +707,29 @@ class _Named(dict[str, Any]):
         raise KeyError(msg)
 
 
-class OpenJob:
-    def __init__(
-        self,
-        job: Job,
-        gc_threshold: int | None,
-        progress: bool | float = False,
-        dashboard: tuple[str, int] | None = None,
-        metrics: object = None,
-    ) -> None:
-        self._job = job
-        # The live dashboard (``dashboard=``), served from the job's nursery until it ends.
-        self._dashboard = None if dashboard is None else Dashboard(job, *dashboard)
-        self._dashboard_scope = trio.CancelScope()
-        self._metrics: MetricsServer | None = None
-        if metrics is not None:
-            host, port = check_metrics(metrics)
-            self._metrics = MetricsServer(job.statistics, host, port)
-        self._nursery_cm: Any = None
-        self._collector = collector_tuned(gc_threshold)
-        self._progress: observe.ProgressLine | None = None
-        if progress is not False:
-            after = 0.0 if progress is True else check_progress(progress)
-            self._progress = observe.ProgressLine(self._job, after=after)
-        self._progress_scope = trio.CancelScope()
-        self._started = 0.0
-
-    async def _show_progress(self, line: observe.ProgressLine) -> None:
-        with self._progress_scope:
-            await line.run()
-
-    async def __aenter__(self) -> Job:
-        if self._nursery_cm is not None:
-            msg = "this df.open(...) was already entered: call df.open() again for another job"
-            raise RuntimeError(msg)
-        # The dashboard's address first: taken, the job starts nothing (no worker process).
-        listeners = None if self._dashboard is None else await self._dashboard.bind()
-        if self._metrics is not None:
-            try:
-                self._job.metrics_url = self._metrics.start()
-            except BaseException:
-                close_listeners(listeners or [])
-                raise
-            observe.logger.info("job metrics at %s", self._job.metrics_url)
-        try:
-            await self._job._start()
-        except BaseException:
-            close_listeners(listeners or [])
-            if self._metrics is not None:
-                self._metrics.stop()
-            raise
-        self._collector.__enter__()
-        try:
-            self._nursery_cm = trio.open_nursery()
-            nursery = await self._nursery_cm.__aenter__()
-        except BaseException:
-            self._collector.__exit__(None, None, None)
-            close_listeners(listeners or [])
-            self._job._release_location()
-            if self._metrics is not None:
-                self._metrics.stop()
-            raise
-        self._nursery = nursery
-        job = self._job
-        observe.logger.info("job %s started: %s", type(job.pipeline).__name__, job._placement())
-        self._started = trio.current_time()
-        nursery.start_soon(job.transport.run)
-        for w in job.workers:
-            nursery.start_soon(w.run)
-        if self._progress is not None:
-            nursery.start_soon(self._show_progress, self._progress)
-        if self._dashboard is not None and listeners is not None:
-            job.dashboard_url = self._dashboard.url
-            nursery.start_soon(self._serve_dashboard, self._dashboard, listeners)
-        return job
-
-    async def _serve_dashboard(self, dashboard: Dashboard, listeners: Any) -> None:
-        with self._dashboard_scope:
-            await dashboard.serve(listeners)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        job = self._job
-        pending: BaseException | None = None
-        if exc is None:
-            try:
-                # Left normally, a job that keeps checkpoints makes one at its time first.
-                if job._checkpoints_itself() and job.error is None and not job.closed:
-                    await job.checkpoint()
-                await job.close()
-            except BaseException as e:
-                pending = e
-        self._progress_scope.cancel()
-        self._dashboard_scope.cancel()
-        if exc is not None or pending is not None:
-            job._stop()
-            self._nursery.cancel_scope.cancel()
-        try:
-            await self._nursery_cm.__aexit__(None, None, None)
-        except BaseExceptionGroup as group:
-            self._log_stop(group)
-            raise _unwrapped(group) from None
-        finally:
-            await job._sinks.aclose()
-            self._collector.__exit__(None, None, None)
-            if self._metrics is not None:
-                self._metrics.stop()
-            if self._progress is not None:
-                self._progress.finish()
-            job._release_location()
-        self._log_stop(pending or exc)
-        if pending is not None:
-            raise pending
-        return False
-
-    def _log_stop(self, exc: BaseException | None) -> None:
-        job = self._job
-        name = type(job.pipeline).__name__
-        elapsed = trio.current_time() - self._started
-        if job._operator_counts is not None and observe.logger.isEnabledFor(logging.DEBUG):
-            observe.log_operator_work(job._operator_counts)
-        if exc is None:
-            observe.logger.info("job %s finished in %.3f s: %s", name, elapsed, job._placement())
-        else:
-            observe.logger.info("job %s stopped after %.3f s: %r", name, elapsed, exc)
-
-
-def _unwrapped(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """What the job's nursery raised, as the application should see it: a ``KeyboardInterrupt``
-    (Ctrl-C, or raised by user code in a worker) or a ``trio.Cancelled`` as itself, so that
-    ``except KeyboardInterrupt`` catches it; anything else stays grouped."""
-    for kind in (KeyboardInterrupt, trio.Cancelled):
-        match, _ = group.split(kind)
-        if match is not None:
-            first: BaseException = match
-            while isinstance(first, BaseExceptionGroup):
-                first = first.exceptions[0]
-            return first
-    return group
-
-
-def check_progress(progress: object) -> float:
-    if isinstance(progress, bool) or not isinstance(progress, (int, float)) or progress < 0:
-        msg = f"progress must be True, False or a number of seconds >= 0, not {progress!r}"
+def _check_options(
+    workers: int,
+    history: int | None,
+    checkpoint: object,
+    *,
+    fresh: bool,
+    allow_code_change: bool,
+) -> None:
+    """Refuse a :class:`Job`'s options of the wrong kind or range, naming the option."""
+    flags: tuple[tuple[str, object], ...] = (
+        ("fresh", fresh),
+        ("allow_code_change", allow_code_change),
+    )
+    for flag, value in flags:
+        if value.__class__ is not bool:
+            msg = f"{flag} must be True or False, not {value!r}"
+            raise ValueError(msg)
+    if fresh and checkpoint is None:
+        msg = "fresh=True starts a checkpoint location over: give checkpoint=LOCATION too"
         raise ValueError(msg)
-    return float(progress)
+    if workers.__class__ is not int or workers < 1:
+        msg = f"workers must be a positive int, not {workers!r}"
+        raise ValueError(msg)
+    if history is not None and (history.__class__ is not int or history < 0):
+        msg = f"history must be a non-negative int or None, not {history!r}"
+        raise ValueError(msg)

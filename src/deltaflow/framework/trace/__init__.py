@@ -1,4 +1,5 @@
-"""Arrangement storage: batches, descriptions, resumable merges, spines and cursors.
+"""Arrangement storage: batches, descriptions, resumable merges, spines (and their readers'
+holds, :mod:`.holds`) and cursors.
 
 A *trace* stores a collection's history of ``(key, val, time, diff)`` updates so that operators
 can look up a key's updates and accumulate them at any time. deltaflow's trace is a

@@ -270,6 +270,15 @@ class Merger:
             self._natural2 = batch2.natural_keys or batch2.encoded
             self._advance = _advancer(since, domain)
             return
+        self._start_columns(plan, e1, e2, sources, since)
+
+    def _start_columns(
+        self, plan: _Plan, e1: Batch, e2: Batch, sources: list[Batch], since: Antichain
+    ) -> None:
+        """Set up the vectorised merge of the encoded ``e1`` and ``e2`` by ``plan`` (their
+        key, value and time codecs): how times advance to ``since``, the codecs each side's
+        columns are read by, and the output columns."""
+        n1, n2 = self._n1, self._n2
         self._plan = plan
         self._columnar = True
         elems = since.elements

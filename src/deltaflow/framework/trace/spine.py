@@ -99,6 +99,7 @@ from .batch import Batch
 from .columns import consolidate_rows
 from .cursor import Cursor
 from .description import Description
+from .holds import Holds
 from .merger import Merger, unchanged_by
 from .probes import Probes
 
@@ -144,19 +145,6 @@ _Layer = _Single | _Merging | None
 
 def _as_frontier(frontier: Antichain | Any) -> Antichain:
     return frontier if isinstance(frontier, Antichain) else Antichain(frontier)
-
-
-def _meet_of_holds(holds: dict[int, Antichain], last: Antichain, upper: Antichain) -> Antichain:
-    """The frontier of the held elements; ``join(last, upper)`` when nothing is held."""
-    if len(holds) == 1:
-        (f,) = holds.values()
-        if f:
-            return f
-    elif holds:
-        elems = [e for f in holds.values() for e in f.elements]
-        if elems:
-            return Antichain(elems)
-    return frontier_join(last, upper)
 
 
 @final
@@ -220,8 +208,7 @@ class TraceReader:
         if not old.dominates(new):
             msg = f"cannot move logical compaction backwards from {old!r} to {new!r}"
             raise ValueError(msg)
-        spine._logical_of[self._token] = new
-        spine._logical_cache = None
+        spine._logical_holds.hold(self._token, new)
         self._logical = new
 
     def set_physical_compaction(self, frontier: Antichain | Any) -> None:
@@ -251,8 +238,7 @@ class TraceReader:
         elif not old.dominates(new):
             msg = f"cannot move physical compaction backwards from {old!r} to {new!r}"
             raise ValueError(msg)
-        spine._physical_of[self._token] = new
-        spine._physical_cache = None
+        spine._physical_holds.hold(self._token, new)
         self._physical = new
         spine._consider_merges()
 
@@ -261,13 +247,11 @@ class TraceReader:
         if self._dropped:
             return
         spine = self._spine
-        del spine._logical_of[self._token]
+        spine._logical_holds.release(self._token)
         spine._logical_readers -= 1
-        spine._logical_cache = None
         if self._physical is not None:
-            del spine._physical_of[self._token]
+            spine._physical_holds.release(self._token)
             spine._physical_readers -= 1
-            spine._physical_cache = None
         self._dropped = True
         spine._consider_merges()
 
@@ -306,17 +290,12 @@ class Spine:
     _effort: int
     _layers: list[_Layer]
     _pending: list[Batch]
-    # Each live reader's frontiers, by reader token (the holds; their meet is the frontier).
-    _logical_of: dict[int, Antichain]
-    _physical_of: dict[int, Antichain]
+    # Each live reader's frontiers, by reader token (their meet is the frontier).
+    _logical_holds: Holds
+    _physical_holds: Holds
     _logical_readers: int
     _physical_readers: int
     _next_token: int
-    _last_logical: Antichain
-    _last_physical: Antichain
-    # The compaction frontiers, until a hold or the upper changes (None: recompute).
-    _logical_cache: Antichain | None
-    _physical_cache: Antichain | None
     _forced_merges: int
     #: The shape of the trace's times (its scope's, or that of ``lower``).
     domain: TimeDomain
@@ -333,15 +312,11 @@ class Spine:
         self._effort = max(1, int(effort))
         self._layers = []
         self._pending = []
-        self._logical_of = {}
-        self._physical_of = {}
+        self._logical_holds = Holds(lower)
+        self._physical_holds = Holds(lower)
         self._logical_readers = 0
         self._physical_readers = 0
         self._next_token = 0
-        self._last_logical = lower
-        self._last_physical = lower
-        self._logical_cache = None
-        self._physical_cache = None
         self._forced_merges = 0
 
     # ------------------------------------------------------------------ frontiers
@@ -365,12 +340,7 @@ class Spine:
         Runtime complexity: O(1) while no hold and the upper are unchanged; otherwise O(h * m)
         comparisons for h held elements of which m are minimal.
         """
-        f = self._logical_cache
-        if f is None:
-            f = self._logical_cache = self._last_logical = _meet_of_holds(
-                self._logical_of, self._last_logical, self._upper
-            )
-        return f
+        return self._logical_holds.frontier(self._upper)
 
     @property
     def physical_compaction(self) -> Antichain:
@@ -378,12 +348,7 @@ class Spine:
 
         Runtime complexity: as :attr:`logical_compaction`.
         """
-        f = self._physical_cache
-        if f is None:
-            f = self._physical_cache = self._last_physical = _meet_of_holds(
-                self._physical_of, self._last_physical, self._upper
-            )
-        return f
+        return self._physical_holds.frontier(self._upper)
 
     def reader(self) -> TraceReader:
         """A new reader holding logical compaction at the current frontier.
@@ -395,9 +360,8 @@ class Spine:
         frontier = self.logical_compaction
         token = self._next_token
         self._next_token = token + 1
-        self._logical_of[token] = frontier
+        self._logical_holds.hold(token, frontier)
         self._logical_readers += 1
-        self._logical_cache = None
         return TraceReader(self, frontier, token)
 
     # ------------------------------------------------------------------ writing
@@ -436,7 +400,8 @@ class Spine:
                 raise ValueError(msg)
             return
         self._upper = upper
-        self._logical_cache = self._physical_cache = None
+        self._logical_holds.forget()
+        self._physical_holds.forget()
         self._pending.append(batch)
         self._consider_merges()
 
@@ -789,15 +754,12 @@ class Spine:
             physical = self.physical_compaction
             assert not self._pending[0].description.upper.dominates(physical)
         assert self._logical_readers >= 0 and self._physical_readers >= 0
-        assert self._logical_readers == len(self._logical_of)
-        assert self._physical_readers == len(self._physical_of)
-        for holds, cache in (
-            (self._logical_of, self._logical_cache),
-            (self._physical_of, self._physical_cache),
-        ):
-            elems = [e for f in holds.values() for e in f.elements]
-            if cache is not None and elems:
-                assert cache == Antichain(elems), (cache, holds)
+        assert self._logical_readers == len(self._logical_holds.of)
+        assert self._physical_readers == len(self._physical_holds.of)
+        for holds in (self._logical_holds, self._physical_holds):
+            elems = [e for f in holds.of.values() for e in f.elements]
+            if holds.cache is not None and elems:
+                assert holds.cache == Antichain(elems), (holds.cache, holds.of)
 
     def __repr__(self) -> str:
         s = self.statistics()

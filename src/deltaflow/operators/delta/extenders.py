@@ -171,9 +171,9 @@ def half_join(collection: Collection, other: Collection, *, strict: bool = False
     not after its own (before it, with ``strict``), in the total order of times: ``(k, (a, b))``
     at the join of the two times, diffs multiplied."""
     collection._same_builder(other)
-    from ..collection import _innermost  # collection.py builds on this module
+    from ..collection import innermost_scope  # collection.py builds on this module
 
-    scope = _innermost([collection, other])
+    scope = innermost_scope([collection, other])
     index = index_by_key(other.enter_scope(scope))
     ext = Extender(index.registry, _half_join_key, strict)
     phase = ProposePhase((ext,), _half_joined)

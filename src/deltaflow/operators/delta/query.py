@@ -254,7 +254,7 @@ def multiway_join(
     if not atoms:
         msg = "multiway_join: no atoms; give (collection, variables) pairs"
         raise ValueError(msg)
-    from ..collection import _innermost  # collection.py builds on this module
+    from ..collection import innermost_scope  # collection.py builds on this module
 
     parsed = _parse_atoms(atoms)
     first = parsed[0][0]
@@ -265,7 +265,7 @@ def multiway_join(
     if missing:
         msg = f"multiway_join: head variable {missing[0]!r} appears in no atom (atoms have {canon})"
         raise ValueError(msg)
-    scope = _innermost([c for c, _ in parsed])
+    scope = innermost_scope([c for c, _ in parsed])
     resolved = [_Atom(n, c.enter_scope(scope), vs) for n, (c, vs) in enumerate(parsed)]
     outputs = []
     for i, res in enumerate(resolved):

@@ -8,6 +8,7 @@ One module per concept:
   it alone reads kept in memory, as a history or as int columns;
 * :mod:`.kernel` - the join of a batch with a side of int data as a numpy kernel, and that
   side as key-sorted int64 runs (:class:`~.kernel.SortedRuns`);
+* :mod:`.lookup` - looking keys up in those runs, a few by binary search, many at once;
 * :mod:`.history` - :class:`~.history.KeyedHistory`, ``{key: [(val, time, diff)]}`` with its
   compaction, kept by joins and reductions alike.
 

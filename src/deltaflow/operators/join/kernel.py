@@ -26,7 +26,6 @@ convert to int arrays or it keeps the row path), never per update.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
 from itertools import pairwise
@@ -40,12 +39,13 @@ from ...framework.lattice import Product, new_tuple
 from ...framework.trace.batch import Batch
 from ...framework.trace.codec import as_int64
 from ...framework.trace.columns import sort_consolidate_int
-from ...framework.trace.ints import Columns, gather, pair_keys, read_columns, unpack_pairs
+from ...framework.trace.ints import Columns, gather, read_columns, unpack_pairs
 from ...framework.tuning import (
     JOIN_KERNEL_MIN as THRESHOLD,
     PAIRS_PER_ROW,
     RUNS_FEW_KEYS as _FEW_KEYS,
 )
+from .lookup import RunView, codes_of, lookup_run, values_of
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
@@ -184,7 +184,7 @@ class SortedRuns:
     _pending_size: int = attrs.field(default=0, init=False)
     #: Per run, its columns as memoryviews (built at the first look-up of few keys after
     #: the runs changed): read an element at a time without numpy's cost per call.
-    _views: list[_View] | None = attrs.field(default=None, init=False)
+    _views: list[RunView] | None = attrs.field(default=None, init=False)
     #: ``alone``: the frontier of the last :meth:`tidy`, to which merges compact.
     _frontier: tuple[Time, ...] = attrs.field(default=(), init=False)
     #: Updates held beyond which :meth:`tidy` checks that the runs can be compacted.
@@ -359,7 +359,7 @@ class SortedRuns:
             times = run.times.tolist()
             yield from zip(
                 run.key_objects(everything),
-                _values(run.vals, len(run)),
+                values_of(run.vals, len(run)),
                 [new_tuple(Product, t) for t in times] if product else times,
                 run.diffs.tolist(),
             )
@@ -375,7 +375,7 @@ class SortedRuns:
         if not self.valid:
             return False
         runs = self._runs
-        return not runs or _codes(keys, runs[0]) is not None
+        return not runs or codes_of(keys, runs[0]) is not None
 
     def find(self, keys: list[Any]) -> dict[Any, list[tuple[Any, Time, int]]] | None:
         """:meth:`lookup_many`'s answer, or None when the runs cannot give it
@@ -391,19 +391,19 @@ class SortedRuns:
         found: dict[Any, list[tuple[Any, Time, int]]] = {}
         runs = self._runs
         if runs:
-            codes = _codes(keys, runs[0])
+            codes = codes_of(keys, runs[0])
             if codes is None:
                 return None
             if len(keys) <= _FEW_KEYS:
                 views = self._views
                 if views is None:
-                    views = self._views = [_View.of(run) for run in runs]
+                    views = self._views = [RunView.of(run) for run in runs]
                 for view in views:
                     view.lookup(keys, codes, found)
             else:
                 array = np.array(codes, dtype=np.int64)
                 for run in runs:
-                    _lookup_all(run, keys, array, found)
+                    lookup_run(run, keys, array, found)
         recent = self._recent
         if recent:
             get = recent.get
@@ -507,107 +507,6 @@ def _compact(runs: list[Columns], frontier: tuple[Time, ...]) -> Columns | None:
     )
     objs = None if runs[0].objs is None else unpack_pairs(keys)
     return Columns(keys, vals_, unpack(flat), diffs, objs)
-
-
-def _codes(keys: list[Any], run: Columns) -> list[int] | None:
-    """``keys`` as codes of ``run``'s kind (plain ints as themselves), or None."""
-    if run.objs is not None:
-        packed = pair_keys(keys)
-        return None if packed is None else packed.tolist()
-    for key in keys:
-        if key.__class__ is not int:
-            return None
-    return keys
-
-
-def _memory(column: Any) -> memoryview:
-    """A flat memoryview of an int64 array (a copy only if it is not contiguous)."""
-    flat: Any = np.ascontiguousarray(column).reshape(-1)
-    return memoryview(flat)
-
-
-@attrs.define(slots=True, eq=False)
-class _View:
-    """A run's columns as memoryviews over its arrays (no copy): an element read as a
-    Python int costs an index, where numpy costs a call; searched by :func:`bisect_left`.
-
-    >>> from deltaflow.operators.arrange import RawBatch
-    >>> side = SortedRuns(alone=True)
-    >>> side.add(RawBatch([4, 2, 4], [1, 2, 1], [0, 1, 2], [1, 1, -1]))
-    >>> found = {}
-    >>> _View.of(side.runs()[0]).lookup([4, 3], [4, 3], found)
-    >>> found
-    {4: [(1, 0, 1), (1, 2, -1)]}
-    """
-
-    keys: memoryview
-    vals: Any  # a memoryview, a list of objects, or None (every value ``()``)
-    times: memoryview  # ``(n, 2)`` times flattened: outer at 2i, inner at 2i + 1
-    product: bool
-    diffs: memoryview
-
-    @classmethod
-    def of(cls, run: Columns) -> _View:
-        """The views of ``run``'s columns."""
-        vals = run.vals
-        if isinstance(vals, np.ndarray):
-            vals = _memory(vals)
-        return cls(
-            _memory(run.keys), vals, _memory(run.times), run.times.ndim == 2, _memory(run.diffs)
-        )
-
-    def lookup(
-        self, keys: list[Any], codes: list[int], found: dict[Any, list[tuple[Any, Time, int]]]
-    ) -> None:
-        """Add the ``(val, time, diff)`` updates held of ``keys`` (their ``codes``) to
-        ``found``: a binary search per key, then a step per update found."""
-        sorted_keys = self.keys
-        n = len(sorted_keys)
-        vals, times, diffs, product = self.vals, self.times, self.diffs, self.product
-        for key, code in zip(keys, codes):
-            lo = bisect_left(sorted_keys, code)
-            if lo == n or sorted_keys[lo] != code:
-                continue
-            hi = lo + 1
-            while hi < n and sorted_keys[hi] == code:
-                hi += 1
-            rows = []
-            for i in range(lo, hi):
-                t = new_tuple(Product, (times[2 * i], times[2 * i + 1])) if product else times[i]
-                rows.append((() if vals is None else vals[i], t, diffs[i]))
-            have = found.get(key)
-            if have is None:
-                found[key] = rows
-            else:
-                have.extend(rows)
-
-
-def _lookup_all(
-    run: Columns, keys: list[Any], codes: Any, found: dict[Any, list[tuple[Any, Time, int]]]
-) -> None:
-    """Add the updates ``run`` holds of ``keys`` to ``found``, gathered in one pass."""
-    lo = np.searchsorted(run.keys, codes, "left")
-    counts = np.searchsorted(run.keys, codes, "right") - lo
-    hit = np.flatnonzero(counts)
-    if not len(hit):
-        return
-    counts = counts[hit]
-    n = int(counts.sum())
-    ends = np.cumsum(counts)
-    rows = np.arange(n) + np.repeat(lo[hit] - ends + counts, counts)
-    times = run.times[rows].tolist()
-    if run.times.ndim == 2:
-        times = [new_tuple(Product, t) for t in times]
-    got = list(zip(_values(gather(run.vals, rows), n), times, run.diffs[rows].tolist()))
-    pos = 0
-    for j, m in zip(hit.tolist(), counts.tolist()):
-        key = keys[j]
-        have = found.get(key)
-        if have is None:
-            found[key] = got[pos : pos + m]
-        else:
-            have.extend(got[pos : pos + m])
-        pos += m
 
 
 def _grouped(
@@ -746,10 +645,10 @@ def joined(
     times = np.maximum(cols.times[rows], np.concatenate([r.times[m] for r, m in parts]))
     diffs = cols.diffs[rows] * np.concatenate([r.diffs[m] for r, m in parts])
     keys = cols.key_objects(rows)
-    mine = _values(gather(cols.vals, rows), len(keys))
+    mine = values_of(gather(cols.vals, rows), len(keys))
     theirs: list[Any] = []
     for r, m in parts:
-        theirs.extend(_values(gather(r.vals, m), len(m)))
+        theirs.extend(values_of(gather(r.vals, m), len(m)))
     out = list(map(logic, keys, theirs, mine) if swap else map(logic, keys, mine, theirs))
     if not single:
         groups = list(map(tuple, out))
@@ -778,14 +677,6 @@ def joined(
         data, ds = _summed(out[lo:hi], diffs[lo:hi])
         if data:
             yield _time(times[lo], product), data, ds
-
-
-def _values(vals: Any, n: int) -> list[Any]:
-    if vals is None:
-        return [()] * n
-    if isinstance(vals, np.ndarray):
-        return vals.tolist()  # type: ignore[no-any-return]
-    return vals  # type: ignore[no-any-return]
 
 
 def _time(t: Any, product: bool) -> Any:

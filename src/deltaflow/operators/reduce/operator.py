@@ -254,6 +254,12 @@ class ReduceOperator(Operator):
         self.readers: list[TraceReader] = []
         if output is not None:
             self.readers.append(output.reader())
+        self._start_empty(unit=by_count is not None)
+
+    def _start_empty(self, *, unit: bool) -> None:
+        """The state each path keeps, empty: for partial orders the waiting batches, times
+        and histories; for totally ordered times the buffers and accumulations (``unit``:
+        every value ``()``, as a reduction by count's histories hold)."""
         # Partial orders: the batches of messages the frontier has not passed yet, by their
         # time (see ``_due``), new update times per key, and pending (deferred) times per key
         # and per time (to find the keys whose pending times the frontier has passed).
@@ -263,8 +269,8 @@ class ReduceOperator(Operator):
         self.pending_keys: dict[Time, set[Any]] = {}
         # Partial orders: every input update received and every (val, time, diff) this
         # operator has output, per key (see KeyedHistory).
-        self.inputs = KeyedHistory(unit=by_count is not None)
-        self.outputs = KeyedHistory(unit=by_count is not None)
+        self.inputs = KeyedHistory(unit=unit)
+        self.outputs = KeyedHistory(unit=unit)
         # A counting reduction at ``Product(int, int)`` times: both histories in columns
         # while activations come one whole row at a time (see .pair_counts; None: in
         # ``inputs`` and ``outputs``).

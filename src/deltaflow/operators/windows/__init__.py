@@ -9,7 +9,8 @@ One module per concept:
   re-emitting only the sessions within ``gap`` of it;
 * :mod:`.watermarks` - windows and sessions whose state a watermark bounds, as Spark's
   ``withWatermark`` does;
-* :mod:`.eventtime` - what an event time and a span may be (numbers, instants, intervals).
+* :mod:`.eventtime` - what an event time and a span may be (numbers, instants, intervals);
+* :mod:`.build` - adding a window's operators to a dataflow (``Collection.window``).
 
     >>> sliding(10, 5).windows(12)
     [(5, 15), (10, 20)]
