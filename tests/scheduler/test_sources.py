@@ -5,6 +5,7 @@ exactly once; offsets in the checkpoint; bad sources and bad files named."""
 
 from __future__ import annotations
 
+import io
 import logging
 from collections import Counter
 from pathlib import Path
@@ -84,6 +85,32 @@ async def wait_until(job: df.Job, time: int) -> None:
     with trio.fail_after(30):
         while job.time < time:  # noqa: ASYNC110 - follow() in another task moves it
             await trio.sleep(0.01)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_files_written_while_a_job_follows_appear_whole(
+    tmp_path: Path, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tests' files appear whole, as a followed directory asks: nothing is ever open for
+    writing under a name the files source reads (it would read a file caught empty as no
+    rows, and consume it), and each file then holds its rows."""
+    opened: list[str] = []
+    real_open = io.open
+
+    def watching_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if isinstance(file, (str, Path)) and Path(file).parent == tmp_path and "r" not in mode:
+            opened.append(Path(file).name)
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", watching_open)
+    rows = [("ann", "home", 1), ("bob", "cart", 1)]
+    path = write(tmp_path, 0, rows, fmt)
+    monkeypatch.undo()
+    assert opened
+    assert all(name.startswith((".", "_")) for name in opened), opened
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    out = df.run(Visitors(), clicks=df.sources.files(tmp_path))
+    assert sorted(out) == [(("cart", 1), 0, 1), (("home", 1), 0, 1)]
 
 
 @pytest.mark.parametrize("processes", [1, 2])

@@ -70,13 +70,18 @@ def visitors(c: dict[str, Counter[Any]]) -> Counter[Any]:
 
 
 def write(folder: Path, index: int, rows: list[tuple[str, str, int]], fmt: str) -> Path:
-    """File ``index`` of a directory, its rows with a diff column, in ``fmt``."""
+    """File ``index`` of a directory, its rows with a diff column, in ``fmt``, appearing whole:
+    written beside it under a name a files source skips (a leading ``.``), then renamed into
+    place, as ``df.sources.files`` asks of a directory it follows (a file it sees while still
+    empty would be read as no rows, and never read again).
+    """
     path = folder / f"part-{index:04d}.{fmt}"
+    part = folder / f".{path.name}.part"
     if fmt == "csv":
         body = "".join(f"{u},{p},{r}\n" for u, p, r in rows)
-        path.write_text("user,page,diff\n" + body)
+        part.write_text("user,page,diff\n" + body)
     elif fmt == "jsonl":
-        path.write_text(
+        part.write_text(
             "".join(json.dumps({"user": u, "page": p, "diff": r}) + "\n" for u, p, r in rows)
         )
     else:
@@ -88,7 +93,8 @@ def write(folder: Path, index: int, rows: list[tuple[str, str, int]], fmt: str) 
                 "diff": pa.array(columns[2], pa.int64()),
             }
         )
-        pq.write_table(table, path)
+        pq.write_table(table, part)
+    part.replace(path)
     return path
 
 
