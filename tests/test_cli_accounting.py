@@ -109,7 +109,7 @@ def test_metrics_are_scraped_over_http_while_the_cli_runs(project: Path) -> None
     stderr): scraped over HTTP during the run, the output's frontier and published updates
     advance, the input's read count is every row, and the port closes with the run."""
     pytest.importorskip("prometheus_client")
-    times = 3000
+    times = 30000  # long enough to be scraped several times on a fast, idle machine
     (project / "long.csv").write_text(
         "user,n,time\n" + "".join(f"u{t % 7},{t % 5},{t}\n" for t in range(times))
     )
