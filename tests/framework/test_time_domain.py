@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 from tests.strategies import SHAPES, time_lists, times_of
 
-from deltaflow.framework import lattice
+from deltaflow.framework import kernels, lattice, tuning
 from deltaflow.framework.lattice import Product, depth
 from deltaflow.framework.time_domain import (
     GeneralDomain,
@@ -115,3 +115,45 @@ def test_scopes_and_traces_carry_their_domain() -> None:
         assert Spine(Antichain([domain.least])).domain is domain
         assert Spine(Antichain([domain.least]), domain=domain).domain is domain
     assert Spine(Antichain()).domain.total
+
+
+@given(st.data())
+def test_advancing_columns_agrees_with_advance_by(data: st.DataObject) -> None:
+    """The vectorised advancer (a join's runs compacted in columns) gives, time by time,
+    the generic lattice's ``advance_by``; a domain without columns has none."""
+    domain, shape = data.draw(shaped())
+    frontier = data.draw(time_lists(shape, max_size=4))
+    times = data.draw(time_lists(shape, max_size=8))
+    cols = domain.to_columns(times)
+    if cols is None:
+        assert domain.columns is None
+        assert not frontier or domain.advance_columns(np.zeros(0, dtype=np.int64), frontier) is None
+        return
+    advanced = domain.advance_columns(cols, frontier)
+    assert advanced is not None
+    assert domain.from_columns(advanced) == [lattice.advance_by(t, frontier) for t in times]
+
+
+@pytest.mark.parametrize("mode", kernels.MODES)
+@pytest.mark.parametrize("d", range(3))
+def test_the_domain_chooses_its_kernels_under_the_mode(d: int, mode: str) -> None:
+    """Each kernel's threshold is the domain's; ``always`` and ``never`` force either path
+    where the domain has kernels, and a domain without any never takes one."""
+    domain = domain_for_depth(d)
+    previous = kernels.set_mode(mode)
+    try:
+        for choose, least in (
+            (domain.count_kernel, domain.count_kernel_min),
+            (domain.join_kernel, domain.join_kernel_min),
+        ):
+            assert (least is None) == (not domain.kernels)
+            for size in (0, 1, 255, 256, 1023, 1024, 10**6):
+                want = least is not None and mode != "never" and (mode == "always" or size >= least)
+                assert choose(size) == want, (choose, size)
+    finally:
+        kernels.set_mode(previous)
+    assert (domain_for_depth(0).count_kernel_min, domain_for_depth(1).count_kernel_min) == (
+        tuning.KERNEL_MIN,
+        tuning.PAIR_KERNEL_MIN,
+    )
+    assert domain_for_depth(1).join_kernel_min == tuning.JOIN_KERNEL_MIN

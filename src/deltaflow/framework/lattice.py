@@ -240,55 +240,24 @@ def advance_by(time: Time, frontier: Iterable[Time]) -> Time:
 
 
 def advancer(frontier: Sequence[Time]) -> Callable[[Time], Time]:
-    """``lambda t: advance_by(t, frontier)``, specialised once for the frontier's shape.
+    """``lambda t: advance_by(t, frontier)``, one function for many times of any shape.
 
     Compaction advances many times to one frontier. Times form a distributive lattice
     (products of totally ordered ints), where the meet of the joins with each element is the
     join with the frontier's meet: so every time takes one join with that meet (none when it
-    is already beyond it), ``Product(int, int)`` times as int arithmetic, one maximum per
-    coordinate. An empty frontier gives the identity, like :func:`advance_by`.
+    is already beyond it). An empty frontier gives the identity, like :func:`advance_by`.
+    This is the general domain's advancer; a scope's int and pair domains
+    (:mod:`deltaflow.framework.time_domain`) have their own, written for their shape.
 
     >>> advancer([Product(2, 1), Product(1, 4)])(Product(0, 0))
     Product(outer=1, inner=1)
     """
     if not frontier:
         return _identity
-    if all(
-        f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int for f in frontier
-    ):
-        # Each coordinate is totally ordered, so the minimum over the frontier of the maxima
-        # with a coordinate is the maximum with the frontier's minimum there: advancing to the
-        # frontier is advancing to its meet.
-        if len(frontier) == 1:
-            return _pair_advancer(frontier[0], frontier)  # type: ignore[arg-type]
-        outer = min(f[0] for f in frontier)  # type: ignore[index]
-        inner = min(f[1] for f in frontier)  # type: ignore[index]
-        return _pair_advancer(new_tuple(Product, (outer, inner)), frontier)
-    # Every time is an int or a product of times: products of totally ordered coordinates, a
-    # distributive lattice, where the meet over ``f`` of ``join(t, f)`` is ``join(t, meet(F))``.
-    # So advancing to a frontier is advancing to its meet: one join per time.
     f = frontier[0] if len(frontier) == 1 else meet_all(frontier)
     if f.__class__ is int:
         return lambda t: t if t >= f else f
     return lambda t: t if less_equal(f, t) else join(t, f)
-
-
-def _pair_advancer(f: Product, frontier: Sequence[Time]) -> Callable[[Time], Time]:
-    """``advance_by`` to a frontier of ``Product(int, int)`` times whose meet is ``f``: a
-    coordinate-wise maximum with ``f`` (times of other shapes: :func:`advance_by`)."""
-    fo, fi = f
-
-    def advance_pair(t: Time) -> Time:
-        if t.__class__ is Product:
-            o = t[0]
-            n = t[1]
-            if o.__class__ is int and n.__class__ is int:
-                if o >= fo:
-                    return t if n >= fi else new_tuple(Product, (o, fi))
-                return new_tuple(Product, (fo, n)) if n > fi else f
-        return advance_by(t, frontier)
-
-    return advance_pair
 
 
 def _identity(t: Time) -> Time:

@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import lattice
+from . import lattice, tuning
 from .kernels import use_kernel
 from .lattice import Product, Time, new_tuple
 
@@ -70,6 +70,12 @@ class TimeDomain:
             scope and an int iteration ``i``, down to an int (``False``: any other shape,
             which only the generic lattice reads).
         least: the least time (every coordinate 0).
+        count_kernel_min, join_kernel_min: updates a batch must hold, under the ``auto``
+            kernel mode, for the counting reductions' kernel (:meth:`count_kernel`) and the
+            join's (:meth:`join_kernel`) to take it at these times (``None``: no kernel).
+            Each is the size where numpy's fixed cost per call starts to pay at this shape
+            of times; the values, and the benchmarks that set them, are indexed in
+            :mod:`deltaflow.framework.tuning`.
     """
 
     name: ClassVar[str]
@@ -77,6 +83,8 @@ class TimeDomain:
     pairs: ClassVar[bool] = False
     columns: ClassVar[int | None] = None
     kernels: ClassVar[bool] = False
+    count_kernel_min: ClassVar[int | None] = None
+    join_kernel_min: ClassVar[int | None] = None
 
     def __init__(self, depth: int, loops: bool = True) -> None:
         self.depth = depth
@@ -126,11 +134,47 @@ class TimeDomain:
         msg = f"{self!r}: times are not stored as columns"
         raise TypeError(msg)
 
+    def advance_columns(self, times: np.ndarray, frontier: Sequence[Time]) -> np.ndarray | None:
+        """``times`` (this domain's columns, as :meth:`to_columns` makes them) advanced to
+        ``frontier`` as :meth:`advancer` advances each, in one vectorised step: every
+        coordinate is totally ordered, so advancing to a frontier is a maximum with its
+        meet. None when the frontier's times do not go into columns (``times`` as they are
+        for an empty frontier, as :func:`lattice.advance_by` leaves a time).
+
+        >>> PairDomain().advance_columns(np.array([[0, 5], [3, 0]]), [Product(2, 1)]).tolist()
+        [[2, 5], [3, 1]]
+        """
+        if not frontier:
+            return times
+        bound = self.to_columns(frontier)
+        if bound is None:
+            return None
+        return np.maximum(times, bound.min(axis=0))  # type: ignore[no-any-return]
+
     def use_kernel(self, size: int, *, threshold: int) -> bool:
         """Whether a batch of ``size`` updates should take a numpy kernel over its time
         columns: never when the domain has none, else by the kernels' mode and ``threshold``
         (see :func:`deltaflow.framework.kernels.use_kernel`)."""
         return self.kernels and use_kernel(size, threshold=threshold)
+
+    # Which kernel takes a batch: each one's threshold is the domain's (see the class).
+    def count_kernel(self, size: int) -> bool:
+        """Whether a counting reduction's activation of ``size`` new updates takes its numpy
+        kernel (``reduce/columnar.py`` at ints, ``reduce/pair_counts.py`` at pairs): at
+        :attr:`count_kernel_min` updates under ``auto``, always or never as the mode forces.
+
+        >>> IntDomain().count_kernel(1), GeneralDomain(2).count_kernel(10**9)
+        (False, False)
+        """
+        least = self.count_kernel_min
+        return least is not None and use_kernel(size, threshold=least)
+
+    def join_kernel(self, size: int) -> bool:
+        """Whether a join's arriving batch of ``size`` updates may take the numpy kernel
+        (``join/kernel.py``): at :attr:`join_kernel_min` updates under ``auto``, always or
+        never as the mode forces."""
+        least = self.join_kernel_min
+        return least is not None and use_kernel(size, threshold=least)
 
 
 def _int_advancer(frontier: Sequence[int]) -> Callable[[int], int]:
@@ -163,6 +207,8 @@ class IntDomain(TimeDomain):
     total = True
     columns = 1
     kernels = True
+    count_kernel_min = tuning.KERNEL_MIN
+    join_kernel_min = tuning.JOIN_KERNEL_MIN
 
     def __init__(self) -> None:
         super().__init__(0)
@@ -254,6 +300,8 @@ class PairDomain(TimeDomain):
     pairs = True
     columns = 2
     kernels = True
+    count_kernel_min = tuning.PAIR_KERNEL_MIN
+    join_kernel_min = tuning.JOIN_KERNEL_MIN
 
     def __init__(self) -> None:
         super().__init__(1)

@@ -6,8 +6,11 @@ the same collections (a numpy kernel or a per-update loop, a list batch or a col
 or bounds how much work or memory one step may take. The modules that use a constant import
 it from here under the name they always used (so a test may still patch
 ``module.NAME``); a class attribute that a subclass may override (as tests do, to force a
-path) takes its default from here. Figures named below are in ``benchmarks/RESULTS.md``;
-the decisions and their before/after measures in ``benchmarks/DECISIONS.md``.
+path) takes its default from here, and so does a time domain's threshold for a kernel over
+its time columns (``count_kernel_min``, ``join_kernel_min``: the domain of a scope chooses the
+kernel, :mod:`deltaflow.framework.time_domain`). Figures named below are in
+``benchmarks/RESULTS.md``; the decisions and their before/after measures in
+``benchmarks/DECISIONS.md``.
 
 Timeouts, protocol bounds and security limits (frame sizes, handshake and lease timings)
 are not tunables and stay with their protocols.
@@ -21,16 +24,18 @@ from __future__ import annotations
 # -- columnar kernels: where numpy's fixed cost per call starts to pay -------------------------
 
 KERNEL_MIN = 256
-"""An activation of a counting reduction (``count``, ``distinct``, ``threshold``) at int times
-with at least this many new updates takes the numpy kernel (``reduce/columnar.py``) under
+"""``IntDomain.count_kernel_min``: an activation of a counting reduction (``count``,
+``distinct``, ``threshold``) at int times with at least this many new updates takes the numpy
+kernel (``reduce/columnar.py``) under
 ``DELTAFLOW_KERNELS=auto``; fewer take the per-key sweep, dearer per update but with no fixed
 cost per numpy call. Set by the counting kernel's crossover (RESULTS, "Columnar kernels":
 kernel / sweep 0.68 for ``count`` and 0.96 for ``distinct`` at 256 updates)."""
 
 PAIR_KERNEL_MIN = KERNEL_MIN
-"""``ReduceOperator.PAIR_KERNEL_MIN``: a counting reduction at ``Product(int, int)`` times moves
+"""``PairDomain.count_kernel_min``: a counting reduction at ``Product(int, int)`` times moves
 its histories into columns (``reduce/pair_counts.py``) for an activation of at least this many
-new updates on one passed row. Taken equal to :data:`KERNEL_MIN` (DECISIONS 11-28: W2 static
+new updates on one passed row (once there, they stay while activations keep that shape).
+Taken equal to :data:`KERNEL_MIN` (DECISIONS 11-28: W2 static
 0.545x the CPU; single-update rounds keep the per-key path, +0.42%)."""
 
 ROW_BATCH_MIN = 32
@@ -39,8 +44,9 @@ counting keys corrects those on rows together in columns (``RowCounts``); for fe
 cost per call outweighs the per-key work it saves (DECISIONS 11-24, W2 static)."""
 
 JOIN_KERNEL_MIN = 1024
-"""``join/kernel.THRESHOLD``: updates an arriving batch must hold for its join to take the
-numpy kernel under ``auto``; below it the kernel's fixed cost exceeds the per-update loop's.
+"""``IntDomain.join_kernel_min`` and ``PairDomain.join_kernel_min``: updates an arriving batch
+must hold for its join to take the numpy kernel under ``auto``; below it the kernel's fixed
+cost exceeds the per-update loop's.
 Set by ``bench_kernels.py --only sizes`` (RESULTS: 1.28-1.71x slower at 16 updates, 0.95-1.09x
 at 1,024)."""
 

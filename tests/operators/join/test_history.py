@@ -15,6 +15,7 @@ from tests.strategies import SHAPES, antichains, data_values, time_lists, update
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, Time, join
+from deltaflow.framework.time_domain import INT, PAIR, domain_of
 from deltaflow.operators.join import history as history_module
 from deltaflow.operators.join.history import AdvanceTo, KeyedHistory
 from deltaflow.testing import accumulate
@@ -42,7 +43,8 @@ def _case(draw: st.DrawFn, unit: bool) -> tuple[list[Any], Antichain, list[Time]
 
 
 def _check(updates: list[Any], frontier: Antichain, probes: list[Time], unit: bool) -> None:
-    history = KeyedHistory(unit=unit)
+    # The domain of the scope the times are of (each shape's advancer compacts them).
+    history = KeyedHistory(unit=unit, domain=domain_of(frontier.elements[0]))
     history.extend((k, v, t, d) for (k, v), t, d in updates)
     raw = {key: list(rows) for key, rows in history.rows.items()}
     history.tidy(frontier.elements, force=True)
@@ -70,7 +72,7 @@ def test_compaction_of_unit_values_keeps_every_accumulation_beyond_the_frontier(
 
 def test_compaction_of_unit_values_sums_per_time() -> None:
     """Updates of one key meeting at one advanced time become one row."""
-    history = KeyedHistory(unit=True)
+    history = KeyedHistory(unit=True, domain=PAIR)
     for t, d in [(Product(0, 1), 1), (Product(1, 1), 1), (Product(1, 2), -1), (Product(2, 0), 1)]:
         history.append("k", (), t, d)
     history.tidy((Product(2, 0),), force=True)
@@ -88,7 +90,7 @@ class _CountingHistory(KeyedHistory):
     __slots__ = ("compacted_rows",)
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(domain=INT)
         self.compacted_rows = 0
 
     def _compact(self, key: Any, rows: Any, advance: Any) -> int:
@@ -134,18 +136,18 @@ def test_a_list_of_distinct_values_is_looked_at_again_once_grown(
         return may_cancel(rows)
 
     monkeypatch.setattr(history_module, "_may_cancel", counting)
-    history = KeyedHistory()
+    history = KeyedHistory(domain=INT)
     long = history.long()
     for t in range(long + 1):
         history.append("k", f"v{t}", t, 1)
-    history.compacted("k", history.rows["k"], AdvanceTo((0,)))
+    history.compacted("k", history.rows["k"], AdvanceTo((0,), INT))
     assert looked == [long + 1]
     history.append("k", "v0", long + 1, -1)  # it could shrink now, at a later frontier
-    history.compacted("k", history.rows["k"], AdvanceTo((100,)))
+    history.compacted("k", history.rows["k"], AdvanceTo((100,), INT))
     assert looked == [long + 1]  # not grown enough to look again
     for t in range(long + 2, 2 * long + 1):
         history.append("k", f"w{t}", t, 1)
-    history.compacted("k", history.rows["k"], AdvanceTo((100,)))
+    history.compacted("k", history.rows["k"], AdvanceTo((100,), INT))
     assert looked == [long + 1, 2 * long + 1]
     assert len(history.rows["k"]) == 2 * long - 1  # v0's +1 and -1 met at 100 and cancelled
     assert ("v0", 100, 1) not in history.rows["k"]
@@ -162,7 +164,7 @@ def test_a_list_of_distinct_values_is_looked_at_again_once_grown(
 def test_extend_grouped_matches_extend(batches: list[list[Any]], owned: bool) -> None:
     """Batches added grouped by key (as a join adds the batch it has read) leave the same
     lists, in the same order, as added update by update; unowned lists are not taken."""
-    plain, grouped = KeyedHistory(), KeyedHistory()
+    plain, grouped = KeyedHistory(domain=PAIR), KeyedHistory(domain=PAIR)
     given_lists = []
     for batch in batches:
         plain.extend((k, v, t, d) for (k, v), t, d in batch)

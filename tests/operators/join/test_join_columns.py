@@ -25,6 +25,7 @@ import deltaflow as df
 import deltaflow.operators.join.operator as join_module
 from deltaflow.framework import kernels
 from deltaflow.framework.lattice import Product, advance_by, less_equal
+from deltaflow.framework.time_domain import INT, PAIR
 from deltaflow.graphs import bfs, bfs_distances
 from deltaflow.operators.arrange import RawBatch
 from deltaflow.operators.join.history import KeyedHistory
@@ -93,8 +94,9 @@ def test_columns_alone_hold_what_a_history_holds(data: tuple[bool, list[Any]]) -
 
 
 def check_against_history(product: bool, plan: list[Any]) -> None:
-    runs = SortedRuns(alone=True)
-    history = KeyedHistory()
+    domain = PAIR if product else INT
+    runs = SortedRuns(alone=True, domain=domain)
+    history = KeyedHistory(domain=domain)
     frontier: tuple[Any, ...] = ()
     built: KeyedHistory | None = None  # the history built from the columns once they gave way
     for i, step in enumerate(plan):
@@ -104,7 +106,7 @@ def check_against_history(product: bool, plan: list[Any]) -> None:
             if built is not None:
                 built.tidy(frontier, force=True)
             elif not runs.tidy(frontier, force=True):
-                built = KeyedHistory()
+                built = KeyedHistory(domain=domain)
                 built.extend(runs.updates())
         else:
             history.extend(step)
@@ -116,7 +118,7 @@ def check_against_history(product: bool, plan: list[Any]) -> None:
                 batch = raw(step)
                 runs.add(batch, columns_of(batch) if i % 2 else None)
                 if not runs.valid:
-                    built = KeyedHistory()
+                    built = KeyedHistory(domain=domain)
                     built.extend(runs.updates())
         keys = list(history.rows)
         if built is not None:
@@ -136,12 +138,12 @@ def check_against_history(product: bool, plan: list[Any]) -> None:
 
 def test_columns_compact_as_far_as_the_history() -> None:
     """Updates that cancel once advanced to the frontier leave nothing in the columns."""
-    runs = SortedRuns(alone=True)
+    runs = SortedRuns(alone=True, domain=PAIR)
     runs.add(raw([(1, 7, Product(0, 1), 1), (1, 7, Product(1, 0), -1), ((2), 3, Product(0, 0), 1)]))
     assert runs.tidy((Product(1, 1),), force=True)
     assert sorted(runs.updates()) == [(2, 3, Product(1, 1), 1)]
     # With two elements the meet of the joins: (0, 1) stays, (1, 0) goes to (1, 1).
-    again = SortedRuns(alone=True)
+    again = SortedRuns(alone=True, domain=PAIR)
     again.add(raw([(1, 7, Product(0, 1), 1), (1, 7, Product(1, 0), -1)]))
     frontier = (Product(0, 2), Product(1, 1))
     assert again.tidy(frontier, force=True)
@@ -150,7 +152,7 @@ def test_columns_compact_as_far_as_the_history() -> None:
         Product(1, 1),
     ]
     assert sorted(again.updates()) == [(1, 7, Product(0, 1), 1), (1, 7, Product(1, 1), -1)]
-    pairs = SortedRuns(alone=True)
+    pairs = SortedRuns(alone=True, domain=INT)
     pairs.add(raw([((-1, -(1 << 31)), 1, 0, 1), ((-1, -(1 << 31)), 1, 1, 1), ((2, 5), 1, 0, 1)]))
     assert pairs.tidy((3,), force=True)
     assert sorted(pairs.updates()) == [((-1, -(1 << 31)), 1, 3, 2), ((2, 5), 1, 3, 1)]
@@ -160,20 +162,20 @@ def test_columns_compact_as_far_as_the_history() -> None:
 def test_columns_give_way_to_what_they_cannot_hold() -> None:
     """A batch of string keys, or values that are not ints at a compaction: ``valid`` no
     more, everything still held for the history built from them."""
-    runs = SortedRuns(alone=True)
+    runs = SortedRuns(alone=True, domain=INT)
     runs.add(raw([(1, 2, 0, 1)]))
     runs.add(raw([("a", 2, 0, 1)]))
     assert runs.runs() == [] and not runs.valid
     assert sorted(runs.updates(), key=repr) == [("a", 2, 0, 1), (1, 2, 0, 1)]
     # Batches with values and without (every value ``()``) cannot share runs; converting
     # them leaves the batches noted as they were.
-    mixed = SortedRuns(alone=True)
+    mixed = SortedRuns(alone=True, domain=INT)
     first = raw([(1, 2, 0, 1)])
     for batch in (first, RawBatch([3], None, [0], [1]), raw([(5, 6, 0, 1)]), raw([(5, 7, 1, 1)])):
         mixed.add(batch)
     assert mixed.runs() == [] and not mixed.valid and first.keys == [1]
     assert sorted(mixed.updates()) == [(1, 2, 0, 1), (3, (), 0, 1), (5, 6, 0, 1), (5, 7, 1, 1)]
-    objects = SortedRuns(alone=True)
+    objects = SortedRuns(alone=True, domain=INT)
     objects.add(raw([(1, "x", 0, 1), (1, "x", 1, -1)]))
     assert not objects.tidy((2,), force=True)
     assert objects.size == 2 and objects.lookup_many([1]) == {1: [("x", 0, 1), ("x", 1, -1)]}
@@ -422,11 +424,11 @@ def test_a_bulk_batch_stored_with_its_columns_waits_for_a_reader() -> None:
     (the load's activation pays, not the first single-update round)."""
     n = 5_000
     batch = RawBatch([k % 100 for k in range(n)], list(range(n)), [0] * n, [1] * n)
-    known = SortedRuns(alone=True)
+    known = SortedRuns(alone=True, domain=INT)
     known.add(batch, columns_of(batch))
     assert known.touched == 0
     assert sorted(known.lookup_many([7])[7]) == [(v, 0, 1) for v in range(7, n, 100)]
     assert known.touched == n
-    plain = SortedRuns(alone=True)
+    plain = SortedRuns(alone=True, domain=INT)
     plain.add(batch)
     assert plain.touched == n

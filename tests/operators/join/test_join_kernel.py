@@ -19,6 +19,7 @@ import deltaflow as df
 from deltaflow.framework import kernels
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, join as time_join
+from deltaflow.framework.time_domain import INT, domain_of
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.operators.arrange import RawBatch
@@ -107,7 +108,7 @@ def test_kernel_matches_the_join_of_every_pair(
         assert cols is None
         return
     assert cols is not None
-    runs = SortedRuns()
+    runs = SortedRuns(domain=domain_of(low))
     for rows in others:
         runs.add(raw(rows, unit))
     got: dict[Any, Counter[Any]] = defaultdict(Counter)
@@ -135,7 +136,7 @@ def test_runs_hold_every_noted_batch_sorted(
 ) -> None:
     """Runs merge as they grow (a run per read); together they hold every update noted, in
     the order of their keys' codes."""
-    runs = SortedRuns()
+    runs = SortedRuns(domain=domain_of(data[0][0][2]))
     noted: Counter[Any] = Counter()
     for rows in data:
         runs.add(raw(rows, False))
@@ -176,17 +177,17 @@ def test_batches_the_kernel_does_not_take(batch: RawBatch) -> None:
 def test_runs_given_up_when_the_history_differs() -> None:
     """A history compacted (smaller than the runs) or fed a batch without int columns is no
     longer what the runs hold: they are given up for good."""
-    runs = SortedRuns()
+    runs = SortedRuns(domain=INT)
     runs.add(RawBatch([1, 2], [1, 2], [0, 0], [1, 1]))
     assert runs.usable(2) and runs.runs()
     assert not runs.usable(1) and runs.runs() == []
     runs.add(RawBatch([1], [1], [0], [1]))
     assert not runs.usable(1)
-    other = SortedRuns()
+    other = SortedRuns(domain=INT)
     other.add(RawBatch(["a"], [1], [0], [1]))
     assert other.usable(1) and other.runs() == [] and not other.valid
     # Runs of int keys and of pair keys (a collection may hold both) are never read together.
-    mixed = SortedRuns()
+    mixed = SortedRuns(domain=INT)
     mixed.add(RawBatch([1, 2, 3, 4], [1, 2, 3, 4], [0] * 4, [1] * 4))
     assert len(mixed.runs()) == 1
     mixed.add(RawBatch([(0, 1)], [1], [0], [1]))

@@ -32,6 +32,7 @@ import deltaflow as df
 from deltaflow.framework import kernels
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, advance_by
+from deltaflow.framework.time_domain import PAIR
 from deltaflow.framework.trace.ints import decode_keys, key_codes
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import reduce as R
@@ -256,7 +257,7 @@ def test_keys_that_are_not_int_data_are_refused(keys: list[Any]) -> None:
 def test_histories_move_into_columns_and_back_whole() -> None:
     """Taking per-key histories into columns and putting them back keeps every update; keys
     of another kind than asked for are refused and the histories left as they were."""
-    inputs, outputs = KeyedHistory(unit=True), KeyedHistory(unit=True)
+    inputs, outputs = KeyedHistory(domain=PAIR, unit=True), KeyedHistory(domain=PAIR, unit=True)
     for k, t, d in [((1, 2), Product(0, 1), 1), ((1, 2), Product(3, 0), -2), ((0, 5), (2, 2), 1)]:
         inputs.append(k, (), Product(*t), d)
     outputs.append((1, 2), (), Product(0, 1), 1)
@@ -350,10 +351,10 @@ def test_compacted_columns_are_the_consolidated_advanced_updates(
     expected: Counter[Any] = Counter()
     for k, t, d in updates:
         expected[(k, advance_by(t, elements))] += d
-    inputs = KeyedHistory(unit=True)
+    inputs = KeyedHistory(domain=PAIR, unit=True)
     for k, t, d in updates:
         inputs.append(k, (), t, d)
-    state = PairCounts.take(inputs, KeyedHistory(unit=True), False)
+    state = PairCounts.take(inputs, KeyedHistory(domain=PAIR, unit=True), False)
     assert state is not None
     state.kept = 0  # (as if the last compaction had left nothing)
     kept, pair_counts.COMPACT_MIN = pair_counts.COMPACT_MIN, 0
@@ -361,7 +362,7 @@ def test_compacted_columns_are_the_consolidated_advanced_updates(
         state.tidy(elements)
     finally:
         pair_counts.COMPACT_MIN = kept
-    state.into(inputs, KeyedHistory(unit=True))
+    state.into(inputs, KeyedHistory(domain=PAIR, unit=True))
     inputs.check()  # (no zero diff)
     got = Counter({(k, t): d for k, rows in inputs.rows.items() for _, t, d in rows})
     assert got == Counter({kt: d for kt, d in expected.items() if d})

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...framework import tuning
-from ...framework.lattice import advancer
 from ...framework.tuning import COMPACT_WRITTEN
 from ..durable import Appended
 
@@ -31,19 +30,20 @@ __all__ = ["COMPACT_WRITTEN", "AdvanceTo", "KeyedHistory"]
 
 
 class AdvanceTo:
-    """``advance_by`` to one frontier for the compactions of one round: the specialised
-    advancer (the time domain's, when the owner knows it; else :func:`.advancer`), built when
-    a compaction first asks for it (a round that compacts nothing builds none), and its
-    results so far per time (``memo``).
+    """``advance_by`` to one frontier for the compactions of one round: the advancer of the
+    owner's time domain (:meth:`TimeDomain.advancer`, written for the scope's shape of
+    times), built when a compaction first asks for it (a round that compacts nothing builds
+    none), and its results so far per time (``memo``).
 
-    >>> a = AdvanceTo((3,))
+    >>> from deltaflow.framework.time_domain import INT
+    >>> a = AdvanceTo((3,), INT)
     >>> a.function()(1), a.memo
     (3, {})
     """
 
     __slots__ = ("_function", "domain", "frontier", "memo")
 
-    def __init__(self, frontier: tuple[Time, ...], domain: TimeDomain | None = None) -> None:
+    def __init__(self, frontier: tuple[Time, ...], domain: TimeDomain) -> None:
         self.frontier = frontier
         self.domain = domain
         self.memo: dict[Time, Time] = {}
@@ -53,9 +53,7 @@ class AdvanceTo:
         """The advancer (built on the first call)."""
         function = self._function
         if function is None:
-            domain = self.domain
-            function = advancer(self.frontier) if domain is None else domain.advancer(self.frontier)
-            self._function = function
+            function = self._function = self.domain.advancer(self.frontier)
         return function
 
 
@@ -91,9 +89,11 @@ class KeyedHistory:
     pass goes a slice of keys per call (:attr:`TIDY_SLICE` updates, or twice what was added
     since the previous call), each compacted to the frontier of that call. A history whose
     values are all ``()`` (``unit=True``: a counting reduction's input and output) sums per
-    time alone.
+    time alone. ``domain``: the owning operator's scope's time domain, whose advancer
+    compacts the times.
 
-    >>> h = KeyedHistory()
+    >>> from deltaflow.framework.time_domain import INT
+    >>> h = KeyedHistory(domain=INT)
     >>> h.append("k", "v", 1, 1); h.append("k", "v", 2, -1)
     >>> h.tidy((3,), force=True); h.rows, h.size
     ({}, 0)
@@ -108,11 +108,14 @@ class KeyedHistory:
     TIDY_SLICE: ClassVar[int] = tuning.TIDY_SLICE
 
     __slots__ = (
-        "_kept", "_retry", "_seen", "_sweep", "compact_above", "limit", "log", "rows", "size",
-        "unit",
+        "_kept", "_retry", "_seen", "_sweep", "compact_above", "domain", "limit", "log", "rows",
+        "size", "unit",
     )  # fmt: skip
 
-    def __init__(self, compact_above: int | None = None, *, unit: bool = False) -> None:
+    def __init__(
+        self, compact_above: int | None = None, *, domain: TimeDomain, unit: bool = False
+    ) -> None:
+        self.domain = domain
         self.rows: dict[Any, list[tuple[Any, Time, int]]] = {}
         self.size = 0
         self.limit = self.COMPACT_ALL_WRITTEN
@@ -161,7 +164,8 @@ class KeyedHistory:
     def extend_at(self, time: Time, rows: list[tuple[Any, Any, int]]) -> None:
         """Add ``(key, val, diff)`` updates, all at ``time`` (a reduction's corrections).
 
-        >>> h = KeyedHistory()
+        >>> from deltaflow.framework.time_domain import INT
+        >>> h = KeyedHistory(domain=INT)
         >>> h.extend_at(3, [("k", "v", 1), ("l", "w", -1)])
         >>> h.rows, h.size
         ({'k': [('v', 3, 1)], 'l': [('w', 3, -1)]}, 2)
@@ -237,7 +241,8 @@ class KeyedHistory:
         else holds the lists), the list itself. ``batch``: the batch the groups are, all of
         its updates (logged as itself).
 
-        >>> h = KeyedHistory()
+        >>> from deltaflow.framework.time_domain import INT
+        >>> h = KeyedHistory(domain=INT)
         >>> h.extend_grouped([("k", [("v", 1, 1)]), ("l", [("w", 2, -1)])], owned=True)
         >>> h.extend_grouped([("k", [("u", 3, 1)])])
         >>> h.rows, h.size
@@ -281,7 +286,8 @@ class KeyedHistory:
         """:meth:`extend`, also appending each update's time to ``times_of[key]`` (in the
         same pass: a reduction notes the new times of each key as it stores them).
 
-        >>> h, times = KeyedHistory(), {}
+        >>> from deltaflow.framework.time_domain import INT
+        >>> h, times = KeyedHistory(domain=INT), {}
         >>> h.extend_noting_times([("k", "v", 1, 1), ("k", "w", 2, 1)], times)
         >>> h.rows, times, h.size
         ({'k': [('v', 1, 1), ('w', 2, 1)]}, {'k': [1, 2]}, 2)
@@ -332,9 +338,10 @@ class KeyedHistory:
         """``key``'s ``rows`` (a list longer than :meth:`long`, just looked up by the caller),
         compacted with ``advance`` if they may cancel (one ``advance`` serves many calls).
 
-        >>> h = KeyedHistory(1)
+        >>> from deltaflow.framework.time_domain import INT
+        >>> h = KeyedHistory(1, domain=INT)
         >>> h.append("k", "v", 1, 1); h.append("k", "v", 2, -1)
-        >>> h.compacted("k", h.rows["k"], AdvanceTo((3,))), h.size
+        >>> h.compacted("k", h.rows["k"], AdvanceTo((3,), INT)), h.size
         ([], 0)
         """
         n = len(rows)
@@ -380,7 +387,7 @@ class KeyedHistory:
             sweep = self._sweep = list(self.rows)
             self._kept = 0
         budget = 1 << 62 if force else max(self.TIDY_SLICE, 2 * (self.size - self._seen))
-        advance = AdvanceTo(frontier)
+        advance = AdvanceTo(frontier, self.domain)
         rows_of = self.rows
         while sweep and budget > 0:
             key = sweep.pop()

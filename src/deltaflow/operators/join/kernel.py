@@ -16,7 +16,8 @@ convert to int arrays or it keeps the row path), never per update.
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> arriving = columns_of(RawBatch([1, 2, 2], ["a", "b", "c"], [5, 5, 6], [1, 1, -1]))
-    >>> other = SortedRuns()
+    >>> from deltaflow.framework.time_domain import INT
+    >>> other = SortedRuns(domain=INT)
     >>> other.add(RawBatch([2, 3], ["x", "y"], [7, 0], [2, 1]))
     >>> runs = other.runs()
     >>> pairs, end = pair_up(arriving, runs, 0, budget=100)
@@ -35,13 +36,12 @@ import attrs
 import numpy as np
 
 from ...framework import tuning
-from ...framework.lattice import Product, new_tuple
+from ...framework.lattice import Product
 from ...framework.trace.batch import Batch
 from ...framework.trace.codec import as_int64
 from ...framework.trace.columns import sort_consolidate_int
 from ...framework.trace.ints import Columns, gather, read_columns, unpack_pairs
 from ...framework.tuning import (
-    JOIN_KERNEL_MIN as THRESHOLD,
     PAIRS_PER_ROW,
     RUNS_FEW_KEYS as _FEW_KEYS,
 )
@@ -49,10 +49,11 @@ from .lookup import RunView, codes_of, lookup_run, values_of
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
+    from ...framework.time_domain import TimeDomain
     from ..arrange import RawBatch
 
 __all__ = [
-    "PAIRS_PER_ROW", "THRESHOLD", "Columns", "SortedRuns", "columns_of", "count_pairs",
+    "PAIRS_PER_ROW", "Columns", "SortedRuns", "columns_of", "count_pairs",
     "joined", "pair_up",
 ]  # fmt: skip
 
@@ -142,7 +143,8 @@ class SortedRuns:
     few keys must not cause (look-ups count only the updates they find).
 
     >>> from deltaflow.operators.arrange import RawBatch
-    >>> side = SortedRuns(alone=True)
+    >>> from deltaflow.framework.time_domain import INT
+    >>> side = SortedRuns(alone=True, domain=INT)
     >>> side.add(RawBatch([4, 2, 4], [1, 2, 1], [0, 1, 2], [1, 1, -1]))
     >>> side.lookup_many([4, 3])
     {4: [(1, 0, 1), (1, 2, -1)]}
@@ -164,6 +166,9 @@ class SortedRuns:
 
     #: The runs are the side's only copy (no history beside them).
     alone: bool = False
+    #: The time domain of the join's scope: its columns hold the runs' times, its vectorised
+    #: advancer compacts them.
+    domain: TimeDomain = attrs.field(kw_only=True)
     _pending: list[Batch | RawBatch] = attrs.field(factory=list, init=False)
     #: Columns already read of batches waiting (by ``id``: the kernel's, for a batch it has
     #: just joined), so that storing that batch does not read it again.
@@ -321,7 +326,7 @@ class SortedRuns:
             self._recent = {} if self.alone else None
             self._views = None
             if self.alone and self._frontier:
-                compacted = _compact([run], self._frontier)
+                compacted = _compact([run], self._frontier, self.domain)
                 if compacted is not None:
                     self.size -= len(run) - len(compacted)
                     run = compacted
@@ -341,7 +346,7 @@ class SortedRuns:
         it is merged, O(log n) times, and never the whole side at once."""
         self.touched += len(first) + len(last)
         if self.alone and self._frontier:
-            compacted = _compact([first, last], self._frontier)
+            compacted = _compact([first, last], self._frontier, self.domain)
             if compacted is not None:
                 self.size -= len(first) + len(last) - len(compacted)
                 return compacted
@@ -353,14 +358,13 @@ class SortedRuns:
         """Every update held, as ``(key, val, time, diff)`` Python values (the runs', then
         those of the batches not yet converted)."""
         self.touched += self.size
+        from_columns = self.domain.from_columns
         for run in self._runs:
             everything = np.arange(len(run))
-            product = run.times.ndim == 2
-            times = run.times.tolist()
             yield from zip(
                 run.key_objects(everything),
                 values_of(run.vals, len(run)),
-                [new_tuple(Product, t) for t in times] if product else times,
+                from_columns(run.times),
                 run.diffs.tolist(),
             )
         for batch in self._pending:
@@ -451,17 +455,18 @@ class SortedRuns:
         self._frontier = frontier
         if self.size <= self.limit and not force:
             return self.valid
+        domain = self.domain
         if not force:
-            if not self.valid or not all(_compactable(run, frontier) for run in self._runs):
+            if not self.valid or not all(_compactable(run, frontier, domain) for run in self._runs):
                 return False
             self.limit = self.COMPACT_ABOVE + 2 * self.size
             return True
         runs = self.runs()
         if not runs:
             return self.valid
-        if not all(_compactable(run, frontier) for run in runs):
+        if not all(_compactable(run, frontier, domain) for run in runs):
             return False
-        compacted = _compact(runs, frontier)
+        compacted = _compact(runs, frontier, domain)
         if compacted is None:  # (times too far apart to sort as one column: left as they are)
             return True
         self.touched += self.size
@@ -472,27 +477,23 @@ class SortedRuns:
         return True
 
 
-def _compactable(run: Columns, frontier: tuple[Time, ...]) -> bool:
-    """Whether ``run`` can be compacted to ``frontier`` (int values or none, times of the
-    frontier's kind)."""
+def _compactable(run: Columns, frontier: tuple[Time, ...], domain: TimeDomain) -> bool:
+    """Whether ``run`` can be compacted to ``frontier`` (int values or none, times in the
+    domain's columns, and so the frontier's)."""
     vals = run.vals
     if vals is not None and not isinstance(vals, np.ndarray):
         return False
-    return _frontier_array(frontier, run.times.ndim) is not None
+    return run.times.ndim == domain.columns and domain.to_columns(frontier) is not None
 
 
-def _compact(runs: list[Columns], frontier: tuple[Time, ...]) -> Columns | None:
+def _compact(runs: list[Columns], frontier: tuple[Time, ...], domain: TimeDomain) -> Columns | None:
     """``runs`` as one run compacted to ``frontier`` (key-sorted), or None if they cannot
     be (see :func:`_compactable`; or times too far apart to sort as one column)."""
-    if not all(_compactable(run, frontier) for run in runs):
+    if not all(_compactable(run, frontier, domain) for run in runs):
         return None
     times = np.concatenate([run.times for run in runs])
-    bound = _frontier_array(frontier, times.ndim)
-    assert bound is not None  # (checked by _compactable)
-    advanced = None
-    for f in bound:
-        joined_ = np.maximum(times, f)
-        advanced = joined_ if advanced is None else np.minimum(advanced, joined_)
+    advanced = domain.advance_columns(times, frontier)
+    assert advanced is not None  # (checked by _compactable)
     packed = _pack_times(advanced)
     if packed is None:
         return None
@@ -538,22 +539,6 @@ def _grouped(
             last.vals += batch.vals  # type: ignore[arg-type]  # (not None: as the last one's)
         last.times += batch.times
         last.diffs += batch.diffs
-    return out
-
-
-def _frontier_array(frontier: tuple[Time, ...], ndim: int) -> list[Any] | None:
-    """The frontier's times as int64 arrays that broadcast against times of ``ndim``
-    dimensions, or None if one is not of that kind."""
-    out: list[Any] = []
-    for f in frontier:
-        if ndim == 1 and f.__class__ is int:
-            out.append(np.int64(f))
-        elif (
-            ndim == 2 and f.__class__ is Product and f[0].__class__ is int and f[1].__class__ is int
-        ):
-            out.append(np.array(f, dtype=np.int64))
-        else:
-            return None
     return out
 
 

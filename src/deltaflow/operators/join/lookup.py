@@ -52,7 +52,8 @@ class RunView:
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> from deltaflow.operators.join.kernel import SortedRuns
-    >>> side = SortedRuns(alone=True)
+    >>> from deltaflow.framework.time_domain import INT
+    >>> side = SortedRuns(alone=True, domain=INT)
     >>> side.add(RawBatch([4, 2, 4], [1, 2, 1], [0, 1, 2], [1, 1, -1]))
     >>> found = {}
     >>> RunView.of(side.runs()[0]).lookup([4, 3], [4, 3], found)

@@ -59,7 +59,6 @@ from ..durable import StateSink, StateSource
 from .history import AdvanceTo, KeyedHistory
 from .kernel import (
     PAIRS_PER_ROW,
-    THRESHOLD,
     Columns,
     SortedRuns,
     columns_of,
@@ -212,12 +211,14 @@ class JoinOperator(Operator):
         domain = self.domain = left.domain
         self.total = domain.total
         self.pairs = domain.pairs
-        self.histories = tuple(KeyedHistory(JOIN_COMPACT_ABOVE) if o else None for o in own)
+        self.histories = tuple(
+            KeyedHistory(JOIN_COMPACT_ABOVE, domain=domain) if o else None for o in own
+        )
         # The same updates as columns, for the kernel (see :mod:`.join_kernel`): the side's
         # only copy (``alone``) until the history is needed (see :meth:`_build_history`).
         columns = kernels.mode() != "never"
         # (None once given up beside a history: that side keeps the row path for good.)
-        self.sorted_runs = [SortedRuns(alone=columns) if o else None for o in own]
+        self.sorted_runs = [SortedRuns(alone=columns, domain=domain) if o else None for o in own]
         # Batches the row path has looked up in each side held as columns alone.
         self.row_reads = [0, 0]  # (see :data:`ROW_READ_COST`)
         if all(own):
@@ -469,14 +470,15 @@ class JoinOperator(Operator):
             ctx.activate()
 
     def _choose_kernel(self, item: _Work) -> None:
-        """Give ``item`` to the kernel (:mod:`.join_kernel`) if it is large enough
-        (:mod:`..framework.kernels`), its other side is a history that the runs hold, both
-        are int columns and, unless kernels are forced, it makes few pairs per update."""
+        """Give ``item`` to the kernel (:mod:`.kernel`) if it is large enough (the domain's
+        :meth:`~deltaflow.framework.time_domain.TimeDomain.join_kernel`), its other side is a
+        history that the runs hold, both are int columns and, unless kernels are forced, it
+        makes few pairs per update."""
         others = item.others
         if not isinstance(others, KeyedHistory):
             return
         n = len(item.batch)
-        if not kernels.use_kernel(n, threshold=THRESHOLD):
+        if not self.domain.join_kernel(n):
             return
         sorted_runs = self.sorted_runs[0 if item.swap else 1]
         if sorted_runs is None:

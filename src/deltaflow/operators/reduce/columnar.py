@@ -17,8 +17,10 @@ Python (:mod:`.total`):
 The operator's state stays the one :mod:`.total` keeps and reads (each key's accumulation
 ``{val: count}`` and output at the frontier, the updates beyond it), so the two paths take
 turns batch by batch, and checkpoints see one state. Whether a batch takes the kernel is
-decided once per batch, by :func:`deltaflow.framework.kernels.use_kernel` and by whether its
-columns are ints; which kernel, once per operator (:func:`counting_kernel`).
+decided once per batch, by the int domain
+(:meth:`~deltaflow.framework.time_domain.TimeDomain.count_kernel`: its threshold and the kernel
+mode) and by whether its columns are ints; which kernel, once per operator
+(:func:`counting_kernel`).
 
     >>> from deltaflow.operators.arrange import RawBatch
     >>> k, v, t, d = int_columns(RawBatch([3, 1], [7, 7], [0, 2], [1, -1]))

@@ -69,7 +69,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.durable.store import decode_frontier, encode_frontier
 from deltaflow.framework.durable.tables import Rows
-from deltaflow.framework.kernels import use_kernel
 from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.codec import as_int64
@@ -92,7 +91,7 @@ from ..join.history import AdvanceTo, KeyedHistory
 from ..values import as_count
 from .accumulation import difference
 from .chains import least, pair_row
-from .columnar import KERNEL_MIN, counting_kernel
+from .columnar import counting_kernel
 from .counting import ByCount, RowCounts
 from .logics import COLUMNS, FOLDS, Logic, negative, strict_count
 from .pair_counts import PairCounts
@@ -190,12 +189,6 @@ class ReduceOperator(Operator):
 
     interest = Interest.ALWAYS
 
-    PAIR_KERNEL_MIN: ClassVar[int] = tuning.PAIR_KERNEL_MIN
-    """A counting reduction at ``Product(int, int)`` times moves its histories into columns
-    (:mod:`.pair_counts`) for an activation of at least this many new updates, all on one
-    row the frontier has passed (under ``DELTAFLOW_KERNELS=auto``); once there, they stay
-    while activations keep that shape, whatever their size."""
-
     ROW_BATCH_MIN: ClassVar[int] = tuning.ROW_BATCH_MIN
     """A counting reduction's activation with new times for at least this many keys corrects
     those on rows together (:class:`.counting.RowCounts`); for fewer, numpy's cost per call
@@ -269,8 +262,8 @@ class ReduceOperator(Operator):
         self.pending_keys: dict[Time, set[Any]] = {}
         # Partial orders: every input update received and every (val, time, diff) this
         # operator has output, per key (see KeyedHistory).
-        self.inputs = KeyedHistory(unit=unit)
-        self.outputs = KeyedHistory(unit=unit)
+        self.inputs = KeyedHistory(domain=self.domain, unit=unit)
+        self.outputs = KeyedHistory(domain=self.domain, unit=unit)
         # A counting reduction at ``Product(int, int)`` times: both histories in columns
         # while activations come one whole row at a time (see .pair_counts; None: in
         # ``inputs`` and ``outputs``).
@@ -329,7 +322,7 @@ class ReduceOperator(Operator):
                 size = (
                     len(messages[0][1]) if len(messages) == 1 else sum(len(b) for _, b in messages)
                 )
-                if use_kernel(size, threshold=KERNEL_MIN):
+                if self.domain.count_kernel(size):
                     self.incoming.extend(messages)
                     return
             self.buffer(messages)
@@ -488,7 +481,7 @@ class ReduceOperator(Operator):
         batches = [b for t in passed for b in waiting[t]]
         size = sum(map(len, batches))
         if state is None:
-            if not self.domain.use_kernel(size, threshold=self.PAIR_KERNEL_MIN):
+            if not self.domain.count_kernel(size):
                 return None
             # (A checkpoint logging what is appended reads the per-key histories.)
             if self.inputs.log.keys is not None or self.outputs.log.keys is not None:

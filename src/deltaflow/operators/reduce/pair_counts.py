@@ -19,7 +19,8 @@ the state back into its per-key histories (:meth:`PairCounts.into`) before any o
 and before a checkpoint, so either path, and a checkpoint, sees one state.
 
     >>> from deltaflow.operators.join.history import KeyedHistory
-    >>> inputs, outputs = KeyedHistory(unit=True), KeyedHistory(unit=True)
+    >>> from deltaflow.framework.time_domain import PAIR
+    >>> inputs, outputs = KeyedHistory(domain=PAIR, unit=True), KeyedHistory(domain=PAIR, unit=True)
     >>> state = PairCounts.take(inputs, outputs, False)
     >>> new = np.array([7, 7, 8]), np.array([0, 2, 1]), np.array([1, -1, 1])
     >>> fixes = state.step(*new, 0, lambda key, n: int(n > 0))

@@ -14,10 +14,8 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.framework.kernels import use_kernel
-
 from .accumulation import record, sweep_to
-from .columnar import KERNEL_MIN, correct_counts
+from .columnar import correct_counts
 
 if TYPE_CHECKING:
     from deltaflow.framework.antichain import Antichain
@@ -63,9 +61,7 @@ def correct_total(op: ReduceOperator, upper: Antichain) -> dict[Time, list[tuple
         incoming = op.incoming
         # Batches received for the kernel, or many keys whose updates an earlier frontier
         # left waiting (each holds one update or more: their number stands for the updates').
-        if incoming or (
-            op.buffered_low is not None and use_kernel(len(op.buffered), threshold=KERNEL_MIN)
-        ):
+        if incoming or (op.buffered_low is not None and op.domain.count_kernel(len(op.buffered))):
             op.incoming = []
             fixes = correct_counts(op, kernel, [batch for _, batch in incoming], bound)
             if fixes is not None:
