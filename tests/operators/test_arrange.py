@@ -20,6 +20,7 @@ import deltaflow as df
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.hashing import worker_of
 from deltaflow.framework.lattice import Product, less_equal
+from deltaflow.framework.time_domain import domain_of
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import arrange
@@ -494,8 +495,10 @@ def test_forward_as_batch_of_int_data_keeps_every_update(
     that are not all ints (a bool, a string, an int beyond 64 bits, a triple) take the lists
     path, and a datum that is not a pair fails naming the arrangement."""
     by_self, messages = case
+    # The spine of the times' scope: its domain reads the message times.
+    least = domain_of(messages[0][0]).least
     op = ArrangeOperator(
-        "arrange_by_self" if by_self else "arrange", Spine(Antichain([0])), by_self
+        "arrange_by_self" if by_self else "arrange", Spine(Antichain([least])), by_self
     )
     low = Antichain(t for t, _ in messages).elements
     expected: Counter[Any] = Counter()

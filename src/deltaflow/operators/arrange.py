@@ -440,9 +440,10 @@ class ArrangeOperator(Operator):
         """Many updates at or beyond ``low`` as one (vectorised) consolidated batch.
 
         Int data (keys, and values unless arranged by self) go into int64 columns straight
-        from the messages' data, and int message times into a column repeated per message,
-        so that no Python list of keys, values or times is built on the way to the kernels
-        that read the batch's columns (:mod:`deltaflow.framework.trace.ints`)."""
+        from the messages' data, and int message times (read by the spine's domain's codec)
+        into a column repeated per message, so that no Python list of keys, values or times
+        is built on the way to the kernels that read the batch's columns
+        (:mod:`deltaflow.framework.trace.ints`)."""
         data: list[Any] = []
         diffs: list[int] = []
         ts: list[Time] = []  # the times of the runs of data, and their lengths
@@ -459,8 +460,10 @@ class ArrangeOperator(Operator):
         description = Description(Antichain([low]), _ALL)
         ints = int_data(data, self.by_self)
         times: Any
-        if ints is not None and set(map(type, ts)) == _INT:
-            times = np.repeat(np.array(ts, dtype=np.int64), lengths)
+        domain = self.spine.domain
+        stamps = domain.to_columns(ts) if ints is not None and domain.total else None
+        if stamps is not None:
+            times = np.repeat(stamps, lengths)
         else:
             times = []
             for t, n in zip(ts, lengths):
@@ -498,7 +501,6 @@ def _per_time(time: Time, batch: Any) -> list[tuple[Time, Any]]:
 
 _TWO = {2}
 _TUPLE = {tuple}
-_INT = {int}
 
 
 class AsCollection(Operator):

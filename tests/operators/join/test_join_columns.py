@@ -116,7 +116,7 @@ def check_against_history(product: bool, plan: list[Any]) -> None:
                 # Every other batch with its columns already read (as the kernel stores a
                 # batch it has joined): they must hold the same as those read here.
                 batch = raw(step)
-                runs.add(batch, columns_of(batch) if i % 2 else None)
+                runs.add(batch, columns_of(batch, domain) if i % 2 else None)
                 if not runs.valid:
                     built = KeyedHistory(domain=domain)
                     built.extend(runs.updates())
@@ -425,7 +425,7 @@ def test_a_bulk_batch_stored_with_its_columns_waits_for_a_reader() -> None:
     n = 5_000
     batch = RawBatch([k % 100 for k in range(n)], list(range(n)), [0] * n, [1] * n)
     known = SortedRuns(alone=True, domain=INT)
-    known.add(batch, columns_of(batch))
+    known.add(batch, columns_of(batch, INT))
     assert known.touched == 0
     assert sorted(known.lookup_many([7])[7]) == [(v, 0, 1) for v in range(7, n, 100)]
     assert known.touched == n

@@ -28,7 +28,7 @@ as they are, not copied.
 from __future__ import annotations
 
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -36,6 +36,9 @@ import numpy as np
 from ..lattice import Product
 from .batch import Batch
 from .codec import INT_CODEC, PRODUCT, TUPLE, as_int64
+
+if TYPE_CHECKING:
+    from ..time_domain import TimeDomain
 
 __all__ = [
     "Columns",
@@ -46,7 +49,6 @@ __all__ = [
     "key_codes",
     "lists_columns",
     "pack_pairs",
-    "product_columns",
     "read_columns",
     "unpack_pairs",
 ]
@@ -126,21 +128,31 @@ def unpack_pairs(codes: Any) -> list[Any]:
     return list(zip((codes >> 32).tolist(), second.tolist()))
 
 
-def read_columns(batch: Any, *, plain: bool = False) -> Columns | None:
+def read_columns(
+    batch: Any, *, plain: bool = False, domain: TimeDomain | None = None
+) -> Columns | None:
     """The batch as :class:`Columns` when its keys are ints or pairs of ints and its times ints
     or ``Product`` of two ints (with ``plain``: keys, values and times all plain ints); None
     otherwise (the caller keeps the row path). ``batch`` is a :class:`~.batch.Batch` or has
-    ``object_columns()`` (an arrangement's ``RawBatch``).
+    ``object_columns()`` (an arrangement's ``RawBatch``). ``domain``: the time domain of the
+    batch's scope, whose codec reads the times (every time is of its shape; without it the
+    times' shape is found from the column).
     """
     if len(batch) == 0:
         return None
     if batch.__class__ is Batch and batch.encoded:
         return _encoded(batch, plain)
-    return lists_columns(*batch.object_columns(), plain=plain)
+    return lists_columns(*batch.object_columns(), plain=plain, domain=domain)
 
 
 def lists_columns(
-    keys: Any, vals: Any, times: Any, diffs: Any, *, plain: bool = False
+    keys: Any,
+    vals: Any,
+    times: Any,
+    diffs: Any,
+    *,
+    plain: bool = False,
+    domain: TimeDomain | None = None,
 ) -> Columns | None:
     """:func:`read_columns` of four columns given as Python lists (``vals`` None: every value
     is ``()``)."""
@@ -152,7 +164,12 @@ def lists_columns(
         k = as_int64(keys)
     if k is None:
         return None
-    t = as_int64(times) if plain else _time_array(times)
+    if plain:
+        t = as_int64(times)
+    elif domain is not None and not isinstance(times, np.ndarray):
+        t = _domain_times(times, domain)
+    else:
+        t = _time_array(times)
     if t is None:
         return None
     d = as_int64(diffs)
@@ -281,21 +298,15 @@ def decode_keys(codes: np.ndarray, pairs: bool) -> list[Any]:
     return unpack_pairs(codes) if pairs else codes.tolist()
 
 
-def product_columns(times: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
-    """The outer and inner coordinates of ``Product(int, int)`` times as int64 columns, or
-    None if a time is anything else (one pass over the column, no test per time).
-
-    >>> product_columns([Product(1, 2), Product(3, 4)])
-    (array([1, 3]), array([2, 4]))
-    >>> product_columns([Product(1, "a")]) is None
-    True
-    """
-    if not times:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    if set(map(type, times)) != {Product}:
-        return None
-    both = _int_pairs(times)
-    return None if both is None else (both[:, 0].copy(), both[:, 1].copy())
+def _domain_times(times: list[Any], domain: TimeDomain) -> np.ndarray | None:
+    """Times of one scope as its domain's columns (None: it keeps them as objects); one time
+    for all (the usual message) converted once."""
+    n = len(times)
+    first = times[0]
+    if times.count(first) == n:
+        one = domain.to_columns([first])
+        return None if one is None else np.repeat(one, n, axis=0)
+    return domain.to_columns(times)
 
 
 def _time_array(times: Any) -> Any:

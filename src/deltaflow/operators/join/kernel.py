@@ -15,8 +15,8 @@ reader of int columns, :mod:`deltaflow.framework.trace.ints`: its key, time and 
 convert to int arrays or it keeps the row path), never per update.
 
     >>> from deltaflow.operators.arrange import RawBatch
-    >>> arriving = columns_of(RawBatch([1, 2, 2], ["a", "b", "c"], [5, 5, 6], [1, 1, -1]))
     >>> from deltaflow.framework.time_domain import INT
+    >>> arriving = columns_of(RawBatch([1, 2, 2], ["a", "b", "c"], [5, 5, 6], [1, 1, -1]), INT)
     >>> other = SortedRuns(domain=INT)
     >>> other.add(RawBatch([2, 3], ["x", "y"], [7, 0], [2, 1]))
     >>> runs = other.runs()
@@ -61,16 +61,20 @@ _DIFF_BOUND = 1 << 31
 """Diffs of at most this size multiply in int64 without overflow (checked per batch)."""
 
 
-def columns_of(batch: Batch | RawBatch) -> Columns | None:
+def columns_of(batch: Batch | RawBatch, domain: TimeDomain) -> Columns | None:
     """The batch as :class:`~deltaflow.framework.trace.ints.Columns` when its keys are ints
-    or pairs of ints, its times ints or ``Product`` of two ints and its diffs small (their
-    products fit in 64 bits); None otherwise (it keeps the row path).
+    or pairs of ints, its times in ``domain``'s columns (the join's scope's: ints or
+    ``Product`` of two ints) and its diffs small (their products fit in 64 bits); None
+    otherwise (it keeps the row path).
 
     >>> from deltaflow.operators.arrange import RawBatch
-    >>> columns_of(RawBatch(["a"], None, [0], [1])) is None
+    >>> from deltaflow.framework.time_domain import INT
+    >>> columns_of(RawBatch(["a"], None, [0], [1]), INT) is None
     True
     """
-    cols = read_columns(batch)
+    if not domain.columns:
+        return None
+    cols = read_columns(batch, domain=domain)
     if cols is None or int(np.abs(cols.diffs).max()) >= _DIFF_BOUND:
         return None
     return cols
@@ -306,7 +310,7 @@ class SortedRuns:
             for batch in _grouped(self._pending, known):
                 cols = known.get(id(batch)) if known else None
                 if cols is None:
-                    cols = columns_of(batch)
+                    cols = columns_of(batch, self.domain)
                 if cols is None:
                     return self._fail()
                 if self.alone and isinstance(cols.vals, list):

@@ -491,7 +491,7 @@ class JoinOperator(Operator):
         runs = sorted_runs.runs()
         if not runs:
             return
-        cols = columns_of(item.batch)
+        cols = columns_of(item.batch, self.domain)
         first = runs[0]
         if (
             cols is None

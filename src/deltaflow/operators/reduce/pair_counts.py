@@ -41,8 +41,9 @@ import attrs
 import numpy as np
 
 from deltaflow.framework.lattice import Product, new_tuple
+from deltaflow.framework.time_domain import PAIR
 from deltaflow.framework.trace.codec import as_int64
-from deltaflow.framework.trace.ints import decode_keys, key_codes, product_columns
+from deltaflow.framework.trace.ints import decode_keys, key_codes
 
 from ...framework.tuning import PAIR_COMPACT_MIN as COMPACT_MIN
 from .counting import ByCount, _prefix_sums, order_by
@@ -96,14 +97,12 @@ class _Columns:
         of its joins with each element) and consolidate; zeros are dropped."""
         if not len(self.k):
             return
-        x = y = None
-        for f in frontier:
-            assert f.__class__ is Product
-            fx = np.maximum(self.x, f[0])
-            fy = np.maximum(self.y, f[1])
-            x = fx if x is None else np.minimum(x, fx)
-            y = fy if y is None else np.minimum(y, fy)
-        assert x is not None and y is not None
+        # (Each coordinate totally ordered: advancing is a maximum with the frontier's meet.)
+        bound = PAIR.to_columns(frontier)
+        assert bound is not None and len(bound)
+        fx, fy = bound.min(axis=0).tolist()
+        x = np.maximum(self.x, fx)
+        y = np.maximum(self.y, fy)
         order = np.lexsort((y, x, self.k))
         k, x, y, d = self.k[order], x[order], y[order], self.d[order]
         first = np.ones(len(k), dtype=bool)
@@ -129,11 +128,11 @@ def _columns_of(history: KeyedHistory, pairs: bool) -> _Columns | None:
     if codes is None or codes[1] != pairs:
         return None
     flat = list(chain.from_iterable(rows.values()))
-    times = product_columns([t for _, t, _ in flat])
+    times = history.domain.to_columns([t for _, t, _ in flat])
     d = as_int64([diff for _, _, diff in flat])
     if times is None or d is None:
         return None
-    return _Columns(codes[0], times[0], times[1], d)
+    return _Columns(codes[0], times[:, 0].copy(), times[:, 1].copy(), d)
 
 
 @attrs.define(slots=True)
