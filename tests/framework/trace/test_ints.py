@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product
+from deltaflow.framework.time_domain import domain_of
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.ints import int_columns, read_columns
@@ -96,3 +97,25 @@ def test_read_columns_holds_the_batch_or_declines(batch: Any) -> None:
         for row in zip(k.tolist(), vs, t.tolist(), d.tolist()):
             got[(int, row[0], row[1].__class__, row[1], int, row[2])] += row[3]
         assert got == _rows(batch)
+
+
+@settings(max_examples=200)
+@given(_batches())
+def test_the_scope_domain_reads_the_times_as_the_column_shape_does(batch: Any) -> None:
+    """Given the time domain of the batch's scope (the shape of its times), ``read_columns``
+    reads the times with the domain's codec: the same columns as found from the column's
+    shape, and none for a domain that keeps its times as objects (nested loops)."""
+    rows = list(batch.updates())
+    domain = domain_of(rows[0][2])
+    found = read_columns(batch)
+    given_domain = read_columns(batch, domain=domain)
+    if domain.columns is None:
+        assert given_domain is None or (
+            isinstance(batch, Batch) and batch.encoded  # (a trace batch's own time codec)
+        )
+        return
+    assert (found is None) == (given_domain is None)
+    if found is not None and given_domain is not None:
+        assert found.times.tolist() == given_domain.times.tolist()
+        assert domain.from_columns(given_domain.times) == domain.from_columns(found.times)
+        assert found.keys.tolist() == given_domain.keys.tolist()
