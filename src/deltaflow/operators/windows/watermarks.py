@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
 from ...framework.durable.tables import Rows
-from ..base import Interest, Operator, UpdateBatch
-from ..durable import delayed_to
+from ..base import Interest, Operator
+from ..pending import Pending
 from .eventtime import as_step, event_time
-from .sessions import SessionOperator, _Key
+from .sessions import KeyEvents, SessionOperator, send_counts
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -82,7 +82,8 @@ class WatermarkWindows(Operator):
         self.spec = spec
         self.at = at
         self.delay = delay
-        self.pending: dict[Any, tuple[Capability, list[Any], list[int]]] = {}
+        #: The updates waiting for their time.
+        self.pending: Pending[int] = Pending()
         #: The largest event time of every update processed (``None``: none yet).
         self.high: Any = None
         #: The updates applied to windows not all final yet, once each: ``{event time:
@@ -93,7 +94,6 @@ class WatermarkWindows(Operator):
         self._opened: set[tuple[Any, Any]] = set()
         #: Late updates met (and not applied) so far.
         self.late = 0
-        self._restored: dict[int, tuple[list[Any], list[int]]] = {}
 
     @property
     def watermark(self) -> Any:
@@ -103,17 +103,7 @@ class WatermarkWindows(Operator):
     # -- checkpoints (see .durable) ------------------------------------------------------------
     def save(self, sink: StateSink) -> None:
         """Hand the largest event time, the open windows and the waiting updates over."""
-        data = [d for _, ds, _ in self.pending.values() for d in ds]
-        sink.rows(
-            "pending",
-            Rows({
-                "key": [WATERMARK_KEY] * len(data),
-                "data": data,
-                "time": [t for t, (_, ds, _) in self.pending.items() for _ in ds],
-                "diff": [r for _, _, rs in self.pending.values() for r in rs],
-            }),
-            "key",
-        )  # fmt: skip
+        self.pending.save(sink, _watermark_keys)
         rows = [(at, d, c) for at, here in self.events.items() for d, c in here.items()]
         sink.rows(
             "events",
@@ -137,7 +127,7 @@ class WatermarkWindows(Operator):
 
     def load(self, source: StateSource) -> None:
         """Take the state back (on the worker owning the watermark)."""
-        _restore_pending(source, self._restored)
+        self.pending.load(source)
         events = source.rows("events")
         if events is not None:
             cols = events.columns
@@ -152,28 +142,14 @@ class WatermarkWindows(Operator):
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """A capability per restored waiting time (none on a fresh start)."""
-        for time, (data, diffs) in self._restored.items():
-            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
-        self._restored = {}
-        for cap in capabilities:
-            cap.drop()
+        self.pending.start(capabilities)
 
     # -- running ---------------------------------------------------------------------------------
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue new updates; process the times the frontier has passed, in order."""
         pending = self.pending
-        for time, batch in ctx.messages(0):
-            slot = pending.get(time)
-            if slot is None:
-                slot = pending[time] = (ctx.capability(time), [], [])
-            slot[1].extend(batch.data)
-            slot[2].extend(batch.diffs)
-        frontier = ctx.frontier(0)
-        while pending:
-            time = min(pending)
-            if frontier.less_equal(time):
-                break
-            cap, data, diffs = pending.pop(time)
+        pending.queue(ctx)
+        for time, cap, data, diffs in pending.passed(ctx.frontier(0)):
             self._apply(ctx, time, data, diffs)
             cap.drop()
 
@@ -227,11 +203,11 @@ class WatermarkWindows(Operator):
                 self._keep(e, d, r)
         if late:
             self._report(time, late, first)
-        self._send(ctx, time, out)
+        send_counts(ctx, time, out)
         self.high = high
         mark = self.watermark
         if mark is not None:
-            self._send(ctx, time + 1, self._close(mark))
+            send_counts(ctx, time + 1, self._close(mark))
 
     def _close(self, mark: Any) -> dict[Any, int]:
         """Retract the windows whose ends are at or below ``mark``; forget the events none
@@ -254,12 +230,6 @@ class WatermarkWindows(Operator):
                 break
             del events[at]
         return closed
-
-    @staticmethod
-    def _send(ctx: OperatorContext, time: int, out: dict[Any, int]) -> None:
-        data = [d for d, r in out.items() if r]
-        if data:
-            ctx.send(0, time, UpdateBatch(data, [out[d] for d in data], consolidated=True))
 
     def _report(self, time: int, late: int, first: Any) -> None:
         if not self.late:
@@ -341,17 +311,7 @@ class WatermarkSessions(SessionOperator):
                   "count": [e[3] for e in events]}),
             "key",
         )  # fmt: skip
-        data = [d for _, ds, _ in self.pending.values() for d in ds]
-        sink.rows(
-            "pending",
-            Rows({
-                "key": [WATERMARK_KEY] * len(data),
-                "data": data,
-                "time": [t for t, (_, ds, _) in self.pending.items() for _ in ds],
-                "diff": [r for _, _, rs in self.pending.values() for r in rs],
-            }),
-            "key",
-        )  # fmt: skip
+        self.pending.save(sink, _watermark_keys)
         closes = self.closes
         sink.rows(
             "closes",
@@ -375,11 +335,11 @@ class WatermarkSessions(SessionOperator):
             for key, at, d, c in zip(cols["skey"], cols["at"], cols["datum"], cols["count"]):
                 state = self.keys.get(key)
                 if state is None:
-                    state = self.keys[key] = _Key()
+                    state = self.keys[key] = KeyEvents()
                 state.counts.setdefault(at, {})[d] = c
             for state in self.keys.values():
                 state.times.update(at for at in state.counts if state.live(at))
-        _restore_pending(source, self._restored)
+        self.pending.load(source)
         closes = source.rows("closes")
         if closes is not None:
             cols = closes.columns
@@ -391,31 +351,17 @@ class WatermarkSessions(SessionOperator):
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """A capability per restored waiting time (closes need none: they follow a time)."""
-        for time, (data, diffs) in self._restored.items():
-            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
-        self._restored = {}
-        for cap in capabilities:
-            cap.drop()
+        self.pending.start(capabilities)
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue new updates; each time the frontier has passed, in order: apply it, then
         retract at the next time the sessions its watermark made final."""
         pending = self.pending
-        for time, batch in ctx.messages(0):
-            slot = pending.get(time)
-            if slot is None:
-                slot = pending[time] = (ctx.capability(time), [], [])
-            slot[1].extend(batch.data)
-            slot[2].extend(batch.diffs)
-        frontier = ctx.frontier(0)
-        while pending:
-            time = min(pending)
-            if frontier.less_equal(time):
-                break
-            cap, data, diffs = pending.pop(time)
+        pending.queue(ctx)
+        for time, cap, data, diffs in pending.passed(ctx.frontier(0)):
             out: dict[Any, int] = {}
             self._apply(time, data, diffs, out)
-            WatermarkWindows._send(ctx, time, out)
+            send_counts(ctx, time, out)
             high = self.high
             try:
                 for _, at, _ in data:
@@ -429,20 +375,14 @@ class WatermarkSessions(SessionOperator):
             mark = self.watermark
             if mark is not None:
                 self._close(mark, closed)
-            WatermarkWindows._send(ctx, time + 1, closed)
+            send_counts(ctx, time + 1, closed)
             cap.drop()
 
 
 # -- what both watermark operators keep in a checkpoint -------------------------------------------
-def _restore_pending(source: StateSource, restored: dict[Any, tuple[list[Any], list[int]]]) -> None:
-    """Add a checkpoint's waiting updates (its ``pending`` rows) to ``restored`` by time."""
-    pending = source.rows("pending")
-    if pending is not None:
-        cols = pending.columns
-        for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
-            slot = restored.setdefault(t, ([], []))
-            slot[0].append(d)
-            slot[1].append(r)
+def _watermark_keys(data: list[Any]) -> list[str]:
+    """Every datum's key: the constant one."""
+    return [WATERMARK_KEY] * len(data)
 
 
 def _restore_high(source: StateSource, high: Any, late: int) -> tuple[Any, int]:
