@@ -114,6 +114,11 @@ class KeyEvents:
         self.counts: dict[Any, dict[Any, int]] = {}
         self.times = SortedList()
 
+    def index_times(self) -> None:
+        """Note in :attr:`times` the event times with a positive count (after
+        :attr:`counts` was filled from a checkpoint)."""
+        self.times.update(at for at in self.counts if self.live(at))
+
     def live(self, at: Any) -> list[tuple[Any, int]]:
         return [(d, c) for d, c in self.counts[at].items() if c > 0]
 
@@ -215,15 +220,22 @@ class SessionOperator(Operator):
                 self.size += len(counts)
                 for (at, d), c in counts.items():
                     state.counts.setdefault(at, {})[d] = c
-                state.times.update(at for at in state.counts if state.live(at))
+                state.index_times()
         self.pending.load(source)
-        closes = source.rows("closes")
-        if closes is not None:
-            cols = closes.columns
-            for key, t, first in zip(cols["key"], cols["time"], cols["first"]):
-                self._seq += 1
-                self.closes.append((t, self._seq, key, first))
-            heapq.heapify(self.closes)
+        self._load_closes(source, "time", "key")
+
+    def _load_closes(self, source: StateSource, time: str, key: str) -> None:
+        """Queue a checkpoint's session closes (table ``closes``: the close times in column
+        ``time``, the keys in column ``key``, the first event times in ``first``) again."""
+        rows = source.rows("closes")
+        if rows is None:
+            return
+        cols = rows.columns
+        closes = self.closes
+        for t, k, first in zip(cols[time], cols[key], cols["first"]):
+            self._seq += 1
+            closes.append((t, self._seq, k, first))
+        heapq.heapify(closes)
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """Capabilities for a restored state's updates at later times, one per time, and

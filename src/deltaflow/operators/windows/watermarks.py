@@ -66,7 +66,65 @@ def watermark_key(_datum: Any) -> str:
     return WATERMARK_KEY
 
 
-class WatermarkWindows(Operator):
+class Watermarked:
+    """What both watermark operators keep of the watermark: the largest event time seen
+    and the late updates met, saved under the constant key (checkpoint table ``high``).
+
+    >>> w = Watermarked()
+    >>> w.delay, w.high = 5, 17
+    >>> w.watermark
+    12
+    """
+
+    name: str
+    #: How far the watermark trails the largest event time.
+    delay: Any = None
+    #: The largest event time of every update processed (``None``: none yet).
+    high: Any = None
+    #: Late updates met (and not applied) so far.
+    late: int = 0
+
+    @property
+    def watermark(self) -> Any:
+        """The current watermark (``None`` before any update)."""
+        return None if self.high is None else self.high - as_step(self.high, self.delay)
+
+    def _report(self, time: int, late: int, first: Any) -> None:
+        """Count ``late`` updates met at ``time``; the operator's first ones are logged."""
+        if not self.late:
+            logger.warning(
+                "%s: %d late update(s) at time %r are older than the watermark %r and were "
+                "not applied (the first: %r); later ones are counted in "
+                "job.statistics()['late'], not logged",
+                self.name,
+                late,
+                time,
+                self.watermark,
+                first,
+            )
+        self.late += late
+
+    def _save_high(self, sink: StateSink) -> None:
+        held = [] if self.high is None else [self.high]
+        sink.rows(
+            "high",
+            Rows({"key": [WATERMARK_KEY] * len(held), "high": held,
+                  "late": [self.late] * len(held)}),
+            "key",
+        )  # fmt: skip
+
+    def _load_high(self, source: StateSource) -> None:
+        """Fold a checkpoint's largest event times and late counts (one row per worker
+        that held them) into this one's."""
+        rows = source.rows("high")
+        if rows is not None:
+            cols = rows.columns
+            for h, n in zip(cols["high"], cols["late"]):
+                self.high = h if self.high is None else max(self.high, h)
+                self.late += n
+
+
+class WatermarkWindows(Watermarked, Operator):
     """Tumbling or sliding windows with a watermark (see the module), on int times.
 
     Updates wait until the frontier passes their time; each time, in order, drops its late
@@ -84,21 +142,12 @@ class WatermarkWindows(Operator):
         self.delay = delay
         #: The updates waiting for their time.
         self.pending: Pending[int] = Pending()
-        #: The largest event time of every update processed (``None``: none yet).
-        self.high: Any = None
         #: The updates applied to windows not all final yet, once each: ``{event time:
         #: {datum: count}}`` (an event in several windows is kept once, not once per window).
         self.events = SortedDict()
         #: The windows that received updates and are not final: a heap of ``(end, start)``.
         self.open: list[tuple[Any, Any]] = []
         self._opened: set[tuple[Any, Any]] = set()
-        #: Late updates met (and not applied) so far.
-        self.late = 0
-
-    @property
-    def watermark(self) -> Any:
-        """The current watermark (``None`` before any update)."""
-        return None if self.high is None else self.high - as_step(self.high, self.delay)
 
     # -- checkpoints (see .durable) ------------------------------------------------------------
     def save(self, sink: StateSink) -> None:
@@ -117,13 +166,7 @@ class WatermarkWindows(Operator):
                   "start": [w[1] for w in self.open]}),
             "key",
         )  # fmt: skip
-        held = [] if self.high is None else [self.high]
-        sink.rows(
-            "high",
-            Rows({"key": [WATERMARK_KEY] * len(held), "high": held,
-                  "late": [self.late] * len(held)}),
-            "key",
-        )  # fmt: skip
+        self._save_high(sink)
 
     def load(self, source: StateSource) -> None:
         """Take the state back (on the worker owning the watermark)."""
@@ -138,7 +181,7 @@ class WatermarkWindows(Operator):
             cols = windows.columns
             for end, start in zip(cols["end"], cols["start"]):
                 self._open((end, start))
-        self.high, self.late = _restore_high(source, self.high, self.late)
+        self._load_high(source)
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """A capability per restored waiting time (none on a fresh start)."""
@@ -231,22 +274,8 @@ class WatermarkWindows(Operator):
             del events[at]
         return closed
 
-    def _report(self, time: int, late: int, first: Any) -> None:
-        if not self.late:
-            logger.warning(
-                "%s: %d late update(s) at time %r are older than the watermark %r and were "
-                "not applied (the first: %r); later ones are counted in "
-                "job.statistics()['late'], not logged",
-                self.name,
-                late,
-                time,
-                self.watermark,
-                first,
-            )
-        self.late += late
 
-
-class WatermarkSessions(SessionOperator):
+class WatermarkSessions(Watermarked, SessionOperator):
     """Sessions with a watermark: an update below it is late; a session whose end
     (``last + gap``) is at or below it is final, retracted at the next time and forgotten.
     No update that is not late can reach a final session: its event time is at least the
@@ -259,15 +288,6 @@ class WatermarkSessions(SessionOperator):
     def __init__(self, name: str, gap: Any, delay: Any) -> None:
         super().__init__(name, gap, None)
         self.delay = delay
-        #: The largest event time of every update processed (``None``: none yet).
-        self.high: Any = None
-        #: Late updates met (and not applied) so far.
-        self.late = 0
-
-    @property
-    def watermark(self) -> Any:
-        """The current watermark (``None`` before any update)."""
-        return None if self.high is None else self.high - as_step(self.high, self.delay)
 
     def _late_test(self, time: int) -> Callable[[Any], bool] | None:
         mark = self.watermark
@@ -280,20 +300,6 @@ class WatermarkSessions(SessionOperator):
 
     def _closes_sessions(self) -> bool:
         return True
-
-    def _report(self, time: int, late: int, first: Any) -> None:
-        if not self.late:
-            logger.warning(
-                "%s: %d late update(s) at time %r are older than the watermark %r and were "
-                "not applied (the first: %r); later ones are counted in "
-                "job.statistics()['late'], not logged",
-                self.name,
-                late,
-                time,
-                self.watermark,
-                first,
-            )
-        self.late += late
 
     # -- checkpoints: everything under the constant key --------------------------------------
     def save(self, sink: StateSink) -> None:
@@ -319,13 +325,7 @@ class WatermarkSessions(SessionOperator):
                   "end": [c[0] for c in closes], "first": [c[3] for c in closes]}),
             "key",
         )  # fmt: skip
-        held = [] if self.high is None else [self.high]
-        sink.rows(
-            "high",
-            Rows({"key": [WATERMARK_KEY] * len(held), "high": held,
-                  "late": [self.late] * len(held)}),
-            "key",
-        )  # fmt: skip
+        self._save_high(sink)
 
     def load(self, source: StateSource) -> None:
         """Take the state back (on the worker owning the watermark)."""
@@ -338,16 +338,10 @@ class WatermarkSessions(SessionOperator):
                     state = self.keys[key] = KeyEvents()
                 state.counts.setdefault(at, {})[d] = c
             for state in self.keys.values():
-                state.times.update(at for at in state.counts if state.live(at))
+                state.index_times()
         self.pending.load(source)
-        closes = source.rows("closes")
-        if closes is not None:
-            cols = closes.columns
-            for key, end, first in zip(cols["skey"], cols["end"], cols["first"]):
-                self._seq += 1
-                self.closes.append((end, self._seq, key, first))
-            heapq.heapify(self.closes)
-        self.high, self.late = _restore_high(source, self.high, self.late)
+        self._load_closes(source, "end", "skey")
+        self._load_high(source)
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """A capability per restored waiting time (closes need none: they follow a time)."""
@@ -383,15 +377,3 @@ class WatermarkSessions(SessionOperator):
 def _watermark_keys(data: list[Any]) -> list[str]:
     """Every datum's key: the constant one."""
     return [WATERMARK_KEY] * len(data)
-
-
-def _restore_high(source: StateSource, high: Any, late: int) -> tuple[Any, int]:
-    """``high`` and ``late`` with a checkpoint's largest event times seen and late counts
-    (its ``high`` rows, one per worker that held them) folded in."""
-    rows = source.rows("high")
-    if rows is not None:
-        cols = rows.columns
-        for h, n in zip(cols["high"], cols["late"]):
-            high = h if high is None else max(high, h)
-            late += n
-    return high, late
