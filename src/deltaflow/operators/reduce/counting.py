@@ -275,13 +275,7 @@ class RowCounts:
         )
         for k, x, d in zip(fix_k.tolist(), fix_p.tolist(), fix_d.tolist()):
             key, y = items[k][:2]
-            place = (x, y)
-            entry = (key, (), d)
-            have = fixes.get(place)
-            if have is None:
-                fixes[place] = [entry]
-            else:
-                have.append(entry)
+            add_row(fixes, (x, y), key, (), d)
         return True
 
     def queued(self) -> list[tuple[Any, int, list[Any], Rows, Rows | None]]:
