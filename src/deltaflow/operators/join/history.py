@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...framework import tuning
+from ...framework.durable.tables import append_rows
 from ...framework.lattice import advancer
 from ...framework.tuning import COMPACT_WRITTEN
 from ..durable import Appended
@@ -294,13 +295,7 @@ class KeyedHistory:
     def _extend_logged(self, keys: list[Any], rows: list[tuple[Any, Time, int]]) -> None:
         """Add ``rows[i]`` to ``keys[i]``'s list, each also noted in the log (the same row
         objects: the log holds no copy), while a checkpoint logs the updates one by one."""
-        rows_of = self.rows
-        for key, row in zip(keys, rows):
-            have = rows_of.get(key)
-            if have is None:
-                rows_of[key] = [row]
-            else:
-                have.append(row)
+        append_rows(self.rows, keys, rows)
         log = self.log
         assert log.keys is not None
         log.keys += keys

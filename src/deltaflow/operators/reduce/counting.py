@@ -264,14 +264,9 @@ class RowCounts:
         above = in_p > low[in_k]
         at_k = np.concatenate([seed_k, in_k[above]])
         at_p = np.concatenate([seed_p, in_p[above]])
+        in_cols, out_cols = (in_k, in_p, in_d), (out_k, out_p, out_d)
         fix_k, fix_p, fix_d = line_fixes(
-            at_k,
-            at_p,
-            (in_k, in_p, in_d),
-            (out_k, out_p, out_d),
-            by_count,
-            columns,
-            lambda: [item[0] for item in items],
+            at_k, at_p, in_cols, out_cols, by_count, columns, lambda: [it[0] for it in items]
         )
         for k, x, d in zip(fix_k.tolist(), fix_p.tolist(), fix_d.tolist()):
             key, y = items[k][:2]

@@ -206,14 +206,9 @@ class PairCounts:
         above_out = out_x >= low[out_k]
         at_k = np.concatenate([in_k[above_in], out_k[above_out]])
         at_x = np.concatenate([in_x[above_in], out_x[above_out]])
+        ins, outs = (in_k, in_x, in_d), (out_k, out_x, out_d)
         fix_k, fix_x, fix_d = line_fixes(
-            at_k,
-            at_x,
-            (in_k, in_x, in_d),
-            (out_k, out_x, out_d),
-            by_count,
-            columns,
-            lambda: decode_keys(keys, self.pairs),
+            at_k, at_x, ins, outs, by_count, columns, lambda: decode_keys(keys, self.pairs)
         )
         fix_k = keys[fix_k]
         self.outputs.append(fix_k, fix_x, np.full(len(fix_k), y, dtype=np.int64), fix_d)
