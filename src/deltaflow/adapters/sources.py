@@ -41,6 +41,7 @@ from ..framework.schema import Schema
 from ..scheduler.frames import TableLayout
 from ..scheduler.sources import Batch
 from .files import read_updates
+from .options import check_seconds
 
 __all__ = ["FilesReader", "FilesSource", "IterableReader", "IterableSource", "files", "iterable"]
 
@@ -195,10 +196,7 @@ def files(
     if format is not None and format not in _NAMES:
         msg = f"files: format must be one of {sorted(_NAMES)} or None, not {format!r}"
         raise ValueError(msg)
-    raw: object = poll
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
-        msg = f"files: poll must be a number of seconds > 0, not {poll!r}"
-        raise ValueError(msg)
+    check_seconds(poll, "files", "poll")
     if max_files is not None and (max_files.__class__ is not int or max_files < 1):
         msg = f"files: max_files must be a positive int or None, not {max_files!r}"
         raise ValueError(msg)

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import OperatorError
-from ..framework.durable.tables import Rows
 from ..framework.lattice import join
 from .base import Interest, Operator, RunsBatch, UpdateBatch, describe_callable, sum_diffs
-from .durable import StateSink, StateSource, delayed_to
+from .durable import StateSink, StateSource
+from .pending import Pending
 from .values import as_count
 
 if TYPE_CHECKING:
@@ -280,56 +280,27 @@ class Consolidate(Operator):
     interest = Interest.ALWAYS
 
     def __init__(self) -> None:
-        self.pending: dict[Any, tuple[Capability, list[Any], list[int]]] = {}
-        # What a checkpoint held back, until ``initialize`` gives it capabilities.
-        self._restored: dict[Any, tuple[list[Any], list[int]]] = {}
+        self.pending: Pending[Time] = Pending()
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """A capability per time a restored state holds updates at (none on a fresh start)."""
-        for time, (data, diffs) in self._restored.items():
-            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
-        self._restored = {}
-        for cap in capabilities:
-            cap.drop()
+        self.pending.start(capabilities)
 
     def save(self, sink: StateSink) -> None:
         """Hand the updates of times not complete yet to a checkpoint."""
-        data = [d for _, ds, _ in self.pending.values() for d in ds]
-        times = [t for t, (_, ds, _) in self.pending.items() for _ in ds]
-        diffs = [r for _, _, rs in self.pending.values() for r in rs]
-        sink.rows("pending", Rows({"data": data, "time": times, "diff": diffs}), "data")
+        self.pending.save(sink)
 
     def load(self, source: StateSource) -> None:
         """Take this worker's share of the updates held back at a checkpoint."""
-        rows = source.rows("pending")
-        if rows is None:
-            return
-        restored = self._restored
-        cols = rows.columns
-        for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
-            slot = restored.get(t)
-            if slot is None:
-                restored[t] = ([d], [r])
-            else:
-                slot[0].append(d)
-                slot[1].append(r)
+        self.pending.load(source)
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Buffer new batches; flush the times the frontier has passed."""
         pending = self.pending
-        for time, batch in ctx.messages(0):
-            slot = pending.get(time)
-            if slot is None:
-                slot = pending[time] = (ctx.capability(time), [], [])
-            slot[1].extend(batch.data)
-            slot[2].extend(batch.diffs)
+        pending.queue(ctx)
         if not pending:
             return
-        frontier = ctx.frontier(0)
-        for time in sorted(pending):
-            if frontier.less_equal(time):
-                continue
-            cap, data, diffs = pending.pop(time)
+        for time, cap, data, diffs in pending.passed(ctx.frontier(0)):
             out = consolidate_columns(data, diffs)
             if out.data:
                 ctx.send(0, time, out)

@@ -589,6 +589,7 @@ class Checkpointer:
         )
 
     # -- resuming ---------------------------------------------------------------------------
+    @collector_paused()
     def restore(
         self,
         manifest: dict[str, Any],
@@ -604,20 +605,8 @@ class Checkpointer:
         (checked to be this pipeline's): every operator takes its share of the state, every
         worker starts from the capabilities saved, the outputs from their collections at the
         checkpoint's time (with ``current``) and their updates at later times (with
-        ``pending``). Blocking: run it before the workers do."""
-        with collector_paused():
-            self._restore(manifest, layout, workers, total, stores, current, pending)
-
-    def _restore(
-        self,
-        manifest: dict[str, Any],
-        layout: StateLayout,
-        workers: Sequence[Worker],
-        total: int,
-        stores: Mapping[str, OutputStore],
-        current: bool,
-        pending: bool,
-    ) -> None:
+        ``pending``). Blocking: run it before the workers do; no collection runs meanwhile
+        (:func:`~.collector.collector_paused`)."""
         restorer = _Restorer(self.store.reader(manifest), int(manifest["workers"]), total)
         saved = manifest["nodes"]
         if restorer.same:

@@ -180,3 +180,59 @@ def test_extend_grouped_matches_extend(batches: list[list[Any]], owned: bool) ->
     if not owned:
         kept = {id(rows) for rows in grouped.rows.values()}
         assert not kept & {id(rows) for rows in given_lists}
+
+
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.sampled_from(["extend", "extend_at", "noting"]),
+            update_lists("product", data=st.tuples(KEYS, data_values()), max_size=12),
+        ),
+        max_size=5,
+    ),
+    logged=st.booleans(),
+)
+def test_every_way_of_adding_keeps_and_logs_the_same(
+    batches: list[tuple[str, list[Any]]], logged: bool
+) -> None:
+    """Updates added by ``extend``, ``extend_at`` (one time per call) or
+    ``extend_noting_times``, whether a checkpoint logs them or not, leave the lists an
+    update-by-update ``append`` leaves; the log holds each added row (the very object the
+    list holds), in order; the times noted are those of each key's updates."""
+    history, reference = KeyedHistory(), KeyedHistory()
+    if logged:
+        assert history.log.take() is None  # the first take is whole; log from here on
+    added: list[tuple[Any, Any, Time, int]] = []
+    noted: dict[Any, list[Time]] = {}
+    expected: dict[Any, list[Time]] = {}
+    for how, batch in batches:
+        updates = [(k, v, t, d) for (k, v), t, d in batch]
+        if how == "extend_at":
+            if not updates:
+                continue
+            time = updates[0][2]
+            updates = [(k, v, time, d) for k, v, _, d in updates]
+            history.extend_at(time, [(k, v, d) for k, v, _, d in updates])
+        elif how == "noting":
+            history.extend_noting_times(iter(updates), noted)
+            for k, _, t, _ in updates:
+                expected.setdefault(k, []).append(t)
+        else:
+            history.extend(iter(updates))
+        for update in updates:
+            reference.append(*update)
+        added += updates
+    assert history.rows == reference.rows
+    assert history.size == reference.size == len(added)
+    assert noted == expected
+    held = {id(row) for rows in history.rows.values() for row in rows}
+    logged_rows = list(history.log.rows)
+    taken = history.log.take()
+    if not logged:
+        assert taken is None
+        return
+    assert taken is not None
+    keys, vals, times, diffs = taken
+    assert list(zip(keys, vals, times, diffs)) == added
+    assert len(logged_rows) == len(added)
+    assert all(id(row) in held for row in logged_rows)

@@ -87,13 +87,7 @@ def connect(dsn: str, what: str, **kwargs: Any) -> Any:
         DatabaseError: the server cannot be reached or refuses the login, naming ``what`` and
             the server by its redacted DSN.
     """
-    pg = psycopg()
-    try:
-        return pg.connect(dsn, **kwargs)
-    except pg.OperationalError as exc:
-        detail = scrub(str(exc).strip(), dsn)
-        msg = f"{what}: cannot connect to PostgreSQL at {redact(dsn)!r}: {detail}"
-        raise DatabaseError(msg) from None
+    return _open(dsn, what, "connect", DatabaseError, kwargs)
 
 
 class ConnectionLost(DatabaseError):
@@ -113,15 +107,23 @@ def reconnect(conn: Any, dsn: str, what: str, **kwargs: Any) -> Any:
     Raises:
         ConnectionLost: the server cannot be reached yet.
     """
-    pg = psycopg()
     with contextlib.suppress(Exception):
         conn.close()
+    return _open(dsn, what, "reconnect", ConnectionLost, kwargs)
+
+
+def _open(
+    dsn: str, what: str, verb: str, error: type[DatabaseError], kwargs: dict[str, Any]
+) -> Any:
+    """A psycopg connection to ``dsn``, or ``error`` saying ``what`` cannot ``verb`` to the
+    server (by its redacted DSN, the driver's message scrubbed of the DSN)."""
+    pg = psycopg()
     try:
         return pg.connect(dsn, **kwargs)
     except pg.OperationalError as exc:
         detail = scrub(str(exc).strip(), dsn)
-        msg = f"{what}: cannot reconnect to PostgreSQL at {redact(dsn)!r}: {detail}"
-        raise ConnectionLost(msg) from None
+        msg = f"{what}: cannot {verb} to PostgreSQL at {redact(dsn)!r}: {detail}"
+        raise error(msg) from None
 
 
 async def retrying(

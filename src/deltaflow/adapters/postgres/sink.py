@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..options import check_seconds
 from .connect import (
     ConnectionLost,
     DatabaseError,
@@ -305,10 +306,7 @@ def postgres(
     if mode == "upsert" and not keys:
         msg = f"sinks.postgres({table!r}): an upsert table needs key= (its key column or columns)"
         raise ValueError(msg)
-    wait: object = patience
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
-        msg = f"sinks.postgres: patience must be a number of seconds >= 0, not {patience!r}"
-        raise ValueError(msg)
+    check_seconds(patience, "sinks.postgres", "patience", zero=True)
     parsed = Table.parse(table)
     sink_name = str(parsed) if name is None else name
     return PostgresSink(dsn, parsed, keys, mode, sink_name, float(patience))

@@ -44,6 +44,7 @@ import trio
 
 from ...framework.schema import Schema
 from ...scheduler.sources import Batch
+from ..options import check_seconds
 from .connect import (
     ConnectionLost,
     DatabaseError,
@@ -474,15 +475,9 @@ def postgres(
     if not isinstance(named, str) or not _SLOT.match(named):
         msg = f"sources.postgres: slot must be 1-63 of a-z, 0-9 and _, not {slot!r}"
         raise ValueError(msg)
-    raw: object = poll
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:
-        msg = f"sources.postgres: poll must be a number of seconds > 0, not {poll!r}"
-        raise ValueError(msg)
+    check_seconds(poll, "sources.postgres", "poll")
     parsed = None if schema is None or isinstance(schema, Schema) else Schema.parse(schema)
-    wait: object = patience
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
-        msg = f"sources.postgres: patience must be a number of seconds >= 0, not {patience!r}"
-        raise ValueError(msg)
+    check_seconds(patience, "sources.postgres", "patience", zero=True)
     tables = _tables(table)
     if parsed is not None and len(tables) > 1:
         msg = (

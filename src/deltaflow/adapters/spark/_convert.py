@@ -336,29 +336,14 @@ def read_partition(
     layouts: Sequence[InputLayout], batches: Iterable[Any]
 ) -> dict[str, list[tuple[Any, int, int]]]:
     """A task's partition of tagged rows as ``(data, time, diff)`` updates per input."""
-    feed: dict[str, list[tuple[Any, int, int]]] = {layout.name: [] for layout in layouts}
-    for batch in batches:
-        for layout in layouts:
-            data, times, diffs = layout.read(batch)
-            if not data:
-                continue
-            ts = times if times is not None else [0] * len(data)
-            ds = diffs if diffs is not None else [1] * len(data)
-            feed[layout.name].extend(zip(data, ts, ds))
-    return feed
+    return _read(layouts, batches, {}, timed=True)[0]
 
 
 def read_changes(
     layouts: Sequence[InputLayout], batches: Iterable[Any]
 ) -> dict[str, list[tuple[Any, int]]]:
     """A micro-batch's tagged rows as ``(data, diff)`` changes per input (no times)."""
-    feed: dict[str, list[tuple[Any, int]]] = {layout.name: [] for layout in layouts}
-    for batch in batches:
-        for layout in layouts:
-            data, _times, diffs = layout.read(batch)
-            if data:
-                feed[layout.name].extend(zip(data, diffs if diffs is not None else [1] * len(data)))
-    return feed
+    return _read(layouts, batches, {}, timed=False)[0]
 
 
 def read_changes_accounted(
@@ -373,27 +358,7 @@ def read_changes_accounted(
     its index in the partition's rows of that input), for the driver's accounts
     (:mod:`deltaflow.scheduler.accounting`); an input in mode ``"fail"`` raises as
     :func:`read_changes` does."""
-    feed: dict[str, list[tuple[Any, int]]] = {layout.name: [] for layout in layouts}
-    report: dict[str, Any] = {layout.name: {"read": 0, "bad": []} for layout in layouts}
-    for batch in batches:
-        for layout in layouts:
-            seen = report[layout.name]
-            out = feed[layout.name]
-            if modes.get(layout.name, "fail") == "fail":
-                data, _times, diffs = layout.read(batch)
-                seen["read"] += len(data)
-                out.extend(zip(data, diffs if diffs is not None else [1] * len(data)))
-                continue
-            data, ds = layout.read_lenient(batch)
-            for datum, diff in zip(data, ds):
-                row = seen["read"]
-                seen["read"] += 1
-                reason = layout.fault(datum, diff)
-                if reason is None:
-                    out.append((datum, diff))
-                else:
-                    seen["bad"].append([datum, reason, row])
-    return feed, report
+    return _read(layouts, batches, modes, timed=False)
 
 
 # -- dfspark.run's bad rows (on_bad) ---------------------------------------------------------
@@ -408,7 +373,19 @@ def read_partition_accounted(
     ``{"read": rows, "bad": [[datum, reason, row], ...]}`` as
     :func:`read_changes_accounted` does; an input in mode ``"fail"`` raises as
     :func:`read_partition` does."""
-    feed: dict[str, list[tuple[Any, int, int]]] = {layout.name: [] for layout in layouts}
+    return _read(layouts, batches, modes, timed=True)
+
+
+def _read(
+    layouts: Sequence[InputLayout],
+    batches: Iterable[Any],
+    modes: Mapping[str, str],
+    *,
+    timed: bool,
+) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The four readers above: per input, ``(data, time, diff)`` updates (``timed``) or
+    ``(data, diff)`` changes, and the rows read and left out."""
+    feed: dict[str, list[Any]] = {layout.name: [] for layout in layouts}
     report: dict[str, Any] = {layout.name: {"read": 0, "bad": []} for layout in layouts}
     for batch in batches:
         for layout in layouts:
@@ -417,24 +394,35 @@ def read_partition_accounted(
             if modes.get(layout.name, "fail") == "fail":
                 data, times, diffs = layout.read(batch)
                 seen["read"] += len(data)
-                ts = times if times is not None else [0] * len(data)
-                out.extend(zip(data, ts, diffs if diffs is not None else [1] * len(data)))
+                ds = diffs if diffs is not None else [1] * len(data)
+                if timed:
+                    out.extend(zip(data, times if times is not None else [0] * len(data), ds))
+                else:
+                    out.extend(zip(data, ds))
                 continue
             data, ds = layout.read_lenient(batch)
-            if layout.time:
-                ts = batch.filter(pc.equal(batch.column(INPUT), layout.index))
-                ts = ts.column(f"__{layout.index}_t").to_pylist()
-            else:
-                ts = [0] * len(data)
-            for datum, t, diff in zip(data, ts, ds):
+            ts = _lenient_times(layout, batch, len(data)) if timed else None
+            for i, (datum, diff) in enumerate(zip(data, ds)):
                 row = seen["read"]
                 seen["read"] += 1
-                reason = _time_fault(layout, datum, t) or layout.fault(datum, diff)
+                reason = None if ts is None else _time_fault(layout, datum, ts[i])
                 if reason is None:
-                    out.append((datum, t, diff))
-                else:
+                    reason = layout.fault(datum, diff)
+                if reason is not None:
                     seen["bad"].append([datum, reason, row])
+                elif ts is None:
+                    out.append((datum, diff))
+                else:
+                    out.append((datum, ts[i], diff))
     return feed, report
+
+
+def _lenient_times(layout: InputLayout, batch: Any, n: int) -> list[Any]:
+    """The times of ``layout``'s ``n`` rows of ``batch`` as they are (none checked)."""
+    if not layout.time:
+        return [0] * n
+    rows = batch.filter(pc.equal(batch.column(INPUT), layout.index))
+    return rows.column(f"__{layout.index}_t").to_pylist()  # type: ignore[no-any-return]
 
 
 def _time_fault(layout: InputLayout, datum: Any, t: Any) -> str | None:

@@ -51,7 +51,7 @@ from .columns import (
     spec_of,
 )
 
-__all__ = ["Groups", "Rows", "append_logged", "owners"]
+__all__ = ["Groups", "Rows", "append_logged", "append_rows", "owners"]
 
 #: Columns written as dictionaries (few distinct values).
 DICTIONARY_COLUMNS = frozenset({"time"})
@@ -327,6 +327,17 @@ def append_logged(index: dict[Any, list[tuple[Any, ...]]], log: Rows, take: Any 
         picked = take.tolist()
         keys = [keys[i] for i in picked]
         rows = [rows[i] for i in picked]
+    append_rows(index, keys, rows)
+
+
+def append_rows(index: dict[Any, list[Any]], keys: list[Any], rows: list[Any]) -> None:
+    """Append ``rows[i]`` to the list of ``keys[i]`` in ``index`` (made if missing), in order.
+
+    >>> index = {"k": [1]}
+    >>> append_rows(index, ["j", "k", "j"], [2, 3, 4])
+    >>> index
+    {'k': [1, 3], 'j': [2, 4]}
+    """
     for key, row in zip(keys, rows):
         have = index.get(key)
         if have is None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...framework import tuning
+from ...framework.durable.tables import append_rows
 from ...framework.tuning import COMPACT_WRITTEN
 from ..durable import Appended
 
@@ -170,63 +171,34 @@ class KeyedHistory:
         >>> h.rows, h.size
         ({'k': [('v', 3, 1)], 'l': [('w', 3, -1)]}, 2)
         """
+        if self.log.keys is not None:
+            self._extend_logged([r[0] for r in rows], [(val, time, diff) for _, val, diff in rows])
+            return
         rows_of = self.rows
-        logged = self.log.keys
-        if logged is None:
-            for key, val, diff in rows:
-                have = rows_of.get(key)
-                if have is None:
-                    rows_of[key] = [(val, time, diff)]
-                else:
-                    have.append((val, time, diff))
-        else:
-            log_key = logged.append
-            log_row = self.log.rows.append
-            for key, val, diff in rows:
-                row = (val, time, diff)
-                have = rows_of.get(key)
-                if have is None:
-                    rows_of[key] = [row]
-                else:
-                    have.append(row)
-                log_key(key)
-                log_row(row)
+        for key, val, diff in rows:
+            have = rows_of.get(key)
+            if have is None:
+                rows_of[key] = [(val, time, diff)]
+            else:
+                have.append((val, time, diff))
         self.size += len(rows)
-        if logged is not None:
-            self.log.bound(self.size)
 
     def extend(self, updates: Iterable[tuple[Any, Any, Time, int]], batch: Any = None) -> None:
         """Add ``(key, val, time, diff)`` updates (``batch``: the batch they are, all of its
         updates in order, logged as itself)."""
+        if batch is None and self.log.keys is not None:
+            self._extend_logged(*_keys_and_rows(updates))
+            return
         rows_of = self.rows
         n = 0
-        logged = self.log.keys
-        if logged is None or batch is not None:
-            for key, val, time, diff in updates:
-                rows = rows_of.get(key)
-                if rows is None:
-                    rows_of[key] = [(val, time, diff)]
-                else:
-                    rows.append((val, time, diff))
-                n += 1
-            if logged is not None:
-                self.log.add_batch(batch)
-        else:
-            log_key = logged.append
-            log_row = self.log.rows.append
-            for key, val, time, diff in updates:
-                row = (val, time, diff)
-                rows = rows_of.get(key)
-                if rows is None:
-                    rows_of[key] = [row]
-                else:
-                    rows.append(row)
-                log_key(key)
-                log_row(row)
-                n += 1
-        self.size += n
-        if logged is not None:
-            self.log.bound(self.size)
+        for key, val, time, diff in updates:
+            rows = rows_of.get(key)
+            if rows is None:
+                rows_of[key] = [(val, time, diff)]
+            else:
+                rows.append((val, time, diff))
+            n += 1
+        self._added(n, batch)
 
     def extend_grouped(
         self,
@@ -292,45 +264,50 @@ class KeyedHistory:
         >>> h.rows, times, h.size
         ({'k': [('v', 1, 1), ('w', 2, 1)]}, {'k': [1, 2]}, 2)
         """
+        if batch is None and self.log.keys is not None:
+            keys, logged = _keys_and_rows(updates)
+            self._extend_logged(keys, logged)
+            for key, (_, time, _) in zip(keys, logged):
+                times = times_of.get(key)
+                if times is None:
+                    times_of[key] = [time]
+                else:
+                    times.append(time)
+            return
         rows_of = self.rows
         n = 0
-        logged = self.log.keys
-        if logged is None or batch is not None:
-            for key, val, time, diff in updates:
-                rows = rows_of.get(key)
-                if rows is None:
-                    rows_of[key] = [(val, time, diff)]
-                else:
-                    rows.append((val, time, diff))
-                times = times_of.get(key)
-                if times is None:
-                    times_of[key] = [time]
-                else:
-                    times.append(time)
-                n += 1
-            if logged is not None:
-                self.log.add_batch(batch)
-        else:
-            log_key = logged.append
-            log_row = self.log.rows.append
-            for key, val, time, diff in updates:
-                row = (val, time, diff)
-                rows = rows_of.get(key)
-                if rows is None:
-                    rows_of[key] = [row]
-                else:
-                    rows.append(row)
-                times = times_of.get(key)
-                if times is None:
-                    times_of[key] = [time]
-                else:
-                    times.append(time)
-                log_key(key)
-                log_row(row)
-                n += 1
+        for key, val, time, diff in updates:
+            rows = rows_of.get(key)
+            if rows is None:
+                rows_of[key] = [(val, time, diff)]
+            else:
+                rows.append((val, time, diff))
+            times = times_of.get(key)
+            if times is None:
+                times_of[key] = [time]
+            else:
+                times.append(time)
+            n += 1
+        self._added(n, batch)
+
+    def _added(self, n: int, batch: Any) -> None:
+        """``n`` updates were added, the whole of ``batch`` (``None``: not logged)."""
         self.size += n
-        if logged is not None:
-            self.log.bound(self.size)
+        log = self.log
+        if log.keys is not None:
+            log.add_batch(batch)
+            log.bound(self.size)
+
+    def _extend_logged(self, keys: list[Any], rows: list[tuple[Any, Time, int]]) -> None:
+        """Add ``rows[i]`` to ``keys[i]``'s list, each also noted in the log (the same row
+        objects: the log holds no copy), while a checkpoint logs the updates one by one."""
+        append_rows(self.rows, keys, rows)
+        log = self.log
+        assert log.keys is not None
+        log.keys += keys
+        log.rows += rows
+        self.size += len(keys)
+        log.bound(self.size)
 
     def compacted(
         self, key: Any, rows: list[tuple[Any, Time, int]], advance: AdvanceTo
@@ -479,3 +456,12 @@ class KeyedHistory:
         for rows in self.rows.values():
             assert rows and all(d for _, _, d in rows)
         assert self.size == sum(map(len, self.rows.values()))
+
+
+def _keys_and_rows(
+    updates: Iterable[tuple[Any, Any, Time, int]],
+) -> tuple[list[Any], list[tuple[Any, Time, int]]]:
+    """``(key, val, time, diff)`` updates as a column of keys and one of ``(val, time,
+    diff)`` rows."""
+    listed = updates if isinstance(updates, list) else list(updates)
+    return [u[0] for u in listed], [u[1:] for u in listed]

@@ -46,7 +46,7 @@ for all of them together. Only ``f`` may run per position (``distinct``'s is vec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -64,8 +64,10 @@ __all__ = [
     "count_chain",
     "count_debt",
     "count_pairs",
+    "line_fixes",
     "on_row",
     "order_by",
+    "prefix_sums",
 ]
 
 ByCount = Callable[[Any, int], int]
@@ -262,35 +264,13 @@ class RowCounts:
         above = in_p > low[in_k]
         at_k = np.concatenate([seed_k, in_k[above]])
         at_p = np.concatenate([seed_p, in_p[above]])
-        order = order_by(at_k, at_p)
-        at_k, at_p = at_k[order], at_p[order]
-        first = np.ones(len(at_k), dtype=bool)
-        first[1:] = (at_k[1:] != at_k[:-1]) | (at_p[1:] != at_p[:-1])
-        at_k, at_p = at_k[first], at_p[first]
-        n = _prefix_sums(in_k, in_p, in_d, at_k, at_p)
-        out = _prefix_sums(out_k, out_p, out_d, at_k, at_p)
-        if columns is not None:
-            if n.size and n.min() < 0:  # by_count names the key (distinct's raises)
-                i = int(np.argmin(n))
-                by_count(items[int(at_k[i])][0], int(n[i]))
-            want = columns(n)
-        else:
-            counts = zip(at_k.tolist(), n.tolist())
-            want = np.array([by_count(items[k][0], c) for k, c in counts], dtype=np.int64)
-        owed = want - out
-        fix = owed.copy()
-        same_key = at_k[1:] == at_k[:-1]
-        fix[1:][same_key] -= owed[:-1][same_key]
-        nonzero = np.flatnonzero(fix)
-        for k, x, d in zip(at_k[nonzero].tolist(), at_p[nonzero].tolist(), fix[nonzero].tolist()):
+        in_cols, out_cols = (in_k, in_p, in_d), (out_k, out_p, out_d)
+        fix_k, fix_p, fix_d = line_fixes(
+            at_k, at_p, in_cols, out_cols, by_count, columns, lambda: [it[0] for it in items]
+        )
+        for k, x, d in zip(fix_k.tolist(), fix_p.tolist(), fix_d.tolist()):
             key, y = items[k][:2]
-            place = (x, y)
-            entry = (key, (), d)
-            have = fixes.get(place)
-            if have is None:
-                fixes[place] = [entry]
-            else:
-                have.append(entry)
+            add_row(fixes, (x, y), key, (), d)
         return True
 
     def queued(self) -> list[tuple[Any, int, list[Any], Rows, Rows | None]]:
@@ -319,7 +299,56 @@ def _ints(values: Iterable[int], n: int) -> np.ndarray:
     return np.fromiter(values, dtype=np.int64, count=n)
 
 
-def _prefix_sums(
+def line_fixes(
+    at_k: np.ndarray,
+    at_p: np.ndarray,
+    inputs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    outputs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    by_count: ByCount,
+    columns: Callable[[np.ndarray], np.ndarray] | None,
+    names: Callable[[], Sequence[Any]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The corrections of counting keys each on one line, in columns: at each distinct
+    interesting position ``(at_k[i], at_p[i])`` (key index, position; any order, repeats
+    allowed), ``by_count`` of the input count there less the output count there, less what
+    the key's previous position already owed. ``inputs`` and ``outputs`` are the keys'
+    updates as columns ``(key index, position, diff)``; ``columns`` is ``by_count`` on a
+    column of counts (if given); ``names()`` the keys by index (asked for only when
+    ``by_count`` is called). Returns the nonzero corrections as ``(key index, position,
+    diff)`` columns, by key then position.
+
+    >>> ints = lambda *xs: np.array(xs, dtype=np.int64)
+    >>> fix = line_fixes(ints(0, 0, 0), ints(2, 5, 2), (ints(0, 0), ints(1, 4), ints(1, 1)),
+    ...                  (ints(), ints(), ints()), lambda key, n: int(n > 0), None, lambda: ["k"])
+    >>> [c.tolist() for c in fix]
+    [[0], [2], [1]]
+    """
+    order = order_by(at_k, at_p)
+    at_k, at_p = at_k[order], at_p[order]
+    first = np.ones(len(at_k), dtype=bool)
+    first[1:] = (at_k[1:] != at_k[:-1]) | (at_p[1:] != at_p[:-1])
+    at_k, at_p = at_k[first], at_p[first]
+    n = prefix_sums(*inputs, at_k, at_p)
+    out = prefix_sums(*outputs, at_k, at_p)
+    if columns is not None:
+        if n.size and n.min() < 0:  # by_count names the key (distinct's raises)
+            i = int(np.argmin(n))
+            by_count(names()[int(at_k[i])], int(n[i]))
+        want = columns(n)
+    else:
+        keys = names()
+        counts = zip(at_k.tolist(), n.tolist())
+        want = np.array([by_count(keys[k], c) for k, c in counts], dtype=np.int64)
+    # Each correction is seen at every later position of the key's line.
+    owed = want - out
+    fix = owed.copy()
+    same_key = at_k[1:] == at_k[:-1]
+    fix[1:][same_key] -= owed[:-1][same_key]
+    nonzero = np.flatnonzero(fix)
+    return at_k[nonzero], at_p[nonzero], fix[nonzero]
+
+
+def prefix_sums(
     k: np.ndarray, p: np.ndarray, d: np.ndarray, at_k: np.ndarray, at_p: np.ndarray
 ) -> np.ndarray:
     """For each ``(at_k[i], at_p[i])`` (sorted), the sum of the ``d`` of updates of key

@@ -46,7 +46,7 @@ from deltaflow.framework.trace.codec import as_int64
 from deltaflow.framework.trace.ints import decode_keys, key_codes
 
 from ...framework.tuning import PAIR_COMPACT_MIN as COMPACT_MIN
-from .counting import ByCount, _prefix_sums, order_by
+from .counting import ByCount, line_fixes
 
 if TYPE_CHECKING:
     from deltaflow.framework.lattice import Time
@@ -206,29 +206,11 @@ class PairCounts:
         above_out = out_x >= low[out_k]
         at_k = np.concatenate([in_k[above_in], out_k[above_out]])
         at_x = np.concatenate([in_x[above_in], out_x[above_out]])
-        order = order_by(at_k, at_x)
-        at_k, at_x = at_k[order], at_x[order]
-        first = np.ones(len(at_k), dtype=bool)
-        first[1:] = (at_k[1:] != at_k[:-1]) | (at_x[1:] != at_x[:-1])
-        at_k, at_x = at_k[first], at_x[first]
-        n = _prefix_sums(in_k, in_x, in_d, at_k, at_x)
-        out = _prefix_sums(out_k, out_x, out_d, at_k, at_x)
-        if columns is not None:
-            if n.size and n.min() < 0:  # by_count names the key (distinct's raises)
-                i = int(np.argmin(n))
-                by_count(decode_keys(keys[at_k[i] : at_k[i] + 1], self.pairs)[0], int(n[i]))
-            want = columns(n)
-        else:
-            names = decode_keys(keys, self.pairs)
-            counts = zip(at_k.tolist(), n.tolist())
-            want = np.array([by_count(names[i], c) for i, c in counts], dtype=np.int64)
-        # Each correction is seen at every later position of the key's row.
-        owed = want - out
-        fix = owed.copy()
-        same_key = at_k[1:] == at_k[:-1]
-        fix[1:][same_key] -= owed[:-1][same_key]
-        nonzero = np.flatnonzero(fix)
-        fix_k, fix_x, fix_d = keys[at_k[nonzero]], at_x[nonzero], fix[nonzero]
+        ins, outs = (in_k, in_x, in_d), (out_k, out_x, out_d)
+        fix_k, fix_x, fix_d = line_fixes(
+            at_k, at_x, ins, outs, by_count, columns, lambda: decode_keys(keys, self.pairs)
+        )
+        fix_k = keys[fix_k]
         self.outputs.append(fix_k, fix_x, np.full(len(fix_k), y, dtype=np.int64), fix_d)
         return _by_time(decode_keys(fix_k, self.pairs), fix_x, fix_d, y)
 

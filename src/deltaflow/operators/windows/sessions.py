@@ -33,6 +33,7 @@ from sortedcontainers import SortedList  # type: ignore[import-untyped]
 from ...framework.durable.tables import Rows
 from ..base import Interest, Operator, UpdateBatch
 from ..durable import Deltas, delayed_to, fold_counts
+from ..pending import Pending
 from .eventtime import as_step
 from .specs import Closing, LateRows
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ..base import Capability, OperatorContext
     from ..durable import StateSink, StateSource
 
-__all__ = ["SessionOperator", "session_logic", "sessions_of"]
+__all__ = ["KeyEvents", "SessionOperator", "send_counts", "session_logic", "sessions_of"]
 
 
 def sessions_of(times: list[Any], gap: Any) -> list[tuple[Any, Any, list[Any]]]:
@@ -82,20 +83,41 @@ def session_logic(
     return logic
 
 
-def _rows(state: _Key) -> list[tuple[Any, Any, int]]:
+def send_counts(ctx: OperatorContext, time: int, counts: dict[Any, int]) -> None:
+    """Send ``counts`` (``{datum: diff}``, each datum once) at ``time``, leaving out zeros:
+    a window operator gathers a time's output this way, retractions and additions of one
+    window cancelling."""
+    data = [d for d, r in counts.items() if r]
+    if data:
+        ctx.send(0, time, UpdateBatch(data, [counts[d] for d in data], consolidated=True))
+
+
+def _rows(state: KeyEvents) -> list[tuple[Any, Any, int]]:
     """A key's events as ``(at, datum, count)`` rows."""
     return [(at, d, c) for at, here in state.counts.items() for d, c in here.items()]
 
 
-class _Key:
+class KeyEvents:
     """One key's events: counts by event time and datum, and the times holding a positive
-    count, sorted."""
+    count, sorted.
+
+    >>> state = KeyEvents()
+    >>> state.add(1, "a", 1), state.add(9, "b", 1), state.add(1, "a", -1)
+    (1, 1, -1)
+    >>> list(state.times), state.sessions(0, 10, 5)
+    ([9], [(9, 14, [9])])
+    """
 
     __slots__ = ("counts", "times")
 
     def __init__(self) -> None:
         self.counts: dict[Any, dict[Any, int]] = {}
         self.times = SortedList()
+
+    def index_times(self) -> None:
+        """Note in :attr:`times` the event times with a positive count (after
+        :attr:`counts` was filled from a checkpoint)."""
+        self.times.update(at for at in self.counts if self.live(at))
 
     def live(self, at: Any) -> list[tuple[Any, int]]:
         return [(d, c) for d, c in self.counts[at].items() if c > 0]
@@ -157,8 +179,9 @@ class SessionOperator(Operator):
         self.closing = closing
         #: The late updates a ``closing`` drops, shared by the workers of a process.
         self.late_rows = late if late is not None else LateRows(name)
-        self.keys: dict[Any, _Key] = {}
-        self.pending: dict[Any, tuple[Capability, list[Any], list[int]]] = {}
+        self.keys: dict[Any, KeyEvents] = {}
+        #: The updates waiting for their time.
+        self.pending: Pending[int] = Pending()
         # (close time, sequence, key, first event time) per session made; stale entries
         # (the session changed since) are skipped when their time comes.
         self.closes: list[tuple[int, int, Any, Any]] = []
@@ -168,8 +191,6 @@ class SessionOperator(Operator):
         #: (``(key, at, datum)`` with a count) they are.
         self.deltas = Deltas()
         self.size = 0
-        # What a checkpoint held back, until ``initialize`` gives it capabilities.
-        self._restored: dict[Any, tuple[list[Any], list[int]]] = {}
 
     # -- checkpoints (see .durable) ------------------------------------------------------------
     def save(self, sink: StateSink) -> None:
@@ -177,17 +198,7 @@ class SessionOperator(Operator):
         close times to a checkpoint."""
         columns = ("at", "datum", "count")
         sink.history("events", self.keys, columns, self.deltas.take(3), self.size, _rows)
-        data = [d for _, ds, _ in self.pending.values() for d in ds]
-        sink.rows(
-            "pending",
-            Rows({
-                "key": [d[0] for d in data],
-                "data": data,
-                "time": [t for t, (_, ds, _) in self.pending.items() for _ in ds],
-                "diff": [r for _, _, rs in self.pending.values() for r in rs],
-            }),
-            "key",
-        )  # fmt: skip
+        self.pending.save(sink, lambda data: [d[0] for d in data])
         closes = self.closes
         sink.rows(
             "closes",
@@ -205,64 +216,54 @@ class SessionOperator(Operator):
                 counts = fold_counts(rows)
                 if not counts:
                     continue
-                state = self.keys[key] = _Key()
+                state = self.keys[key] = KeyEvents()
                 self.size += len(counts)
                 for (at, d), c in counts.items():
                     state.counts.setdefault(at, {})[d] = c
-                state.times.update(at for at in state.counts if state.live(at))
-        pending = source.rows("pending")
-        if pending is not None:
-            cols = pending.columns
-            for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
-                slot = self._restored.setdefault(t, ([], []))
-                slot[0].append(d)
-                slot[1].append(r)
-        closes = source.rows("closes")
-        if closes is not None:
-            cols = closes.columns
-            for key, t, first in zip(cols["key"], cols["time"], cols["first"]):
-                self._seq += 1
-                self.closes.append((t, self._seq, key, first))
-            heapq.heapify(self.closes)
+                state.index_times()
+        self.pending.load(source)
+        self._load_closes(source, "time", "key")
+
+    def _load_closes(self, source: StateSource, time: str, key: str) -> None:
+        """Queue a checkpoint's session closes (table ``closes``: the close times in column
+        ``time``, the keys in column ``key``, the first event times in ``first``) again."""
+        rows = source.rows("closes")
+        if rows is None:
+            return
+        cols = rows.columns
+        closes = self.closes
+        for t, k, first in zip(cols[time], cols[key], cols["first"]):
+            self._seq += 1
+            closes.append((t, self._seq, k, first))
+        heapq.heapify(closes)
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """Capabilities for a restored state's updates at later times, one per time, and
         for its earliest close (none on a fresh start)."""
-        for time, (data, diffs) in self._restored.items():
-            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
-        self._restored = {}
         if self.closes:
             self.close_cap = delayed_to(capabilities, self.closes[0][0])
-        for cap in capabilities:
-            cap.drop()
+        self.pending.start(capabilities)
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue new updates; apply and close the times the frontier has passed."""
         pending = self.pending
-        for time, batch in ctx.messages(0):
-            slot = pending.get(time)
-            if slot is None:
-                slot = pending[time] = (ctx.capability(time), [], [])
-            slot[1].extend(batch.data)
-            slot[2].extend(batch.diffs)
+        pending.queue(ctx)
         frontier = ctx.frontier(0)
         closes = self.closes
         while True:
-            nxt = min(pending) if pending else None
+            nxt = pending.first()
             if closes and (nxt is None or closes[0][0] < nxt):
                 nxt = closes[0][0]
             if nxt is None or frontier.less_equal(nxt):
                 break
             out: dict[Any, int] = {}
-            slot = pending.pop(nxt, None)
+            slot = pending.take(nxt)
             cap = slot[0] if slot is not None else self.close_cap
             assert cap is not None and cap.time <= nxt
             if slot is not None:
                 self._apply(nxt, slot[1], slot[2], out)
             self._close(nxt, out)
-            data = [d for d, r in out.items() if r]
-            if data:
-                ctx.send(0, nxt, UpdateBatch(data, [out[d] for d in data], consolidated=True))
+            send_counts(ctx, nxt, out)
             self._hold(cap, nxt)
             if slot is not None:
                 slot[0].drop()
@@ -286,7 +287,9 @@ class SessionOperator(Operator):
         if held is not None:
             held.drop()
 
-    def _emit(self, state: _Key, lo: Any, hi: Any, sign: int, out: dict[Any, int]) -> list[Any]:
+    def _emit(
+        self, state: KeyEvents, lo: Any, hi: Any, sign: int, out: dict[Any, int]
+    ) -> list[Any]:
         """Add (``sign`` +1) or retract (-1) the windows of the sessions within ``[lo, hi]``;
         returns those sessions."""
         sessions = state.sessions(lo, hi, self.gap)
@@ -339,7 +342,7 @@ class SessionOperator(Operator):
         for key, changes in by_key.items():
             state = self.keys.get(key)
             if state is None:
-                state = self.keys[key] = _Key()
+                state = self.keys[key] = KeyEvents()
             ats = [a for a, _, _ in changes]
             lo, hi = state.region(min(ats), max(ats), gap)
             self._emit(state, lo, hi, -1, out)

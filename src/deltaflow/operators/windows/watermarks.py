@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
 from ...framework.durable.tables import Rows
-from ..base import Interest, Operator, UpdateBatch
-from ..durable import delayed_to
+from ..base import Interest, Operator
+from ..pending import Pending
 from .eventtime import as_step, event_time
-from .sessions import SessionOperator, _Key
+from .sessions import KeyEvents, SessionOperator, send_counts
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -66,7 +66,65 @@ def watermark_key(_datum: Any) -> str:
     return WATERMARK_KEY
 
 
-class WatermarkWindows(Operator):
+class Watermarked:
+    """What both watermark operators keep of the watermark: the largest event time seen
+    and the late updates met, saved under the constant key (checkpoint table ``high``).
+
+    >>> w = Watermarked()
+    >>> w.delay, w.high = 5, 17
+    >>> w.watermark
+    12
+    """
+
+    name: str
+    #: How far the watermark trails the largest event time.
+    delay: Any = None
+    #: The largest event time of every update processed (``None``: none yet).
+    high: Any = None
+    #: Late updates met (and not applied) so far.
+    late: int = 0
+
+    @property
+    def watermark(self) -> Any:
+        """The current watermark (``None`` before any update)."""
+        return None if self.high is None else self.high - as_step(self.high, self.delay)
+
+    def _report(self, time: int, late: int, first: Any) -> None:
+        """Count ``late`` updates met at ``time``; the operator's first ones are logged."""
+        if not self.late:
+            logger.warning(
+                "%s: %d late update(s) at time %r are older than the watermark %r and were "
+                "not applied (the first: %r); later ones are counted in "
+                "job.statistics()['late'], not logged",
+                self.name,
+                late,
+                time,
+                self.watermark,
+                first,
+            )
+        self.late += late
+
+    def _save_high(self, sink: StateSink) -> None:
+        held = [] if self.high is None else [self.high]
+        sink.rows(
+            "high",
+            Rows({"key": [WATERMARK_KEY] * len(held), "high": held,
+                  "late": [self.late] * len(held)}),
+            "key",
+        )  # fmt: skip
+
+    def _load_high(self, source: StateSource) -> None:
+        """Fold a checkpoint's largest event times and late counts (one row per worker
+        that held them) into this one's."""
+        rows = source.rows("high")
+        if rows is not None:
+            cols = rows.columns
+            for h, n in zip(cols["high"], cols["late"]):
+                self.high = h if self.high is None else max(self.high, h)
+                self.late += n
+
+
+class WatermarkWindows(Watermarked, Operator):
     """Tumbling or sliding windows with a watermark (see the module), on int times.
 
     Updates wait until the frontier passes their time; each time, in order, drops its late
@@ -82,38 +140,19 @@ class WatermarkWindows(Operator):
         self.spec = spec
         self.at = at
         self.delay = delay
-        self.pending: dict[Any, tuple[Capability, list[Any], list[int]]] = {}
-        #: The largest event time of every update processed (``None``: none yet).
-        self.high: Any = None
+        #: The updates waiting for their time.
+        self.pending: Pending[int] = Pending()
         #: The updates applied to windows not all final yet, once each: ``{event time:
         #: {datum: count}}`` (an event in several windows is kept once, not once per window).
         self.events = SortedDict()
         #: The windows that received updates and are not final: a heap of ``(end, start)``.
         self.open: list[tuple[Any, Any]] = []
         self._opened: set[tuple[Any, Any]] = set()
-        #: Late updates met (and not applied) so far.
-        self.late = 0
-        self._restored: dict[int, tuple[list[Any], list[int]]] = {}
-
-    @property
-    def watermark(self) -> Any:
-        """The current watermark (``None`` before any update)."""
-        return None if self.high is None else self.high - as_step(self.high, self.delay)
 
     # -- checkpoints (see .durable) ------------------------------------------------------------
     def save(self, sink: StateSink) -> None:
         """Hand the largest event time, the open windows and the waiting updates over."""
-        data = [d for _, ds, _ in self.pending.values() for d in ds]
-        sink.rows(
-            "pending",
-            Rows({
-                "key": [WATERMARK_KEY] * len(data),
-                "data": data,
-                "time": [t for t, (_, ds, _) in self.pending.items() for _ in ds],
-                "diff": [r for _, _, rs in self.pending.values() for r in rs],
-            }),
-            "key",
-        )  # fmt: skip
+        self.pending.save(sink, _watermark_keys)
         rows = [(at, d, c) for at, here in self.events.items() for d, c in here.items()]
         sink.rows(
             "events",
@@ -127,17 +166,11 @@ class WatermarkWindows(Operator):
                   "start": [w[1] for w in self.open]}),
             "key",
         )  # fmt: skip
-        held = [] if self.high is None else [self.high]
-        sink.rows(
-            "high",
-            Rows({"key": [WATERMARK_KEY] * len(held), "high": held,
-                  "late": [self.late] * len(held)}),
-            "key",
-        )  # fmt: skip
+        self._save_high(sink)
 
     def load(self, source: StateSource) -> None:
         """Take the state back (on the worker owning the watermark)."""
-        _restore_pending(source, self._restored)
+        self.pending.load(source)
         events = source.rows("events")
         if events is not None:
             cols = events.columns
@@ -148,32 +181,18 @@ class WatermarkWindows(Operator):
             cols = windows.columns
             for end, start in zip(cols["end"], cols["start"]):
                 self._open((end, start))
-        self.high, self.late = _restore_high(source, self.high, self.late)
+        self._load_high(source)
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """A capability per restored waiting time (none on a fresh start)."""
-        for time, (data, diffs) in self._restored.items():
-            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
-        self._restored = {}
-        for cap in capabilities:
-            cap.drop()
+        self.pending.start(capabilities)
 
     # -- running ---------------------------------------------------------------------------------
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue new updates; process the times the frontier has passed, in order."""
         pending = self.pending
-        for time, batch in ctx.messages(0):
-            slot = pending.get(time)
-            if slot is None:
-                slot = pending[time] = (ctx.capability(time), [], [])
-            slot[1].extend(batch.data)
-            slot[2].extend(batch.diffs)
-        frontier = ctx.frontier(0)
-        while pending:
-            time = min(pending)
-            if frontier.less_equal(time):
-                break
-            cap, data, diffs = pending.pop(time)
+        pending.queue(ctx)
+        for time, cap, data, diffs in pending.passed(ctx.frontier(0)):
             self._apply(ctx, time, data, diffs)
             cap.drop()
 
@@ -227,11 +246,11 @@ class WatermarkWindows(Operator):
                 self._keep(e, d, r)
         if late:
             self._report(time, late, first)
-        self._send(ctx, time, out)
+        send_counts(ctx, time, out)
         self.high = high
         mark = self.watermark
         if mark is not None:
-            self._send(ctx, time + 1, self._close(mark))
+            send_counts(ctx, time + 1, self._close(mark))
 
     def _close(self, mark: Any) -> dict[Any, int]:
         """Retract the windows whose ends are at or below ``mark``; forget the events none
@@ -255,28 +274,8 @@ class WatermarkWindows(Operator):
             del events[at]
         return closed
 
-    @staticmethod
-    def _send(ctx: OperatorContext, time: int, out: dict[Any, int]) -> None:
-        data = [d for d, r in out.items() if r]
-        if data:
-            ctx.send(0, time, UpdateBatch(data, [out[d] for d in data], consolidated=True))
 
-    def _report(self, time: int, late: int, first: Any) -> None:
-        if not self.late:
-            logger.warning(
-                "%s: %d late update(s) at time %r are older than the watermark %r and were "
-                "not applied (the first: %r); later ones are counted in "
-                "job.statistics()['late'], not logged",
-                self.name,
-                late,
-                time,
-                self.watermark,
-                first,
-            )
-        self.late += late
-
-
-class WatermarkSessions(SessionOperator):
+class WatermarkSessions(Watermarked, SessionOperator):
     """Sessions with a watermark: an update below it is late; a session whose end
     (``last + gap``) is at or below it is final, retracted at the next time and forgotten.
     No update that is not late can reach a final session: its event time is at least the
@@ -289,15 +288,6 @@ class WatermarkSessions(SessionOperator):
     def __init__(self, name: str, gap: Any, delay: Any) -> None:
         super().__init__(name, gap, None)
         self.delay = delay
-        #: The largest event time of every update processed (``None``: none yet).
-        self.high: Any = None
-        #: Late updates met (and not applied) so far.
-        self.late = 0
-
-    @property
-    def watermark(self) -> Any:
-        """The current watermark (``None`` before any update)."""
-        return None if self.high is None else self.high - as_step(self.high, self.delay)
 
     def _late_test(self, time: int) -> Callable[[Any], bool] | None:
         mark = self.watermark
@@ -310,20 +300,6 @@ class WatermarkSessions(SessionOperator):
 
     def _closes_sessions(self) -> bool:
         return True
-
-    def _report(self, time: int, late: int, first: Any) -> None:
-        if not self.late:
-            logger.warning(
-                "%s: %d late update(s) at time %r are older than the watermark %r and were "
-                "not applied (the first: %r); later ones are counted in "
-                "job.statistics()['late'], not logged",
-                self.name,
-                late,
-                time,
-                self.watermark,
-                first,
-            )
-        self.late += late
 
     # -- checkpoints: everything under the constant key --------------------------------------
     def save(self, sink: StateSink) -> None:
@@ -341,17 +317,7 @@ class WatermarkSessions(SessionOperator):
                   "count": [e[3] for e in events]}),
             "key",
         )  # fmt: skip
-        data = [d for _, ds, _ in self.pending.values() for d in ds]
-        sink.rows(
-            "pending",
-            Rows({
-                "key": [WATERMARK_KEY] * len(data),
-                "data": data,
-                "time": [t for t, (_, ds, _) in self.pending.items() for _ in ds],
-                "diff": [r for _, _, rs in self.pending.values() for r in rs],
-            }),
-            "key",
-        )  # fmt: skip
+        self.pending.save(sink, _watermark_keys)
         closes = self.closes
         sink.rows(
             "closes",
@@ -359,13 +325,7 @@ class WatermarkSessions(SessionOperator):
                   "end": [c[0] for c in closes], "first": [c[3] for c in closes]}),
             "key",
         )  # fmt: skip
-        held = [] if self.high is None else [self.high]
-        sink.rows(
-            "high",
-            Rows({"key": [WATERMARK_KEY] * len(held), "high": held,
-                  "late": [self.late] * len(held)}),
-            "key",
-        )  # fmt: skip
+        self._save_high(sink)
 
     def load(self, source: StateSource) -> None:
         """Take the state back (on the worker owning the watermark)."""
@@ -375,47 +335,27 @@ class WatermarkSessions(SessionOperator):
             for key, at, d, c in zip(cols["skey"], cols["at"], cols["datum"], cols["count"]):
                 state = self.keys.get(key)
                 if state is None:
-                    state = self.keys[key] = _Key()
+                    state = self.keys[key] = KeyEvents()
                 state.counts.setdefault(at, {})[d] = c
             for state in self.keys.values():
-                state.times.update(at for at in state.counts if state.live(at))
-        _restore_pending(source, self._restored)
-        closes = source.rows("closes")
-        if closes is not None:
-            cols = closes.columns
-            for key, end, first in zip(cols["skey"], cols["end"], cols["first"]):
-                self._seq += 1
-                self.closes.append((end, self._seq, key, first))
-            heapq.heapify(self.closes)
-        self.high, self.late = _restore_high(source, self.high, self.late)
+                state.index_times()
+        self.pending.load(source)
+        self._load_closes(source, "end", "skey")
+        self._load_high(source)
 
     def initialize(self, ctx: OperatorContext, capabilities: Sequence[Capability]) -> None:
         """A capability per restored waiting time (closes need none: they follow a time)."""
-        for time, (data, diffs) in self._restored.items():
-            self.pending[time] = (delayed_to(capabilities, time), data, diffs)
-        self._restored = {}
-        for cap in capabilities:
-            cap.drop()
+        self.pending.start(capabilities)
 
     def schedule(self, ctx: OperatorContext) -> None:
         """Queue new updates; each time the frontier has passed, in order: apply it, then
         retract at the next time the sessions its watermark made final."""
         pending = self.pending
-        for time, batch in ctx.messages(0):
-            slot = pending.get(time)
-            if slot is None:
-                slot = pending[time] = (ctx.capability(time), [], [])
-            slot[1].extend(batch.data)
-            slot[2].extend(batch.diffs)
-        frontier = ctx.frontier(0)
-        while pending:
-            time = min(pending)
-            if frontier.less_equal(time):
-                break
-            cap, data, diffs = pending.pop(time)
+        pending.queue(ctx)
+        for time, cap, data, diffs in pending.passed(ctx.frontier(0)):
             out: dict[Any, int] = {}
             self._apply(time, data, diffs, out)
-            WatermarkWindows._send(ctx, time, out)
+            send_counts(ctx, time, out)
             high = self.high
             try:
                 for _, at, _ in data:
@@ -429,29 +369,11 @@ class WatermarkSessions(SessionOperator):
             mark = self.watermark
             if mark is not None:
                 self._close(mark, closed)
-            WatermarkWindows._send(ctx, time + 1, closed)
+            send_counts(ctx, time + 1, closed)
             cap.drop()
 
 
 # -- what both watermark operators keep in a checkpoint -------------------------------------------
-def _restore_pending(source: StateSource, restored: dict[Any, tuple[list[Any], list[int]]]) -> None:
-    """Add a checkpoint's waiting updates (its ``pending`` rows) to ``restored`` by time."""
-    pending = source.rows("pending")
-    if pending is not None:
-        cols = pending.columns
-        for d, t, r in zip(cols["data"], cols["time"], cols["diff"]):
-            slot = restored.setdefault(t, ([], []))
-            slot[0].append(d)
-            slot[1].append(r)
-
-
-def _restore_high(source: StateSource, high: Any, late: int) -> tuple[Any, int]:
-    """``high`` and ``late`` with a checkpoint's largest event times seen and late counts
-    (its ``high`` rows, one per worker that held them) folded in."""
-    rows = source.rows("high")
-    if rows is not None:
-        cols = rows.columns
-        for h, n in zip(cols["high"], cols["late"]):
-            high = h if high is None else max(high, h)
-            late += n
-    return high, late
+def _watermark_keys(data: list[Any]) -> list[str]:
+    """Every datum's key: the constant one."""
+    return [WATERMARK_KEY] * len(data)
