@@ -199,7 +199,7 @@ def test_every_way_of_adding_keeps_and_logs_the_same(
     ``extend_noting_times``, whether a checkpoint logs them or not, leave the lists an
     update-by-update ``append`` leaves; the log holds each added row (the very object the
     list holds), in order; the times noted are those of each key's updates."""
-    history, reference = KeyedHistory(), KeyedHistory()
+    history, reference = KeyedHistory(domain=PAIR), KeyedHistory(domain=PAIR)
     if logged:
         assert history.log.take() is None  # the first take is whole; log from here on
     added: list[tuple[Any, Any, Time, int]] = []
