@@ -8,7 +8,9 @@ modules check against.
   ``ReduceOperator`` through a ``FakeContext``.
 - ``accumulate`` (:func:`deltaflow.testing.accumulate`): the collection at a time.
 - ``frontier_chains``, ``consolidated``, ``GENERAL``, ``BY_COUNT``, ``by_self_query``,
-  ``Switching``: strategies, oracles and operator variants of the reduction tests.
+  ``Switching``: strategies, oracles and operator variants of the reduction tests;
+  ``drive_counting`` drives one of ``BY_COUNT`` at pairs, ``kernel_mode`` sets the kernels'
+  mode for a block.
 
 Test modules import from here (and from :mod:`tests.reference`, :mod:`tests.strategies`,
 :mod:`tests.jobs`), never from one another.
@@ -22,7 +24,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -37,7 +40,7 @@ from tests.strategies import nonnegative
 import deltaflow as df
 from deltaflow.framework import kernels
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Time, join, less_equal, sort_key
+from deltaflow.framework.lattice import Product, Time, join, less_equal, sort_key
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.spine import Spine
@@ -293,6 +296,45 @@ class Switching(R.ReduceOperator):
         super().schedule(ctx)
 
 
+def switching(modes: list[str]) -> type[Switching]:
+    """A :class:`Switching` operator taking the kernel or not as ``modes`` says, in turn."""
+    return type("Switched", (Switching,), {"modes": modes})
+
+
+@contextmanager
+def kernel_mode(mode: str | None = None) -> Iterator[None]:
+    """The kernels' mode set to ``mode`` (or left as it is) inside the block, and put back
+    after it, whatever the block set.
+
+    >>> with kernel_mode("never"):
+    ...     kernels.mode()
+    'never'
+    """
+    previous = kernels.mode() if mode is None else kernels.set_mode(mode)
+    try:
+        yield
+    finally:
+        kernels.set_mode(previous)
+
+
+def drive_counting(
+    name: str, updates: list[Any], frontiers: list[Antichain], *, counting: bool = True, **how: Any
+) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
+    """:func:`drive` the reduction by self ``BY_COUNT[name]`` at ``Product`` times from
+    ``Product(0, 0)``: accumulating ints (``counting``) or dicts; ``how`` goes to ``drive``."""
+    logic, by_count, positive_only, _ = BY_COUNT[name]
+    return drive(
+        updates,
+        frontiers,
+        logic,
+        Product(0, 0),
+        positive_only=positive_only,
+        key_only=True,
+        by_count=by_count if counting else None,
+        **how,
+    )
+
+
 Update = tuple[Any, Time, int]
 
 
@@ -459,6 +501,30 @@ def brute_sessions(c: Counter[Any], gap: float) -> Counter[Any]:
     return out
 
 
+async def feed_by_time(job: Job, ups: Sequence[Update], name: str = "xs") -> None:
+    """Feed ``ups`` into the input ``name`` time by time: advance to each of their times, then
+    give it that time's updates."""
+    for t in sorted({t for _, t, _ in ups}):
+        await job.advance_to(t)
+        for d, u, r in ups:
+            if u == t:
+                job.inputs[name].update(d, r)
+
+
+def run_by_time(
+    pipe: df.Pipeline, ups: Sequence[Update], workers: int = 1, processes: int = 1
+) -> tuple[list[Update], dict[str, int]]:
+    """The output updates of a job fed ``ups`` time by time (:func:`feed_by_time`), and its
+    late counts by operator (``statistics()["late"]``)."""
+
+    async def main() -> tuple[list[Update], dict[str, int]]:
+        async with df.open(pipe, workers=workers, processes=processes) as job:
+            await feed_by_time(job, ups)
+        return job.output.updates(), job.statistics()["late"]
+
+    return trio.run(main)
+
+
 class Windowed(df.Pipeline):
     def __init__(self, spec: Any, key: Any = None, **kw: Any) -> None:
         self.spec, self.key, self.kw = spec, key, kw
@@ -503,8 +569,10 @@ __all__ = [
     "clean",
     "consolidated",
     "drive",
+    "drive_counting",
     "events",
     "examples",
+    "feed_by_time",
     "fixed_point",
     "frontier_chains",
     "frontier_join",
@@ -512,8 +580,11 @@ __all__ = [
     "histories",
     "import_example",
     "join_operators",
+    "kernel_mode",
     "key_of",
     "lift",
     "loop_settings",
     "run",
+    "run_by_time",
+    "switching",
 ]

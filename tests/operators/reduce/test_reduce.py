@@ -21,6 +21,7 @@ from tests.harness import (
     by_self_query,
     consolidated,
     drive,
+    drive_counting,
     frontier_chains,
     halve,
 )
@@ -694,8 +695,7 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     "general" turns the others off); with and without that, on random, loop- and row-shaped
     frontiers, with messages arriving before or after the frontier passes them, the output
     is the oracle's and identical, and nothing is left pending or held."""
-    logic, by_count, positive_only, f = BY_COUNT[name]
-    query = by_self_query(f)
+    query = by_self_query(BY_COUNT[name][3])
     updates = data.draw(
         st.lists(
             st.tuples(
@@ -715,16 +715,13 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     early = data.draw(st.integers(0, 3), label="early")
     runs = []
-    for counting in (by_count, None):
-        sent, ctx, op = drive(
+    for counting in (True, False):
+        sent, ctx, op = drive_counting(
+            name,
             updates,
             frontiers,
-            logic,
-            Product(0, 0),
+            counting=counting,
             lag=lag,
-            positive_only=positive_only,
-            key_only=True,
-            by_count=counting,
             early=early,
             path=GENERAL if frontier_kind == "general" else None,
         )
@@ -870,7 +867,6 @@ def test_counting_line_path_matches_general_path(
     or is beyond it itself (messages come early). The counting line path (which defers a
     key only to where its output would be wrong) sends exactly what the general search with
     dict accumulations sends, ends with the same output, and leaves nothing pending."""
-    logic, by_count, positive_only, f = BY_COUNT[name]
     times = line_times(LINE_OUTERS)
     updates = data.draw(
         st.lists(
@@ -886,24 +882,15 @@ def test_counting_line_path_matches_general_path(
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     early = data.draw(st.integers(0, 3), label="early")
     runs = []
-    for counting, path in ((by_count, None), (None, GENERAL)):
-        sent, ctx, op = drive(
-            updates,
-            frontiers,
-            logic,
-            Product(0, 0),
-            lag=lag,
-            positive_only=positive_only,
-            key_only=True,
-            by_count=counting,
-            early=early,
-            path=path,
+    for counting, path in ((True, None), (False, GENERAL)):
+        sent, ctx, op = drive_counting(
+            name, updates, frontiers, counting=counting, lag=lag, early=early, path=path
         )
         assert ctx.held == {} and op.pending == {}
         output = {k: consolidated(rows) for k, rows in op.outputs.rows.items()}
         runs.append((consolidated(sent), {k: rows for k, rows in output.items() if rows}))
     assert runs[0] == runs[1]
-    assert_matches_oracle(sent, {"xs": updates}, by_self_query(f))
+    assert_matches_oracle(sent, {"xs": updates}, by_self_query(BY_COUNT[name][3]))
 
 
 @pytest.mark.parametrize("name", sorted(BY_COUNT))
@@ -915,7 +902,6 @@ def test_row_batches_match_one_by_one_and_oracle(name: str, data: st.DataObject)
     one by one, and the oracle's output; with outer times too far apart to fold into one sort
     key the batch sorts key by key, and with outer times beyond 64 bits it declines and the keys
     are corrected one by one."""
-    logic, by_count, positive_only, f = BY_COUNT[name]
     spread = data.draw(st.sampled_from(["near", "far", "huge"]), label="outer times")
     outers = {
         "near": st.integers(0, 3),
@@ -933,21 +919,13 @@ def test_row_batches_match_one_by_one_and_oracle(name: str, data: st.DataObject)
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     runs = []
     for operator in (RowsInBatches, RowsOneByOne):
-        sent, ctx, op = drive(
-            updates,
-            [*ROW_FRONTIERS, Antichain()],
-            logic,
-            Product(0, 0),
-            lag=lag,
-            positive_only=positive_only,
-            key_only=True,
-            by_count=by_count,
-            operator=operator,
+        sent, ctx, op = drive_counting(
+            name, updates, [*ROW_FRONTIERS, Antichain()], lag=lag, operator=operator
         )
         assert ctx.held == {} and op.pending == {}
         runs.append(consolidated(sent))
     assert runs[0] == runs[1]
-    assert_matches_oracle(sent, {"xs": updates}, by_self_query(f))
+    assert_matches_oracle(sent, {"xs": updates}, by_self_query(BY_COUNT[name][3]))
 
 
 def test_threshold_and_logic_may_return_zero_counts(workers: int) -> None:
