@@ -22,6 +22,7 @@ Test modules import from here (and from :mod:`tests.reference`, :mod:`tests.stra
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -139,6 +140,22 @@ class FakeContext:
         op.schedule(self)  # type: ignore[arg-type]
         self.rights.clear()
         op._check()
+
+
+def identical(a: Any, b: Any) -> bool:
+    """Equal and of the same classes all the way down (``1`` is not ``True`` nor ``1.0``),
+    as a value read back from a checkpoint must be.
+
+    >>> identical((1, 2.0), (1, 2.0)), identical((1, 2.0), (True, 2))
+    (True, False)
+    """
+    if a.__class__ is not b.__class__:
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
 
 
 def frontier_join(a: Antichain, b: Antichain) -> Antichain:
@@ -578,6 +595,7 @@ __all__ = [
     "frontier_join",
     "halve",
     "histories",
+    "identical",
     "import_example",
     "join_operators",
     "kernel_mode",
