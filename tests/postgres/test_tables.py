@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.command_line import cli
 
 import deltaflow as df
 from deltaflow.adapters.postgres.connect import DatabaseError
@@ -199,8 +200,6 @@ def test_cli_reads_the_tables_of_one_database_in_one_snapshot(
     """``--input orders=postgresql://.../db/orders --input customers=...``: one slot and one
     snapshot for both (every row at time 0), the join equal to SQL's, no slot left."""
     import json
-    import subprocess
-    import sys
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         shop = Shop(conn, random.Random(5))
@@ -213,21 +212,15 @@ def test_cli_reads_the_tables_of_one_database_in_one_snapshot(
             "from test_tables import RegionRevenue\n"
         )
         url = f"postgresql://df@/{dbname}/{{}}?host={postgres_server.root}"
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "deltaflow",
-                "run",
-                f"{module}:RegionRevenue",
-                "--input",
-                f"orders={url.format('orders')}",
-                "--input",
-                f"customers={url.format('customers')}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        # Run from the repository, whose tests the module's import of test_tables imports.
+        done = cli(
+            Path(__file__).resolve().parents[2],
+            "run",
+            f"{module}:RegionRevenue",
+            "--input",
+            f"orders={url.format('orders')}",
+            "--input",
+            f"customers={url.format('customers')}",
         )
         assert done.returncode == 0, done.stderr
         records = [json.loads(line) for line in done.stdout.splitlines()]
