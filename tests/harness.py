@@ -46,7 +46,8 @@ from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import reduce as R
-from deltaflow.operators.base import UpdateBatch
+from deltaflow.operators.arrange import RawBatch
+from deltaflow.operators.base import Interest, UpdateBatch
 from deltaflow.operators.join.operator import JoinOperator
 from deltaflow.operators.reduce import paths as reduce_paths
 from deltaflow.operators.reduce.interesting_times import InterestingTimes
@@ -96,8 +97,9 @@ class FakeContext:
     """One input, one output; checks every send and mint against held rights like the actor.
 
     ``mailbox`` holds the ``(time, payload)`` messages the next activation reads; ``sent``
-    lists every update sent as ``(data, time, diff)``, ``payloads`` every send as ``(port,
-    time, payload)``.
+    lists every update sent in an ``UpdateBatch`` as ``(data, time, diff)``, ``payloads``
+    every send as ``(port, time, payload)`` (an arrangement's trace batches too);
+    ``interest`` is what the operator last asked to be woken by.
     """
 
     worker_index = 0
@@ -109,7 +111,8 @@ class FakeContext:
         self.rights: list[Time] = []
         self.held: dict[Time, int] = {}
         self.sent: list[tuple[Any, Time, int]] = []
-        self.payloads: list[tuple[int, Time, UpdateBatch]] = []
+        self.payloads: list[tuple[int, Time, Any]] = []
+        self.interest: Interest | None = None
 
     def messages(self, port: int) -> list[tuple[Time, Any]]:
         box, self.mailbox = self.mailbox, []
@@ -122,10 +125,14 @@ class FakeContext:
     def _may(self, time: Time) -> bool:
         return any(less_equal(t, time) for t in [*self.rights, *self.held])
 
-    def send(self, port: int, time: Time, payload: UpdateBatch) -> None:
+    def send(self, port: int, time: Time, payload: UpdateBatch | RawBatch | Batch) -> None:
         assert self._may(time), f"send at {time!r} without a capability"
         self.payloads.append((port, time, payload))
-        self.sent.extend((d, time, r) for d, r in zip(payload.data, payload.diffs))
+        if not isinstance(payload, (RawBatch, Batch)):
+            self.sent.extend((d, time, r) for d, r in zip(payload.data, payload.diffs))
+
+    def set_interest(self, interest: Interest) -> None:
+        self.interest = interest
 
     def capability(self, time: Time, port: int = 0) -> FakeCapability:
         assert self._may(time), f"capability at {time!r} without a right"
@@ -453,6 +460,19 @@ def examples(n: int) -> settings:
     )
 
 
+def multiway_closure(e: df.Collection) -> df.Collection:
+    """The transitive closure of the edges ``e`` by a loop whose step is a multiway join (a
+    distinct on each side: both are strict, so a negative count at a complete time would
+    stop the job)."""
+    live = e.distinct()
+
+    def step(reach: df.Collection) -> df.Collection:
+        hop = df.multiway_join(("a", "c"), (reach, ("a", "b")), (live, ("b", "c")))
+        return hop.concat(live).distinct()
+
+    return live.iterate(step)
+
+
 def join_operators(job: Job) -> list[JoinOperator]:
     """Every worker's join operators."""
     return [
@@ -602,6 +622,7 @@ __all__ = [
     "key_of",
     "lift",
     "loop_settings",
+    "multiway_closure",
     "run",
     "run_by_time",
     "switching",
