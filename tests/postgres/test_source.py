@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 from tests.command_line import cli
-from tests.postgres.shop import VIEW, make_orders, random_transaction
+from tests.postgres.shop import (
+    VIEW,
+    make_orders,
+    make_orders_and_customers,
+    random_transaction,
+)
 
 import deltaflow as df
 from deltaflow.adapters.postgres.connect import DatabaseError
@@ -152,11 +157,8 @@ JOINED = (
 async def test_two_tables_into_a_sink_against_sql(pg_dsn: str, workers: int) -> None:
     rng = random.Random(workers)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE orders (id int PRIMARY KEY, customer int, amount int)")
-        conn.execute("CREATE TABLE customers (id int PRIMARY KEY, region text)")
+        make_orders_and_customers(conn)
         conn.execute("CREATE TABLE revenue (region text PRIMARY KEY, total bigint)")
-        for table in ("orders", "customers"):
-            conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
         for c in range(6):
             conn.execute("INSERT INTO customers VALUES (%s, %s)", (c, rng.choice("NSEW")))
         sources = {

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from tests.command_line import cli
+from tests.postgres.shop import make_orders_and_customers
 
 import deltaflow as df
 from deltaflow.adapters.postgres.connect import DatabaseError
@@ -48,11 +49,8 @@ class Shop:
         self.rng = rng
         self.next_order = 0
         self.next_customer = 0
-        conn.execute("CREATE TABLE orders (id int PRIMARY KEY, customer int, amount int)")
-        conn.execute("CREATE TABLE customers (id int PRIMARY KEY, region text)")
+        make_orders_and_customers(conn)
         conn.execute("CREATE TABLE other (x int)")
-        for table in ("orders", "customers"):
-            conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
         for _ in range(5):
             self.add_customer()
         for _ in range(8):
@@ -134,15 +132,18 @@ async def test_one_transaction_is_one_time_in_both_inputs(
         shop = Shop(conn, rng)
         source = df.sources.postgres(pg_dsn, ["orders", "customers"], slot="shop", poll=0.05)
         sources = {"orders": source, "customers": source}
-        opened = df.open(
-            RegionRevenue(),
-            workers=workers,
-            processes=processes,
-            checkpoint=location,
-            sources=sources,
-        )
+
+        def opened() -> Any:
+            return df.open(
+                RegionRevenue(),
+                workers=workers,
+                processes=processes,
+                checkpoint=location,
+                sources=sources,
+            )
+
         with pytest.raises(RuntimeError, match="stopped"):
-            async with opened as job:
+            async with opened() as job:
                 assert await job.follow(once=True) == 1  # both snapshots: one time
                 shop.views = [shop.view()]
                 for _ in range(10):
@@ -159,14 +160,7 @@ async def test_one_transaction_is_one_time_in_both_inputs(
                 raise RuntimeError("stopped")
         for _ in range(8):
             shop.transaction()
-        opened = df.open(
-            RegionRevenue(),
-            workers=workers,
-            processes=processes,
-            checkpoint=location,
-            sources=sources,
-        )
-        async with opened as job:
+        async with opened() as job:
             assert job.resumed_at == checkpointed
             # The offset was saved once, for both inputs.
             assert list(job._sources.offsets) == ["customers+orders"]
