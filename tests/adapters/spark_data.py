@@ -140,3 +140,30 @@ class WordCounts:
         """Write micro-batch ``index`` and wait until ``running`` has processed it."""
         write_batch(self.directory, index, rows)
         running.process_all_available()
+
+
+def split_stream(spark: Any, directory: Path, tables: dict[str, str], **options: Any) -> Any:
+    """``dfspark.stream`` of :class:`~tests.adapters.spark_pipelines.Split` over the files of
+    ``{"word": ...}`` rows in ``directory`` (one a trigger), each output into its table of
+    ``tables``; ``options`` go to ``dfspark.stream`` (two partitions unless told)."""
+    # Imported here: pyspark may be missing (the Spark tests skip then).
+    from deltaflow.adapters import spark as dfspark
+
+    return dfspark.stream(
+        pipes.Split(),
+        spark,
+        words=source(spark, directory, "word string"),
+        schema={"words": "word string", "lengths": "length int, words long"},
+        table=tables,
+        **{"partitions": 2, **options},
+    )
+
+
+def assert_split_tables(spark: Any, tables: dict[str, str], batches: list[list[str]]) -> None:
+    """The tables of :func:`split_stream` hold ``df.run``'s outputs over ``batches`` of words
+    (batch ``b`` at time ``b``)."""
+    updates = [(w, b, 1) for b, rows in enumerate(batches) for w in rows]
+    want = df.run(pipes.Split(), words=updates)
+    got = {name: sorted(tuple(r) for r in spark.table(t).collect()) for name, t in tables.items()}
+    assert got["words"] == sorted((w, t, d) for w, t, d in want["words"])
+    assert got["lengths"] == sorted((n, k, t, d) for (n, k), t, d in want["lengths"])

@@ -15,8 +15,10 @@ from tests.adapters.spark_data import (
     BATCHES,
     Collected,
     WordCounts,
+    assert_split_tables,
     line_updates,
     source,
+    split_stream,
     word_counts,
     write_batch,
 )
@@ -99,25 +101,13 @@ def test_dict_outputs_to_tables(spark: Any, tmp_path: Path) -> None:
     """A ``build()`` returning a dict streams each output to its own table."""
     directory = tmp_path / "in"
     directory.mkdir()
-    words = spark.readStream.schema("word string").option("maxFilesPerTrigger", 1)
     tables = {"words": "stream_words", "lengths": "stream_lengths"}
     batches = [["cat", "horse"], ["cat", "dog"], ["emu"]]
-    with dfspark.stream(
-        pipes.Split(),
-        spark,
-        words=words.json(str(directory)),
-        schema={"words": "word string", "lengths": "length int, words long"},
-        table=tables,
-        partitions=2,
-    ) as running:
+    with split_stream(spark, directory, tables) as running:
         for b, rows in enumerate(batches):
             write_batch(directory, b, [{"word": w} for w in rows])
             running.process_all_available()
-    updates = [(w, b, 1) for b, rows in enumerate(batches) for w in rows]
-    want = df.run(pipes.Split(), words=updates)
-    got = {name: sorted(tuple(r) for r in spark.table(t).collect()) for name, t in tables.items()}
-    assert got["words"] == sorted((w, t, d) for w, t, d in want["words"])
-    assert got["lengths"] == sorted((n, k, t, d) for (n, k), t, d in want["lengths"])
+    assert_split_tables(spark, tables, batches)
 
 
 def test_stream_static_join_matches_run(spark: Any, tmp_path: Path, stream_path: str) -> None:
