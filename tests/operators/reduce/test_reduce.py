@@ -24,6 +24,7 @@ from tests.harness import (
     drive_counting,
     frontier_chains,
     halve,
+    multiway_closure,
 )
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
@@ -273,17 +274,7 @@ def test_a_retraction_before_its_insertion_inside_a_loop_is_no_error() -> None:
     insertion back until its indexes allow), so the distinct meets a count of -1 at a time
     the frontier has not passed. That is no collection yet, so no error: only counts at
     complete times are checked."""
-
-    def build(e: df.Collection) -> df.Collection:
-        live = e.distinct()
-
-        def step(reach: df.Collection) -> df.Collection:
-            hop = df.multiway_join(("a", "c"), (reach, ("a", "b")), (live, ("b", "c")))
-            return hop.concat(live).distinct()
-
-        return live.iterate(step)
-
-    out = example(build, e=[((0, 0), 0, 1), ((0, 1), 1, 1), ((1, 0), 1, 1)])
+    out = example(multiway_closure, e=[((0, 0), 0, 1), ((0, 1), 1, 1), ((1, 0), 1, 1)])
     assert accumulate(out, 1) == {(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1}
 
 
