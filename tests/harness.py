@@ -538,7 +538,7 @@ def brute_sessions(c: Counter[Any], gap: float) -> Counter[Any]:
     return out
 
 
-async def feed_by_time(job: Job, ups: Sequence[Update], name: str = "xs") -> None:
+async def feed_by_time(job: Job, ups: Sequence[tuple[Any, int, int]], name: str = "xs") -> None:
     """Feed ``ups`` into the input ``name`` time by time: advance to each of their times, then
     give it that time's updates."""
     for t in sorted({t for _, t, _ in ups}):
@@ -549,7 +549,7 @@ async def feed_by_time(job: Job, ups: Sequence[Update], name: str = "xs") -> Non
 
 
 def run_by_time(
-    pipe: df.Pipeline, ups: Sequence[Update], workers: int = 1, processes: int = 1
+    pipe: df.Pipeline, ups: Sequence[tuple[Any, int, int]], workers: int = 1, processes: int = 1
 ) -> tuple[list[Update], dict[str, int]]:
     """The output updates of a job fed ``ups`` time by time (:func:`feed_by_time`), and its
     late counts by operator (``statistics()["late"]``)."""

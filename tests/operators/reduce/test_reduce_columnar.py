@@ -127,13 +127,10 @@ def _raw_batch(name: str, updates: list[Any], at: int = 0) -> RawBatch:
 
 
 def _run(
-    name: str,
-    updates: list[Any],
-    frontiers: list[Antichain],
-    modes: list[str],
-    early: int,
-    lag: list[bool],
+    name: str, updates: list[Any], frontiers: list[Antichain], modes: list[str], **how: Any
 ) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
+    """:func:`drive` one of :data:`REDUCTIONS` from time 0, taking the kernel or not in turn
+    as ``modes`` says; ``how`` goes to ``drive``."""
     logic, positive_only, by_count, _, _ = REDUCTIONS[name]
     with kernel_mode():
         return drive(
@@ -141,12 +138,11 @@ def _run(
             frontiers,
             logic,
             0,
-            lag=lag,
             positive_only=positive_only,
             key_only=by_count is not None,
             by_count=by_count,
-            early=early,
             operator=switching(modes),
+            **how,
         )
 
 
@@ -170,8 +166,8 @@ def test_kernels_match_the_per_key_path_and_the_oracle(
     """The kernel alone, and the kernel and the per-key path taking turns over one state,
     give the per-key path's output, the oracle's, and leave the per-key path's state."""
     data = _as_input(name, updates)
-    rows, ctx, op = _run(name, updates, frontiers, ["never"], early, lag)
-    mixed, mixed_ctx, mixed_op = _run(name, updates, frontiers, modes, early, lag)
+    rows, ctx, op = _run(name, updates, frontiers, ["never"], early=early, lag=lag)
+    mixed, mixed_ctx, mixed_op = _run(name, updates, frontiers, modes, early=early, lag=lag)
     assert consolidated(mixed) == consolidated(rows)
     assert_matches_oracle(mixed, {"xs": data}, _oracle(name))
     assert mixed_ctx.held == {} and ctx.held == {}
