@@ -388,10 +388,14 @@ class RowsOneByOne(R.ReduceOperator):
 PRODUCTS = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
 
 
-def product_updates(max_size: int = 10) -> st.SearchStrategy[list[Any]]:
+def product_updates(
+    max_size: int = 10, times: st.SearchStrategy[Any] = PRODUCTS
+) -> st.SearchStrategy[list[Any]]:
+    """``(("a" or "b", val), time, diff)`` at ``times`` (partially ordered), with signed
+    diffs: counts may go negative."""
     return st.lists(
         st.tuples(
-            st.tuples(st.sampled_from(["a", "b"]), VALS), PRODUCTS, st.integers(-2, 2).filter(bool)
+            st.tuples(st.sampled_from(["a", "b"]), VALS), times, st.integers(-2, 2).filter(bool)
         ),
         max_size=max_size,
     )
@@ -524,14 +528,7 @@ def test_line_fast_path_matches_general_path(
     pending work and in-memory output."""
     logic, query = PRODUCT_QUERIES[name]
     times = line_times(outer)
-    updates = data.draw(
-        st.lists(
-            st.tuples(
-                st.tuples(st.sampled_from(["a", "b"]), VALS), times, st.integers(-2, 2).filter(bool)
-            ),
-            max_size=10,
-        )
-    )
+    updates = data.draw(product_updates(10, times))
     frontiers = data.draw(frontier_chains(times))
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     lower = Product(Product(0, 0), 0) if outer is NESTED_OUTERS else Product(0, 0)
@@ -605,14 +602,7 @@ def test_nested_row_frontiers_match_general_path_and_oracle(name: str, data: st.
     output[t] = logic(input[t]) everywhere."""
     logic, query = PRODUCT_QUERIES[name]
     times = st.one_of(nested_row_times(0, (0, 3)), nested_row_times(1, (4, 7)))
-    updates = data.draw(
-        st.lists(
-            st.tuples(
-                st.tuples(st.sampled_from(["a", "b"]), VALS), times, st.integers(-2, 2).filter(bool)
-            ),
-            max_size=12,
-        )
-    )
+    updates = data.draw(product_updates(12, times))
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     lower = Product(Product(0, 0), 0)
 
@@ -647,16 +637,7 @@ def test_nested_paths_on_random_frontiers_match_general_path(
     every shortcut sends exactly what the general path sends, which is the oracle's answer,
     and keeps the same in-memory output."""
     logic, query = PRODUCT_QUERIES[name]
-    updates = data.draw(
-        st.lists(
-            st.tuples(
-                st.tuples(st.sampled_from(["a", "b"]), VALS),
-                NESTED_GRID,
-                st.integers(-2, 2).filter(bool),
-            ),
-            max_size=14,
-        )
-    )
+    updates = data.draw(product_updates(14, NESTED_GRID))
     frontiers = data.draw(frontier_chains(NESTED_GRID, n=6))
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     early = data.draw(st.integers(0, 1))
