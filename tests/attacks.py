@@ -9,9 +9,12 @@ the file existing afterwards means something on that port decoded a stranger's b
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +87,34 @@ def strangers(
 def split_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     return host, int(port)
+
+
+def silent(address: str, n: int) -> list[Stranger]:
+    """``n`` silent strangers on ``address`` (``host:port``), holding on until closed."""
+    return [Stranger(split_address(address), b"") for _ in range(n)]
+
+
+#: The repository, whose tests and sources a script a test starts imports.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def script_env(**extra: str) -> dict[str, str]:
+    """This process's environment and ``extra``, with the repository's tests and sources
+    importable."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]), **extra}
+
+
+def start_script(script: str, *args: str, **extra: str) -> subprocess.Popen[str]:
+    """``python -c script *args`` (the environment :func:`script_env` of ``extra``), its
+    stdin, stdout and stderr piped as text: a job the test floods or kills from outside."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=script_env(**extra),
+    )
 
 
 def make_tls(directory: Path, name: str = "peer") -> TLS:

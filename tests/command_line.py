@@ -4,6 +4,7 @@ pipelines the command-line tests give it."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,14 +40,39 @@ class Recent(df.Pipeline):
 """
 
 
+def cli_env() -> dict[str, str]:
+    """This process's environment, with this tree importable."""
+    return {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
+
+
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m deltaflow *args`` run in ``cwd`` with this tree importable."""
-    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
     return subprocess.run(
         [sys.executable, "-m", "deltaflow", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        env=env,
+        env=cli_env(),
         timeout=120,
+    )
+
+
+def terminal_sigint() -> None:
+    """Give the child Ctrl-C as a terminal does (default action, not blocked), whatever the
+    test runner's own disposition or signal mask, which a child would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def start_cli(cwd: Path, *args: str, stdout: bool = False) -> subprocess.Popen[str]:
+    """``python -m deltaflow *args`` started in ``cwd`` with this tree importable, its stderr
+    (and with ``stdout`` its stdout) piped as text, taking Ctrl-C as from a terminal."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "deltaflow", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE if stdout else None,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        preexec_fn=terminal_sigint,
     )

@@ -8,7 +8,9 @@ modules check against.
   ``ReduceOperator`` through a ``FakeContext``.
 - ``accumulate`` (:func:`deltaflow.testing.accumulate`): the collection at a time.
 - ``frontier_chains``, ``consolidated``, ``GENERAL``, ``BY_COUNT``, ``by_self_query``,
-  ``Switching``: strategies, oracles and operator variants of the reduction tests.
+  ``Switching``: strategies, oracles and operator variants of the reduction tests;
+  ``drive_counting`` drives one of ``BY_COUNT`` at pairs, ``kernel_mode`` sets the kernels'
+  mode for a block.
 
 Test modules import from here (and from :mod:`tests.reference`, :mod:`tests.strategies`,
 :mod:`tests.jobs`), never from one another.
@@ -20,9 +22,11 @@ Test modules import from here (and from :mod:`tests.reference`, :mod:`tests.stra
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -37,12 +41,13 @@ from tests.strategies import nonnegative
 import deltaflow as df
 from deltaflow.framework import kernels
 from deltaflow.framework.antichain import Antichain
-from deltaflow.framework.lattice import Time, join, less_equal, sort_key
+from deltaflow.framework.lattice import Product, Time, join, less_equal, sort_key
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.description import Description
 from deltaflow.framework.trace.spine import Spine
 from deltaflow.operators import reduce as R
-from deltaflow.operators.base import UpdateBatch
+from deltaflow.operators.arrange import RawBatch
+from deltaflow.operators.base import Interest, UpdateBatch
 from deltaflow.operators.join.operator import JoinOperator
 from deltaflow.operators.reduce import paths as reduce_paths
 from deltaflow.operators.reduce.interesting_times import InterestingTimes
@@ -92,8 +97,9 @@ class FakeContext:
     """One input, one output; checks every send and mint against held rights like the actor.
 
     ``mailbox`` holds the ``(time, payload)`` messages the next activation reads; ``sent``
-    lists every update sent as ``(data, time, diff)``, ``payloads`` every send as ``(port,
-    time, payload)``.
+    lists every update sent in an ``UpdateBatch`` as ``(data, time, diff)``, ``payloads``
+    every send as ``(port, time, payload)`` (an arrangement's trace batches too);
+    ``interest`` is what the operator last asked to be woken by.
     """
 
     worker_index = 0
@@ -105,7 +111,8 @@ class FakeContext:
         self.rights: list[Time] = []
         self.held: dict[Time, int] = {}
         self.sent: list[tuple[Any, Time, int]] = []
-        self.payloads: list[tuple[int, Time, UpdateBatch]] = []
+        self.payloads: list[tuple[int, Time, Any]] = []
+        self.interest: Interest | None = None
 
     def messages(self, port: int) -> list[tuple[Time, Any]]:
         box, self.mailbox = self.mailbox, []
@@ -118,10 +125,14 @@ class FakeContext:
     def _may(self, time: Time) -> bool:
         return any(less_equal(t, time) for t in [*self.rights, *self.held])
 
-    def send(self, port: int, time: Time, payload: UpdateBatch) -> None:
+    def send(self, port: int, time: Time, payload: UpdateBatch | RawBatch | Batch) -> None:
         assert self._may(time), f"send at {time!r} without a capability"
         self.payloads.append((port, time, payload))
-        self.sent.extend((d, time, r) for d, r in zip(payload.data, payload.diffs))
+        if not isinstance(payload, (RawBatch, Batch)):
+            self.sent.extend((d, time, r) for d, r in zip(payload.data, payload.diffs))
+
+    def set_interest(self, interest: Interest) -> None:
+        self.interest = interest
 
     def capability(self, time: Time, port: int = 0) -> FakeCapability:
         assert self._may(time), f"capability at {time!r} without a right"
@@ -136,6 +147,22 @@ class FakeContext:
         op.schedule(self)  # type: ignore[arg-type]
         self.rights.clear()
         op._check()
+
+
+def identical(a: Any, b: Any) -> bool:
+    """Equal and of the same classes all the way down (``1`` is not ``True`` nor ``1.0``),
+    as a value read back from a checkpoint must be.
+
+    >>> identical((1, 2.0), (1, 2.0)), identical((1, 2.0), (True, 2))
+    (True, False)
+    """
+    if a.__class__ is not b.__class__:
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
 
 
 def frontier_join(a: Antichain, b: Antichain) -> Antichain:
@@ -293,6 +320,45 @@ class Switching(R.ReduceOperator):
         super().schedule(ctx)
 
 
+def switching(modes: list[str]) -> type[Switching]:
+    """A :class:`Switching` operator taking the kernel or not as ``modes`` says, in turn."""
+    return type("Switched", (Switching,), {"modes": modes})
+
+
+@contextmanager
+def kernel_mode(mode: str | None = None) -> Iterator[None]:
+    """The kernels' mode set to ``mode`` (or left as it is) inside the block, and put back
+    after it, whatever the block set.
+
+    >>> with kernel_mode("never"):
+    ...     kernels.mode()
+    'never'
+    """
+    previous = kernels.mode() if mode is None else kernels.set_mode(mode)
+    try:
+        yield
+    finally:
+        kernels.set_mode(previous)
+
+
+def drive_counting(
+    name: str, updates: list[Any], frontiers: list[Antichain], *, counting: bool = True, **how: Any
+) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
+    """:func:`drive` the reduction by self ``BY_COUNT[name]`` at ``Product`` times from
+    ``Product(0, 0)``: accumulating ints (``counting``) or dicts; ``how`` goes to ``drive``."""
+    logic, by_count, positive_only, _ = BY_COUNT[name]
+    return drive(
+        updates,
+        frontiers,
+        logic,
+        Product(0, 0),
+        positive_only=positive_only,
+        key_only=True,
+        by_count=by_count if counting else None,
+        **how,
+    )
+
+
 Update = tuple[Any, Time, int]
 
 
@@ -394,6 +460,19 @@ def examples(n: int) -> settings:
     )
 
 
+def multiway_closure(e: df.Collection) -> df.Collection:
+    """The transitive closure of the edges ``e`` by a loop whose step is a multiway join (a
+    distinct on each side: both are strict, so a negative count at a complete time would
+    stop the job)."""
+    live = e.distinct()
+
+    def step(reach: df.Collection) -> df.Collection:
+        hop = df.multiway_join(("a", "c"), (reach, ("a", "b")), (live, ("b", "c")))
+        return hop.concat(live).distinct()
+
+    return live.iterate(step)
+
+
 def join_operators(job: Job) -> list[JoinOperator]:
     """Every worker's join operators."""
     return [
@@ -459,6 +538,30 @@ def brute_sessions(c: Counter[Any], gap: float) -> Counter[Any]:
     return out
 
 
+async def feed_by_time(job: Job, ups: Sequence[tuple[Any, int, int]], name: str = "xs") -> None:
+    """Feed ``ups`` into the input ``name`` time by time: advance to each of their times, then
+    give it that time's updates."""
+    for t in sorted({t for _, t, _ in ups}):
+        await job.advance_to(t)
+        for d, u, r in ups:
+            if u == t:
+                job.inputs[name].update(d, r)
+
+
+def run_by_time(
+    pipe: df.Pipeline, ups: Sequence[tuple[Any, int, int]], workers: int = 1, processes: int = 1
+) -> tuple[list[Update], dict[str, int]]:
+    """The output updates of a job fed ``ups`` time by time (:func:`feed_by_time`), and its
+    late counts by operator (``statistics()["late"]``)."""
+
+    async def main() -> tuple[list[Update], dict[str, int]]:
+        async with df.open(pipe, workers=workers, processes=processes) as job:
+            await feed_by_time(job, ups)
+        return job.output.updates(), job.statistics()["late"]
+
+    return trio.run(main)
+
+
 class Windowed(df.Pipeline):
     def __init__(self, spec: Any, key: Any = None, **kw: Any) -> None:
         self.spec, self.key, self.kw = spec, key, kw
@@ -503,17 +606,24 @@ __all__ = [
     "clean",
     "consolidated",
     "drive",
+    "drive_counting",
     "events",
     "examples",
+    "feed_by_time",
     "fixed_point",
     "frontier_chains",
     "frontier_join",
     "halve",
     "histories",
+    "identical",
     "import_example",
     "join_operators",
+    "kernel_mode",
     "key_of",
     "lift",
     "loop_settings",
+    "multiway_closure",
     "run",
+    "run_by_time",
+    "switching",
 ]

@@ -5,9 +5,7 @@ inputs declared as Spark DDL strings."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import trio
+from tests import command_line
 
 import deltaflow as df
 from deltaflow.adapters.files import read_updates
@@ -52,15 +51,8 @@ class Clicks(df.Pipeline):
 
 
 def cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
-    return subprocess.run(
-        [sys.executable, "-m", "deltaflow", "run", *args],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    """``python -m deltaflow run *args`` run in ``project``."""
+    return command_line.cli(project, "run", *args)
 
 
 def strict_lines(text: str) -> list[Any]:

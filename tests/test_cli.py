@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.command_line import cli
+from tests.command_line import cli, start_cli
 
 import deltaflow as df
 
@@ -221,25 +218,9 @@ def test_a_long_run_shows_progress_after_a_second(project: Path) -> None:
     assert len((project / "o.jsonl").read_text().splitlines()) == 400
 
 
-def _terminal_sigint() -> None:
-    """Give the child Ctrl-C as a terminal does (default action, not blocked), whatever the
-    test runner's own disposition or signal mask, which a child would inherit."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def test_ctrl_c_stops_the_run_with_exit_code_130(project: Path) -> None:
     (project / "long.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(4000)))
-    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "deltaflow", "run", "pipes:Slow", "--input", "xs=long.csv"],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=_terminal_sigint,
-    )
+    proc = start_cli(project, "run", "pipes:Slow", "--input", "xs=long.csv", stdout=True)
     try:
         time.sleep(5)  # the job takes 20 s; the interpreter starts in well under 5 s
         proc.send_signal(signal.SIGINT)
@@ -256,16 +237,9 @@ def test_run_serves_a_dashboard_while_it_runs(project: Path, host: str) -> None:
     """``--dashboard 0`` writes the dashboard's address on stderr (with a token off
     loopback), the page's JSON follows the job (a loop, whose rounds let the page in), and
     the output is as without it."""
-    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
     (project / "climb.csv").write_text("x\n0\n")
     args = ["run", "pipes:Climb", "--input", "xs=climb.csv", "--output", "o.jsonl"]
-    with subprocess.Popen(
-        [sys.executable, "-m", "deltaflow", *args, "--dashboard", "0", "--dashboard-host", host],
-        cwd=project,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    ) as proc:
+    with start_cli(project, *args, "--dashboard", "0", "--dashboard-host", host) as proc:
         try:
             assert proc.stderr is not None
             first = proc.stderr.readline()

@@ -4,17 +4,12 @@ the end summary, --log-level, required inputs and the line of a parse error."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
-from tests.command_line import PIPELINES, cli
-
-import deltaflow as df
+from tests.command_line import PIPELINES, cli, start_cli
 
 
 @pytest.fixture
@@ -113,16 +108,9 @@ def test_metrics_are_scraped_over_http_while_the_cli_runs(project: Path) -> None
     (project / "long.csv").write_text(
         "user,n,time\n" + "".join(f"u{t % 7},{t % 5},{t}\n" for t in range(times))
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
     args = ["run", "pipes:Totals", "--input", "events=long.csv", "--metrics", "0",
             "--output", "out.jsonl"]  # fmt: skip
-    with subprocess.Popen(
-        [sys.executable, "-m", "deltaflow", *args],
-        cwd=project,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    ) as proc:
+    with start_cli(project, *args) as proc:
         try:
             assert proc.stderr is not None
             line = proc.stderr.readline()

@@ -9,14 +9,12 @@ import json
 import os
 import queue
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.command_line import PIPELINES, cli
+from tests.command_line import PIPELINES, cli, start_cli
 
 import deltaflow as df
 
@@ -47,11 +45,6 @@ def as_lines(updates: list[tuple[Any, int, int]]) -> list[dict[str, Any]]:
     return [{"data": list(d), "time": t, "diff": r} for d, t, r in updates]
 
 
-def _terminal_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def expected(folder: Path) -> list[dict[str, Any]]:
     """What df.run gives over the directory's files now, one time each."""
     out = df.run(_totals(folder.parent), events=df.sources.files(folder, max_files=1))
@@ -70,18 +63,9 @@ def _totals(project: Path) -> df.Pipeline:
 def test_follow_writes_each_time_as_files_come_until_ctrl_c(project: Path) -> None:
     folder = project / "in"
     put(folder, 0, [("u1", 2), ("u2", 3)])
-    env = {**os.environ, "PYTHONPATH": str(Path(df.__file__).parent.parent)}
     args = ["run", "pipes:Totals", "--input", "events=in", "--follow"]
     lines: queue.Queue[str] = queue.Queue()
-    with subprocess.Popen(
-        [sys.executable, "-m", "deltaflow", *args],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=_terminal_sigint,
-    ) as proc:
+    with start_cli(project, *args, stdout=True) as proc:
         assert proc.stdout is not None
         stdout = proc.stdout
         reader = threading.Thread(target=lambda: [lines.put(x) for x in stdout], daemon=True)

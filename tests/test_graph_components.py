@@ -49,13 +49,18 @@ def _digraph(edges: Iterable[Edge]) -> nx.DiGraph:
     return graph
 
 
-def nx_scc(edges: Iterable[Edge]) -> Counter[Any]:
-    """Every node of ``edges`` with the smallest node of its strongly connected component."""
+def _by_smallest(components: Iterable[set[int]]) -> Counter[Any]:
+    """Every node of ``components`` with the smallest node of its component."""
     out: Counter[Any] = Counter()
-    for component in nx.strongly_connected_components(_digraph(edges)):
+    for component in components:
         smallest = min(component)
         out.update((n, smallest) for n in component)
     return out
+
+
+def nx_scc(edges: Iterable[Edge]) -> Counter[Any]:
+    """Every node of ``edges`` with the smallest node of its strongly connected component."""
+    return _by_smallest(nx.strongly_connected_components(_digraph(edges)))
 
 
 def nx_scc_edges(edges: Iterable[Edge]) -> Counter[Any]:
@@ -68,11 +73,7 @@ def nx_scc_edges(edges: Iterable[Edge]) -> Counter[Any]:
 
 def nx_weak(edges: Iterable[Edge]) -> Counter[Any]:
     """Every node of ``edges`` with the smallest node of its weakly connected component."""
-    out: Counter[Any] = Counter()
-    for component in nx.weakly_connected_components(_digraph(edges)):
-        smallest = min(component)
-        out.update((n, smallest) for n in component)
-    return out
+    return _by_smallest(nx.weakly_connected_components(_digraph(edges)))
 
 
 def nx_propagate(edges: Iterable[Edge], nodes: Iterable[tuple[int, int]]) -> Counter[Any]:

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from tests.adapters.spark_data import (
     BATCHES,
-    Collected,
+    WordCounts,
     expected,
+    line_updates,
     random_edges,
     rows,
-    source,
     triples,
-    write_batch,
+    word_counts,
 )
 
 import deltaflow as df
@@ -131,62 +131,26 @@ def test_a_failing_user_function(cluster: Any) -> None:
 def test_a_stream_across_micro_batches(cluster: Any, tmp_path: Path) -> None:
     """Word counts streamed over the cluster: every micro-batch's changes equal df.run's at
     its time, so the workers kept their state between micro-batches."""
-    from tests.adapters.spark_pipelines import WordCount
-
-    directory = tmp_path / "in"
-    directory.mkdir()
-    sink = Collected()
-    updates: list[tuple[Any, int, int]] = []
-    with dfspark.stream(
-        WordCount(),
-        cluster,
-        lines=source(cluster, directory, "line string, diff long"),
-        schema="word string, n long",
-        foreach_batch=sink,
-        partitions=2,
-    ) as running:
+    words = WordCounts(tmp_path)
+    with words.stream(cluster) as running:
         for b, batch in enumerate(BATCHES):
-            write_batch(directory, b, batch)
-            running.process_all_available()
-            updates += [(r["line"], b, r["diff"]) for r in batch]
-        want = sorted((w, n, t, d) for (w, n), t, d in df.run(WordCount(), lines=updates))
-    got = sorted(row for batch_rows in sink.batches.values() for row in batch_rows)
-    assert got == want
-    assert sorted(sink.batches) == list(range(len(BATCHES)))
+            words.feed(running, b, batch)
+    assert words.sink.rows() == word_counts(line_updates(BATCHES))
+    assert sorted(words.sink.batches) == list(range(len(BATCHES)))
 
 
 def test_a_stream_restarted_on_a_relative_checkpoint_location(cluster: Any, tmp_path: Path) -> None:
     """A checkpoint location relative to the driver's working directory means the same place
     to the workers, in the executors' own directories: stopped after two micro-batches and
     restarted on it, the stream resumes its state and its changes equal df.run's."""
-    from tests.adapters.spark_pipelines import WordCount
-
     jvm = cluster.sparkContext._jvm
     location = os.path.relpath(tmp_path / "query", jvm.System.getProperty("user.dir"))
     assert not os.path.isabs(location)
-    directory = tmp_path / "in"
-    directory.mkdir()
-    sink = Collected()
-
-    def start() -> Any:
-        return dfspark.stream(
-            WordCount(),
-            cluster,
-            lines=source(cluster, directory, "line string, diff long"),
-            schema="word string, n long",
-            foreach_batch=sink,
-            partitions=2,
-            checkpoint_location=location,
-        )
-
+    words = WordCounts(tmp_path)
     for run, (first, last) in enumerate([(0, 2), (2, len(BATCHES))]):
-        with start() as running:
+        with words.stream(cluster, checkpoint_location=location) as running:
             assert running.resumed_at == (first or None)
             for b in range(first, last):
-                write_batch(directory, b, BATCHES[b])
-                running.process_all_available()
+                words.feed(running, b, BATCHES[b])
         assert (tmp_path / "query" / "deltaflow" / f"checkpoint-{last:06d}.json").exists(), run
-    updates = [(r["line"], b, r["diff"]) for b, batch in enumerate(BATCHES) for r in batch]
-    want = sorted((w, n, t, d) for (w, n), t, d in df.run(WordCount(), lines=updates))
-    got = sorted(row for batch_rows in sink.batches.values() for row in batch_rows)
-    assert got == want
+    assert words.sink.rows() == word_counts(line_updates(BATCHES))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,12 @@ import pytest
 from tests.adapters import spark_pipelines as pipes
 from tests.adapters.spark_data import (
     BATCHES,
-    Collected,
+    WordCounts,
     expected,
+    line_updates,
     random_edges,
     rows,
-    source,
-    write_batch,
+    word_counts,
 )
 from tests.attacks import ATTACKS, FileGather, Stranger, make_tls, payload, split_address
 
@@ -120,31 +121,28 @@ def test_strangers_on_the_stream_driver_are_refused_and_logged(
 
     monkeypatch.setattr(_stream.SparkStream, "_start_workers", strangers_first)
     caplog.set_level(logging.WARNING, "deltaflow")
-    directory = tmp_path / "in"
-    directory.mkdir()
-    sink = Collected()
+    words = WordCounts(tmp_path)
     try:
-        with dfspark.stream(
-            pipes.WordCount(),
-            spark,
-            lines=source(spark, directory, "line string, diff long"),
-            schema="word string, n long",
-            foreach_batch=sink,
-            partitions=2,
-        ) as running:
+        with words.stream(spark) as running:
             for b, rows_ in enumerate(BATCHES[:2]):
-                write_batch(directory, b, rows_)
-                running.process_all_available()
+                words.feed(running, b, rows_)
     finally:
         for s in crowd:
             s.close()
-    updates = [(r["line"], b, r["diff"]) for b, rs in enumerate(BATCHES[:2]) for r in rs]
-    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
-    assert sorted(row for rs in sink.batches.values() for row in rs) == want
+    assert words.sink.rows() == word_counts(line_updates(BATCHES[:2]))
     assert not marker.exists(), "the driver loaded a stranger's pickle"
     refusals = [r.getMessage() for r in caplog.records if "stream driver refused" in r.getMessage()]
     for stranger in crowd:
         assert any(f"from {stranger.name} " in r for r in refusals), (stranger.name, refusals)
+
+
+def _strangers_on(running: Any, attacks: Sequence[str], marker: Path) -> list[Stranger]:
+    """A stranger of each of ``attacks`` on each of a running stream's workers' data ports."""
+    return [
+        Stranger(split_address(address), payload(a, marker, "mesh"))
+        for address in running._addresses
+        for a in attacks
+    ]
 
 
 def test_strangers_on_the_stream_workers_ports_change_nothing(spark: Any, tmp_path: Path) -> None:
@@ -152,35 +150,19 @@ def test_strangers_on_the_stream_workers_ports_change_nothing(spark: Any, tmp_pa
     strangers of every kind on them, connected between micro-batches and held open, hold up
     no micro-batch, none is decoded, and every micro-batch is right."""
     marker = tmp_path / "marker"
-    directory = tmp_path / "in"
-    directory.mkdir()
-    sink = Collected()
+    words = WordCounts(tmp_path)
     crowd: list[Stranger] = []
     try:
-        with dfspark.stream(
-            pipes.WordCount(),
-            spark,
-            lines=source(spark, directory, "line string, diff long"),
-            schema="word string, n long",
-            foreach_batch=sink,
-            partitions=2,
-        ) as running:
+        with words.stream(spark) as running:
             for b, rows_ in enumerate(BATCHES):
-                for address in running._addresses:
-                    crowd += [
-                        Stranger(split_address(address), payload(a, marker, "mesh"))
-                        for a in ATTACKS
-                    ]
-                write_batch(directory, b, rows_)
+                crowd += _strangers_on(running, ATTACKS, marker)
                 start = time.monotonic()
-                running.process_all_available()
+                words.feed(running, b, rows_)
                 assert time.monotonic() - start < 30
     finally:
         for s in crowd:
             s.close()
-    updates = [(r["line"], b, r["diff"]) for b, rs in enumerate(BATCHES) for r in rs]
-    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
-    assert sorted(row for rs in sink.batches.values() for row in rs) == want
+    assert words.sink.rows() == word_counts(line_updates(BATCHES))
     assert not marker.exists(), "a worker loaded a stranger's pickle"
 
 
@@ -201,24 +183,10 @@ def test_a_users_secret_and_tls_end_to_end(spark: Any, tmp_path: Path) -> None:
 
 
 def test_a_stream_over_tls(spark: Any, tmp_path: Path) -> None:
-    tls = make_tls(tmp_path)
-    directory = tmp_path / "in"
-    directory.mkdir()
-    sink = Collected()
-    with dfspark.stream(
-        pipes.WordCount(),
-        spark,
-        lines=source(spark, directory, "line string, diff long"),
-        schema="word string, n long",
-        foreach_batch=sink,
-        partitions=2,
-        tls=tls,
-    ) as running:
-        write_batch(directory, 0, BATCHES[0])
-        running.process_all_available()
-    updates = [(r["line"], 0, r["diff"]) for r in BATCHES[0]]
-    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
-    assert sorted(row for rs in sink.batches.values() for row in rs) == want
+    words = WordCounts(tmp_path)
+    with words.stream(spark, tls=make_tls(tmp_path)) as running:
+        words.feed(running, 0, BATCHES[0])
+    assert words.sink.rows() == word_counts(line_updates(BATCHES[:1]))
 
 
 def test_bad_security_arguments_are_refused_before_any_job(spark: Any) -> None:
@@ -245,33 +213,17 @@ def test_strangers_refused_on_executors_reach_the_drivers_log_and_statistics(
     ``statistics()`` count them; the micro-batch is right."""
     caplog.set_level(logging.WARNING, "deltaflow")
     marker = tmp_path / "marker"
-    directory = tmp_path / "in"
-    directory.mkdir()
-    sink = Collected()
+    words = WordCounts(tmp_path)
     crowd: list[Stranger] = []
     try:
-        with dfspark.stream(
-            pipes.WordCount(),
-            spark,
-            lines=source(spark, directory, "line string, diff long"),
-            schema="word string, n long",
-            foreach_batch=sink,
-            partitions=2,
-        ) as running:
-            for address in running._addresses:
-                crowd += [
-                    Stranger(split_address(address), payload(a, marker, "mesh"))
-                    for a in ("garbage", "http", "pickle")
-                ]
-            write_batch(directory, 0, BATCHES[0])
-            running.process_all_available()
+        with words.stream(spark) as running:
+            crowd += _strangers_on(running, ("garbage", "http", "pickle"), marker)
+            words.feed(running, 0, BATCHES[0])
             stats = running.statistics()
     finally:
         for s in crowd:
             s.close()
-    updates = [(r["line"], 0, r["diff"]) for r in BATCHES[0]]
-    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
-    assert sorted(row for rs in sink.batches.values() for row in rs) == want
+    assert words.sink.rows() == word_counts(line_updates(BATCHES[:1]))
     assert not marker.exists(), "a worker loaded a stranger's pickle"
     refusals = [
         r.getMessage()

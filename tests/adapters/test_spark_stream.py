@@ -11,7 +11,17 @@ from typing import Any
 
 import pytest
 from tests.adapters import spark_pipelines as pipes
-from tests.adapters.spark_data import BATCHES, Collected, source, write_batch
+from tests.adapters.spark_data import (
+    BATCHES,
+    Collected,
+    WordCounts,
+    assert_split_tables,
+    line_updates,
+    source,
+    split_stream,
+    word_counts,
+    write_batch,
+)
 
 import deltaflow as df
 
@@ -26,32 +36,17 @@ def test_micro_batches_match_run_and_keep_state(
     """After every micro-batch, its output changes equal df.run's at its time: the count of a
     word seen before changes (a retraction of the old count), so the state was kept; by the
     driver and by feeding and fetching tasks alike."""
-    directory = tmp_path / "in"
-    directory.mkdir()
-    sink = Collected()
-    lines = source(spark, directory, "line string, diff long")
-    updates: list[tuple[Any, int, int]] = []
-    with dfspark.stream(
-        pipes.WordCount(),
-        spark,
-        lines=lines,
-        schema="word string, n long",
-        foreach_batch=sink,
-        partitions=2,
-    ) as running:
+    words = WordCounts(tmp_path)
+    with words.stream(spark) as running:
         for b, rows in enumerate(BATCHES):
-            write_batch(directory, b, rows)
-            running.process_all_available()
-            updates += [(r["line"], b, r["diff"]) for r in rows]
-            want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
-            got = sorted(row for rows in sink.batches.values() for row in rows)
-            assert got == want, b
-            assert sorted(sink.batches) == list(range(b + 1))
+            words.feed(running, b, rows)
+            assert words.sink.rows() == word_counts(line_updates(BATCHES[: b + 1])), b
+            assert sorted(words.sink.batches) == list(range(b + 1))
         stats = running.statistics()
         inline = list(running.inline_batches)
     assert stats["batches"] == len(BATCHES)
     assert inline == [stream_path == "driver"] * len(BATCHES)
-    assert ("the", 2, 1, -1) in sink.batches[1]  # the count of 'the' moved from 2 to 3
+    assert ("the", 2, 1, -1) in words.sink.batches[1]  # the count of 'the' moved from 2 to 3
 
 
 def test_micro_batches_over_several_partitions(
@@ -61,26 +56,12 @@ def test_micro_batches_over_several_partitions(
     tasks each dealing its rows to the workers, or collected by the driver: every
     micro-batch equals df.run's, and the workers were fed each micro-batch's rows exactly
     once."""
-    directory = tmp_path / "in"
-    directory.mkdir()
-    sink = Collected()
-    lines = source(spark, directory, "line string, diff long").repartition(5)
-    updates: list[tuple[Any, int, int]] = []
-    with dfspark.stream(
-        pipes.WordCount(),
-        spark,
-        lines=lines,
-        schema="word string, n long",
-        foreach_batch=sink,
-        partitions=3,
-    ) as running:
+    words = WordCounts(tmp_path)
+    with words.stream(spark, words.lines(spark).repartition(5), partitions=3) as running:
         for b, rows in enumerate(BATCHES):
-            write_batch(directory, b, rows)
-            running.process_all_available()
-            updates += [(r["line"], b, r["diff"]) for r in rows]
+            words.feed(running, b, rows)
         fed = list(running.batch_rows)
-    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
-    assert sorted(row for rows in sink.batches.values() for row in rows) == want
+    assert words.sink.rows() == word_counts(line_updates(BATCHES))
     assert fed == [len(rows) for rows in BATCHES]
 
 
@@ -108,9 +89,8 @@ def test_parquet_sink_and_stop_frees_the_slots(spark: Any, tmp_path: Path) -> No
     finally:
         running.stop()
     updates = [(r["line"], b, 1) for b, rows in enumerate(BATCHES[:2]) for r in rows]
-    want = sorted((w, n, t, d) for (w, n), t, d in df.run(pipes.WordCount(), lines=updates))
     got = sorted(tuple(r) for r in spark.read.parquet(str(out)).collect())
-    assert got == want
+    assert got == word_counts(updates)
     deadline = time.monotonic() + 10
     while free_slots(spark.sparkContext)[0] < 5 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -121,25 +101,13 @@ def test_dict_outputs_to_tables(spark: Any, tmp_path: Path) -> None:
     """A ``build()`` returning a dict streams each output to its own table."""
     directory = tmp_path / "in"
     directory.mkdir()
-    words = spark.readStream.schema("word string").option("maxFilesPerTrigger", 1)
     tables = {"words": "stream_words", "lengths": "stream_lengths"}
     batches = [["cat", "horse"], ["cat", "dog"], ["emu"]]
-    with dfspark.stream(
-        pipes.Split(),
-        spark,
-        words=words.json(str(directory)),
-        schema={"words": "word string", "lengths": "length int, words long"},
-        table=tables,
-        partitions=2,
-    ) as running:
+    with split_stream(spark, directory, tables) as running:
         for b, rows in enumerate(batches):
             write_batch(directory, b, [{"word": w} for w in rows])
             running.process_all_available()
-    updates = [(w, b, 1) for b, rows in enumerate(batches) for w in rows]
-    want = df.run(pipes.Split(), words=updates)
-    got = {name: sorted(tuple(r) for r in spark.table(t).collect()) for name, t in tables.items()}
-    assert got["words"] == sorted((w, t, d) for w, t, d in want["words"])
-    assert got["lengths"] == sorted((n, k, t, d) for (n, k), t, d in want["lengths"])
+    assert_split_tables(spark, tables, batches)
 
 
 def test_stream_static_join_matches_run(spark: Any, tmp_path: Path, stream_path: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import trio
 from tests.adapters import spark_pipelines as pipes
+from tests.adapters.spark_data import assert_split_tables, split_stream
 
 import deltaflow as df
 
@@ -234,15 +235,8 @@ def test_several_outputs_to_tables_resume_and_are_sunk_once(spark: Any, tmp_path
     batches = [["cat", "horse"], ["cat", "dog"], ["emu", "cat"]]
 
     def start(partitions: int) -> Any:
-        words = spark.readStream.schema("word string").option("maxFilesPerTrigger", 1)
-        return dfspark.stream(
-            pipes.Split(),
-            spark,
-            words=words.json(str(directory)),
-            schema={"words": "word string", "lengths": "length int, words long"},
-            table=tables,
-            partitions=partitions,
-            checkpoint_location=str(location),
+        return split_stream(
+            spark, directory, tables, partitions=partitions, checkpoint_location=str(location)
         )
 
     def write(b: int) -> None:
@@ -265,11 +259,7 @@ def test_several_outputs_to_tables_resume_and_are_sunk_once(spark: Any, tmp_path
         running.process_all_available()
         write(2)
         running.process_all_available()
-    updates = [(w, b, 1) for b, rows in enumerate(batches) for w in rows]
-    want = df.run(pipes.Split(), words=updates)
-    got = {name: sorted(tuple(r) for r in spark.table(t).collect()) for name, t in tables.items()}
-    assert got["words"] == sorted((w, t, d) for w, t, d in want["words"])
-    assert got["lengths"] == sorted((n, k, t, d) for (n, k), t, d in want["lengths"])
+    assert_split_tables(spark, tables, batches)
 
 
 def test_a_second_query_on_a_location_is_refused_until_the_first_stops(

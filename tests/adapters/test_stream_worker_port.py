@@ -9,17 +9,13 @@ way to lower one process's descriptor limit."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 import trio
 from tests.adapters import spark_pipelines as pipes
-from tests.attacks import Stranger, split_address
+from tests.attacks import Stranger, silent, start_script
 
 import deltaflow as df
 from deltaflow.scheduler.net.handshake import new_secret
@@ -27,8 +23,6 @@ from deltaflow.scheduler.net.handshake import new_secret
 pytest.importorskip("pyspark")
 from deltaflow.adapters.spark._batch import Security
 from deltaflow.adapters.spark._stream_tasks import _request
-
-ROOT = Path(__file__).resolve().parents[2]
 
 _WORKER = textwrap.dedent(
     """
@@ -88,25 +82,13 @@ def test_a_flooded_worker_port_short_of_file_descriptors_serves_on() -> None:
     room, and a micro-batch's rows reach the worker and its output comes back right."""
     secret = new_secret()
     security = Security(secret, None)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    worker = subprocess.Popen(
-        [sys.executable, "-c", _WORKER, "48", secret.hex()],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    worker = start_script(_WORKER, "48", secret.hex(), SPARK_LOCAL_IP="127.0.0.1")
     crowd: list[Stranger] = []
     try:
         assert worker.stdout is not None and worker.stdin is not None
         address = worker.stdout.readline().strip()
         assert address, worker.stderr.read() if worker.stderr else ""
-        crowd += [Stranger(split_address(address), b"") for _ in range(400)]
+        crowd += silent(address, 400)
         start = time.monotonic()
         fed = trio.run(_request, address, 0, security, ("feed", 0, 0, {"lines": LINES}), 0)
         assert fed == ("fed", 0, 0)

@@ -9,13 +9,13 @@ the store must switch manifests atomically, find every damaged byte, and clean u
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from tests.harness import identical
 
 from deltaflow.errors import CheckpointError
 from deltaflow.framework.durable.columns import decode_column, encode_column, prepared
@@ -30,17 +30,6 @@ from deltaflow.framework.durable.tables import (
 )
 from deltaflow.framework.hashing import worker_of
 from deltaflow.framework.lattice import Product
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal and of the same classes all the way down (``1`` is not ``True`` nor ``1.0``)."""
-    if a.__class__ is not b.__class__:
-        return False
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    return bool(a == b)
 
 
 class Record:
@@ -91,7 +80,7 @@ def test_columns_read_back_exactly(column: list[Any], dictionary: bool) -> None:
     encoded = encode_column(column, dictionary=dictionary)
     back = decode_column(encoded.array, json.loads(json.dumps(encoded.spec)))
     assert len(back) == len(column)
-    assert all(_same(a, b) for a, b in zip(column, back)), (column, back, encoded.spec)
+    assert all(identical(a, b) for a, b in zip(column, back)), (column, back, encoded.spec)
 
 
 @given(
@@ -108,7 +97,7 @@ def test_prepared_columns_read_back_exactly(column: list[Any], kind: str) -> Non
         kind = "time"
     encoded = encode_column(prepared(column, kind))
     back = decode_column(encoded.array, encoded.spec)
-    assert all(_same(a, b) for a, b in zip(column, back))
+    assert all(identical(a, b) for a, b in zip(column, back))
 
 
 def test_repeated_times_read_back_as_shared_objects() -> None:

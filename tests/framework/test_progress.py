@@ -120,61 +120,77 @@ def chain(n: int) -> tuple[ProgressGraph, list[int]]:
     return b.build(), nodes
 
 
+def wired(
+    nodes: list[tuple[Any, ...]], edges: list[tuple[str, str, int]]
+) -> tuple[ProgressGraphBuilder, dict[str, int]]:
+    """A builder holding ``nodes`` (``(name, inputs, outputs[, summaries])``) wired by
+    ``edges`` (``(source, target, target's port)``, each from its source's port 0), and the
+    nodes' ids by name."""
+    b = ProgressGraphBuilder()
+    n = {node[0]: b.add_node(*node) for node in nodes}
+    for src, dst, port in edges:
+        b.add_edge((n[src], 0), (n[dst], port))
+    return b, n
+
+
 def loop_graph() -> tuple[ProgressGraph, dict[str, int]]:
     """input -> enter -> head(2 in) -> body -> feedback -> head.1; body -> leave -> sink."""
-    b = ProgressGraphBuilder()
-    n = {
-        "input": b.add_node("input", 0, 1),
-        "enter": b.add_node("enter", 1, 1, ENTER),
-        "head": b.add_node("head", 2, 1),
-        "body": b.add_node("body", 1, 1),
-        "feedback": b.add_node("feedback", 1, 1, FEEDBACK()),
-        "leave": b.add_node("leave", 1, 1, LEAVE),
-        "sink": b.add_node("sink", 1, 0),
-    }
-    b.add_edge((n["input"], 0), (n["enter"], 0))
-    b.add_edge((n["enter"], 0), (n["head"], 0))
-    b.add_edge((n["head"], 0), (n["body"], 0))
-    b.add_edge((n["body"], 0), (n["feedback"], 0))
-    b.add_edge((n["feedback"], 0), (n["head"], 1))
-    b.add_edge((n["body"], 0), (n["leave"], 0))
-    b.add_edge((n["leave"], 0), (n["sink"], 0))
+    b, n = wired(
+        [
+            ("input", 0, 1),
+            ("enter", 1, 1, ENTER),
+            ("head", 2, 1),
+            ("body", 1, 1),
+            ("feedback", 1, 1, FEEDBACK()),
+            ("leave", 1, 1, LEAVE),
+            ("sink", 1, 0),
+        ],
+        [
+            ("input", "enter", 0),
+            ("enter", "head", 0),
+            ("head", "body", 0),
+            ("body", "feedback", 0),
+            ("feedback", "head", 1),
+            ("body", "leave", 0),
+            ("leave", "sink", 0),
+        ],
+    )
     return b.build(), n
 
 
 def nested_loop_graph() -> tuple[ProgressGraph, dict[str, int]]:
     """An outer loop whose body contains an inner loop; times Product(Product(t, i), j)."""
-    b = ProgressGraphBuilder()
-    n = {
-        "input": b.add_node("input", 0, 1),
-        "enter1": b.add_node("enter1", 1, 1, ENTER),
-        "head1": b.add_node("head1", 2, 1),
-        "enter2": b.add_node("enter2", 1, 1, ENTER),
-        "head2": b.add_node("head2", 2, 1),
-        "body2": b.add_node("body2", 1, 1),
-        "fb2": b.add_node("fb2", 1, 1, FEEDBACK()),
-        "leave2": b.add_node("leave2", 1, 1, LEAVE),
-        "body1": b.add_node("body1", 1, 1),
-        "fb1": b.add_node("fb1", 1, 1, FEEDBACK()),
-        "leave1": b.add_node("leave1", 1, 1, LEAVE),
-        "sink": b.add_node("sink", 1, 0),
-    }
-    for src, dst, port in [
-        ("input", "enter1", 0),
-        ("enter1", "head1", 0),
-        ("head1", "enter2", 0),
-        ("enter2", "head2", 0),
-        ("head2", "body2", 0),
-        ("body2", "fb2", 0),
-        ("fb2", "head2", 1),
-        ("body2", "leave2", 0),
-        ("leave2", "body1", 0),
-        ("body1", "fb1", 0),
-        ("fb1", "head1", 1),
-        ("body1", "leave1", 0),
-        ("leave1", "sink", 0),
-    ]:
-        b.add_edge((n[src], 0), (n[dst], port))
+    b, n = wired(
+        [
+            ("input", 0, 1),
+            ("enter1", 1, 1, ENTER),
+            ("head1", 2, 1),
+            ("enter2", 1, 1, ENTER),
+            ("head2", 2, 1),
+            ("body2", 1, 1),
+            ("fb2", 1, 1, FEEDBACK()),
+            ("leave2", 1, 1, LEAVE),
+            ("body1", 1, 1),
+            ("fb1", 1, 1, FEEDBACK()),
+            ("leave1", 1, 1, LEAVE),
+            ("sink", 1, 0),
+        ],
+        [
+            ("input", "enter1", 0),
+            ("enter1", "head1", 0),
+            ("head1", "enter2", 0),
+            ("enter2", "head2", 0),
+            ("head2", "body2", 0),
+            ("body2", "fb2", 0),
+            ("fb2", "head2", 1),
+            ("body2", "leave2", 0),
+            ("leave2", "body1", 0),
+            ("body1", "fb1", 0),
+            ("fb1", "head1", 1),
+            ("body1", "leave1", 0),
+            ("leave1", "sink", 0),
+        ],
+    )
     return b.build(), n
 
 
@@ -661,13 +677,10 @@ def test_nested_loops() -> None:
 
 def test_identity_cycle_rejected_naming_operators() -> None:
     """A cycle of identities is rejected; the message names the operators on it."""
-    b = GraphBuilder()
-    src = b.add_node("source", 0, 1)
-    x = b.add_node("concat", 2, 1)
-    y = b.add_node("map", 1, 1)
-    b.add_edge((src, 0), (x, 0))
-    b.add_edge((x, 0), (y, 0))
-    b.add_edge((y, 0), (x, 1))
+    b, _ = wired(
+        [("source", 0, 1), ("concat", 2, 1), ("map", 1, 1)],
+        [("source", "concat", 0), ("concat", "map", 0), ("map", "concat", 1)],
+    )
     with pytest.raises(ValueError, match="does not advance times") as info:
         b.build()
     message = str(info.value)
@@ -675,17 +688,19 @@ def test_identity_cycle_rejected_naming_operators() -> None:
     assert "itself" in message
 
 
+def inner_cycle_through(*outer: Any) -> tuple[ProgressGraphBuilder, dict[str, int]]:
+    """head -> leave -> the node ``outer`` (``(name, inputs, outputs[, summaries])``) ->
+    enter -> head.1: a cycle leaving a loop and entering it again."""
+    name = outer[0]
+    return wired(
+        [("head", 2, 1), ("leave", 1, 1, LEAVE), outer, ("enter", 1, 1, ENTER)],
+        [("head", "leave", 0), ("leave", name, 0), (name, "enter", 0), ("enter", "head", 1)],
+    )
+
+
 def test_leave_then_enter_without_outer_feedback_rejected() -> None:
     """An inner cycle through leave and enter but no outer feedback does not advance times."""
-    b = GraphBuilder()
-    head = b.add_node("head", 2, 1)
-    leave = b.add_node("leave", 1, 1, LEAVE)
-    outer = b.add_node("outer_map", 1, 1)
-    enter = b.add_node("enter", 1, 1, ENTER)
-    b.add_edge((head, 0), (leave, 0))
-    b.add_edge((leave, 0), (outer, 0))
-    b.add_edge((outer, 0), (enter, 0))
-    b.add_edge((enter, 0), (head, 1))
+    b, _ = inner_cycle_through("outer_map", 1, 1)
     with pytest.raises(ValueError, match="does not advance times") as info:
         b.build()
     assert "'outer_map'" in str(info.value)
@@ -694,15 +709,8 @@ def test_leave_then_enter_without_outer_feedback_rejected() -> None:
 
 def test_outer_feedback_through_nested_loop_is_accepted() -> None:
     """(t, i, j) -> (t, i + 1, 0) through an outer feedback is a valid cycle."""
-    b = GraphBuilder()
-    head = b.add_node("head", 2, 1)
-    leave = b.add_node("leave", 1, 1, LEAVE)
-    fb = b.add_node("outer_feedback", 1, 1, FEEDBACK())
-    enter = b.add_node("enter", 1, 1, ENTER)
-    b.add_edge((head, 0), (leave, 0))
-    b.add_edge((leave, 0), (fb, 0))
-    b.add_edge((fb, 0), (enter, 0))
-    b.add_edge((enter, 0), (head, 1))
+    b, n = inner_cycle_through("outer_feedback", 1, 1, FEEDBACK())
+    head = n["head"]
     tracker = ProgressTracker(b.build())
     tracker.update_source(head, 0, P(0, 2, 7), 1)
     tracker.propagate()
@@ -713,13 +721,10 @@ def test_outer_feedback_through_nested_loop_is_accepted() -> None:
 
 def test_cycle_changing_depth_rejected() -> None:
     """A cycle that enters a loop and never leaves it changes depth and is rejected."""
-    b = GraphBuilder()
-    head = b.add_node("head", 2, 1)
-    enter = b.add_node("enter", 1, 1, ENTER)
-    fb = b.add_node("fb", 1, 1, FEEDBACK())
-    b.add_edge((head, 0), (enter, 0))
-    b.add_edge((enter, 0), (fb, 0))
-    b.add_edge((fb, 0), (head, 1))
+    b, _ = wired(
+        [("head", 2, 1), ("enter", 1, 1, ENTER), ("fb", 1, 1, FEEDBACK())],
+        [("head", "enter", 0), ("enter", "fb", 0), ("fb", "head", 1)],
+    )
     with pytest.raises(ValueError, match=r"nesting depth of times by \+1") as info:
         b.build()
     assert "'enter'" in str(info.value)
@@ -727,13 +732,10 @@ def test_cycle_changing_depth_rejected() -> None:
 
 def test_mixed_depths_without_a_cycle_rejected() -> None:
     """Combining an outer collection with an inner one without enter/leave is rejected."""
-    b = GraphBuilder()
-    src = b.add_node("source", 0, 1)
-    enter = b.add_node("enter", 1, 1, ENTER)
-    concat = b.add_node("concat", 2, 1)
-    b.add_edge((src, 0), (enter, 0))
-    b.add_edge((enter, 0), (concat, 0))
-    b.add_edge((src, 0), (concat, 1))
+    b, _ = wired(
+        [("source", 0, 1), ("enter", 1, 1, ENTER), ("concat", 2, 1)],
+        [("source", "enter", 0), ("enter", "concat", 0), ("source", "concat", 1)],
+    )
     with pytest.raises(ValueError, match="different nesting depths"):
         b.build()
 

@@ -13,6 +13,7 @@ from unittest import mock
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.harness import FakeContext
 from tests.jobs import input_spines, pipeline_of, run_job
 from tests.reference import assert_matches_oracle
 
@@ -175,28 +176,6 @@ def test_tuple_subclasses_are_pairs(workers: int) -> None:
     assert sorted(out) == [(("a", 2), 0, 1), (("b", 1), 1, 1)]
 
 
-class _PassThroughContext:
-    """Just enough of an activation for an arrangement nobody reads: messages in, sends out."""
-
-    worker_index = 0
-    peers = 1
-
-    def __init__(self, messages: list[tuple[Any, UpdateBatch]]) -> None:
-        self.mailbox = messages
-        self.sent: list[tuple[Any, RawBatch | Batch]] = []
-        self.interest: Interest | None = None
-
-    def messages(self, port: int) -> list[tuple[Any, Any]]:
-        box, self.mailbox = self.mailbox, []
-        return box
-
-    def set_interest(self, interest: Interest) -> None:
-        self.interest = interest
-
-    def send(self, port: int, time: Any, payload: RawBatch | Batch) -> None:
-        self.sent.append((time, payload))
-
-
 products = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
 
 
@@ -227,12 +206,13 @@ def test_unread_arrangement_forwards_consolidated_updates_at_minimal_times(
         return UpdateBatch([d for d in sums if sums[d]], [r for r in sums.values() if r], True)
 
     op = ArrangeOperator("arrange_by_self", Spine(Antichain([Product(0, 0)])), by_self=True)
-    ctx = _PassThroughContext([(t, batch_of(rows)) for t, rows in messages])
+    ctx = FakeContext(Product(0, 0), [(t, batch_of(rows)) for t, rows in messages])
     with mock.patch.object(arrange, "FORWARD_AS_BATCH", 0 if as_batch else 10**9):
         op.schedule(ctx)  # type: ignore[arg-type]
-    assert all(isinstance(b, Batch if as_batch else RawBatch) for _, b in ctx.sent)
-    assert ctx.interest is Interest.NEVER and op.caps == []
-    sent_at = [t for t, _ in ctx.sent]
+    sent = [(t, b) for _port, t, b in ctx.payloads]
+    assert all(isinstance(b, Batch if as_batch else RawBatch) for _, b in sent)
+    assert ctx.interest is Interest.NEVER and op.caps == [] and ctx.held == {}
+    sent_at = [t for t, _ in sent]
     assert len(set(sent_at)) == len(sent_at)
     assert set(sent_at) <= set(Antichain(t for t, _ in messages))
     expected: Counter[Any] = Counter()
@@ -240,7 +220,7 @@ def test_unread_arrangement_forwards_consolidated_updates_at_minimal_times(
         for d, r in rows:
             expected[(d, t)] += r
     got: Counter[Any] = Counter()
-    for low, batch in ctx.sent:
+    for low, batch in sent:
         rows_seen = list(batch.updates())
         assert len({(k, t) for k, _, t, _ in rows_seen}) == len(rows_seen), "not consolidated"
         for key, val, t, r in rows_seen:

@@ -43,6 +43,15 @@ def random_transaction(conn: Any, rng: random.Random, next_id: list[int]) -> Non
                 )
 
 
+def make_orders_and_customers(conn: Any) -> None:
+    """Empty tables ``orders (id, customer, amount)`` and ``customers (id, region)``, whose
+    changes carry their whole old rows (``REPLICA IDENTITY FULL``)."""
+    conn.execute("CREATE TABLE orders (id int PRIMARY KEY, customer int, amount int)")
+    conn.execute("CREATE TABLE customers (id int PRIMARY KEY, region text)")
+    for table in ("orders", "customers"):
+        conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+
+
 def make_orders(conn: Any, rng: random.Random) -> list[int]:
     conn.execute("CREATE TABLE orders (id int PRIMARY KEY, region text, amount int, note text)")
     conn.execute("ALTER TABLE orders REPLICA IDENTITY FULL")

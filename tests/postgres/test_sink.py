@@ -37,6 +37,16 @@ def random_batches(rng: random.Random, times: int) -> list[list[tuple[tuple[int,
     return batches
 
 
+def feed_and_mirror(job: Any, conn: Any, batch: list[tuple[tuple[int, str, int], int]]) -> None:
+    """Give the job's ``orders`` the ``batch``, and apply it to the table ``mirror`` too."""
+    for row, diff in batch:
+        job.inputs["orders"].update(row, diff)
+        if diff > 0:
+            conn.execute("INSERT INTO mirror VALUES (%s, %s, %s)", row)
+        else:
+            conn.execute("DELETE FROM mirror WHERE id = %s", (row[0],))
+
+
 def sql_view(conn: Any) -> Counter[tuple[Any, ...]]:
     rows = conn.execute("SELECT region, sum(amount)::bigint FROM mirror GROUP BY region")
     return Counter(tuple(r) for r in rows.fetchall())
@@ -58,12 +68,7 @@ async def test_upsert_table_equals_sql_view(
         opened = df.open(Revenue(), workers, processes=processes, sinks={"output": sink})
         async with opened as job:
             for t, batch in enumerate(random_batches(rng, 12)):
-                for row, diff in batch:
-                    job.inputs["orders"].update(row, diff)
-                    if diff > 0:
-                        conn.execute("INSERT INTO mirror VALUES (%s, %s, %s)", row)
-                    else:
-                        conn.execute("DELETE FROM mirror WHERE id = %s", (row[0],))
+                feed_and_mirror(job, conn, batch)
                 await job.advance_to(t + 1)
                 table = Counter(conn.execute("SELECT region, total FROM revenue").fetchall())
                 assert table == sql_view(conn), f"time {t}"
@@ -84,12 +89,7 @@ async def test_changelog_table_sums_to_sql_view(
         sink = df.sinks.postgres(pg_dsn, "log", mode="changelog")
         async with df.open(Revenue(), workers=2, sinks={"output": sink}) as job:
             for t, batch in enumerate(random_batches(rng, 10)):
-                for row, diff in batch:
-                    job.inputs["orders"].update(row, diff)
-                    if diff > 0:
-                        conn.execute("INSERT INTO mirror VALUES (%s, %s, %s)", row)
-                    else:
-                        conn.execute("DELETE FROM mirror WHERE id = %s", (row[0],))
+                feed_and_mirror(job, conn, batch)
                 await job.advance_to(t + 1)
                 got = conn.execute(
                     "SELECT region, total, sum(diff) FROM log GROUP BY region, total "

@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.postgres.shop import VIEW, make_orders, random_transaction
+from tests.command_line import cli
+from tests.postgres.shop import (
+    VIEW,
+    make_orders,
+    make_orders_and_customers,
+    random_transaction,
+)
 
 import deltaflow as df
 from deltaflow.adapters.postgres.connect import DatabaseError
@@ -151,11 +157,8 @@ JOINED = (
 async def test_two_tables_into_a_sink_against_sql(pg_dsn: str, workers: int) -> None:
     rng = random.Random(workers)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE orders (id int PRIMARY KEY, customer int, amount int)")
-        conn.execute("CREATE TABLE customers (id int PRIMARY KEY, region text)")
+        make_orders_and_customers(conn)
         conn.execute("CREATE TABLE revenue (region text PRIMARY KEY, total bigint)")
-        for table in ("orders", "customers"):
-            conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
         for c in range(6):
             conn.execute("INSERT INTO customers VALUES (%s, %s)", (c, rng.choice("NSEW")))
         sources = {
@@ -187,8 +190,6 @@ async def test_two_tables_into_a_sink_against_sql(pg_dsn: str, workers: int) -> 
 def test_cli_input_from_a_table(pg_dsn: str, postgres_server: Any, tmp_path: Path) -> None:
     """``--input orders=postgresql://.../db/orders``: the table's rows, and no slot left."""
     import json
-    import subprocess
-    import sys
 
     rng = random.Random(9)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -203,20 +204,7 @@ def test_cli_input_from_a_table(pg_dsn: str, postgres_server: Any, tmp_path: Pat
             "        return orders.map(lambda o: (o[1], o[2])).sum()\n"
         )
         url = f"postgresql://df@/{dbname}/orders?host={postgres_server.root}"
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "deltaflow",
-                "run",
-                f"{module}:Revenue",
-                "--input",
-                f"orders={url}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = cli(tmp_path, "run", f"{module}:Revenue", "--input", f"orders={url}")
         assert done.returncode == 0, done.stderr
         got: Counter[tuple[Any, ...]] = Counter()
         for line in done.stdout.splitlines():
@@ -225,19 +213,12 @@ def test_cli_input_from_a_table(pg_dsn: str, postgres_server: Any, tmp_path: Pat
         assert +got == want
         slots = conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall()
         assert not [s for (s,) in slots if s.startswith("deltaflow_cli")]
-        bad = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "deltaflow",
-                "run",
-                f"{module}:Revenue",
-                "--input",
-                f"orders=postgresql://df:hunter2@/{dbname}/missing?host={postgres_server.root}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        bad = cli(
+            tmp_path,
+            "run",
+            f"{module}:Revenue",
+            "--input",
+            f"orders=postgresql://df:hunter2@/{dbname}/missing?host={postgres_server.root}",
         )
         assert bad.returncode == 1
         assert "no table 'missing'" in bad.stderr and "hunter2" not in bad.stderr

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.command_line import cli
+from tests.postgres.shop import make_orders_and_customers
 
 import deltaflow as df
 from deltaflow.adapters.postgres.connect import DatabaseError
@@ -47,11 +49,8 @@ class Shop:
         self.rng = rng
         self.next_order = 0
         self.next_customer = 0
-        conn.execute("CREATE TABLE orders (id int PRIMARY KEY, customer int, amount int)")
-        conn.execute("CREATE TABLE customers (id int PRIMARY KEY, region text)")
+        make_orders_and_customers(conn)
         conn.execute("CREATE TABLE other (x int)")
-        for table in ("orders", "customers"):
-            conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
         for _ in range(5):
             self.add_customer()
         for _ in range(8):
@@ -133,15 +132,18 @@ async def test_one_transaction_is_one_time_in_both_inputs(
         shop = Shop(conn, rng)
         source = df.sources.postgres(pg_dsn, ["orders", "customers"], slot="shop", poll=0.05)
         sources = {"orders": source, "customers": source}
-        opened = df.open(
-            RegionRevenue(),
-            workers=workers,
-            processes=processes,
-            checkpoint=location,
-            sources=sources,
-        )
+
+        def opened() -> Any:
+            return df.open(
+                RegionRevenue(),
+                workers=workers,
+                processes=processes,
+                checkpoint=location,
+                sources=sources,
+            )
+
         with pytest.raises(RuntimeError, match="stopped"):
-            async with opened as job:
+            async with opened() as job:
                 assert await job.follow(once=True) == 1  # both snapshots: one time
                 shop.views = [shop.view()]
                 for _ in range(10):
@@ -158,14 +160,7 @@ async def test_one_transaction_is_one_time_in_both_inputs(
                 raise RuntimeError("stopped")
         for _ in range(8):
             shop.transaction()
-        opened = df.open(
-            RegionRevenue(),
-            workers=workers,
-            processes=processes,
-            checkpoint=location,
-            sources=sources,
-        )
-        async with opened as job:
+        async with opened() as job:
             assert job.resumed_at == checkpointed
             # The offset was saved once, for both inputs.
             assert list(job._sources.offsets) == ["customers+orders"]
@@ -199,8 +194,6 @@ def test_cli_reads_the_tables_of_one_database_in_one_snapshot(
     """``--input orders=postgresql://.../db/orders --input customers=...``: one slot and one
     snapshot for both (every row at time 0), the join equal to SQL's, no slot left."""
     import json
-    import subprocess
-    import sys
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         shop = Shop(conn, random.Random(5))
@@ -213,21 +206,15 @@ def test_cli_reads_the_tables_of_one_database_in_one_snapshot(
             "from test_tables import RegionRevenue\n"
         )
         url = f"postgresql://df@/{dbname}/{{}}?host={postgres_server.root}"
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "deltaflow",
-                "run",
-                f"{module}:RegionRevenue",
-                "--input",
-                f"orders={url.format('orders')}",
-                "--input",
-                f"customers={url.format('customers')}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        # Run from the repository, whose tests the module's import of test_tables imports.
+        done = cli(
+            Path(__file__).resolve().parents[2],
+            "run",
+            f"{module}:RegionRevenue",
+            "--input",
+            f"orders={url.format('orders')}",
+            "--input",
+            f"customers={url.format('customers')}",
         )
         assert done.returncode == 0, done.stderr
         records = [json.loads(line) for line in done.stdout.splitlines()]

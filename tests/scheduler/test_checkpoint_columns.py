@@ -11,45 +11,22 @@ recompute from scratch.
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tests.harness import identical, kernel_mode
 
 import deltaflow as df
-from deltaflow.framework import kernels
 from deltaflow.framework.durable.columns import decode_column, encode_column
 from deltaflow.testing import accumulate
 
 Event = tuple[str, str, int]
 Update = tuple[Event, int, int]
-
-
-@contextmanager
-def kernel_mode(mode: str) -> Iterator[None]:
-    previous = kernels.set_mode(mode)
-    try:
-        yield
-    finally:
-        kernels.set_mode(previous)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal and of the same classes all the way down (``1`` is not ``True`` nor ``1.0``)."""
-    if a.__class__ is not b.__class__:
-        return False
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    return bool(a == b)
 
 
 texts = st.one_of(st.text(max_size=4), st.sampled_from(["u1", "/p2", "", "é", "\ud800", "日本"]))
@@ -84,7 +61,7 @@ def test_the_vectorised_path_writes_what_the_general_path_writes(column: list[An
     assert fast.array.equals(general.array)
     back = decode_column(fast.array, fast.spec)
     assert len(back) == len(column)
-    assert all(_same(a, b) for a, b in zip(column, back)), (column, back)
+    assert all(identical(a, b) for a, b in zip(column, back)), (column, back)
 
 
 class Clicks(df.Pipeline):

@@ -348,6 +348,20 @@ def test_resumable_merge_equals_one_shot(
         assert steps > 1  # (with one side empty, unchanged times complete the merge at once)
 
 
+def merged_in_steps(b1: Batch, b2: Batch, since: Antichain, fuel: int) -> Batch:
+    """``b1`` and ``b2`` merged (compacted to ``since``) by calls of ``fuel`` each: more than
+    three calls, and the result checked."""
+    m = Merger(b1, b2, since)
+    calls = 0
+    while not m.complete:
+        m.work(fuel)
+        calls += 1
+    assert calls > 3
+    result = m.finish()
+    result._check()
+    return result
+
+
 def test_large_columnar_merge_in_steps() -> None:
     """A large numpy merge spread over fueled calls equals a naive merge."""
     rng = np.random.default_rng(3)
@@ -356,14 +370,7 @@ def test_large_columnar_merge_in_steps() -> None:
     cols2 = rng.integers(0, 1000, n), rng.integers(0, 5, n), rng.integers(5, 10, n)
     b1 = Batch.from_columns(*cols1, rng.integers(-1, 2, n), desc(0, 5))
     b2 = Batch.from_columns(*cols2, rng.integers(-1, 2, n), desc(5, 10))
-    m = Merger(b1, b2, Antichain([7]))
-    calls = 0
-    while not m.complete:
-        m.work(3000)
-        calls += 1
-    assert calls > 3
-    result = m.finish()
-    result._check()
+    result = merged_in_steps(b1, b2, Antichain([7]), 3000)
     assert result.columnar
     expected = model([(k, v, max(t, 7), d) for k, v, t, d in [*b1.updates(), *b2.updates()]])
     assert list(result.updates()) == expected
@@ -566,14 +573,7 @@ def test_large_encoded_merge_in_steps_with_multi_element_frontier() -> None:
     u1, u2 = updates(0), updates(3)
     b1, b2 = Batch.from_updates(u1, pdesc(0, 3)), Batch.from_updates(u2, pdesc(3, 6))
     since = Antichain([Product(2, 4), Product(4, 1)])
-    m = Merger(b1, b2, since)
-    calls = 0
-    while not m.complete:
-        m.work(1000)
-        calls += 1
-    assert calls > 3
-    result = m.finish()
-    result._check()
+    result = merged_in_steps(b1, b2, since, 1000)
     assert result.encoded
     assert list(result.updates()) == model(
         [(k, v, advance_by(t, since), d) for k, v, t, d in u1 + u2]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -75,20 +75,50 @@ class TinyStepSpine(Spine):
     FUEL_PER_UPDATE = 1
 
 
-class SpineMachine(RuleBasedStateMachine):
-    """Random inserts, readers and exertion; reads must match a naive model beyond the frontier."""
+READERS = Bundle("readers")
 
-    readers = Bundle("readers")
+
+class ReadersMachine(RuleBasedStateMachine):
+    """What the spine machines share: a spine from ``lower`` taking whole or tiny merge steps,
+    readers made and dropped, merge work exerted; its subclasses insert, move the readers and
+    check the reads."""
+
+    lower: ClassVar[Any] = 0
+    readers = READERS
 
     @initialize(tiny_steps=st.booleans(), list_batches=st.booleans())
     def start(self, tiny_steps: bool, list_batches: bool) -> None:
         # Small batches are lists, or (threshold 0) numpy whenever the data allows.
         self.saved_tiny = Batch.TINY
         Batch.TINY = Batch.TINY if list_batches else 0
-        self.spine = (TinyStepSpine if tiny_steps else Spine)(Antichain([0]))
-        self.updates: list[tuple[Any, Any, int, int]] = []
+        self.spine = (TinyStepSpine if tiny_steps else Spine)(Antichain([self.lower]))
+        self.updates: list[tuple[Any, Any, Any, int]] = []
         self.upper = 0
         self.live: list[TraceReader] = []
+
+    @rule(target=READERS)
+    def new_reader(self) -> TraceReader:
+        r = self.spine.reader()
+        assert r.logical_compaction == self.spine.logical_compaction
+        self.live.append(r)
+        return r
+
+    @rule(reader=consumes(READERS))
+    def drop_reader(self, reader: TraceReader) -> None:
+        reader.drop()
+        if reader in self.live:
+            self.live.remove(reader)
+
+    @rule(fuel=st.integers(1, 200))
+    def exert(self, fuel: int) -> None:
+        self.spine.exert(fuel)
+
+    def teardown(self) -> None:
+        Batch.TINY = self.saved_tiny
+
+
+class SpineMachine(ReadersMachine):
+    """Random inserts, readers and exertion; reads must match a naive model beyond the frontier."""
 
     @rule(
         width=st.integers(1, 3),
@@ -107,14 +137,7 @@ class SpineMachine(RuleBasedStateMachine):
         self.updates.extend(ups)
         self.upper = hi
 
-    @rule(target=readers)
-    def new_reader(self) -> TraceReader:
-        r = self.spine.reader()
-        assert r.logical_compaction == self.spine.logical_compaction
-        self.live.append(r)
-        return r
-
-    @rule(reader=readers, step=st.integers(0, 4))
+    @rule(reader=READERS, step=st.integers(0, 4))
     def advance_reader(self, reader: TraceReader, step: int) -> None:
         if reader.dropped:
             with pytest.raises(ValueError, match="dropped"):
@@ -126,7 +149,7 @@ class SpineMachine(RuleBasedStateMachine):
             with pytest.raises(ValueError, match="backwards"):
                 reader.set_logical_compaction(Antichain([current + step - 1]))
 
-    @rule(reader=readers, step=st.integers(0, 3))
+    @rule(reader=READERS, step=st.integers(0, 3))
     def advance_physical(self, reader: TraceReader, step: int) -> None:
         if reader.dropped:
             return
@@ -135,16 +158,6 @@ class SpineMachine(RuleBasedStateMachine):
         else:
             (current,) = reader.physical_compaction.elements
         reader.set_physical_compaction(Antichain([current + step]))
-
-    @rule(reader=consumes(readers))
-    def drop_reader(self, reader: TraceReader) -> None:
-        reader.drop()
-        if reader in self.live:
-            self.live.remove(reader)
-
-    @rule(fuel=st.integers(1, 200))
-    def exert(self, fuel: int) -> None:
-        self.spine.exert(fuel)
 
     @invariant()
     def consistent(self) -> None:
@@ -170,9 +183,6 @@ class SpineMachine(RuleBasedStateMachine):
         assert stats.updates == sum(len(b) for b in spine.batches())
         probes = [*KEYS, 4, 2.0, "zz"]
         assert spine.lookup_many(probes) == {k: spine.lookup(k) for k in probes if spine.lookup(k)}
-
-    def teardown(self) -> None:
-        Batch.TINY = self.saved_tiny
 
 
 TestSpineMachine = SpineMachine.TestCase
@@ -374,21 +384,12 @@ PKEYS: list[Any] = [0, 1, 3, (0, 1), (2, 5), (1, 0), "s"]
 KEY_SETS = [[0, 1, 3], [(0, 1), (2, 5), (1, 0)], [0, 1, 3, "s"], [(0, 1), (1, 0), "s"]]
 
 
-class ProductSpineMachine(RuleBasedStateMachine):
+class ProductSpineMachine(ReadersMachine):
     """Product(round, iteration) times, int or int-pair keys (encoded batches) and some string
     keys (object batches), readers holding one- and two-element frontiers: every read must
     match a naive model at every time beyond the spine's compaction frontier."""
 
-    readers = Bundle("readers")
-
-    @initialize(tiny_steps=st.booleans(), list_batches=st.booleans())
-    def start(self, tiny_steps: bool, list_batches: bool) -> None:
-        self.saved_tiny = Batch.TINY
-        Batch.TINY = Batch.TINY if list_batches else 0
-        self.spine = (TinyStepSpine if tiny_steps else Spine)(Antichain([Product(0, 0)]))
-        self.updates: list[tuple[Any, Any, Product, int]] = []
-        self.upper = 0
-        self.live: list[TraceReader] = []
+    lower = Product(0, 0)
 
     @rule(
         keys=st.sampled_from(KEY_SETS),
@@ -411,13 +412,7 @@ class ProductSpineMachine(RuleBasedStateMachine):
         self.updates.extend(ups)
         self.upper = lo + 1
 
-    @rule(target=readers)
-    def new_reader(self) -> TraceReader:
-        r = self.spine.reader()
-        self.live.append(r)
-        return r
-
-    @rule(reader=readers, back=st.integers(0, 2), inner=st.integers(0, 4), two=st.booleans())
+    @rule(reader=READERS, back=st.integers(0, 2), inner=st.integers(0, 4), two=st.booleans())
     def advance_reader(self, reader: TraceReader, back: int, inner: int, two: bool) -> None:
         if reader.dropped:
             return
@@ -428,16 +423,6 @@ class ProductSpineMachine(RuleBasedStateMachine):
         cand = Antichain(elems)
         if reader.logical_compaction.dominates(cand):
             reader.set_logical_compaction(cand)
-
-    @rule(reader=consumes(readers))
-    def drop_reader(self, reader: TraceReader) -> None:
-        reader.drop()
-        if reader in self.live:
-            self.live.remove(reader)
-
-    @rule(fuel=st.integers(1, 200))
-    def exert(self, fuel: int) -> None:
-        self.spine.exert(fuel)
 
     @invariant()
     def consistent(self) -> None:
@@ -456,9 +441,6 @@ class ProductSpineMachine(RuleBasedStateMachine):
             expected = [(v, t, d) for k, v, t, d in self.updates if k == key]
             for u in beyond:
                 assert accumulate(got, u) == accumulate(expected, u), (key, u)
-
-    def teardown(self) -> None:
-        Batch.TINY = self.saved_tiny
 
 
 TestProductSpineMachine = ProductSpineMachine.TestCase

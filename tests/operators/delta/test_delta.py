@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import given, strategies as st
-from tests.harness import examples
+from tests.harness import examples, multiway_closure
 from tests.jobs import pipeline_of
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
@@ -235,30 +235,8 @@ def closure(edges: Counter[Any]) -> Counter[Any]:
 def test_transitive_closure_with_a_multiway_step(workers: int, edges: list[Update]) -> None:
     """A loop whose step is a multiway join (product times, a recursive atom) reaches the
     transitive closure at every time."""
-
-    def build(e: df.Collection) -> df.Collection:
-        live = e.distinct()
-
-        def step(reach: df.Collection) -> df.Collection:
-            hop = df.multiway_join(("a", "c"), (reach, ("a", "b")), (live, ("b", "c")))
-            return hop.concat(live).distinct()
-
-        return live.iterate(step)
-
-    out = collect(pipeline_of(build), workers=workers, e=edges)
+    out = collect(pipeline_of(multiway_closure), workers=workers, e=edges)
     assert_matches_oracle(out, {"e": edges}, lambda c: closure(c["e"]))
-
-
-def closure_pipeline(e: df.Collection) -> df.Collection:
-    """The transitive closure by a loop whose step is a multiway join (a distinct on each
-    side: both are strict, so a negative count at a complete time would stop the job)."""
-    live = e.distinct()
-
-    def step(reach: df.Collection) -> df.Collection:
-        hop = df.multiway_join(("a", "c"), (reach, ("a", "b")), (live, ("b", "c")))
-        return hop.concat(live).distinct()
-
-    return live.iterate(step)
 
 
 @examples(4)
@@ -272,7 +250,7 @@ def closure_pipeline(e: df.Collection) -> df.Collection:
 def test_transitive_closure_with_a_multiway_step_on_two_processes(edges: list[Update]) -> None:
     """The same loop on two processes (the join's held-back results and the rounds cross
     the mesh) reaches the oracle's closure at every time, with no negative count refused."""
-    out = collect(pipeline_of(closure_pipeline), workers=2, processes=2, e=edges)
+    out = collect(pipeline_of(multiway_closure), workers=2, processes=2, e=edges)
     assert_matches_oracle(out, {"e": edges}, lambda c: closure(c["e"]))
 
 

@@ -17,7 +17,7 @@ from unittest import mock
 import pytest
 import trio
 from hypothesis import given, settings, strategies as st
-from tests.harness import accumulate, join_operators
+from tests.harness import accumulate, join_operators, kernel_mode
 from tests.jobs import pipeline_of
 from tests.reference import expected_at
 
@@ -247,11 +247,8 @@ def test_join_matches_oracle_with_modes_switched_between_rounds(
                 for u in range(t + 1):
                     assert job.output.at(u) == expected_at(fed, query, u), u
 
-    previous = kernels.mode()
-    try:
+    with kernel_mode():
         trio.run(main)
-    finally:
-        kernels.set_mode(previous)
 
 
 @settings(max_examples=25, deadline=None)
@@ -289,11 +286,8 @@ def test_bfs_rounds_match_plain_bfs_with_modes_switched(
                 want = bfs_distances([0], list(_as_of(edges, changes, u).elements()))
                 assert job.output.at(u) == dict.fromkeys(want.items(), 1), u
 
-    previous = kernels.mode()
-    try:
+    with kernel_mode():
         trio.run(main)
-    finally:
-        kernels.set_mode(previous)
 
 
 def _as_of(
@@ -315,8 +309,7 @@ def test_a_side_builds_its_history_once_read_often(
     sides: dict[str, Any] = defaultdict(list)
 
     async def main() -> None:
-        previous = kernels.set_mode("auto")
-        try:
+        with kernel_mode("auto"):
             async with df.open(pipeline_of(lambda a, b: a.join(b))) as job:
                 (op,) = join_operators(job)
                 job.inputs["b"].insert_many([(k, k) for k in range(10)])
@@ -328,8 +321,6 @@ def test_a_side_builds_its_history_once_read_often(
                     sides["alone"].append(runs.alone)
                     sides["stored"].append(op.stored(1))
                     assert job.output.at(t) == {(k, ("x", k)): 1 for k in range(1, t + 1)}
-        finally:
-            kernels.set_mode(previous)
 
     trio.run(main)
     assert sides["alone"] == [True, True, True, False, False]
@@ -345,8 +336,7 @@ def test_single_key_rounds_leave_a_large_side_alone() -> None:
     counts: dict[str, int] = {}
 
     async def main() -> None:
-        previous = kernels.set_mode("auto")
-        try:
+        with kernel_mode("auto"):
             async with df.open(pipeline_of(lambda a, b: a.join(b))) as job:
                 (op,) = join_operators(job)
                 job.inputs["b"].insert_many([(k % (n // 2), k) for k in range(n)])
@@ -366,8 +356,6 @@ def test_single_key_rounds_leave_a_large_side_alone() -> None:
                     assert job.output.at(t) == want, t
                 counts["rounds"] = side.touched - counts["loaded"]
                 counts["alone"] = side.alone
-        finally:
-            kernels.set_mode(previous)
 
     trio.run(main)
     assert counts["alone"], "the side built its history (a pass over all of it)"
@@ -384,8 +372,7 @@ def test_a_side_churned_by_small_batches_builds_its_history() -> None:
     counts: dict[str, Any] = {}
 
     async def main() -> None:
-        previous = kernels.set_mode("auto")
-        try:
+        with kernel_mode("auto"):
             async with df.open(pipeline_of(lambda a, b: a.join(b))) as job:
                 (op,) = join_operators(job)
                 job.inputs["b"].insert_many([(k, k) for k in range(n)])
@@ -409,8 +396,6 @@ def test_a_side_churned_by_small_batches_builds_its_history() -> None:
                     assert Counter(job.output.at(t)) == join_of(a, +b), t
                 counts["rounds"] = side.touched - loaded
                 counts["alone"] = side.alone
-        finally:
-            kernels.set_mode(previous)
 
     trio.run(main)
     assert not counts["alone"], "the churned side kept its columns"

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from tests.harness import kernel_mode
 
 import deltaflow as df
-from deltaflow.framework import kernels
 from deltaflow.framework.antichain import Antichain
 from deltaflow.framework.lattice import Product, join as time_join
 from deltaflow.framework.time_domain import INT, PAIR, domain_for_depth, domain_of
@@ -221,11 +221,8 @@ def test_join_operator_same_output_either_path(edges: list[tuple[Any, int, int]]
     """The whole operator, every time's output: kernels at every size against none."""
     results = []
     for mode in ("always", "never"):
-        previous = kernels.set_mode(mode)
-        try:
+        with kernel_mode(mode):
             out = df.run(Triangles(), edges=edges)
-        finally:
-            kernels.set_mode(previous)
         per_time: dict[int, Counter[Any]] = defaultdict(Counter)
         for d, t, r in out:
             per_time[t][d] += r

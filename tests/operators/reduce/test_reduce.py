@@ -21,8 +21,10 @@ from tests.harness import (
     by_self_query,
     consolidated,
     drive,
+    drive_counting,
     frontier_chains,
     halve,
+    multiway_closure,
 )
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
@@ -272,17 +274,7 @@ def test_a_retraction_before_its_insertion_inside_a_loop_is_no_error() -> None:
     insertion back until its indexes allow), so the distinct meets a count of -1 at a time
     the frontier has not passed. That is no collection yet, so no error: only counts at
     complete times are checked."""
-
-    def build(e: df.Collection) -> df.Collection:
-        live = e.distinct()
-
-        def step(reach: df.Collection) -> df.Collection:
-            hop = df.multiway_join(("a", "c"), (reach, ("a", "b")), (live, ("b", "c")))
-            return hop.concat(live).distinct()
-
-        return live.iterate(step)
-
-    out = example(build, e=[((0, 0), 0, 1), ((0, 1), 1, 1), ((1, 0), 1, 1)])
+    out = example(multiway_closure, e=[((0, 0), 0, 1), ((0, 1), 1, 1), ((1, 0), 1, 1)])
     assert accumulate(out, 1) == {(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1}
 
 
@@ -396,10 +388,14 @@ class RowsOneByOne(R.ReduceOperator):
 PRODUCTS = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
 
 
-def product_updates(max_size: int = 10) -> st.SearchStrategy[list[Any]]:
+def product_updates(
+    max_size: int = 10, times: st.SearchStrategy[Any] = PRODUCTS
+) -> st.SearchStrategy[list[Any]]:
+    """``(("a" or "b", val), time, diff)`` at ``times`` (partially ordered), with signed
+    diffs: counts may go negative."""
     return st.lists(
         st.tuples(
-            st.tuples(st.sampled_from(["a", "b"]), VALS), PRODUCTS, st.integers(-2, 2).filter(bool)
+            st.tuples(st.sampled_from(["a", "b"]), VALS), times, st.integers(-2, 2).filter(bool)
         ),
         max_size=max_size,
     )
@@ -532,14 +528,7 @@ def test_line_fast_path_matches_general_path(
     pending work and in-memory output."""
     logic, query = PRODUCT_QUERIES[name]
     times = line_times(outer)
-    updates = data.draw(
-        st.lists(
-            st.tuples(
-                st.tuples(st.sampled_from(["a", "b"]), VALS), times, st.integers(-2, 2).filter(bool)
-            ),
-            max_size=10,
-        )
-    )
+    updates = data.draw(product_updates(10, times))
     frontiers = data.draw(frontier_chains(times))
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     lower = Product(Product(0, 0), 0) if outer is NESTED_OUTERS else Product(0, 0)
@@ -613,14 +602,7 @@ def test_nested_row_frontiers_match_general_path_and_oracle(name: str, data: st.
     output[t] = logic(input[t]) everywhere."""
     logic, query = PRODUCT_QUERIES[name]
     times = st.one_of(nested_row_times(0, (0, 3)), nested_row_times(1, (4, 7)))
-    updates = data.draw(
-        st.lists(
-            st.tuples(
-                st.tuples(st.sampled_from(["a", "b"]), VALS), times, st.integers(-2, 2).filter(bool)
-            ),
-            max_size=12,
-        )
-    )
+    updates = data.draw(product_updates(12, times))
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     lower = Product(Product(0, 0), 0)
 
@@ -655,16 +637,7 @@ def test_nested_paths_on_random_frontiers_match_general_path(
     every shortcut sends exactly what the general path sends, which is the oracle's answer,
     and keeps the same in-memory output."""
     logic, query = PRODUCT_QUERIES[name]
-    updates = data.draw(
-        st.lists(
-            st.tuples(
-                st.tuples(st.sampled_from(["a", "b"]), VALS),
-                NESTED_GRID,
-                st.integers(-2, 2).filter(bool),
-            ),
-            max_size=14,
-        )
-    )
+    updates = data.draw(product_updates(14, NESTED_GRID))
     frontiers = data.draw(frontier_chains(NESTED_GRID, n=6))
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     early = data.draw(st.integers(0, 1))
@@ -694,8 +667,7 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     "general" turns the others off); with and without that, on random, loop- and row-shaped
     frontiers, with messages arriving before or after the frontier passes them, the output
     is the oracle's and identical, and nothing is left pending or held."""
-    logic, by_count, positive_only, f = BY_COUNT[name]
-    query = by_self_query(f)
+    query = by_self_query(BY_COUNT[name][3])
     updates = data.draw(
         st.lists(
             st.tuples(
@@ -715,16 +687,13 @@ def test_by_count_paths_match_dict_paths_and_oracle(
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     early = data.draw(st.integers(0, 3), label="early")
     runs = []
-    for counting in (by_count, None):
-        sent, ctx, op = drive(
+    for counting in (True, False):
+        sent, ctx, op = drive_counting(
+            name,
             updates,
             frontiers,
-            logic,
-            Product(0, 0),
+            counting=counting,
             lag=lag,
-            positive_only=positive_only,
-            key_only=True,
-            by_count=counting,
             early=early,
             path=GENERAL if frontier_kind == "general" else None,
         )
@@ -870,7 +839,6 @@ def test_counting_line_path_matches_general_path(
     or is beyond it itself (messages come early). The counting line path (which defers a
     key only to where its output would be wrong) sends exactly what the general search with
     dict accumulations sends, ends with the same output, and leaves nothing pending."""
-    logic, by_count, positive_only, f = BY_COUNT[name]
     times = line_times(LINE_OUTERS)
     updates = data.draw(
         st.lists(
@@ -886,24 +854,15 @@ def test_counting_line_path_matches_general_path(
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     early = data.draw(st.integers(0, 3), label="early")
     runs = []
-    for counting, path in ((by_count, None), (None, GENERAL)):
-        sent, ctx, op = drive(
-            updates,
-            frontiers,
-            logic,
-            Product(0, 0),
-            lag=lag,
-            positive_only=positive_only,
-            key_only=True,
-            by_count=counting,
-            early=early,
-            path=path,
+    for counting, path in ((True, None), (False, GENERAL)):
+        sent, ctx, op = drive_counting(
+            name, updates, frontiers, counting=counting, lag=lag, early=early, path=path
         )
         assert ctx.held == {} and op.pending == {}
         output = {k: consolidated(rows) for k, rows in op.outputs.rows.items()}
         runs.append((consolidated(sent), {k: rows for k, rows in output.items() if rows}))
     assert runs[0] == runs[1]
-    assert_matches_oracle(sent, {"xs": updates}, by_self_query(f))
+    assert_matches_oracle(sent, {"xs": updates}, by_self_query(BY_COUNT[name][3]))
 
 
 @pytest.mark.parametrize("name", sorted(BY_COUNT))
@@ -915,7 +874,6 @@ def test_row_batches_match_one_by_one_and_oracle(name: str, data: st.DataObject)
     one by one, and the oracle's output; with outer times too far apart to fold into one sort
     key the batch sorts key by key, and with outer times beyond 64 bits it declines and the keys
     are corrected one by one."""
-    logic, by_count, positive_only, f = BY_COUNT[name]
     spread = data.draw(st.sampled_from(["near", "far", "huge"]), label="outer times")
     outers = {
         "near": st.integers(0, 3),
@@ -933,21 +891,13 @@ def test_row_batches_match_one_by_one_and_oracle(name: str, data: st.DataObject)
     lag = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     runs = []
     for operator in (RowsInBatches, RowsOneByOne):
-        sent, ctx, op = drive(
-            updates,
-            [*ROW_FRONTIERS, Antichain()],
-            logic,
-            Product(0, 0),
-            lag=lag,
-            positive_only=positive_only,
-            key_only=True,
-            by_count=by_count,
-            operator=operator,
+        sent, ctx, op = drive_counting(
+            name, updates, [*ROW_FRONTIERS, Antichain()], lag=lag, operator=operator
         )
         assert ctx.held == {} and op.pending == {}
         runs.append(consolidated(sent))
     assert runs[0] == runs[1]
-    assert_matches_oracle(sent, {"xs": updates}, by_self_query(f))
+    assert_matches_oracle(sent, {"xs": updates}, by_self_query(BY_COUNT[name][3]))
 
 
 def test_threshold_and_logic_may_return_zero_counts(workers: int) -> None:

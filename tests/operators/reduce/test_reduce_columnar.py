@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from tests.harness import FakeContext, Switching, consolidated, drive, frontier_chains
+from tests.harness import (
+    FakeContext,
+    consolidated,
+    drive,
+    frontier_chains,
+    kernel_mode,
+    switching,
+)
 from tests.reference import assert_matches_oracle
 from tests.strategies import nonnegative
 
@@ -120,31 +127,23 @@ def _raw_batch(name: str, updates: list[Any], at: int = 0) -> RawBatch:
 
 
 def _run(
-    name: str,
-    updates: list[Any],
-    frontiers: list[Antichain],
-    modes: list[str],
-    early: int,
-    lag: list[bool],
+    name: str, updates: list[Any], frontiers: list[Antichain], modes: list[str], **how: Any
 ) -> tuple[list[Any], FakeContext, R.ReduceOperator]:
+    """:func:`drive` one of :data:`REDUCTIONS` from time 0, taking the kernel or not in turn
+    as ``modes`` says; ``how`` goes to ``drive``."""
     logic, positive_only, by_count, _, _ = REDUCTIONS[name]
-    operator = type("Switched", (Switching,), {"modes": modes})
-    previous = kernels.mode()
-    try:
+    with kernel_mode():
         return drive(
             _as_input(name, updates),
             frontiers,
             logic,
             0,
-            lag=lag,
             positive_only=positive_only,
             key_only=by_count is not None,
             by_count=by_count,
-            early=early,
-            operator=operator,
+            operator=switching(modes),
+            **how,
         )
-    finally:
-        kernels.set_mode(previous)
 
 
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
@@ -167,8 +166,8 @@ def test_kernels_match_the_per_key_path_and_the_oracle(
     """The kernel alone, and the kernel and the per-key path taking turns over one state,
     give the per-key path's output, the oracle's, and leave the per-key path's state."""
     data = _as_input(name, updates)
-    rows, ctx, op = _run(name, updates, frontiers, ["never"], early, lag)
-    mixed, mixed_ctx, mixed_op = _run(name, updates, frontiers, modes, early, lag)
+    rows, ctx, op = _run(name, updates, frontiers, ["never"], early=early, lag=lag)
+    mixed, mixed_ctx, mixed_op = _run(name, updates, frontiers, modes, early=early, lag=lag)
     assert consolidated(mixed) == consolidated(rows)
     assert_matches_oracle(mixed, {"xs": data}, _oracle(name))
     assert mixed_ctx.held == {} and ctx.held == {}
@@ -189,8 +188,7 @@ def test_kernel_state_after_each_step_is_the_per_key_paths(
     cuts = sorted(data.draw(st.lists(st.integers(1, 21), max_size=4, unique=True)))
     batch = _raw_batch(name, updates)
     steps: list[list[Any]] = [[], []]
-    previous = kernels.mode()
-    try:
+    with kernel_mode():
         for i, mode in enumerate(["never", "always"]):
             kernels.set_mode(mode)
             op = _operator(name)
@@ -207,8 +205,6 @@ def test_kernel_state_after_each_step_is_the_per_key_paths(
                     consolidated(ctx.sent),
                 )
                 steps[i].append(state)
-    finally:
-        kernels.set_mode(previous)
     assert steps[0] == steps[1]
 
 
@@ -250,11 +246,8 @@ def test_data_the_kernel_refuses_take_the_per_key_path(mode: str) -> None:
         ((2, 1), 2, 3),
         ((2, 1), 3, -3),
     ]
-    previous = kernels.set_mode(mode)
-    try:
+    with kernel_mode(mode):
         out = df.run(_Count(), xs=[(d, t, r) for d, t, r in xs])
-    finally:
-        kernels.set_mode(previous)
     assert_matches_oracle(out, {"xs": xs}, _oracle("count"))
 
 
@@ -289,11 +282,8 @@ def test_counting_reductions_in_a_job_match_the_oracle(
 ) -> None:
     """Through ``df.run`` (arrangements forward lists, one batch with many times) on one and
     two workers."""
-    previous = kernels.set_mode(mode)
-    try:
+    with kernel_mode(mode):
         out = df.run(_Counting(), workers, xs=records)
-    finally:
-        kernels.set_mode(previous)
     views = {
         "count": [((x % 7, x % 3), t, r) for x, t, r in records],
         "distinct": [((x % 11, ()), t, r) for x, t, r in records],
@@ -317,11 +307,8 @@ def test_a_large_batch_takes_the_kernel_by_default(monkeypatch: pytest.MonkeyPat
         return fixes
 
     monkeypatch.setattr(total, "correct_counts", counted)
-    previous = kernels.set_mode("auto")
-    try:
+    with kernel_mode("auto"):
         out = df.run(_Counting(), xs=records)
-    finally:
-        kernels.set_mode(previous)
     assert calls == [True, True, True]
     assert_matches_oracle(
         out["count"], {"xs": [((x % 7, x % 3), t, r) for x, t, r in records]}, _oracle("count")
@@ -406,8 +393,7 @@ def test_a_checkpoint_between_kernel_batches_resumes_exactly(
     updates beyond the frontier waiting) resumes into an operator that finishes with the
     per-key path's output and state."""
     outputs = []
-    previous = kernels.mode()
-    try:
+    with kernel_mode():
         for mode in ("never", "always"):
             kernels.set_mode(mode)
             op, ctx = _operator(name), FakeContext(0)
@@ -431,8 +417,6 @@ def test_a_checkpoint_between_kernel_batches_resumes_exactly(
             outputs.append(
                 (consolidated(ctx.sent + again.sent), resumed.accs, resumed.outs, resumed.buffered)
             )
-    finally:
-        kernels.set_mode(previous)
     assert outputs[0] == outputs[1]
     data = _as_input(name, [((k, v), t, r) for (k, v), t, r in first])
     data += _as_input(name, [((k, v), max(t, cut), r) for (k, v), t, r in second])
@@ -449,10 +433,7 @@ class _Huge(df.Pipeline):
 def test_threshold_counts_beyond_64_bits_are_exact(mode: str) -> None:
     """A ``threshold`` whose counts leave 64 bits falls back to the per-key path."""
     xs = [(k, t, 1) for k in range(5) for t in range(3)]
-    previous = kernels.set_mode(mode)
-    try:
+    with kernel_mode(mode):
         out = df.run(_Huge(), xs=xs)
-    finally:
-        kernels.set_mode(previous)
     want = Counter(dict.fromkeys(range(5), 3 * 2**70))
     assert accumulate(out, 2) == want

@@ -11,6 +11,7 @@ the kernel refuses); diffs retract; messages may come before the frontier passes
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,11 +21,12 @@ from tests.harness import (
     BY_COUNT,
     GENERAL,
     FakeContext,
-    Switching,
     by_self_query,
     consolidated,
-    drive,
+    drive_counting,
     frontier_join,
+    kernel_mode,
+    switching,
 )
 from tests.reference import assert_matches_oracle
 
@@ -67,23 +69,29 @@ def pair_frontiers(draw: st.DrawFn) -> list[Antichain]:
 def _run(
     name: str, updates: list[Any], frontiers: list[Antichain], modes: list[str], **how: Any
 ) -> tuple[list[Any], Any, R.ReduceOperator]:
-    logic, by_count, positive_only, _ = BY_COUNT[name]
-    operator = type("Switched", (Switching,), {"modes": modes})
-    previous = kernels.mode()
-    try:
-        return drive(
-            updates,
-            frontiers,
-            logic,
-            Product(0, 0),
-            positive_only=positive_only,
-            key_only=True,
-            by_count=by_count,
-            operator=operator,
-            **how,
-        )
-    finally:
-        kernels.set_mode(previous)
+    with kernel_mode():
+        return drive_counting(name, updates, frontiers, operator=switching(modes), **how)
+
+
+def _auto_and_never(
+    name: str, updates: list[Any], frontiers: list[Antichain], watch: Callable[[Any], Any]
+) -> tuple[dict[str, list[Any]], dict[str, Counter[Any]]]:
+    """Drive ``name`` under the kernels' modes ``auto`` and ``never``: per mode, what
+    ``watch(operator)`` said after each activation, and the consolidated output."""
+    seen: dict[str, list[Any]] = {}
+    outputs: dict[str, Counter[Any]] = {}
+
+    class Watched(R.ReduceOperator):
+        def schedule(self, ctx: Any) -> None:
+            super().schedule(ctx)
+            seen[mode].append(watch(self))
+
+    for mode in ("auto", "never"):
+        seen[mode] = []
+        with kernel_mode(mode):
+            sent, _, _ = drive_counting(name, updates, frontiers, operator=Watched)
+        outputs[mode] = consolidated(sent)
+    return seen, outputs
 
 
 @pytest.mark.parametrize("keys", sorted(KEYS))
@@ -96,7 +104,6 @@ def test_the_row_kernel_matches_the_general_search_and_the_oracle(
     """The kernel alone, and the kernel and the per-key paths taking turns over one state,
     send exactly what the general search with dict accumulations sends, which is the
     oracle's answer, and leave nothing pending."""
-    logic, _, positive_only, f = BY_COUNT[name]
     updates = data.draw(
         st.lists(
             st.tuples(st.tuples(KEYS[keys], st.just(())), TIMES, st.integers(-2, 3).filter(bool)),
@@ -118,18 +125,9 @@ def test_the_row_kernel_matches_the_general_search_and_the_oracle(
     finally:
         pair_counts.COMPACT_MIN = kept
     assert ctx.held == {} and op.pending == {} and op.pairs is None
-    reference, _, _ = drive(
-        updates,
-        frontiers,
-        logic,
-        Product(0, 0),
-        positive_only=positive_only,
-        key_only=True,
-        path=GENERAL,
-        **how,
-    )
+    reference, _, _ = drive_counting(name, updates, frontiers, counting=False, path=GENERAL, **how)
     assert consolidated(sent) == consolidated(reference)
-    assert_matches_oracle(sent, {"xs": updates}, by_self_query(f))
+    assert_matches_oracle(sent, {"xs": updates}, by_self_query(BY_COUNT[name][3]))
 
 
 def _rows(n: int, rounds: int) -> list[Any]:
@@ -151,37 +149,10 @@ def test_rows_take_the_kernel_and_give_up_when_the_frontier_leaves_them(name: st
     The output is the per-key path's throughout."""
     updates = _rows(400, 5)
     frontiers = [Antichain([Product(0, 1)]), Antichain([Product(2, 2), Product(4, 1)]), Antichain()]
-    seen: list[bool] = []
-
-    class Watched(R.ReduceOperator):
-        def schedule(self, ctx: Any) -> None:
-            super().schedule(ctx)
-            seen.append(self.pairs is not None)
-
-    logic, by_count, positive_only, _ = BY_COUNT[name]
-    outputs = []
-    for mode in ("auto", "never"):
-        previous = kernels.set_mode(mode)
-        seen.clear()
-        try:
-            sent, _, _ = drive(
-                updates,
-                frontiers,
-                logic,
-                Product(0, 0),
-                positive_only=positive_only,
-                key_only=True,
-                by_count=by_count,
-                operator=Watched,
-            )
-        finally:
-            kernels.set_mode(previous)
-        outputs.append(consolidated(sent))
-        if mode == "auto":
-            assert seen == [True, False, False]
-        else:
-            assert not any(seen)
-    assert outputs[0] == outputs[1]
+    seen, outputs = _auto_and_never(name, updates, frontiers, lambda op: op.pairs is not None)
+    assert seen["auto"] == [True, False, False]
+    assert not any(seen["never"])
+    assert outputs["auto"] == outputs["never"]
 
 
 @pytest.mark.parametrize("name", sorted(BY_COUNT))
@@ -203,36 +174,12 @@ def test_a_row_passed_in_part_waits_for_the_rest(name: str) -> None:
         Antichain([Product(0, 3)]),
         Antichain(),
     ]
-    seen: list[tuple[bool, int]] = []
-
-    class Watched(R.ReduceOperator):
-        def schedule(self, ctx: Any) -> None:
-            super().schedule(ctx)
-            seen.append((self.pairs is not None, len(self.waiting)))
-
-    logic, by_count, positive_only, _ = BY_COUNT[name]
-    outputs = []
-    for mode in ("auto", "never"):
-        previous = kernels.set_mode(mode)
-        seen.clear()
-        try:
-            sent, _, _ = drive(
-                updates,
-                frontiers,
-                logic,
-                Product(0, 0),
-                positive_only=positive_only,
-                key_only=True,
-                by_count=by_count,
-                operator=Watched,
-            )
-        finally:
-            kernels.set_mode(previous)
-        outputs.append(consolidated(sent))
-        if mode == "auto":
-            # Columns throughout; at the second frontier row 2's three passed rounds wait.
-            assert seen == [(True, 0), (True, 3), (True, 0), (False, 0)]
-    assert outputs[0] == outputs[1]
+    seen, outputs = _auto_and_never(
+        name, updates, frontiers, lambda op: (op.pairs is not None, len(op.waiting))
+    )
+    # Columns throughout; at the second frontier row 2's three passed rounds wait.
+    assert seen["auto"] == [(True, 0), (True, 3), (True, 0), (False, 0)]
+    assert outputs["auto"] == outputs["never"]
 
 
 @pytest.mark.parametrize(
@@ -316,11 +263,8 @@ def test_reachability_of_many_rounds_at_once_matches_the_oracle(
         if i % 3 == 0:
             ups.append((e, t + 1 + i % 4, -1))
     roots = [(0, 0, 1), (3, 2, 1)]
-    previous = kernels.set_mode(mode)
-    try:
+    with kernel_mode(mode):
         out = df.run(_Reach(), workers=workers, roots=roots, edges=ups)
-    finally:
-        kernels.set_mode(previous)
 
     def query(c: dict[str, Counter[Any]]) -> Counter[Any]:
         return _reached({r for r, n in c["roots"].items() if n > 0}, c["edges"])
@@ -428,8 +372,7 @@ def test_a_checkpoint_taken_with_the_histories_in_columns_resumes_exactly(
         )
 
     outputs = []
-    previous = kernels.mode()
-    try:
+    with kernel_mode():
         for mode in ("never", "always"):
             kernels.set_mode(mode)
             op, ctx = operator(), FakeContext(Product(0, 0))
@@ -458,8 +401,6 @@ def test_a_checkpoint_taken_with_the_histories_in_columns_resumes_exactly(
                 again.run(resumed, frontier)
             assert again.held == {}
             outputs.append(consolidated(ctx.sent + again.sent))
-    finally:
-        kernels.set_mode(previous)
     assert outputs[0] == outputs[1]
     sent = [(d, t, r) for (d, t), r in outputs[1].items()]
     assert_matches_oracle(sent, {"xs": [((k, ()), t, d) for k, t, d in updates]}, by_self_query(f))

@@ -23,7 +23,7 @@ import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings, strategies as st
-from tests.harness import Windowed, brute_sessions, brute_windows, events, key_of
+from tests.harness import Windowed, brute_sessions, brute_windows, events, key_of, run_by_time
 
 import deltaflow as df
 from deltaflow.testing import accumulate
@@ -35,17 +35,18 @@ SHAPES = [
 ]
 
 
-def watermark_oracle(
-    ups: list[Any], size: int, hop: int, origin: int, delay: int
-) -> tuple[dict[int, Counter[Any]], int]:
-    """The output collection at every time up to the last + 2, and how many updates were
-    late, by the definition: at time t the watermark is max(event times before t) - delay."""
+def watermark_steps(
+    ups: list[Any], delay: int
+) -> tuple[list[tuple[int, int | None, Counter[Any]]], int]:
+    """At every time ``t`` up to the last + 2: the watermark, by the definition max(event
+    times before t) - delay (None before any), and the updates applied by then (those not
+    below the watermark when they came); and how many updates were late."""
     times = sorted({t for _, t, _ in ups})
     last = times[-1] + 2 if times else 1
     high: int | None = None
     applied: Counter[Any] = Counter()
     late = 0
-    out: dict[int, Counter[Any]] = {}
+    steps = []
     for t in range(last + 1):
         mark = None if high is None else high - delay
         here = [(d, r) for d, u, r in ups if u == t]
@@ -56,6 +57,18 @@ def watermark_oracle(
                 applied[d] += r
         for d, _ in here:
             high = d[1] if high is None else max(high, d[1])
+        steps.append((t, mark, Counter(applied)))
+    return steps, late
+
+
+def watermark_oracle(
+    ups: list[Any], size: int, hop: int, origin: int, delay: int
+) -> tuple[dict[int, Counter[Any]], int]:
+    """The output collection at every time up to the last + 2 (the windows of the applied
+    updates whose ends are above the watermark), and how many updates were late."""
+    steps, late = watermark_steps(ups, delay)
+    out: dict[int, Counter[Any]] = {}
+    for t, mark, applied in steps:
         coll: Counter[Any] = Counter()
         for d, n in applied.items():
             for w in brute_windows(d[1], size, hop, origin):
@@ -70,18 +83,12 @@ def watermarked(size: int, hop: int, origin: int, delay: Any) -> Windowed:
     return Windowed(spec, watermark=delay)
 
 
-async def run_counting(
+def run_counting(
     pipe: df.Pipeline, ups: list[Any], workers: int, processes: int = 1
 ) -> tuple[Any, int]:
     """The output updates and the late count of a job fed ``ups`` time by time."""
-    async with df.open(pipe, workers=workers, processes=processes) as job:
-        for t in sorted({t for _, t, _ in ups}):
-            await job.advance_to(t)
-            for d, u, r in ups:
-                if u == t:
-                    job.inputs["xs"].update(d, r)
-    late = sum(job.statistics()["late"].values())
-    return job.output.updates(), late
+    out, late = run_by_time(pipe, ups, workers, processes)
+    return out, sum(late.values())
 
 
 def check(out: list[Any], ups: list[Any], shape: tuple[int, int, int, int]) -> None:
@@ -97,7 +104,7 @@ def check(out: list[Any], ups: list[Any], shape: tuple[int, int, int, int]) -> N
 def test_watermarks_match_a_recompute(ups: list[Any], shape: Any, workers: int) -> None:
     """Exactly the updates below the watermark at their arrival are dropped and counted;
     the windows it passes leave the output at the first time it passes them."""
-    out, late = trio.run(run_counting, watermarked(*shape), ups, workers)
+    out, late = run_counting(watermarked(*shape), ups, workers)
     check(out, ups, shape)
     assert late == watermark_oracle(ups, *shape)[1]
 
@@ -105,22 +112,9 @@ def test_watermarks_match_a_recompute(ups: list[Any], shape: Any, workers: int) 
 def session_oracle(ups: list[Any], gap: int, delay: int) -> tuple[dict[int, Counter[Any]], int]:
     """As :func:`watermark_oracle`, for sessions: the sessions of the applied updates whose
     ends are above the watermark."""
-    times = sorted({t for _, t, _ in ups})
-    last = times[-1] + 2 if times else 1
-    high: int | None = None
-    applied: Counter[Any] = Counter()
-    late = 0
+    steps, late = watermark_steps(ups, delay)
     out: dict[int, Counter[Any]] = {}
-    for t in range(last + 1):
-        mark = None if high is None else high - delay
-        here = [(d, r) for d, u, r in ups if u == t]
-        for d, r in here:
-            if mark is not None and d[1] < mark:
-                late += 1
-            else:
-                applied[d] += r
-        for d, _ in here:
-            high = d[1] if high is None else max(high, d[1])
+    for t, mark, applied in steps:
         coll = brute_sessions(Counter({d: n for d, n in applied.items() if n}), gap)
         out[t] = Counter({k: n for k, n in coll.items() if n and (mark is None or k[0][1] > mark)})
     return out, late
@@ -135,7 +129,7 @@ def test_session_watermarks_match_a_recompute(
 ) -> None:
     """Sessions with a watermark: late updates dropped and counted, final sessions out."""
     pipe = Windowed(df.session(gap), key=key_of, watermark=delay)
-    out, late = trio.run(run_counting, pipe, ups, workers)
+    out, late = run_counting(pipe, ups, workers)
     expected, dropped = session_oracle(ups, gap, delay)
     for t, coll in expected.items():
         assert accumulate(out, t) == dict(coll), f"time {t}"
@@ -147,7 +141,7 @@ def test_session_watermarks_match_a_recompute(
 def test_watermarks_across_processes(ups: list[Any]) -> None:
     """Two processes: the same output and late count as the recompute."""
     shape = (4, 2, 1, 3)
-    out, late = trio.run(run_counting, watermarked(*shape), ups, 2, 2)
+    out, late = run_counting(watermarked(*shape), ups, 2, 2)
     check(out, ups, shape)
     assert late == watermark_oracle(ups, *shape)[1]
 
@@ -156,7 +150,7 @@ def test_late_updates_are_logged_once_per_operator(caplog: pytest.LogCaptureFixt
     """One WARNING for the operator's first late update, whatever the number after."""
     ups = [(("a", 20), 0, 1), *[(("a", i), 1 + i, 1) for i in range(5)]]
     with caplog.at_level(logging.WARNING, logger="deltaflow"):
-        out, late = trio.run(run_counting, watermarked(5, 5, 0, 2), ups, 2)
+        out, late = run_counting(watermarked(5, 5, 0, 2), ups, 2)
     warnings = [r for r in caplog.records if "late update" in r.getMessage()]
     assert late == 5 and len(warnings) == 1
     assert "older than the watermark 18" in warnings[0].getMessage()
@@ -308,10 +302,10 @@ def test_instant_windows_are_the_int_windows_of_the_same_instants(
 @given(ups=events())
 def test_instant_watermarks_are_the_int_watermarks(ups: list[Any]) -> None:
     """A watermark of ``"3 minutes"`` over datetimes drops what 3 drops over minutes."""
-    ints, late = trio.run(run_counting, watermarked(4, 2, 0, 3), ups, 2)
+    ints, late = run_counting(watermarked(4, 2, 0, 3), ups, 2)
     timed_ups = [((k, AS_INSTANT["pandas"](m)), t, r) for (k, m), t, r in ups]
     pipe = Windowed(df.sliding("4 minutes", "2 minutes"), watermark="3 minutes")
-    timed, timed_late = trio.run(run_counting, pipe, timed_ups, 2)
+    timed, timed_late = run_counting(pipe, timed_ups, 2)
     back = {(k, AS_INSTANT["pandas"](m)): (k, m) for (k, m), _, _ in ups}
     assert as_ints([((w, back[d]), t, r) for (w, d), t, r in timed]) == sorted(ints)
     assert timed_late == late

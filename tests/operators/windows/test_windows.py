@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
-from tests.harness import Windowed, at_of, brute_sessions, brute_windows, events, key_of
+from tests.harness import (
+    Windowed,
+    at_of,
+    brute_sessions,
+    brute_windows,
+    events,
+    key_of,
+    run_by_time,
+)
 from tests.reference import assert_matches_oracle
 
 import deltaflow as df
@@ -126,24 +134,6 @@ def late_warnings(records: list[logging.LogRecord]) -> list[str]:
     return [r.getMessage() for r in records if re.search(r": \d+ late update", r.getMessage())]
 
 
-def run_retained(
-    pipe: df.Pipeline, ups: list[Any], workers: int, processes: int = 1
-) -> tuple[list[Any], dict[str, int]]:
-    """The output updates of a job fed ``ups`` time by time, and its late counts by operator
-    (``statistics()["late"]``)."""
-
-    async def main() -> tuple[list[Any], dict[str, int]]:
-        async with df.open(pipe, workers=workers, processes=processes) as job:
-            for t in sorted({t for _, t, _ in ups}):
-                await job.advance_to(t)
-                for d, u, r in ups:
-                    if u == t:
-                        job.inputs["xs"].update(d, r)
-        return job.output.updates(), job.statistics()["late"]
-
-    return trio.run(main)
-
-
 def check_late(
     late: dict[str, int], expected: int, records: list[logging.LogRecord], processes: int = 1
 ) -> None:
@@ -184,7 +174,7 @@ def test_fixed_windows_with_retention(
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="deltaflow"):
         pipe = Windowed(df.sliding(size, hop), retention=retention)
-        out, counted = run_retained(pipe, ups, workers)
+        out, counted = run_by_time(pipe, ups, workers)
 
     def expected_at(t: int) -> dict[Any, int]:
         now = accumulate(ups, t)
@@ -218,7 +208,7 @@ def test_sessions_with_retention(
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="deltaflow"):
         pipe = Windowed(df.session(gap), key=key_of, retention=retention)
-        out, counted = run_retained(pipe, ups, workers)
+        out, counted = run_by_time(pipe, ups, workers)
 
     def expected_at(t: int) -> dict[Any, int]:
         sessions = brute_sessions(Counter(accumulate(on_time, t)), gap)
@@ -277,7 +267,7 @@ def test_windows_at_two_processes(caplog: pytest.LogCaptureFixture) -> None:
         (Windowed(df.session(2), retention=0), sum(e[1] <= t for e, t, _ in ups)),
     ]:
         with caplog.at_level(logging.WARNING, logger="deltaflow"):
-            _out, counted = run_retained(pipe, ups, 2, processes=2)
+            _out, counted = run_by_time(pipe, ups, 2, processes=2)
         check_late(counted, late, caplog.records, processes=2)
         caplog.clear()
 

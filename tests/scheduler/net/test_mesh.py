@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,20 @@ async def _mesh(
     return out
 
 
+async def _mesh_beside(
+    n: int, rendezvous: Rendezvous, beside: Callable[[], Awaitable[None]], meshes: dict[int, Any]
+) -> None:
+    """A mesh of ``n`` peers formed while ``beside`` runs (until it releases the rendezvous
+    it holds): every peer's links, or the error it raised, go into ``meshes``."""
+
+    async def mesh() -> None:
+        meshes.update(await _mesh(n, rendezvous))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(beside)
+        nursery.start_soon(mesh)
+
+
 def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
@@ -194,13 +208,7 @@ async def test_a_second_connection_claiming_a_connected_peer_is_refused(
         await trio.aclose_forcefully(stream)
         rendezvous.release()
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(impostor)
-
-        async def mesh() -> None:
-            meshes.update(await _mesh(3, rendezvous))
-
-        nursery.start_soon(mesh)
+    await _mesh_beside(3, rendezvous, impostor, meshes)
     try:
         assert all(isinstance(m, dict) for m in meshes.values()), meshes
         await _check_links(meshes)
@@ -327,13 +335,7 @@ async def test_silent_strangers_over_the_cap_are_turned_away_at_once(
 
     start = time.monotonic()
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch)
-
-            async def mesh() -> None:
-                meshes.update(await _mesh(2, rendezvous))
-
-            nursery.start_soon(mesh)
+        await _mesh_beside(2, rendezvous, watch, meshes)
         elapsed = time.monotonic() - start
         assert all(isinstance(m, dict) for m in meshes.values()), meshes
         await _check_links(meshes)
@@ -366,13 +368,7 @@ async def test_a_listeners_hello_tells_a_stranger_nothing_of_the_plan() -> None:
         await trio.aclose_forcefully(stream)
         rendezvous.release()
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(listen)
-
-        async def mesh() -> None:
-            meshes.update(await _mesh(2, rendezvous))
-
-        nursery.start_soon(mesh)
+    await _mesh_beside(2, rendezvous, listen, meshes)
     await _close(meshes)
     (hello,) = heard
     assert hello.startswith(MAGIC)

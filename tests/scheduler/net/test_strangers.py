@@ -24,13 +24,19 @@ from typing import Any
 
 import pytest
 import trio
-from tests.attacks import ATTACKS, Stranger, payload, split_address
+from tests.attacks import (
+    ATTACKS,
+    Stranger,
+    payload,
+    script_env,
+    silent,
+    split_address,
+    start_script,
+)
 
 import deltaflow as df
 from deltaflow.errors import PeerLostError
 from deltaflow.scheduler.net.processes import ProcessJob, _Control
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 class Counts(df.Pipeline):
@@ -149,6 +155,16 @@ def test_open_jobs_refuse_strangers_too(tmp_path: Path, hook: Hook) -> None:
     assert not marker.exists()
 
 
+def fails_with_peer_0_at(hook: Hook, fake: str, match: str, within: float) -> None:
+    """Process 1 told ``fake`` as process 0's address: a ``processes=2`` job fails with a
+    ``PeerLostError`` matching ``match`` within ``within`` seconds."""
+    hook(lambda control, addresses: [fake, *addresses[1:]])
+    start = time.monotonic()
+    with pytest.raises(PeerLostError, match=match):
+        df.run(Counts(), processes=2, xs=UPDATES)
+    assert time.monotonic() - start < within
+
+
 def test_a_wrong_peer_address_fails_the_job_naming_it(
     hook: Hook,
 ) -> None:
@@ -170,16 +186,12 @@ def test_a_wrong_peer_address_fails_the_job_naming_it(
     thread = threading.Thread(target=close_everything)
     thread.start()
     fake = f"127.0.0.1:{server.getsockname()[1]}"
-    hook(lambda control, addresses: [fake, *addresses[1:]])
-    start = time.monotonic()
     try:
-        with pytest.raises(PeerLostError, match=f"could not authenticate peer 0 at {fake}"):
-            df.run(Counts(), processes=2, xs=UPDATES)
+        fails_with_peer_0_at(hook, fake, f"could not authenticate peer 0 at {fake}", within=20)
     finally:
         stop.set()
         thread.join()
         server.close()
-    assert time.monotonic() - start < 20
 
 
 def test_a_peer_that_never_answers_is_named_at_the_deadline(
@@ -188,16 +200,13 @@ def test_a_peer_that_never_answers_is_named_at_the_deadline(
     """Process 1 is told a silent listener's address for process 0: with a one-second
     connect deadline, the job fails naming the peer that did not connect."""
     monkeypatch.setattr(ProcessJob, "CONNECT_TIMEOUT_S", 1.0)
-    silent = socket.create_server(("127.0.0.1", 0))
-    fake = f"127.0.0.1:{silent.getsockname()[1]}"
-    hook(lambda control, addresses: [fake, *addresses[1:]])
-    start = time.monotonic()
+    listener = socket.create_server(("127.0.0.1", 0))
+    fake = f"127.0.0.1:{listener.getsockname()[1]}"
     try:
-        with pytest.raises(PeerLostError, match=r"peer\(s\) [01] at .* did not connect within 1"):
-            df.run(Counts(), processes=2, xs=UPDATES)
+        late = r"peer\(s\) [01] at .* did not connect within 1"
+        fails_with_peer_0_at(hook, fake, late, within=15)
     finally:
-        silent.close()
-    assert time.monotonic() - start < 15
+        listener.close()
 
 
 _CALLER = textwrap.dedent(
@@ -242,9 +251,8 @@ _CALLER = textwrap.dedent(
 def test_no_worker_process_outlives_a_killed_caller(phase: str) -> None:
     """A caller killed (SIGKILL) while its mesh starts, with silent strangers holding every
     port, or while the job runs: its worker processes end within seconds."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     caller = subprocess.Popen(
-        [sys.executable, "-c", _CALLER, phase], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", _CALLER, phase], stdout=subprocess.PIPE, text=True, env=script_env()
     )
     try:
         assert caller.stdout is not None
@@ -335,22 +343,14 @@ def test_a_flood_on_a_process_short_of_file_descriptors_fails_nothing() -> None:
     hold 48 descriptors (``RLIMIT_NOFILE``): ``accept()`` fails with ``EMFILE``, which is
     logged at WARNING and served through (the oldest waiting stranger turned away); the job
     gives the right answer, without waiting for the strangers' deadline."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
-    caller = subprocess.Popen(
-        [sys.executable, "-c", _SHORT_OF_FILES, "48"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    caller = start_script(_SHORT_OF_FILES, "48")
     crowd: list[Stranger] = []
     try:
         assert caller.stdout is not None and caller.stdin is not None
         addresses = caller.stdout.readline().split()
         assert len(addresses) == 2, addresses
         for address in addresses:
-            crowd += [Stranger(split_address(address), b"") for _ in range(400)]
+            crowd += silent(address, 400)
         start = time.monotonic()
         caller.stdin.write("go\n")
         caller.stdin.flush()
