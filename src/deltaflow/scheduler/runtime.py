@@ -28,7 +28,8 @@ from .dashboard import check_dashboard
 from .feed import feed_sources, run_to_end
 from .handles import InputHandle, OutputHandle, Subscription
 from .job import Job, OpenJob, check_progress
-from .net.processes import ProcessJob
+from .net.processes import Processes
+from .placement import InProcess, Placement
 from .sinks import Sink
 from .sources import Source, is_source
 from .validation import require_pipeline, validate_updates
@@ -142,32 +143,30 @@ def open(
     gc_threshold = check_gc_threshold(gc_threshold)
     served = check_dashboard(dashboard)
     profile = profile or served is not None  # the dashboard shows records per edge
+    workers = processes if workers is None else workers
+    placement: Placement = InProcess()
     if processes != 1:
-        job: Job = ProcessJob(
+        placement = Processes(
             pipeline,
-            processes if workers is None else workers,
+            workers,
             processes,
             fuse=fuse,
             gc_threshold=gc_threshold,
-            history=history,
             profile=profile,
             checkpoint=checkpoint,
-            fresh=fresh,
-            allow_code_change=allow_code_change,
-            on_bad=on_bad,
         )
-    else:
-        job = Job(
-            pipeline,
-            1 if workers is None else workers,
-            fuse=fuse,
-            history=history,
-            profile=profile,
-            checkpoint=checkpoint,
-            fresh=fresh,
-            allow_code_change=allow_code_change,
-            on_bad=on_bad,
-        )
+    job = Job(
+        pipeline,
+        workers,
+        placement=placement,
+        fuse=fuse,
+        history=history,
+        profile=profile,
+        checkpoint=checkpoint,
+        fresh=fresh,
+        allow_code_change=allow_code_change,
+        on_bad=on_bad,
+    )
     job.attach_sources(sources)
     job.attach_sinks(sinks)
     return OpenJob(job, gc_threshold, progress=progress, dashboard=served, metrics=metrics)

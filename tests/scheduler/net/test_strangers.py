@@ -28,7 +28,7 @@ from tests.attacks import ATTACKS, Stranger, payload, split_address
 
 import deltaflow as df
 from deltaflow.errors import PeerLostError
-from deltaflow.scheduler.net.processes import ProcessJob, _Control
+from deltaflow.scheduler.net.processes import Processes, _Control
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -187,7 +187,7 @@ def test_a_peer_that_never_answers_is_named_at_the_deadline(
 ) -> None:
     """Process 1 is told a silent listener's address for process 0: with a one-second
     connect deadline, the job fails naming the peer that did not connect."""
-    monkeypatch.setattr(ProcessJob, "CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(Processes, "CONNECT_TIMEOUT_S", 1.0)
     silent = socket.create_server(("127.0.0.1", 0))
     fake = f"127.0.0.1:{silent.getsockname()[1]}"
     hook(lambda control, addresses: [fake, *addresses[1:]])
