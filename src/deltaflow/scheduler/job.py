@@ -109,6 +109,8 @@ class Job:
         self._sources = SourceFeeds(self, {})
         # -- sinks (see .sinks): the outputs the job writes out itself, each closed time once.
         self._sinks = SinkFeeds(self)
+        # What each step tells the rest of the job, if anything (see Placement.stepped).
+        self._stepped = placement.stepped if placement.hears_steps else None
         placement.built(self)
 
     def _make_handles(self, on_bad: Any) -> None:
@@ -386,7 +388,8 @@ class Job:
                 else:
                     keep.append((condition, event))
             self._waiters = keep
-        self.placement.stepped(self)
+        if self._stepped is not None:
+            self._stepped(self)
 
     def fail(self, exc: BaseException) -> None:
         """Stop every worker and remember ``exc`` for the application (and tell the rest of
@@ -429,7 +432,7 @@ class Job:
                 self.raise_error()
             if condition():
                 return
-            if self.finished:
+            if self.placement.finished(self):
                 msg = "the job finished before the awaited condition held"
                 raise JobClosedError(msg)
             waiter = (condition, trio.Event())
@@ -473,7 +476,6 @@ class Job:
         for handle in self.inputs.values():
             if not handle.closed:
                 handle.flush(time if held else None)
-        self.activate_inputs()
         self.time = time
         if self.advances.listened:  # only the dashboard reads when the inputs advanced
             self.advances.record(time)
@@ -484,7 +486,8 @@ class Job:
         for handle in self.inputs.values():
             if not handle.closed:
                 handle.advance_feeds(time)
-        self.activate_inputs()
+        # What was fed and the new time go together (nothing runs before the wait below).
+        self.placement.activate_inputs(self, None)
         await self.wait_for(lambda: self._complete_before(time))
         if self._sinks.sinks:  # every closed time written before a checkpoint can follow
             await self._sinks.drain()

@@ -66,6 +66,9 @@ class Placement:
     #: Whether this process commits the job's checkpoints (a peer writes only its share;
     #: whoever coordinates the peers commits them together).
     commits = True
+    #: Whether :meth:`stepped` has anything to do: the job calls it after its workers' steps
+    #: only then (it wakes its waiters after every step).
+    hears_steps = False
 
     # -- the workers ------------------------------------------------------------------------
     def transport(self, job: Job) -> Transport:
@@ -148,7 +151,7 @@ class Placement:
 
     def stepped(self, job: Job) -> None:
         """A worker stepped (or stopped), or a report came in, and the job woke its waiters:
-        what the rest of the job hears of it (nothing here)."""
+        what the rest of the job hears of it (called only with :attr:`hears_steps`)."""
 
 
 class InProcess(Placement):

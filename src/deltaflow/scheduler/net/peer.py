@@ -73,6 +73,7 @@ class PeerPlacement(Placement):
 
     owns_location = False  # (whoever coordinates the peers does)
     commits = False  # its share is one of several: a coordinator commits them together
+    hears_steps = True  # (says goodbye once its workers stop)
 
     def __init__(
         self, *, index: int, peers: int, local: int = 1, exchange_outputs: bool = True
