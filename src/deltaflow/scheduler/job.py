@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import trio
 
 from ..errors import JobClosedError
@@ -83,8 +84,10 @@ class Job:
         self._checkpointing = False
         self._started = False  # made ready to run already (see start)
         # The checkpoint location: locked at open, started over on request, code checked.
-        self._fresh = fresh
-        self._allow_code_change = allow_code_change
+        # (One attribute for both: past 30 attributes CPython 3.11 gives a job a dict of its
+        # own, for which no call of a job's method is specialized: a worker's notify after
+        # every step included.)
+        self._opening = _Opening(fresh=fresh, allow_code_change=allow_code_change)
         self._layout: StateLayout | None = None
         #: How many workers the job has in all (in every process).
         self.total_workers = workers
@@ -264,7 +267,7 @@ class Job:
         # fill what it captured as it runs: a cache).
         assert self.layout is not None
         if self.placement.owns_location:
-            lock = functools.partial(checkpointer.lock, fresh=self._fresh)
+            lock = functools.partial(checkpointer.lock, fresh=self._opening.fresh)
             await trio.to_thread.run_sync(lock)
         return await trio.to_thread.run_sync(checkpointer.store.latest)
 
@@ -297,7 +300,7 @@ class Job:
         check_pipeline(manifest, self.layout, where, type(self.pipeline).__name__)
         self._sources.check_resume(manifest, where)  # (no source would feed the state twice)
         if self.placement.owns_location:  # (the owner checks the code, for every process)
-            check_code(manifest, self.layout, where, allow=self._allow_code_change)
+            check_code(manifest, self.layout, where, allow=self._opening.allow_code_change)
 
     async def restore(
         self, manifest: dict[str, Any], workers: list[Worker], *, current: bool, pending: bool
@@ -703,6 +706,15 @@ class Job:
         if self.checkpointer is not None:
             stats["checkpoints"] = list(self.checkpointer.history)
         return stats
+
+
+@attrs.frozen
+class _Opening:
+    """How a job opens its checkpoint location: started over (``fresh``), and whether it
+    resumes a checkpoint whose operators' code changed (``allow_code_change``)."""
+
+    fresh: bool
+    allow_code_change: bool
 
 
 class _Named(dict[str, Any]):
