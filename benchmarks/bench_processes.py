@@ -82,7 +82,7 @@ async def _w4_load(processes: int, root: int, edges: list[Any]) -> dict[str, Any
         await job.advance_to(1)
         load_s = time.perf_counter() - start
         answer = answer_w4(job.output.at(0))
-        startup_s = getattr(job, "startup_s", None)
+        startup_s = getattr(job.placement, "startup_s", None)
     return {
         "processes": processes,
         "startup_s": startup_s if startup_s is not None else start - opened,

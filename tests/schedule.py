@@ -40,7 +40,7 @@ import trio
 
 from deltaflow.operators.base import RunsBatch
 from deltaflow.scheduler.local.transport import InProcessTransport, ProgressChange
-from deltaflow.scheduler.runtime import Job
+from deltaflow.scheduler.placement import InProcess
 
 if TYPE_CHECKING:
     from deltaflow.scheduler.local.transport import Transport
@@ -137,13 +137,13 @@ def scheduled(seed: int) -> Iterator[None]:
     """Run every job started inside the block through a :class:`ScheduledTransport` whose
     randomness comes from ``seed`` (each job a fresh one, seeded in turn)."""
     seeds = random.Random(seed)
-    original = Job.__dict__["make_transport"]
+    original = InProcess.__dict__["make_transport"]
 
     def make_transport() -> Transport:
         return ScheduledTransport(seeds.randrange(2**32))
 
-    Job.make_transport = staticmethod(make_transport)  # type: ignore[method-assign]
+    InProcess.make_transport = staticmethod(make_transport)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        Job.make_transport = original  # type: ignore[method-assign]
+        InProcess.make_transport = original  # type: ignore[method-assign]

@@ -10,7 +10,7 @@ from tests.schedule import ScheduledTransport, scheduled
 
 import deltaflow as df
 from deltaflow.scheduler.local.transport import InProcessTransport
-from deltaflow.scheduler.runtime import Job
+from deltaflow.scheduler.placement import InProcess
 
 
 class Spread(df.Pipeline):
@@ -48,12 +48,12 @@ def deliveries(seed: int) -> tuple[list[tuple[int, int, str, int]], Any]:
             log.append((pair[0], pair[1], self.fifos[pair][0][0], n))
             super()._deliver(pair)
 
-    original = Job.__dict__["make_transport"]
-    Job.make_transport = staticmethod(lambda: Recording(seed))  # type: ignore[method-assign]
+    original = InProcess.__dict__["make_transport"]
+    InProcess.make_transport = staticmethod(lambda: Recording(seed))  # type: ignore[method-assign]
     try:
         out = df.run(Spread(), workers=3, xs=[(x, x % 4, 1) for x in range(40)])
     finally:
-        Job.make_transport = original  # type: ignore[method-assign]
+        InProcess.make_transport = original  # type: ignore[method-assign]
     assert sum(sent.values()) == len(log), "every message sent was delivered"
     return log, out
 

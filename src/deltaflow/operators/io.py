@@ -352,6 +352,11 @@ class ProbeHandle:
         self.frontier: Antichain = Antichain([initial])
         self._wait: Callable[[Callable[[], bool]], Awaitable[None]] | None = None
 
+    def attach(self, wait: Callable[[Callable[[], bool]], Awaitable[None]]) -> None:
+        """Wait through ``wait`` (a running job's: it awaits a condition, looked at as the job
+        wakes its waiters); the job attaches its probes as it is built."""
+        self._wait = wait
+
     def advance(self, frontier: Antichain) -> None:
         """Record a later frontier (earlier reports from lagging workers are ignored)."""
         if self.frontier.dominates(frontier):

@@ -74,6 +74,7 @@ __all__ = [
     "Checkpointer",
     "counters",
     "merge_fragments",
+    "quiescent",
     "settled",
 ]
 
@@ -88,6 +89,13 @@ def counters(workers: Sequence[Worker]) -> tuple[bool, int, int]:
         sum(w.sent for w in workers),
         sum(w.received for w in workers),
     )
+
+
+def quiescent(workers: Sequence[Worker]) -> bool:
+    """True when every one of ``workers`` is idle and no message or progress batch they
+    sent is still in flight among them (a job whose workers all run in this process)."""
+    idle, sent, received = counters(workers)
+    return idle and sent == received
 
 
 def settled(previous: Sequence[tuple[int, int]] | None, counts: Sequence[tuple[int, int]]) -> bool:

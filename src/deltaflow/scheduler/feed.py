@@ -32,7 +32,7 @@ async def run_to_end(
         handle = job.inputs[name]
         for time in sorted(by_time):
             data, diffs = by_time[time]
-            handle._extend(data, diffs, time)
+            handle.extend_checked(data, diffs, time)
     await job.close()
     return {name: _sorted_updates(out.updates()) for name, out in job.outputs.items()}
 
@@ -46,6 +46,6 @@ async def feed_sources(
     for name in list(validated):
         handle = job.inputs[name]
         for time, (data, diffs) in sorted(validated.pop(name).items()):
-            handle._extend(data, diffs, time)
+            handle.extend_checked(data, diffs, time)
     await job.advance_to(last + 1)
     await job.follow(once=once)

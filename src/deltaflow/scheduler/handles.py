@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import compress
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +64,7 @@ class InputHandle:
         self,
         job: Job,
         name: str,
-        feeds: list[InputFeed],
+        feeds: Sequence[InputFeed],
         owner_key: Callable[[Any], Any] | None = None,
         account: InputAccount | None = None,
     ) -> None:
@@ -87,7 +87,12 @@ class InputHandle:
         """The time updates fed now are stamped with."""
         return self._job.time
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Refuse updates to a closed input, or to a job that failed or is closed.
+
+        Raises:
+            JobClosedError: naming the input, or saying what became of the job.
+        """
         if self.closed:
             msg = f"input {self.name!r} is closed"
             raise JobClosedError(msg)
@@ -148,22 +153,22 @@ class InputHandle:
 
     def insert(self, data: Any) -> None:
         """Add one ``data`` at the current time."""
-        self._check_open()
+        self.check_open()
         self._admit(data, 1)
 
     def remove(self, data: Any) -> None:
         """Remove one ``data`` at the current time."""
-        self._check_open()
+        self.check_open()
         self._admit(data, -1)
 
     def update(self, data: Any, diff: int = 1) -> None:
         """Change the count of ``data`` by ``diff`` at the current time."""
-        self._check_open()
+        self.check_open()
         self._admit(data, diff)
 
     def update_at(self, data: Any, time: Time, diff: int = 1) -> None:
         """Change the count of ``data`` by ``diff`` at a ``time`` not before the current one."""
-        self._check_open()
+        self.check_open()
         self._admit(data, diff, time)
 
     def insert_many(self, data: Iterable[Any], diffs: Iterable[int] | None = None) -> None:
@@ -177,11 +182,11 @@ class InputHandle:
         nothing of this call is fed (with ``on_bad`` ``"skip"`` or ``"quarantine"``, the
         bad ones are set aside and the rest fed).
         """
-        self._check_open()
+        self.check_open()
         if is_frame(data):
             self._insert_frame(data, diffs)
             return
-        data, new_diffs = self._columns(data, diffs, self._job.time)
+        data, new_diffs = self.checked_columns(data, diffs, self._job.time)
         self._data.extend(data)
         self._diffs.extend(new_diffs)
 
@@ -196,21 +201,21 @@ class InputHandle:
         for time, (data, _) in by_time.items():
             self._check_time(data[0], time)
         for time, (data, new_diffs) in sorted(by_time.items()):
-            self._extend(data, new_diffs, time)
+            self.extend_checked(data, new_diffs, time)
 
     def extend(self, data: Iterable[Any], diffs: Iterable[int], time: Time | None = None) -> None:
         """Feed columns in bulk at ``time`` (the current time when ``None``), validated as a
         whole before anything is kept, like :meth:`insert_many`."""
-        self._check_open()
+        self.check_open()
         if isinstance(data, (str, bytes)):
             msg = f"input {self.name!r}: expected an iterable of data, not {data!r}"
             raise TypeError(msg)
         data = list(data)
         at = self._job.time if time is None else self._check_time(data[0] if data else None, time)
-        data, new_diffs = self._columns(data, diffs, at)
-        self._extend(data, new_diffs, at)
+        data, new_diffs = self.checked_columns(data, diffs, at)
+        self.extend_checked(data, new_diffs, at)
 
-    def _columns(
+    def checked_columns(
         self, data: Iterable[Any], diffs: Iterable[int] | None, time: int
     ) -> tuple[list[Any], list[int]]:
         """``data`` and ``diffs`` (fed at ``time``) as lists, every datum hashable and fitting
@@ -261,9 +266,10 @@ class InputHandle:
         account.admitted(time, len(kept))
         return kept, kept_diffs
 
-    def _extend(self, data: list[Any], diffs: list[int], time: Time | None = None) -> None:
-        """:meth:`extend` of columns already validated (:func:`run` checks them first)."""
-        self._check_open()
+    def extend_checked(self, data: list[Any], diffs: list[int], time: Time | None = None) -> None:
+        """:meth:`extend` of columns already validated (by :meth:`checked_columns`, or as
+        :func:`run` checks its inputs first)."""
+        self.check_open()
         if time is None or time == self._job.time:
             self._data.extend(data)
             self._diffs.extend(diffs)
@@ -331,12 +337,30 @@ class InputHandle:
         """No more updates for this input (the job keeps running for the others)."""
         if self.closed:
             return
-        self._job._check_not_checkpointing(f"closing input {self.name!r}")
+        self._job.check_not_checkpointing(f"closing input {self.name!r}")
         self.flush()
         self.closed = True
         for feed in self._feeds:
             feed.closed = True
         self._job.activate_inputs(self.name)
+
+    @property
+    def feeds(self) -> Sequence[InputFeed]:
+        """What this input deals the data fed to it to: one feed per worker (see
+        :meth:`.Placement.feeds`)."""
+        return self._feeds
+
+    def advance_feeds(self, time: int) -> None:
+        """The feeds stand at ``time``: the input's capability moves there once its workers
+        take it (the job advanced to ``time``)."""
+        for feed in self._feeds:
+            feed.time = time
+
+    def stand_at(self, time: int, *, closed: bool) -> None:
+        """Where a checkpoint left the input: at ``time``, closed if ``closed``."""
+        self.closed = closed
+        for feed in self._feeds:
+            feed.stand_at(time, closed)
 
 
 class OutputHandle:
@@ -431,7 +455,7 @@ class OutputHandle:
         size = math.inf if max_buffer is None else max_buffer
         send, recv = trio.open_memory_channel[tuple[Any, list[tuple[Any, int]]]](size)
         subscription = Subscription(job, recv, max_buffer, self.name)
-        if job.closed or job.failed or job._finished():
+        if job.closed or job.failed or job.finished:
             send.close()
         else:
             self._subscribers.append(send)

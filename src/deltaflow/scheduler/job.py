@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import attrs
 import trio
 
 from ..errors import JobClosedError
@@ -31,45 +31,34 @@ from ..operators.collection import DataflowBuilder, Pipeline
 from ..operators.delta.build import statistics as delta_statistics
 from . import observe
 from .accounting import Rejected, make_accounts
-from .checkpoint import Checkpointer, counters
+from .checkpoint import Checkpointer
 from .handles import InputHandle, OutputHandle
 from .local.plan import make_plan
-from .local.transport import InProcessTransport, Transport
 from .local.worker import Worker
+from .placement import InProcess, Placement
 from .running import OpenJob, check_progress
 from .sinks import SinkFeeds, check_sinks
 from .sources import SourceFeeds, check_sources
 from .state_layout import StateLayout, check_code, check_pipeline, state_layout
 from .validation import require_int, require_pipeline
 
-if sys.version_info < (3, 11):  # pragma: no cover - the builtin from 3.11 on
-    pass
-
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["Job", "OpenJob", "check_progress"]
 
 
 class Job:
-    """A pipeline running inside a trio program (see :func:`open`)."""
+    """A pipeline running inside a trio program (see :func:`open`), its workers where
+    ``placement`` says (every one in this trio loop by default: see :mod:`.placement`)."""
 
     #: Where the job's live dashboard is served (``df.open(..., dashboard=PORT)``), with
     #: its token when it needs one; ``None``: no dashboard.
     dashboard_url: str | None = None
-
-    @staticmethod
-    def make_transport() -> Transport:
-        """The transport this job's workers talk through: in-process, every worker in the
-        caller's trio loop. (The seam where another transport plugs in; the test suite's
-        randomized delivery schedule replaces it.)"""
-        return InProcessTransport()
 
     def __init__(
         self,
         pipeline: Pipeline,
         workers: int = 1,
         *,
+        placement: Placement | None = None,
         fuse: bool = True,
         history: int | None = None,
         profile: bool = False,
@@ -83,26 +72,31 @@ class Job:
             workers, history, checkpoint, fresh=fresh, allow_code_change=allow_code_change
         )
         self.pipeline = pipeline
+        #: Where the workers run, and all that follows from it (see :mod:`.placement`).
+        self.placement: Placement = InProcess() if placement is None else placement
+        placement = self.placement
         #: Where this job keeps its checkpoints (``None``: it keeps none).
         self.checkpointer: Checkpointer | None = (
-            None if checkpoint is None else Checkpointer(checkpoint, self._writer())
+            None if checkpoint is None else Checkpointer(checkpoint, placement.writer)
         )
         #: The time the job resumed at from a checkpoint (``None``: it started afresh).
         self.resumed_at: int | None = None
         self._checkpointing = False
-        self._resumed = False  # looked for a checkpoint to resume from already
+        self._started = False  # made ready to run already (see start)
         # The checkpoint location: locked at open, started over on request, code checked.
-        self._fresh = fresh
-        self._allow_code_change = allow_code_change
+        # (One attribute for both: past 30 attributes CPython 3.11 gives a job a dict of its
+        # own, for which no call of a job's method is specialized: a worker's notify after
+        # every step included.)
+        self._opening = _Opening(fresh=fresh, allow_code_change=allow_code_change)
         self._layout: StateLayout | None = None
         #: How many workers the job has in all (in every process).
         self.total_workers = workers
-        self.builder: DataflowBuilder = self._instantiate(pipeline, workers)
+        self.builder: DataflowBuilder = placement.instantiate(pipeline, workers)
         self.plan = make_plan(self.builder.spec, fuse=fuse, workers=workers)
         self.time: int = 0
-        self.transport = self.make_transport()
+        self.transport = placement.transport(self)
         self.workers = [
-            Worker(i, workers, self.plan, self.transport, self) for i in self._hosted(workers)
+            Worker(i, workers, self.plan, self.transport, self) for i in placement.hosted(workers)
         ]
         self.transport.attach(self.workers)
         self._make_handles(on_bad)
@@ -112,16 +106,20 @@ class Job:
         self.failed = False
         self.closed = False
         for probe in self.builder.probes:
-            probe._wait = self._wait_for
+            probe.attach(self.wait_for)
         self._observe(history, profile=profile)
         # -- sources (see .sources): the inputs the job feeds itself, and their offsets.
         self._sources = SourceFeeds(self, {})
         # -- sinks (see .sinks): the outputs the job writes out itself, each closed time once.
         self._sinks = SinkFeeds(self)
+        # What each step tells the rest of the job, if anything (see Placement.stepped).
+        self._stepped = placement.stepped if placement.hears_steps else None
+        placement.built(self)
 
     def _make_handles(self, on_bad: Any) -> None:
         """The input handles (each input's feeds, routing and accounts) and output handles."""
-        self._input_actors: dict[str, int] = {
+        #: Per input, the plan node of its input actor (on every worker).
+        self.input_nodes: dict[str, int] = {
             name: self.plan.physical_of[i]
             for i, node in enumerate(self.builder.spec.nodes)
             for name in [node.name.removeprefix("input:")]
@@ -137,7 +135,13 @@ class Job:
         self.inputs: dict[str, InputHandle] = _Named(
             "input",
             {
-                name: InputHandle(self, name, feeds, self._owner_key(name), self.accounts[name])
+                name: InputHandle(
+                    self,
+                    name,
+                    self.placement.feeds(self, name, feeds),
+                    self._owner_key(name),
+                    self.accounts[name],
+                )
                 for name, feeds in self.builder.feeds.items()
             },
         )
@@ -201,7 +205,7 @@ class Job:
         """The key by which input ``name``'s data are exchanged right after it, if every
         reader of it exchanges them by one key and nothing transforms them first: fed data
         can then go straight to the worker that owns them (see :meth:`InputHandle.flush`)."""
-        node = self._input_actors.get(name)
+        node = self.input_nodes.get(name)
         if node is None or any(self.plan.outlets[node]):
             return None  # it runs the operators after it: they change the data first
         routes = [r for port in self.plan.routes[node] for r in port]
@@ -219,7 +223,7 @@ class Job:
         :class:`~deltaflow.operators.base.RunsBatch` (several times in one message): the
         input's messages go straight into ports of arrangements absorbed as inlets, whose
         forwarding reads them (see :mod:`deltaflow.operators.inlet`)."""
-        node = self._input_actors.get(name)
+        node = self.input_nodes.get(name)
         if node is None or any(self.plan.outlets[node]):
             return False
         routes = [r for port in self.plan.routes[node] for r in port]
@@ -227,36 +231,32 @@ class Job:
             port in self.plan.nodes[target].inlets for target, port, _ in routes
         )
 
-    def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
-        """Run the pipeline's ``build`` for ``workers`` workers."""
-        return pipeline.instantiate(workers)
+    # -- starting and stopping (run by OpenJob) ---------------------------------------------
+    async def start(self) -> None:
+        """Make the workers ready to run (:class:`OpenJob` does, once, as it is entered): open
+        the checkpoint location and check the checkpoint it holds, if any; start what runs
+        the workers elsewhere (:meth:`.Placement.start`); resume this process's share of the
+        checkpoint (:meth:`.Placement.resume`). On failure the location is released.
 
-    def _hosted(self, workers: int) -> range:
-        """The workers this process runs: all of them (a job spread over processes runs a
-        block of them in each)."""
-        return range(workers)
-
-    def _writer(self) -> str:
-        """What this process's checkpoint data files are named after."""
-        return "job"
-
-    async def _start(self) -> None:
-        """Make the workers ready to run: resume them from the checkpoint location, if it
-        holds a checkpoint (a job in other processes also starts them here)."""
-        if self.checkpointer is not None and not self._resumed:
-            self._resumed = True
-            try:
+        Raises:
+            CheckpointError: the location is held by another job, or cannot be read.
+            ValueError: its checkpoint is of another pipeline, or of other code.
+        """
+        if self._started:
+            return
+        self._started = True
+        try:
+            manifest = None
+            if self.checkpointer is not None:
                 manifest = await self._open_location()
                 if manifest is not None:
-                    await self._resume(manifest)
-            except BaseException:
-                self._release_location()
-                raise
-
-    def _owns_location(self) -> bool:
-        """Whether this process owns the checkpoint location (locks it, may start it over):
-        a job does; a peer's share of one does not (its coordinator does)."""
-        return True
+                    self._check_manifest(manifest)
+            await self.placement.start(self)
+            if manifest is not None:
+                await self.placement.resume(self, manifest)
+        except BaseException:
+            self.release_location()
+            raise
 
     async def _open_location(self) -> dict[str, Any] | None:
         """Lock the checkpoint location (if this process owns it), start it over if asked,
@@ -266,15 +266,19 @@ class Job:
         # The digests of the operators' code, taken before anything runs (a function may
         # fill what it captured as it runs: a cache).
         assert self.layout is not None
-        if self._owns_location():
-            lock = functools.partial(checkpointer.lock, fresh=self._fresh)
+        if self.placement.owns_location:
+            lock = functools.partial(checkpointer.lock, fresh=self._opening.fresh)
             await trio.to_thread.run_sync(lock)
         return await trio.to_thread.run_sync(checkpointer.store.latest)
 
-    def _release_location(self) -> None:
+    def release_location(self) -> None:
         """Unlock the checkpoint location (once the job is over; idempotent)."""
         if self.checkpointer is not None:
             self.checkpointer.unlock()
+
+    async def close_sinks(self) -> None:
+        """Close the sinks the job writes its outputs to (once the job is over)."""
+        await self._sinks.aclose()
 
     @property
     def layout(self) -> StateLayout:
@@ -295,21 +299,15 @@ class Job:
         where = self.checkpointer.store.describe()
         check_pipeline(manifest, self.layout, where, type(self.pipeline).__name__)
         self._sources.check_resume(manifest, where)  # (no source would feed the state twice)
-        if self._owns_location():  # (the owner checks the code, for every process)
-            check_code(manifest, self.layout, where, allow=self._allow_code_change)
+        if self.placement.owns_location:  # (the owner checks the code, for every process)
+            check_code(manifest, self.layout, where, allow=self._opening.allow_code_change)
 
-    async def _resume(self, manifest: dict[str, Any]) -> None:
-        """Take the state of ``manifest`` (the location's current checkpoint) into the
-        workers and outputs, and stand at its time."""
-        self._check_manifest(manifest)
-        await self._restore(manifest, self.workers, current=True, pending=True)
-
-    async def _restore(
+    async def restore(
         self, manifest: dict[str, Any], workers: list[Worker], *, current: bool, pending: bool
     ) -> None:
         """Restore ``workers``' state (and the outputs': their collections with ``current``,
         their updates at later times with ``pending``) from ``manifest``, off the event loop,
-        and stand at its time."""
+        and stand at its time: what :meth:`.Placement.resume` takes of a checkpoint."""
         checkpointer = self.checkpointer
         assert checkpointer is not None
         restore = functools.partial(
@@ -335,10 +333,7 @@ class Job:
         for name, account in self.accounts.items():
             account.restore(saved.get(name))
         for name, handle in self.inputs.items():
-            closed = bool(manifest["inputs"].get(name, {}).get("closed"))
-            handle.closed = closed
-            for feed in handle._feeds:
-                feed.stand_at(time, closed)
+            handle.stand_at(time, closed=bool(manifest["inputs"].get(name, {}).get("closed")))
 
     @property
     def rejected(self) -> list[Rejected]:
@@ -347,17 +342,17 @@ class Job:
         order refused; after a resume, those of times before the checkpoint's too."""
         return [r for account in self.accounts.values() for r in account.rejected()]
 
-    def _placement(self) -> str:
-        """How many workers in how many processes, for the log: ``"2 workers, 1 process"``."""
-        return f"{len(self.workers)} workers, 1 process"
+    @property
+    def finished(self) -> bool:
+        """True once the dataflow has stopped here: every worker this process hosts (or, for
+        a caller hosting none, every process) finished or was stopped by a failure."""
+        return self.placement.finished(self)
 
-    def _finished(self) -> bool:
-        """True once every worker has stopped (finished, or stopped by a failure)."""
-        return all(w.finished for w in self.workers)
-
-    def _any_finished(self) -> bool:
-        """True once some worker has stopped (every waiter then looks again)."""
-        return any(w.finished for w in self.workers)
+    @property
+    def operator_counts(self) -> list[observe.OperatorCounts] | None:
+        """Per operator (plan order), its work, when the job counts it (``profile=True``,
+        ``dashboard=``, or the ``deltaflow`` logger at ``DEBUG``); ``None`` otherwise."""
+        return self._operator_counts
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -387,20 +382,23 @@ class Job:
         the application one wake-up instead of one per worker step.
         """
         waiters = self._waiters
-        if not waiters:
-            return
-        wake_all = self.failed or self._any_finished()
-        keep = []
-        for condition, event in waiters:
-            if wake_all or condition():
-                event.set()
-            else:
-                keep.append((condition, event))
-        self._waiters = keep
+        if waiters:
+            wake_all = self.failed or self.placement.any_finished(self)
+            keep = []
+            for condition, event in waiters:
+                if wake_all or condition():
+                    event.set()
+                else:
+                    keep.append((condition, event))
+            self._waiters = keep
+        if self._stepped is not None:
+            self._stepped(self)
 
     def fail(self, exc: BaseException) -> None:
-        """Stop every worker and remember ``exc`` for the application."""
-        if self.error is None:
+        """Stop every worker and remember ``exc`` for the application (and tell the rest of
+        the job: :meth:`.Placement.failed`)."""
+        first = self.error is None
+        if first:
             self.error = exc
         self.failed = True
         for w in self.workers:
@@ -408,8 +406,9 @@ class Job:
         for out in self.outputs.values():
             out.close_subscriptions()
         self.notify()
+        self.placement.failed(self, exc, first=first)
 
-    def _stop(self) -> None:
+    def abandon(self) -> None:
         """The job was abandoned (cancelled, or its ``async with`` body raised): nothing more
         is taken in, subscriptions end."""
         self.failed = True
@@ -424,13 +423,19 @@ class Job:
         self._error_reported = True
         raise self.error
 
-    async def _wait_for(self, condition: Callable[[], bool]) -> None:
+    async def wait_for(self, condition: Callable[[], bool]) -> None:
+        """Wait until ``condition()`` holds (looked at as the job wakes its waiters).
+
+        Raises:
+            OperatorError: the job failed (its error).
+            JobClosedError: the job finished before ``condition`` held.
+        """
         while True:
             if self.error is not None:
                 self.raise_error()
             if condition():
                 return
-            if self._finished():
+            if self.placement.finished(self):
                 msg = "the job finished before the awaited condition held"
                 raise JobClosedError(msg)
             waiter = (condition, trio.Event())
@@ -441,13 +446,18 @@ class Job:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
 
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        """Wait until ``condition()`` holds (looked at as the job wakes its waiters), whatever
+        becomes of the job meanwhile."""
+        while not condition():
+            event = trio.Event()
+            self._waiters.append((condition, event))
+            await event.wait()
+
     def activate_inputs(self, name: str | None = None) -> None:
-        """Wake every worker's input actor for ``name`` (all inputs when ``None``), so that
-        it takes what was fed and the job's time."""
-        for input_name, node in self._input_actors.items():
-            if name is None or input_name == name:
-                for w in self.workers:
-                    w.activate(node)
+        """Make what was fed to input ``name`` (all inputs when ``None``) and the job's time
+        go to the workers (see :meth:`.Placement.activate_inputs`)."""
+        self.placement.activate_inputs(self, name)
 
     # -- the application's side ------------------------------------------------------------
     async def advance_to(self, time: int) -> None:
@@ -464,12 +474,11 @@ class Job:
         if time < self.time:
             msg = f"advance_to({time!r}): the inputs are already at time {self.time!r}"
             raise ValueError(msg)
-        self._check_not_checkpointing("advance_to")
+        self.check_not_checkpointing("advance_to")
         held = self.checkpointer is not None
         for handle in self.inputs.values():
             if not handle.closed:
                 handle.flush(time if held else None)
-        self.activate_inputs()
         self.time = time
         if self.advances.listened:  # only the dashboard reads when the inputs advanced
             self.advances.record(time)
@@ -479,10 +488,10 @@ class Job:
             observe.logger.debug("inputs advanced to time %r", time)
         for handle in self.inputs.values():
             if not handle.closed:
-                for feed in handle._feeds:
-                    feed.time = time
-        self.activate_inputs()
-        await self._wait_for(lambda: self._complete_before(time))
+                handle.advance_feeds(time)
+        # What was fed and the new time go together (nothing runs before the wait below).
+        self.placement.activate_inputs(self, None)
+        await self.wait_for(lambda: self._complete_before(time))
         if self._sinks.sinks:  # every closed time written before a checkpoint can follow
             await self._sinks.drain()
 
@@ -499,7 +508,12 @@ class Job:
                 handle.flush(self.time if held else None)
         self.activate_inputs()
 
-    def _check_not_checkpointing(self, what: str) -> None:
+    def check_not_checkpointing(self, what: str) -> None:
+        """Refuse ``what`` (naming it) while a checkpoint is being taken.
+
+        Raises:
+            RuntimeError: a checkpoint is being taken.
+        """
         if self._checkpointing:
             msg = f"{what}: a checkpoint is being taken; await job.checkpoint() first"
             raise RuntimeError(msg)
@@ -521,12 +535,17 @@ class Job:
                 previous checkpoint stays the current one).
             OperatorError: user code in an operator failed (the job is stopped).
         """
+        if not self.placement.commits:
+            msg = (
+                "a peer writes its share with save_share(); the coordinator commits the checkpoint"
+            )
+            raise RuntimeError(msg)
         checkpointer = self.checkpointer
         if checkpointer is None:
             msg = "checkpoint(): this job was opened without checkpoint=LOCATION"
             raise ValueError(msg)
         self.check_usable()
-        self._check_not_checkpointing("checkpoint()")
+        self.check_not_checkpointing("checkpoint()")
         self._checkpointing = True
         try:
             time = self.time
@@ -540,20 +559,18 @@ class Job:
     async def _settle(self, time: int) -> None:
         """Wait until every update before ``time`` is processed and nothing is in flight:
         the state a checkpoint at ``time`` takes."""
-        await self._wait_for(lambda: self._complete_before(time) and self._quiescent())
+        await self.wait_for(lambda: self._complete_before(time))
+        await self.placement.settle(self)
 
-    def _checkpoints_itself(self) -> bool:
+    @property
+    def checkpoints_itself(self) -> bool:
         """Whether this job writes (and commits) its checkpoints on its own: the one at the
         end of its block included."""
-        return self.checkpointer is not None
+        return self.checkpointer is not None and self.placement.commits
 
-    def _quiescent(self) -> bool:
-        """True when every worker is idle and no message or progress is in flight."""
-        idle, sent, received = counters(self.workers)
-        return idle and sent == received
-
-    def _header(self, time: int, sequence: int) -> dict[str, Any]:
-        """What a manifest says of the job: its time, layout, pipeline, inputs, outputs."""
+    def header(self, time: int, sequence: int) -> dict[str, Any]:
+        """What the manifest of checkpoint ``sequence`` at ``time`` says of the job: its
+        time, layout, pipeline, inputs, sources and outputs."""
         return {
             "sequence": sequence,
             "time": time,
@@ -571,19 +588,20 @@ class Job:
         }
 
     async def _write_checkpoint(self, checkpointer: Checkpointer, time: int) -> None:
-        """Take this job's state (quiescent now) and commit it as the next checkpoint."""
+        """Take this job's state (settled now: every process's share, then this one's) and
+        commit it as the next checkpoint."""
         sequence = checkpointer.sequence
+        checkpointer.started()  # (from before the other processes write their shares)
         try:
-            capture = checkpointer.capture(
-                self.layout, self.workers, self.builder.stores, current=True, pending=True
-            )
-            fragment = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
-            header = self._header(time, sequence)
-            await trio.to_thread.run_sync(checkpointer.commit, header, [fragment])
+            shares = await self.placement.shares(self, sequence)
+            capture = self.placement.capture(self, checkpointer)
+            own = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
+            header = self.header(time, sequence)
+            await trio.to_thread.run_sync(checkpointer.commit, header, [own, *shares])
         except BaseException:
             checkpointer.failed(time)
             raise
-        checkpointer.committed(capture, fragment, sequence)
+        checkpointer.committed(capture, own, sequence)
         self._sources.committed(time, header["sources"])
         observe.logger.info("checkpoint %d at time %d written", sequence, time)
 
@@ -600,12 +618,12 @@ class Job:
             if not self._error_reported:
                 self.raise_error()
             return
-        self._check_not_checkpointing("close")
+        self.check_not_checkpointing("close")
         for handle in self.inputs.values():
             handle.close()
         self.activate_inputs()
         with contextlib.suppress(JobClosedError):
-            await self._wait_for(self._finished)
+            await self.wait_for(lambda: self.finished)
         if self.error is None:
             await self._sinks.drain()
         self.closed = True
@@ -656,7 +674,7 @@ class Job:
             {'written': 1, 'frontier': []}
         """
         counts = self._operator_counts
-        workers = self._worker_statistics()
+        workers = self.placement.worker_statistics(self)
         operators = []
         for i, node in enumerate(self.plan.nodes):
             op: dict[str, Any] = {
@@ -689,10 +707,14 @@ class Job:
             stats["checkpoints"] = list(self.checkpointer.history)
         return stats
 
-    def _worker_statistics(self) -> list[dict[str, Any]]:
-        """Per worker, what :func:`.observe.worker_statistics` says (a job spread over
-        processes: what they last reported)."""
-        return observe.worker_statistics(self)
+
+@attrs.frozen
+class _Opening:
+    """How a job opens its checkpoint location: started over (``fresh``), and whether it
+    resumes a checkpoint whose operators' code changed (``allow_code_change``)."""
+
+    fresh: bool
+    allow_code_change: bool
 
 
 class _Named(dict[str, Any]):

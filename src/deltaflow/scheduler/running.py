@@ -85,7 +85,7 @@ class OpenJob:
                 raise
             observe.logger.info("job metrics at %s", self._job.metrics_url)
         try:
-            await self._job._start()
+            await self._job.start()
         except BaseException:
             close_listeners(listeners or [])
             if self._metrics is not None:
@@ -98,13 +98,15 @@ class OpenJob:
         except BaseException:
             self._collector.__exit__(None, None, None)
             close_listeners(listeners or [])
-            self._job._release_location()
+            self._job.release_location()
             if self._metrics is not None:
                 self._metrics.stop()
             raise
         self._nursery = nursery
         job = self._job
-        observe.logger.info("job %s started: %s", type(job.pipeline).__name__, job._placement())
+        observe.logger.info(
+            "job %s started: %s", type(job.pipeline).__name__, job.placement.describe(job)
+        )
         self._started = trio.current_time()
         nursery.start_soon(job.transport.run)
         for w in job.workers:
@@ -131,7 +133,7 @@ class OpenJob:
         if exc is None:
             try:
                 # Left normally, a job that keeps checkpoints makes one at its time first.
-                if job._checkpoints_itself() and job.error is None and not job.closed:
+                if job.checkpoints_itself and job.error is None and not job.closed:
                     await job.checkpoint()
                 await job.close()
             except BaseException as e:
@@ -139,7 +141,7 @@ class OpenJob:
         self._progress_scope.cancel()
         self._dashboard_scope.cancel()
         if exc is not None or pending is not None:
-            job._stop()
+            job.abandon()
             self._nursery.cancel_scope.cancel()
         try:
             await self._nursery_cm.__aexit__(None, None, None)
@@ -147,13 +149,13 @@ class OpenJob:
             self._log_stop(group)
             raise _unwrapped(group) from None
         finally:
-            await job._sinks.aclose()
+            await job.close_sinks()
             self._collector.__exit__(None, None, None)
             if self._metrics is not None:
                 self._metrics.stop()
             if self._progress is not None:
                 self._progress.finish()
-            job._release_location()
+            job.release_location()
         self._log_stop(pending or exc)
         if pending is not None:
             raise pending
@@ -163,10 +165,12 @@ class OpenJob:
         job = self._job
         name = type(job.pipeline).__name__
         elapsed = trio.current_time() - self._started
-        if job._operator_counts is not None and observe.logger.isEnabledFor(logging.DEBUG):
-            observe.log_operator_work(job._operator_counts)
+        if job.operator_counts is not None and observe.logger.isEnabledFor(logging.DEBUG):
+            observe.log_operator_work(job.operator_counts)
         if exc is None:
-            observe.logger.info("job %s finished in %.3f s: %s", name, elapsed, job._placement())
+            observe.logger.info(
+                "job %s finished in %.3f s: %s", name, elapsed, job.placement.describe(job)
+            )
         else:
             observe.logger.info("job %s stopped after %.3f s: %r", name, elapsed, exc)
 

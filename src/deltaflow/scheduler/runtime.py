@@ -28,7 +28,8 @@ from .dashboard import check_dashboard
 from .feed import feed_sources, run_to_end
 from .handles import InputHandle, OutputHandle, Subscription
 from .job import Job, OpenJob, check_progress
-from .net.processes import ProcessJob
+from .net.processes import Processes
+from .placement import InProcess, Placement
 from .sinks import Sink
 from .sources import Source, is_source
 from .validation import require_pipeline, validate_updates
@@ -142,32 +143,30 @@ def open(
     gc_threshold = check_gc_threshold(gc_threshold)
     served = check_dashboard(dashboard)
     profile = profile or served is not None  # the dashboard shows records per edge
+    workers = processes if workers is None else workers
+    placement: Placement = InProcess()
     if processes != 1:
-        job: Job = ProcessJob(
+        placement = Processes(
             pipeline,
-            processes if workers is None else workers,
+            workers,
             processes,
             fuse=fuse,
             gc_threshold=gc_threshold,
-            history=history,
             profile=profile,
             checkpoint=checkpoint,
-            fresh=fresh,
-            allow_code_change=allow_code_change,
-            on_bad=on_bad,
         )
-    else:
-        job = Job(
-            pipeline,
-            1 if workers is None else workers,
-            fuse=fuse,
-            history=history,
-            profile=profile,
-            checkpoint=checkpoint,
-            fresh=fresh,
-            allow_code_change=allow_code_change,
-            on_bad=on_bad,
-        )
+    job = Job(
+        pipeline,
+        workers,
+        placement=placement,
+        fuse=fuse,
+        history=history,
+        profile=profile,
+        checkpoint=checkpoint,
+        fresh=fresh,
+        allow_code_change=allow_code_change,
+        on_bad=on_bad,
+    )
     job.attach_sources(sources)
     job.attach_sinks(sinks)
     return OpenJob(job, gc_threshold, progress=progress, dashboard=served, metrics=metrics)
@@ -269,27 +268,21 @@ def execute(
     pipeline: Pipeline,
     workers: int | None = None,
     *,
-    processes: int = 1,
-    fuse: bool = True,
-    gc_threshold: int | None = GC_THRESHOLD,
-    progress: bool | float = False,
+    inputs: Mapping[str, Iterable[Any]],
     on_bad: str | Mapping[str, str] | None = None,
     rejected: list[Rejected] | None = None,
-    metrics: int | tuple[str, int] | None = None,
-    dashboard: tuple[str, int] | None = None,
     accounts: dict[str, InputAccount] | None = None,
     opened: Callable[[Job], None] | None = None,
-    inputs: Mapping[str, Iterable[Any]],
-    sinks: Mapping[str, Sink] | None = None,
     follow: bool = False,
+    **options: Any,
 ) -> tuple[Any, dict[str, Any]]:
     """:func:`run`, returning also the job's :meth:`Job.statistics` at its end (what the
-    command line reports); ``accounts`` (by input, with their modes: ``on_bad`` is then
-    theirs) holds what reading the inputs refused already; ``metrics`` and ``dashboard`` are
-    as for :func:`open`, and ``opened(job)`` is called once the job is open (the command
-    line tells the dashboard's address); ``sinks`` are as for :func:`open`, and with
-    ``follow`` the sources are followed until they end (a directory: for ever) rather than
-    read once (the command line's ``--follow``)."""
+    command line reports). ``options`` are :func:`open`'s (``processes``, ``fuse``,
+    ``gc_threshold``, ``progress``, ``metrics``, ``dashboard``, ``sinks``); ``accounts`` (by
+    input, with their modes: ``on_bad`` is then theirs) holds what reading the inputs
+    refused already; ``opened(job)`` is called once the job is open (the command line tells
+    the dashboard's address); with ``follow`` the sources are followed until they end (a
+    directory: for ever) rather than read once (the command line's ``--follow``)."""
     pipeline = require_pipeline(pipeline)
     _check_run_inputs(pipeline, inputs)
     sources: dict[str, Source] = {n: s for n, s in inputs.items() if is_source(s)}
@@ -308,22 +301,10 @@ def execute(
         for name, upds in inputs.items()
         if name not in sources
     }
-    check_gc_threshold(gc_threshold)
+    check_gc_threshold(options.get("gc_threshold", GC_THRESHOLD))
 
     async def main() -> tuple[dict[str, list[tuple[Any, Any, int]]], bool, dict[str, Any]]:
-        async with open(
-            pipeline,
-            workers,
-            processes=processes,
-            fuse=fuse,
-            gc_threshold=gc_threshold,
-            progress=progress,
-            sources=sources,
-            on_bad=on_bad,
-            metrics=metrics,
-            dashboard=dashboard,
-            sinks=sinks,
-        ) as job:
+        async with open(pipeline, workers, sources=sources, on_bad=on_bad, **options) as job:
             if opened is not None:
                 opened(job)
             for name, account in accounts.items():

@@ -386,10 +386,10 @@ class SourceFeeds:
         checked = []
         for name, (data, diffs) in parts.items():
             handle = job.inputs[name]
-            handle._check_open()
-            checked.append((handle, *handle._columns(data, diffs, time)))
+            handle.check_open()
+            checked.append((handle, *handle.checked_columns(data, diffs, time)))
         for handle, data, diffs in checked:
-            handle._extend(data, diffs)
+            handle.extend_checked(data, diffs)
         self.log.append((time, key, batch.offset))
         await job.advance_to(time + 1)
         if job.checkpointer is None:

@@ -36,7 +36,7 @@ from tests.attacks import (
 
 import deltaflow as df
 from deltaflow.errors import PeerLostError
-from deltaflow.scheduler.net.processes import ProcessJob, _Control
+from deltaflow.scheduler.net.processes import Processes, _Control
 
 
 class Counts(df.Pipeline):
@@ -199,7 +199,7 @@ def test_a_peer_that_never_answers_is_named_at_the_deadline(
 ) -> None:
     """Process 1 is told a silent listener's address for process 0: with a one-second
     connect deadline, the job fails naming the peer that did not connect."""
-    monkeypatch.setattr(ProcessJob, "CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(Processes, "CONNECT_TIMEOUT_S", 1.0)
     listener = socket.create_server(("127.0.0.1", 0))
     fake = f"127.0.0.1:{listener.getsockname()[1]}"
     try:

@@ -353,7 +353,7 @@ class _Worker:
     def doors(self) -> dict[str, int]:
         """What the doors of this worker's ports (its mesh's and its data port) counted."""
         counts = self.door.statistics()
-        for what, n in self.peer.job.door.statistics().items():
+        for what, n in self.peer.door.statistics().items():
             counts[what] += n
         return counts
 

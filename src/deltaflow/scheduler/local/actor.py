@@ -29,7 +29,7 @@ from ...framework.antichain import Antichain
 from ...framework.lattice import less_equal, meet_all
 from ...operators.base import Interest, RunsBatch, UpdateBatch, expand_runs
 from ...operators.linear import LinearOperator
-from .capability import Capability
+from .capability import Capability, mint
 from .exchange import split
 
 if TYPE_CHECKING:
@@ -324,7 +324,7 @@ class Actor:
                 "without holding one at or before it"
             )
             raise ValueError(msg)
-        return Capability._mint(self, port, time)
+        return mint(self, port, time)
 
     def activate(self) -> None:
         """Schedule this actor again on its worker."""

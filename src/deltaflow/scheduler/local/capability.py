@@ -19,14 +19,14 @@ if TYPE_CHECKING:
     from ...framework.lattice import Time
     from .actor import Actor
 
-__all__ = ["Capability"]
+__all__ = ["Capability", "initial", "mint"]
 
 
 @final
 class Capability:
     """A live capability for ``time`` on output ``port`` of one actor.
 
-    Only the runtime creates them (``Capability._mint``); operators get them from
+    Only the runtime creates them (:func:`mint`, :func:`initial`); operators get them from
     ``initialize`` or ``ctx.capability(...)``, and derive more with :meth:`delayed`.
     """
 
@@ -49,20 +49,6 @@ class Capability:
         cap._port = port
         cap._time = time
         cap._valid = True
-        return cap
-
-    @classmethod
-    def _mint(cls, actor: Actor, port: int, time: Time) -> Capability:
-        """A new capability, reported to the actor's progress counts."""
-        cap = cls._new(actor, port, time)
-        actor.source_change(port, time, 1)
-        return cap
-
-    @classmethod
-    def _initial(cls, actor: Actor, port: int, time: Time) -> Capability:
-        """A start-up capability: every tracker already counts it, so report nothing."""
-        cap = cls._new(actor, port, time)
-        actor.hold_initial(port, time)
         return cap
 
     @property
@@ -113,7 +99,7 @@ class Capability:
                 f"capability for time {time!r} from one for {self._time!r}"
             )
             raise ValueError(msg)
-        return Capability._mint(self._actor, self._port, time)
+        return mint(self._actor, self._port, time)
 
     def drop(self) -> None:
         """Release the capability; downstream frontiers may then pass its time."""
@@ -124,3 +110,19 @@ class Capability:
     def __repr__(self) -> str:
         state = "" if self._valid else ", dropped"
         return f"<Capability time={self._time!r} port={self._port} of {self._actor.name!r}{state}>"
+
+
+def mint(actor: Actor, port: int, time: Time) -> Capability:
+    """A new capability of ``actor`` for ``time`` on output ``port``, reported to the actor's
+    progress counts (the runtime's: an operator asks ``ctx.capability(time, port)``)."""
+    cap = Capability._new(actor, port, time)
+    actor.source_change(port, time, 1)
+    return cap
+
+
+def initial(actor: Actor, port: int, time: Time) -> Capability:
+    """A start-up capability of ``actor``: every tracker already counts it, so nothing is
+    reported."""
+    cap = Capability._new(actor, port, time)
+    actor.hold_initial(port, time)
+    return cap

@@ -43,7 +43,7 @@ from ...framework.progress import ProgressTracker
 from ...operators.linear import LinearOperator
 from .actor import Actor
 from .bell import Bell
-from .capability import Capability
+from .capability import initial
 
 if TYPE_CHECKING:
     from ...framework.lattice import Time
@@ -174,7 +174,7 @@ class Worker:
         """Hand every operator its initial capabilities (most drop them at once)."""
         for actor in self.actors:
             caps = [
-                Capability._initial(actor, port, t)
+                initial(actor, port, t)
                 for port, times in enumerate(self._initial_times(actor.index))
                 for t in times
             ]

@@ -1,6 +1,7 @@
 """One process of a dataflow spread over several: a *peer* of a mesh, hosting a block of workers.
 
-:class:`PeerJob` is a :class:`~deltaflow.scheduler.job.Job` that runs only workers
+:class:`PeerPlacement` places a :class:`~deltaflow.scheduler.job.Job` (see
+:mod:`deltaflow.scheduler.placement`) so that it runs only workers
 ``[index * local, (index + 1) * local)`` of ``peers * local`` and reaches the others through a
 :class:`~deltaflow.scheduler.net.tcp.TcpTransport`. Its inputs take only this peer's updates (the
 dataflow's exchanges route them to their owners); its outputs hold what reached this peer's
@@ -34,6 +35,7 @@ from ..checkpoint import Capture, counters
 from ..collector import GC_THRESHOLD, check_gc_threshold
 from ..feed import run_to_end
 from ..job import Job, OpenJob
+from ..placement import Placement
 from ..validation import validate_updates
 from .door import Door
 from .handshake import check_secret
@@ -42,34 +44,39 @@ from .tcp import Link, TcpTransport
 
 if TYPE_CHECKING:
     from ...operators.collection import DataflowBuilder, Pipeline
+    from ...operators.io import InputFeed
+    from ..checkpoint import Checkpointer
     from ..local.transport import Transport
     from .tls import TLS
 
-__all__ = ["Peer", "PeerJob", "open_peer", "run_peer"]
+__all__ = ["Peer", "PeerPlacement", "open_peer", "peer_job", "run_peer"]
 
 Updates = list[tuple[Any, Any, int]]
 #: ``(secret, host, tls)``: how a peer's connections are made and authenticated.
 _Security = tuple[bytes, str, "TLS | None"]
 
 
-class PeerJob(Job):
-    """Workers ``[index * local, (index + 1) * local)`` of a job spread over ``peers`` peers.
+class PeerPlacement(Placement):
+    """Workers ``[index * local, (index + 1) * local)`` of a job spread over ``peers`` peers,
+    reaching the others through a :class:`~deltaflow.scheduler.net.tcp.TcpTransport`.
 
-    Build it, connect it with :meth:`connect` (after a rendezvous, which needs
-    :attr:`digest`), then run it as any job (:class:`~deltaflow.scheduler.job.OpenJob`).
+    Build a job with it (:func:`peer_job`), connect it with :meth:`connect` (after a
+    rendezvous, which needs :attr:`digest`), then run it as any job
+    (:class:`~deltaflow.scheduler.job.OpenJob`). A peer neither owns the checkpoint location
+    nor commits checkpoints: whoever coordinates the peers does, from each peer's share
+    (:meth:`idle_counts`, :meth:`save_share`).
+
+        >>> placement = PeerPlacement(index=1, peers=2, local=2)
+        >>> placement.hosted(4), placement.writer
+        (range(2, 4), 'p1')
     """
 
+    owns_location = False  # (whoever coordinates the peers does)
+    commits = False  # its share is one of several: a coordinator commits them together
+    hears_steps = True  # (says goodbye once its workers stop)
+
     def __init__(
-        self,
-        pipeline: Pipeline,
-        *,
-        index: int,
-        peers: int,
-        local: int = 1,
-        fuse: bool = True,
-        exchange_outputs: bool = True,
-        profile: bool = False,
-        checkpoint: Any = None,
+        self, *, index: int, peers: int, local: int = 1, exchange_outputs: bool = True
     ) -> None:
         if not 0 <= index < peers:
             msg = f"peer index {index!r} is not in range({peers})"
@@ -77,118 +84,37 @@ class PeerJob(Job):
         self.index = index
         self.peers = peers
         self.local = local
+        self.writer = f"p{index}"
         self._exchange_outputs = exchange_outputs
         self._links: dict[int, Link] = {}
-        self.tcp = TcpTransport(index, local, self._links, self.fail)
-        super().__init__(pipeline, peers * local, fuse=fuse, profile=profile, checkpoint=checkpoint)
-        first = index * local
-        for handle in self.inputs.values():
-            handle._feeds = handle._feeds[first : first + local]
-        self.digest = plan_digest(self.plan, peers * local)
+        self.tcp: TcpTransport | None = None
+        #: The digest of the dataflow the job runs (the peers compare theirs as they connect).
+        self.digest = ""
         #: The door of this peer's mesh port: what it refused and turned away.
         self.door = Door(f"peer {index}", 0)
         # This peer's share of the checkpoint last written, until the coordinator says
         # whether it was committed (see save_share).
         self._share: tuple[Capture, dict[str, Any], int] | None = None
 
-    def make_transport(self) -> Transport:  # type: ignore[override]
+    # -- the workers: a block of them, the others reached over TCP -------------------------
+    def transport(self, job: Job) -> Transport:
         """The TCP transport (links are added by :meth:`connect`)."""
+        self.tcp = TcpTransport(self.index, self.local, self._links, job.fail)
         return self.tcp
 
-    def _owns_location(self) -> bool:
-        return False  # (whoever coordinates the peers does)
+    def hosted(self, workers: int) -> range:
+        return range(self.index * self.local, (self.index + 1) * self.local)
 
-    def _writer(self) -> str:
-        return f"p{self.index}"
-
-    def _worker_statistics(self) -> list[dict[str, Any]]:
-        """This peer's workers, each saying it runs in process (peer) :attr:`index`."""
-        return observe.worker_statistics(self, self.index)
-
-    async def _resume(self, manifest: dict[str, Any]) -> None:
-        """Take this peer's share of the checkpoint: its workers' state, and (the peer of
-        worker 0) the outputs' updates at later times."""
-        self._check_manifest(manifest)
-        await self._restore(manifest, self.workers, current=False, pending=self.index == 0)
-
-    # -- this peer's share of a checkpoint (a coordinator commits the whole) ----------------
-    def _checkpoints_itself(self) -> bool:
-        return False  # its share is one of several: a coordinator commits them together
-
-    async def checkpoint(self) -> int:
-        """A peer writes only its share (:meth:`save_share`); whoever coordinates the peers
-        commits the checkpoint (:meth:`.Checkpointer.commit`).
-
-        Raises:
-            RuntimeError: always.
-        """
-        msg = "a peer writes its share with save_share(); the coordinator commits the checkpoint"
-        raise RuntimeError(msg)
-
-    async def settle(self) -> tuple[int, int]:
-        """Wait until this peer's workers are idle; the messages and progress batches they
-        have sent and received in all then.
-
-        A coordinator asks every peer in turn; once two rounds return the same counts and
-        the sums of sent and received agree, nothing is in flight anywhere and the dataflow
-        is quiescent (no worker wakes again before more input): the moment to call
-        :meth:`save_share` on every peer.
-        """
-        await self._wait_for(lambda: counters(self.workers)[0])
-        _, sent, received = counters(self.workers)
-        return sent, received
-
-    async def save_share(self, sequence: int, committed: int) -> dict[str, Any]:
-        """Write this peer's share of checkpoint ``sequence`` (quiescent: see
-        :meth:`settle`); the manifest fragment for the coordinator's commit (with
-        :meth:`header`). ``committed``: the last checkpoint the coordinator committed
-        (what this peer wrote for an earlier one that was not committed is written again).
-
-        Raises:
-            CheckpointError: the share could not be written.
-        """
-        checkpointer = self.checkpointer
-        if checkpointer is None:
-            msg = "save_share(): this peer was started without checkpoint=LOCATION"
-            raise ValueError(msg)
-        self._promote(committed)
-        try:
-            capture = checkpointer.capture(
-                self.layout,
-                self.workers,
-                self.builder.stores,
-                current=False,
-                pending=True,
-                first=self.index * self.local,
-            )
-            fragment = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
-        except BaseException:
-            checkpointer.failed()
-            raise
-        self._share = (capture, fragment, sequence)
-        return fragment
-
-    def _promote(self, committed: int) -> None:
-        """What the share written last became: part of checkpoint ``committed``, or not."""
-        share, self._share = self._share, None
-        checkpointer = self.checkpointer
-        if share is None or checkpointer is None:
-            return
-        capture, fragment, sequence = share
-        if sequence == committed:
-            checkpointer.committed(capture, fragment, sequence)
-        else:
-            checkpointer.failed()
-
-    def header(self, time: int, sequence: int) -> dict[str, Any]:
-        """What the manifest of checkpoint ``sequence`` at ``time`` says of the job."""
-        return self._header(time, sequence)
-
-    def _instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
+    def instantiate(self, pipeline: Pipeline, workers: int) -> DataflowBuilder:
         return pipeline.instantiate(workers, exchange_outputs=self._exchange_outputs)
 
-    def _hosted(self, workers: int) -> range:
-        return range(self.index * self.local, (self.index + 1) * self.local)
+    def built(self, job: Job) -> None:
+        self.digest = plan_digest(job.plan, self.peers * self.local)
+
+    def feeds(self, job: Job, name: str, feeds: list[InputFeed]) -> list[InputFeed]:
+        """The hosted workers' feeds: this peer's inputs take only its own updates."""
+        first = self.index * self.local
+        return feeds[first : first + self.local]
 
     async def connect(
         self,
@@ -214,23 +140,113 @@ class PeerJob(Job):
         )
         self._links.update(links)
 
-    def notify(self) -> None:
-        """As :meth:`Job.notify`; once every local worker has stopped, say goodbye."""
-        super().notify()
-        if self._finished():
+    # -- this peer's share of a checkpoint (a coordinator commits the whole) ----------------
+    async def resume(self, job: Job, manifest: dict[str, Any]) -> None:
+        """Take this peer's share of the checkpoint: its workers' state, and (the peer of
+        worker 0) the outputs' updates at later times."""
+        await job.restore(manifest, job.workers, current=False, pending=self.index == 0)
+
+    async def idle_counts(self, job: Job) -> tuple[int, int]:
+        """Wait until this peer's workers are idle; the messages and progress batches they
+        have sent and received in all then.
+
+        A coordinator asks every peer in turn; once two rounds return the same counts and
+        the sums of sent and received agree, nothing is in flight anywhere and the dataflow
+        is quiescent (no worker wakes again before more input): the moment to call
+        :meth:`save_share` on every peer.
+        """
+        await job.wait_for(lambda: counters(job.workers)[0])
+        _, sent, received = counters(job.workers)
+        return sent, received
+
+    async def save_share(self, job: Job, sequence: int, committed: int) -> dict[str, Any]:
+        """Write this peer's share of checkpoint ``sequence`` (quiescent: see
+        :meth:`idle_counts`); the manifest fragment for the coordinator's commit (with
+        :meth:`.Job.header`). ``committed``: the last checkpoint the coordinator committed
+        (what this peer wrote for an earlier one that was not committed is written again).
+
+        Raises:
+            CheckpointError: the share could not be written.
+        """
+        checkpointer = job.checkpointer
+        if checkpointer is None:
+            msg = "save_share(): this peer was started without checkpoint=LOCATION"
+            raise ValueError(msg)
+        self._promote(checkpointer, committed)
+        try:
+            capture = checkpointer.capture(
+                job.layout,
+                job.workers,
+                job.builder.stores,
+                current=False,
+                pending=True,
+                first=self.index * self.local,
+            )
+            fragment = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
+        except BaseException:
+            checkpointer.failed()
+            raise
+        self._share = (capture, fragment, sequence)
+        return fragment
+
+    def _promote(self, checkpointer: Checkpointer, committed: int) -> None:
+        """What the share written last became: part of checkpoint ``committed``, or not."""
+        share, self._share = self._share, None
+        if share is None:
+            return
+        capture, fragment, sequence = share
+        if sequence == committed:
+            checkpointer.committed(capture, fragment, sequence)
+        else:
+            checkpointer.failed()
+
+    # -- running ----------------------------------------------------------------------------
+    def worker_statistics(self, job: Job) -> list[dict[str, Any]]:
+        """This peer's workers, each saying it runs in process (peer) :attr:`index`."""
+        return observe.worker_statistics(job, self.index)
+
+    def failed(self, job: Job, exc: BaseException, *, first: bool) -> None:
+        """Tell the other peers."""
+        assert self.tcp is not None
+        self.tcp.report_error(exc)
+
+    def stepped(self, job: Job) -> None:
+        """Once every hosted worker has stopped, say goodbye to the other peers."""
+        if job.finished:
+            assert self.tcp is not None
             self.tcp.finish()
 
-    def fail(self, exc: BaseException) -> None:
-        """As :meth:`Job.fail`, and tell the other peers."""
-        super().fail(exc)
-        self.tcp.report_error(exc)
+
+def peer_job(
+    pipeline: Pipeline,
+    placement: PeerPlacement,
+    *,
+    fuse: bool = True,
+    profile: bool = False,
+    checkpoint: Any = None,
+) -> Job:
+    """A job of ``pipeline`` whose workers are those of ``placement`` (a peer's block of
+    them), the others reached over its mesh once :meth:`PeerPlacement.connect` ran.
+
+        >>> import deltaflow as df
+        >>> class Same(df.Pipeline):
+        ...     def build(self, xs):
+        ...         return xs
+        >>> len(peer_job(Same(), PeerPlacement(index=0, peers=2, local=3)).workers)
+        3
+    """
+    workers = placement.peers * placement.local
+    return Job(
+        pipeline, workers, placement=placement, fuse=fuse, profile=profile, checkpoint=checkpoint
+    )
 
 
 class Peer:
     """A running peer fed one time per :meth:`step` (see :func:`open_peer`)."""
 
-    def __init__(self, job: PeerJob) -> None:
+    def __init__(self, job: Job, placement: PeerPlacement) -> None:
         self.job = job
+        self.placement = placement
         self._captures = {name: out.capture() for name, out in job.outputs.items()}
 
     @property
@@ -253,7 +269,7 @@ class Peer:
             by_time = validate_updates(name, [(d, time, r) for d, r in pairs])
             if by_time:
                 data, diffs = by_time[time]
-                job.inputs[name]._extend(data, diffs)
+                job.inputs[name].extend_checked(data, diffs)
         await job.advance_to(time + 1)
         result: dict[str, Updates] = {}
         for name, captured in self._captures.items():
@@ -271,14 +287,19 @@ class Peer:
         """The time this peer resumed at from a checkpoint (``None``: it started afresh)."""
         return self.job.resumed_at
 
+    @property
+    def door(self) -> Door:
+        """The door of this peer's mesh port: what it refused and turned away."""
+        return self.placement.door
+
     async def settle(self) -> tuple[int, int]:
-        """:meth:`PeerJob.settle`: once this peer's workers are idle, what they sent and
-        received."""
-        return await self.job.settle()
+        """:meth:`PeerPlacement.idle_counts`: once this peer's workers are idle, what they
+        sent and received."""
+        return await self.placement.idle_counts(self.job)
 
     async def save_share(self, sequence: int, committed: int) -> dict[str, Any]:
-        """:meth:`PeerJob.save_share`: this peer's share of checkpoint ``sequence``."""
-        return await self.job.save_share(sequence, committed)
+        """:meth:`PeerPlacement.save_share`: this peer's share of checkpoint ``sequence``."""
+        return await self.placement.save_share(self.job, sequence, committed)
 
     def header(self, sequence: int) -> dict[str, Any]:
         """What the manifest of checkpoint ``sequence``, at this peer's time, says of the
@@ -296,14 +317,15 @@ def _threaded(rendezvous: Callable[[str], Sequence[str]]) -> Rendezvous:
 
 @contextlib.asynccontextmanager
 async def _running(
-    job: PeerJob,
+    job: Job,
+    placement: PeerPlacement,
     rendezvous: Rendezvous,
     security: _Security,
     connect_timeout: float,
     gc_threshold: int | None,
-) -> AsyncIterator[PeerJob]:
+) -> AsyncIterator[Job]:
     secret, host, tls = security
-    await job.connect(
+    await placement.connect(
         rendezvous, secret=secret, host=host, tls=tls, connect_timeout=connect_timeout
     )
     async with OpenJob(job, check_gc_threshold(gc_threshold)) as running:
@@ -352,17 +374,12 @@ async def open_peer(
         OperatorError: user code failed on some peer.
         PeerLostError: another peer went away, or did not connect in time.
     """
-    job = PeerJob(
-        pipeline,
-        index=index,
-        peers=peers,
-        local=workers_per_peer,
-        fuse=fuse,
-        checkpoint=checkpoint,
-    )
+    placement = PeerPlacement(index=index, peers=peers, local=workers_per_peer)
+    job = peer_job(pipeline, placement, fuse=fuse, checkpoint=checkpoint)
     security = (check_secret(secret), host, tls)
-    async with _running(job, _threaded(rendezvous), security, connect_timeout, gc_threshold):
-        yield Peer(job)
+    rendezvous_ = _threaded(rendezvous)
+    async with _running(job, placement, rendezvous_, security, connect_timeout, gc_threshold):
+        yield Peer(job, placement)
 
 
 def run_peer(
@@ -393,7 +410,8 @@ def run_peer(
         OperatorError: user code failed on some peer.
         PeerLostError: another peer went away.
     """
-    job = PeerJob(pipeline, index=index, peers=peers, local=workers_per_peer, fuse=fuse)
+    placement = PeerPlacement(index=index, peers=peers, local=workers_per_peer)
+    job = peer_job(pipeline, placement, fuse=fuse)
     names = pipeline.input_names()
     feed = dict(feed or {})
     unknown = sorted(set(feed) - set(names))
@@ -404,7 +422,8 @@ def run_peer(
     security = (check_secret(secret), host, tls)
 
     async def main() -> dict[str, Updates]:
-        async with _running(job, _threaded(rendezvous), security, connect_timeout, gc_threshold):
+        rendezvous_ = _threaded(rendezvous)
+        async with _running(job, placement, rendezvous_, security, connect_timeout, gc_threshold):
             return await run_to_end(job, validated)
 
     result = trio.run(main)

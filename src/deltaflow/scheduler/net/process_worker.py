@@ -1,10 +1,10 @@
 """A worker process of a ``processes=P`` job: it serves jobs from the caller, one at a time.
 
-:class:`~deltaflow.scheduler.net.processes.ProcessJob` starts each process as ``python -m
+:class:`~deltaflow.scheduler.net.processes.Processes` starts each process as ``python -m
 deltaflow.scheduler.net.process_worker FD``, ``FD`` its end of the control socket. For each
 job the caller sends a frame (the pickled pipeline, the mesh's secret, the caller's import
-path and log level); the process builds its share of the job (a
-:class:`~deltaflow.scheduler.net.peer.PeerJob`), connects the mesh with the caller as its
+path and log level); the process builds its share of the job (placed by
+:class:`WorkerProcess`, a peer's placement), connects the mesh with the caller as its
 rendezvous, runs the job to its end and reports outputs, probes, failures, checkpoints and
 its ``deltaflow`` log records on the control stream. The caller going away (the control
 stream closed) ends the process at any moment.
@@ -28,88 +28,88 @@ import trio
 from ...errors import CheckpointError
 from ...framework.antichain import Antichain
 from ..collector import GC_THRESHOLD
-from ..job import OpenJob
-from .peer import PeerJob
+from ..job import Job, OpenJob
+from .peer import PeerPlacement, peer_job
 from .remote_errors import ErrorReport
 from .tcp import FrameError, Link
 
-__all__ = ["main"]
+__all__ = ["WorkerProcess", "main"]
 
 _log = logging.getLogger("deltaflow")
 
 
-class _ChildJob(PeerJob):
-    """A process's share of a
-    :class:`~deltaflow.scheduler.net.processes.ProcessJob`: reports outputs, probes and failures to
-    the caller over ``control``."""
+class WorkerProcess(PeerPlacement):
+    """A process's share of a ``processes=P`` job (see
+    :class:`~deltaflow.scheduler.net.processes.Processes`): a peer that also reports outputs,
+    probes, statistics and failures to the caller over ``control``, and takes what the
+    caller feeds and asks of it.
+
+        WorkerProcess(spec, index, control)   # spec: the job the caller shipped, unpickled
+    """
 
     def __init__(self, spec: dict[str, Any], index: int, control: Link) -> None:
+        super().__init__(
+            index=index, peers=spec["peers"], local=spec["local"], exchange_outputs=False
+        )
         self.control = control
         self.gc_threshold: int | None = spec.get("gc_threshold", GC_THRESHOLD)
-        super().__init__(
-            spec["pipeline"],
-            index=index,
-            peers=spec["peers"],
-            local=spec["local"],
-            fuse=spec["fuse"],
-            exchange_outputs=False,
-            profile=spec.get("profile", False),
-            checkpoint=spec.get("checkpoint"),
-        )
         self._published: dict[str, list[tuple[Any, list[tuple[Any, int]]]]] = {}
         self._sent: dict[str, Antichain] = {}
-        for name, store in self.builder.stores.items():
+        self._probes: list[Antichain] = []
+
+    def built(self, job: Job) -> None:
+        """Keep what each output completes until it is reported."""
+        super().built(job)
+        for name, store in job.builder.stores.items():
             published: list[tuple[Any, list[tuple[Any, int]]]] = []
             self._published[name] = published
             self._sent[name] = store.frontier
             store.on_complete = lambda t, u, published=published: published.append((t, u))
-        self._probes = [p.frontier for p in self.builder.probes]
+        self._probes = [p.frontier for p in job.builder.probes]
 
-    def _stats(self) -> list[dict[str, Any]]:
-        return self._worker_statistics()
-
-    def _counts(self) -> list[tuple[int, int, float, list[int]]] | None:
+    def counts(self, job: Job) -> list[tuple[int, int, float, list[int]]] | None:
         """The operators' counts on this process's workers, if the job counts them."""
-        counts = self._operator_counts
+        counts = job.operator_counts
         if counts is None:
             return None
         return [(c.activations, c.records, c.seconds, c.ports) for c in counts]
 
-    def notify(self) -> None:
-        """As :meth:`PeerJob.notify`, and report outputs and probes that moved."""
-        super().notify()
-        for name, store in self.builder.stores.items():
+    def stepped(self, job: Job) -> None:
+        """As :meth:`PeerPlacement.stepped`, and report outputs and probes that moved."""
+        super().stepped(job)
+        control = self.control
+        for name, store in job.builder.stores.items():
             published = self._published[name]
             if store.frontier is not self._sent[name] or published:
                 self._sent[name] = store.frontier
                 # As columns: the caller makes a batch of them as they come.
                 columns = [(t, [d for d, _ in u], [r for _, r in u]) for t, u in published]
                 frontier = list(store.frontier)
-                self.control.queue(("out", name, columns, frontier, self._stats(), self._counts()))
+                stats = self.worker_statistics(job)
+                control.queue(("out", name, columns, frontier, stats, self.counts(job)))
                 published.clear()
                 store.history.clear()
                 store.current.clear()
-        for i, probe in enumerate(self.builder.probes):
+        for i, probe in enumerate(job.builder.probes):
             if probe.frontier is not self._probes[i]:
                 self._probes[i] = probe.frontier
-                self.control.queue(("probe", i, list(probe.frontier)))
-        self.control.flush_now()  # the caller may be waiting on this very report
+                control.queue(("probe", i, list(probe.frontier)))
+        control.flush_now()  # the caller may be waiting on this very report
 
-    def fail(self, exc: BaseException) -> None:
-        """As :meth:`PeerJob.fail`, and tell the caller."""
-        first = self.error is None
-        super().fail(exc)
+    def failed(self, job: Job, exc: BaseException, *, first: bool) -> None:
+        """As :meth:`PeerPlacement.failed`, and tell the caller (the first error only)."""
+        super().failed(job, exc, first=first)
         if first:
             self.control.queue(("error", ErrorReport.of(exc)))
 
-    async def answer(self, message: Any) -> None:
+    async def answer(self, job: Job, message: Any) -> None:
         """A checkpoint request from the caller: settle, or write this process's share."""
         try:
             if message[0] == "settle":
-                self.control.queue(("settled", *await self.settle()))
+                self.control.queue(("settled", *await self.idle_counts(job)))
             else:
                 _, sequence, committed = message
-                fragment = await self.save_share(sequence, committed)
+                fragment = await self.save_share(job, sequence, committed)
                 self.control.queue(("checkpointed", fragment))
         except CheckpointError as exc:
             self.control.queue(("checkpoint-failed", str(exc)))
@@ -117,17 +117,17 @@ class _ChildJob(PeerJob):
             self.control.queue(("checkpoint-failed", f"worker process {self.index}: {exc!r}"))
         self.control.flush_now()
 
-    def apply(self, message: Any) -> None:
+    def apply(self, job: Job, message: Any) -> None:
         """A feed operation from the caller."""
         kind, name, offset, *rest = message
-        feed = self.inputs[name]._feeds[offset]
+        feed = job.inputs[name].feeds[offset]
         if kind == "push":
             feed.push(*rest)
         elif kind == "time":
             feed.time = rest[0]
         else:
             feed.closed = True
-        self.workers[offset].activate(self._input_actors[name])
+        job.workers[offset].activate(job.input_nodes[name])
 
 
 class _Forward(logging.Handler):
@@ -171,7 +171,8 @@ async def _run_job(control: Link, given: _Job) -> None:
     _log.addHandler(handler)
     addresses: list[str] = []
     peers_known = trio.Event()
-    job: _ChildJob | None = None
+    job: Job | None = None
+    placement: WorkerProcess | None = None
     reading = trio.CancelScope()
 
     async def read_caller() -> None:
@@ -186,11 +187,12 @@ async def _run_job(control: Link, given: _Job) -> None:
                         addresses[:] = m[1]
                         peers_known.set()
                     elif m[0] in ("settle", "checkpoint"):
-                        assert job is not None
-                        nursery.start_soon(job.answer, m)
+                        assert job is not None and placement is not None
+                        nursery.start_soon(placement.answer, job, m)
                     else:
-                        assert job is not None  # feeds come once the caller heard "ready"
-                        job.apply(m)
+                        # Feeds come once the caller heard "ready".
+                        assert job is not None and placement is not None
+                        placement.apply(job, m)
 
     failure: Exception | None = None
     try:
@@ -198,8 +200,16 @@ async def _run_job(control: Link, given: _Job) -> None:
             nursery.start_soon(_send_to_caller, control)
             nursery.start_soon(read_caller)
             try:
-                job = _ChildJob(cloudpickle.loads(given.blob), given.index, control)
-                digest = job.digest
+                spec = cloudpickle.loads(given.blob)
+                placement = WorkerProcess(spec, given.index, control)
+                job = peer_job(
+                    spec["pipeline"],
+                    placement,
+                    fuse=spec["fuse"],
+                    profile=spec.get("profile", False),
+                    checkpoint=spec.get("checkpoint"),
+                )
+                digest = placement.digest
 
                 async def rendezvous(address: str) -> list[str]:
                     control.queue(("address", address, digest))
@@ -207,8 +217,10 @@ async def _run_job(control: Link, given: _Job) -> None:
                     await peers_known.wait()
                     return list(addresses)
 
-                await job.connect(rendezvous, secret=given.secret, connect_timeout=given.timeout)
-                await job._start()  # resumes from the checkpoint location, if it holds one
+                await placement.connect(
+                    rendezvous, secret=given.secret, connect_timeout=given.timeout
+                )
+                await job.start()  # resumes from the checkpoint location, if it holds one
             except Exception as exc:
                 # Reported to the caller, which ends this process.
                 failure = exc
@@ -222,12 +234,12 @@ async def _run_job(control: Link, given: _Job) -> None:
             control.flush_now()
             try:
                 with contextlib.suppress(Exception):  # ``job.fail`` reported it to the caller
-                    async with OpenJob(job, job.gc_threshold):
-                        await job._wait_for(job._finished)
+                    async with OpenJob(job, placement.gc_threshold):
+                        await job.wait_for(lambda: job.finished)
             except KeyboardInterrupt as exc:
                 job.fail(exc)  # reported too (unless a failure came first)
             reading.cancel()
-            control.queue(("done", job._stats(), job._counts()))
+            control.queue(("done", placement.worker_statistics(job), placement.counts(job)))
             control.close_after_queued()
     finally:
         _log.removeHandler(handler)
@@ -240,8 +252,8 @@ async def _serve(fd: int) -> None:
     stream = trio.SocketStream(sock)
     buffered = bytearray()
     while True:
-        control = Link(stream, -1, max_frame=None)
-        control._buf = buffered  # what the last job's link read ahead, if anything
+        # With what the last job's link read ahead, if anything.
+        control = Link(stream, -1, max_frame=None, unread=buffered)
         try:
             (frame,) = await control.receive()
         except (EOFError, OSError, trio.BrokenResourceError):

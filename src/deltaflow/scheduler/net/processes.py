@@ -10,15 +10,17 @@ mesh on loopback (:mod:`deltaflow.scheduler.net.mesh`, which admits only connect
 they hold the secret), forwards what the application feeds to the worker that owns it, and
 receives every output's consolidated updates with the frontier they complete.
 
-Each process runs a :class:`~deltaflow.scheduler.net.peer.PeerJob` of ``W / P`` workers. Its
+The caller's job is placed by :class:`Processes` (see :mod:`deltaflow.scheduler.placement`);
+each process runs a job of ``W / P`` workers placed as a peer
+(:class:`~deltaflow.scheduler.net.process_worker.WorkerProcess`). Its
 output stores report ``(updates, frontier)`` in that order on the control stream, so once
 every process has reported a frontier past time ``t`` the caller holds all of ``t``'s
 updates: the caller's store advances to the meet of the processes' frontiers and publishes
 from there, consolidated across processes. Probes advance on any process's report (every
 tracker sees the same frontiers, some later than others).
 
-Start-up has deadlines (:attr:`ProcessJob.START_TIMEOUT_S`,
-:attr:`ProcessJob.CONNECT_TIMEOUT_S`): a job whose processes cannot connect fails naming the
+Start-up has deadlines (:attr:`Processes.START_TIMEOUT_S`,
+:attr:`Processes.CONNECT_TIMEOUT_S`): a job whose processes cannot connect fails naming the
 missing one. A process that dies closes its control stream: the job fails within moments
 naming the workers it hosted; and a caller that goes away (killed, at any moment) closes
 theirs, which ends them. Leaving the job (normally or not) ends the processes, or hands them back
@@ -52,7 +54,7 @@ from ...framework.antichain import Antichain
 from ...operators.base import UpdateBatch
 from ..checkpoint import settled
 from ..collector import GC_THRESHOLD
-from ..job import Job
+from ..placement import Placement
 from .handshake import new_secret
 from .mesh import CONNECT_TIMEOUT_S, first_error
 from .remote_errors import ErrorReport
@@ -60,11 +62,13 @@ from .tcp import FrameError, Link, describe_workers
 
 if TYPE_CHECKING:
     from ...operators.collection import Pipeline
-    from ..checkpoint import Checkpointer
+    from ...operators.io import InputFeed
+    from ..checkpoint import Capture, Checkpointer
+    from ..job import Job
     from ..local.transport import ProgressChange, Transport
     from ..local.worker import Worker
 
-__all__ = ["ProcessJob", "ProcessPool"]
+__all__ = ["ProcessPool", "Processes"]
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport there
     from exceptiongroup import BaseExceptionGroup
@@ -148,6 +152,11 @@ class ProcessPool:
         for p in idle:
             p.stop(kill=False)
 
+    @staticmethod
+    def current() -> ProcessPool | None:
+        """The pool of the innermost ``with`` block, if any."""
+        return ProcessPool._active
+
     def __enter__(self) -> ProcessPool:
         self._outer, ProcessPool._active = ProcessPool._active, self
         return self
@@ -207,9 +216,10 @@ class _Control:
     It hosts no worker (``attach`` gets none; nothing is sent through it by a worker).
     """
 
-    def __init__(self, job: ProcessJob) -> None:
+    def __init__(self, placement: Processes, job: Job) -> None:
+        self.placement = placement
         self.job = job
-        self.local = job.local
+        self.local = placement.local
         self.processes: list[_Process] = []
         self.links: list[Link] = []
         self.frontiers: dict[str, list[Antichain]] = {}
@@ -221,7 +231,7 @@ class _Control:
         self.pool: ProcessPool | None = None
         self._nursery: trio.Nursery | None = None
         #: Per process, its answer to the checkpoint request under way (see
-        #: :meth:`ProcessJob.checkpoint`).
+        #: :meth:`Processes.settle` and :meth:`Processes.shares`).
         self.replies: dict[int, Any] = {}
         #: The processes that have bound their mesh's port, and those whose mesh is connected.
         self._bound: set[int] = set()
@@ -267,24 +277,25 @@ class _Control:
 
         Raises:
             PeerLostError: a process died, or did not report within the start-up deadlines
-                (:attr:`ProcessJob.START_TIMEOUT_S`, then the mesh's
-                :attr:`ProcessJob.CONNECT_TIMEOUT_S`), naming it.
+                (:attr:`Processes.START_TIMEOUT_S`, then the mesh's
+                :attr:`Processes.CONNECT_TIMEOUT_S`), naming it.
         """
-        job = self.job
-        self.pool = ProcessPool._active
+        job, placement = self.job, self.placement
+        peers = placement.peers
+        self.pool = ProcessPool.current()
         pool = self.pool if self.pool is not None else ProcessPool()
-        self.processes = pool.take(job.peers)
-        self.frontiers = {name: [Antichain([0])] * job.peers for name in job.outputs}
-        self.stats = [[] for _ in range(job.peers)]
-        self.counts = [[] for _ in range(job.peers)]
-        for p in range(job.peers):
+        self.processes = pool.take(peers)
+        self.frontiers = {name: [Antichain([0])] * peers for name in job.outputs}
+        self.stats = [[] for _ in range(peers)]
+        self.counts = [[] for _ in range(peers)]
+        for p in range(peers):
             self._open_link(p)
         # The mesh's secret reaches each process on its own control socket: never on a
         # command line, in an environment or a log.
         secret = new_secret()
         level = _log.getEffectiveLevel()
         for p in range(len(self.links)):
-            job_frame = [("job", p, sys.path, level, spec, secret, job.CONNECT_TIMEOUT_S)]
+            job_frame = [("job", p, sys.path, level, spec, secret, placement.CONNECT_TIMEOUT_S)]
             try:
                 await self.links[p].send_frame(job_frame)
             except (OSError, trio.BrokenResourceError):
@@ -298,7 +309,7 @@ class _Control:
                 except (OSError, trio.BrokenResourceError) as exc:
                     raise PeerLostError(await self._lost(p)) from exc
         addresses = await self._within(
-            job.START_TIMEOUT_S, "bind their mesh's port", self._rendezvous, self._bound
+            placement.START_TIMEOUT_S, "bind their mesh's port", self._rendezvous, self._bound
         )
         for link in self.links:
             await link.send_frame([("peers", addresses)])
@@ -312,20 +323,20 @@ class _Control:
             # is heard while the others still wait for it.
             try:
                 async with trio.open_nursery() as nursery:
-                    for p in range(job.peers):
+                    for p in range(peers):
                         nursery.start_soon(ready, p)
             except BaseExceptionGroup as group:
                 raise first_error(group) from None
 
         # The processes' own deadline for their mesh comes first, so the error that names
         # the missing peer is theirs.
-        wait = job.CONNECT_TIMEOUT_S + self.GRACE_S
+        wait = placement.CONNECT_TIMEOUT_S + self.GRACE_S
         await self._within(wait, "connect their mesh", all_ready, self._ready)
 
     async def _rendezvous(self) -> list[str]:
         """Every process's mesh address, in process order, once all have bound theirs."""
         reports = []
-        for p in range(self.job.peers):
+        for p in range(self.placement.peers):
             reports.append(await self._expect(p, "address"))
             self._bound.add(p)
         digests = {r[2] for r in reports}
@@ -341,7 +352,7 @@ class _Control:
         processes not in ``done``."""
         with trio.move_on_after(seconds):
             return await step()
-        late = [p for p in range(self.job.peers) if p not in done]
+        late = [p for p in range(self.placement.peers) if p not in done]
         names = "; ".join(self._describe(p) for p in late)
         msg = f"the worker processes did not {what} within {seconds} s: {names}"
         raise PeerLostError(msg)
@@ -421,7 +432,7 @@ class _Control:
         """Process ``p``'s workers' statistics and (when counting) its operators' counts;
         the job's operator counts become the sums over the processes."""
         self.stats[p] = stats
-        totals = self.job._operator_counts
+        totals = self.job.operator_counts
         if counts is None or totals is None:
             return
         self.counts[p] = counts
@@ -469,11 +480,11 @@ class _Control:
                     nursery.start_soon(self._send_loop, link)
 
                 async def watch_failure() -> None:
-                    await job._wait_failed()
+                    await self.placement.failure.wait()
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(watch_failure)
-                await job._wait_ended()
+                await job.wait_until(lambda: self.done == self.placement.peers)
                 for link in self.links:
                     link.close_after_queued()
                 nursery.cancel_scope.cancel()
@@ -495,14 +506,26 @@ class _Control:
             proc.stop(kill=not clean)
 
 
-class ProcessJob(Job):
-    """A job whose ``workers`` run in ``processes`` other interpreters (see the module)."""
+class Processes(Placement):
+    """``processes=P``: a job's ``workers`` in P other interpreters, which the caller starts,
+    feeds and hears from over their control streams (see the module); the caller hosts no
+    worker and holds the outputs (and commits checkpoints, each process writing its share).
+
+        >>> import deltaflow as df
+        >>> class Same(df.Pipeline):
+        ...     def build(self, xs):
+        ...         return xs
+        >>> placement = Processes(Same(), workers=4, processes=2)
+        >>> placement.hosted(4), placement.local
+        (range(0, 0), 2)
+    """
 
     #: Seconds from the job's start to every process having built the dataflow and bound
     #: its mesh's port (interpreters started, the pipeline unpickled and built).
     START_TIMEOUT_S = 120.0
     #: Seconds each process waits for the others to connect, once all have bound.
     CONNECT_TIMEOUT_S = CONNECT_TIMEOUT_S
+    writer = "caller"
 
     def __init__(
         self,
@@ -510,14 +533,10 @@ class ProcessJob(Job):
         workers: int,
         processes: int,
         *,
-        fuse: bool,
+        fuse: bool = True,
         gc_threshold: int | None = GC_THRESHOLD,
-        history: int | None = None,
         profile: bool = False,
         checkpoint: Any = None,
-        fresh: bool = False,
-        allow_code_change: bool = False,
-        on_bad: Any = None,
     ) -> None:
         if processes.__class__ is not int or processes < 1:
             msg = f"processes must be a positive int, not {processes!r}"
@@ -527,95 +546,81 @@ class ProcessJob(Job):
             raise ValueError(msg)
         self.peers = processes
         self.local = workers // processes
-        self.fuse = fuse
         #: The collector's threshold in the worker processes (see ``collector``), where the
         #: operators' state lives.
         self.gc_threshold = gc_threshold
         self.control: _Control | None = None
-        self._failed_event = trio.Event()
+        #: Set once the job failed: the control streams stop at once.
+        self.failure = trio.Event()
         # Pickled before ``build`` runs here: what it leaves on the pipeline (a probe bound
-        # to this job) is not for the processes, which build their own.
+        # to this job) is not for the processes, which build their own. With counting on,
+        # the job's counts are the sums of those the processes report.
         location = None if checkpoint is None else os.fspath(checkpoint)
-        self._spec: bytes = cloudpickle.dumps(
+        self.spec: bytes = cloudpickle.dumps(
             {"pipeline": pipeline, "peers": processes, "local": self.local, "fuse": fuse,
              "gc_threshold": gc_threshold, "profile": profile, "checkpoint": location}
         )  # fmt: skip
-        # With counting on, the counts here are the sums of those the processes report.
-        super().__init__(
-            pipeline, workers, fuse=fuse, history=history, profile=profile, checkpoint=checkpoint,
-            fresh=fresh, allow_code_change=allow_code_change, on_bad=on_bad,
-        )  # fmt: skip
-        control = cast("_Control", self.transport)
-        for name, handle in self.inputs.items():
-            feeds: list[Any] = [_RemoteFeed(control, name, w) for w in range(workers)]
-            handle._feeds = feeds
         #: Seconds from entering the job to every process connected and ready.
         self.startup_s: float | None = None
 
-    def make_transport(self) -> Transport:  # type: ignore[override]
-        """The control streams to the processes."""
-        self.control = _Control(self)
+    def _control(self) -> _Control:
+        assert self.control is not None
         return self.control
 
-    def _hosted(self, workers: int) -> range:
+    # -- the workers: all in the processes --------------------------------------------------
+    def transport(self, job: Job) -> Transport:
+        """The control streams to the processes."""
+        self.control = _Control(self, job)
+        return self.control
+
+    def hosted(self, workers: int) -> range:
         return range(0)
 
-    def _activate_inputs(self, name: str | None = None) -> None:
-        """What was fed is queued for the processes: send it now, not when the sending
-        tasks next get their turn (the application is about to wait for the answer)."""
-        assert self.control is not None
-        for link in self.control.links:
+    def feeds(self, job: Job, name: str, feeds: list[InputFeed]) -> list[Any]:
+        """A feed per worker that sends what is fed to it over its process's control stream."""
+        control = self._control()
+        return [_RemoteFeed(control, name, w) for w in range(job.total_workers)]
+
+    def activate_inputs(self, job: Job, name: str | None) -> None:
+        """What was fed is queued for the processes: send it now, not when the sending tasks
+        next get their turn (the application is about to wait for the answer)."""
+        for link in self._control().links:
             link.flush_now()
 
-    def _writer(self) -> str:
-        return "caller"
-
-    async def _start(self) -> None:
-        """Start (or take from the pool) the processes and connect them; on any failure end
-        those already started. With a checkpoint at the location, every process resumes its
-        workers from it, and the caller its outputs."""
-        assert self.control is not None
-        manifest = None
-        try:
-            if self.checkpointer is not None:
-                manifest = await self._open_location()  # locked here, for every process
-                if manifest is not None:
-                    self._check_manifest(manifest)
-            start = _time.perf_counter()
-            try:
-                await self.control.start(self._spec)
-            except BaseException:
-                self.control.shutdown(clean=False)
-                raise
-            self.startup_s = _time.perf_counter() - start
-            if manifest is not None:
-                await self._resume(manifest)
-        except BaseException:
-            self._release_location()
-            raise
-
-    async def _resume(self, manifest: dict[str, Any]) -> None:
-        """The outputs' collections at the checkpoint (the processes resumed the rest)."""
-        await self._restore(manifest, [], current=True, pending=False)
-
     # -- checkpoints: the processes write their shares, the caller commits ------------------
-    async def _ask(self, message: Any) -> list[Any]:
+    async def start(self, job: Job) -> None:
+        """Start (or take from the pool) the processes and connect them; on failure end those
+        already started. (A checkpoint at the location is checked first, and each process
+        resumes its workers from it.)"""
+        control = self._control()
+        start = _time.perf_counter()
+        try:
+            await control.start(self.spec)
+        except BaseException:
+            control.shutdown(clean=False)
+            raise
+        self.startup_s = _time.perf_counter() - start
+
+    async def resume(self, job: Job, manifest: dict[str, Any]) -> None:
+        """The outputs' collections at the checkpoint (the processes resumed the rest)."""
+        await job.restore(manifest, [], current=True, pending=False)
+
+    async def _ask(self, job: Job, message: Any) -> list[Any]:
         """Send ``message`` to every process; their answers, once all have answered.
 
         Raises:
             CheckpointError: a process could not do what was asked.
         """
-        control = self.control
-        assert control is not None
+        control = self._control()
         control.replies = {}
         for link in control.links:
             link.queue(message)
             link.flush_now()
-        await self._wait_until(
-            lambda: len(control.replies) == self.peers or self.failed or control.ended
+        await job.wait_until(
+            lambda: len(control.replies) == self.peers or job.failed or control.ended
         )
-        if self.error is not None:
-            self.raise_error()
+        if job.error is not None:
+            job.raise_error()
         if len(control.replies) < self.peers:
             msg = "the job finished while a checkpoint was being taken"
             raise JobClosedError(msg)
@@ -625,70 +630,43 @@ class ProcessJob(Job):
             raise CheckpointError("; ".join(failed))
         return replies
 
-    async def _settle(self, time: int) -> None:
-        """As :meth:`Job._settle`, across the processes: rounds of idle counts until two
-        agree and nothing is in flight (see PeerJob.settle); no process wakes again before
-        the caller feeds it."""
-        await self._wait_for(lambda: self._complete_before(time))
+    async def settle(self, job: Job) -> None:
+        """Rounds of the processes' idle counts until two agree and nothing is in flight
+        (see :meth:`.PeerPlacement.settle`); no process wakes again before the caller feeds
+        it."""
         last: list[tuple[int, int]] | None = None
         while True:
-            counts = [(r[1], r[2]) for r in await self._ask(("settle",))]
+            counts = [(r[1], r[2]) for r in await self._ask(job, ("settle",))]
             if settled(last, counts):
-                break
+                return
             last = counts
 
-    async def _write_checkpoint(self, checkpointer: Checkpointer, time: int) -> None:
-        """Each process writes its workers' share, then the caller its outputs'
-        collections and the manifest."""
-        sequence = checkpointer.sequence
-        checkpointer.started()  # the processes write their shares first
-        try:
-            replies = await self._ask(("checkpoint", sequence, sequence - 1))
-            capture = checkpointer.capture(
-                self.layout, [], self.builder.stores, current=True, pending=False
-            )
-            own = await trio.to_thread.run_sync(checkpointer.write, capture, sequence)
-            fragments = [own, *(r[1] for r in replies)]
-            header = self._header(time, sequence)
-            await trio.to_thread.run_sync(checkpointer.commit, header, fragments)
-        except BaseException:
-            checkpointer.failed(time)
-            raise
-        checkpointer.committed(capture, own, sequence)
-        self._sources.committed(time, header["sources"])
+    async def shares(self, job: Job, sequence: int) -> list[dict[str, Any]]:
+        """Each process writes its workers' share of checkpoint ``sequence``."""
+        replies = await self._ask(job, ("checkpoint", sequence, sequence - 1))
+        return [r[1] for r in replies]
 
-    def _placement(self) -> str:
+    def capture(self, job: Job, checkpointer: Checkpointer) -> Capture:
+        """The outputs' collections (the processes hold the rest)."""
+        stores = job.builder.stores
+        return checkpointer.capture(job.layout, [], stores, current=True, pending=False)
+
+    # -- running ----------------------------------------------------------------------------
+    def describe(self, job: Job) -> str:
         return f"{self.peers * self.local} workers, {self.peers} processes"
 
-    def _finished(self) -> bool:
-        assert self.control is not None
-        return self.control.ended
+    def finished(self, job: Job) -> bool:
+        return self._control().ended
 
-    def _any_finished(self) -> bool:
-        return self._finished()
+    def any_finished(self, job: Job) -> bool:
+        return self._control().ended
 
-    def fail(self, exc: BaseException) -> None:
-        """As :meth:`Job.fail`, and stop the processes."""
-        super().fail(exc)
-        self._failed_event.set()
+    def failed(self, job: Job, exc: BaseException, *, first: bool) -> None:
+        """Stop the control streams (and with them the processes)."""
+        self.failure.set()
 
-    async def _wait_failed(self) -> None:
-        await self._failed_event.wait()
-
-    async def _wait_ended(self) -> None:
-        assert self.control is not None
-        control = self.control
-        await self._wait_until(lambda: control.done == self.peers)
-
-    async def _wait_until(self, condition: Any) -> None:
-        while not condition():
-            event = trio.Event()
-            self._waiters.append((condition, event))
-            await event.wait()
-
-    def _worker_statistics(self) -> list[dict[str, Any]]:
+    def worker_statistics(self, job: Job) -> list[dict[str, Any]]:
         """The workers' counts, arrangement sizes and processes' memory (and with
         ``profile=True`` the operators' counts, summed over the processes) are those the
         processes last reported: with every output frontier move, and as they finish."""
-        assert self.control is not None
-        return [w for stats in self.control.stats for w in stats]
+        return [w for stats in self._control().stats for w in stats]

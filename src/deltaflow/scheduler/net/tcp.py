@@ -110,7 +110,12 @@ class Link:
     """
 
     def __init__(
-        self, stream: trio.abc.Stream, peer: int, *, max_frame: int | None = MAX_FRAME
+        self,
+        stream: trio.abc.Stream,
+        peer: int,
+        *,
+        max_frame: int | None = MAX_FRAME,
+        unread: bytearray | None = None,
     ) -> None:
         self.stream = stream
         self.peer = peer
@@ -118,8 +123,9 @@ class Link:
         #: The socket written and read directly; ``None`` for a stream that must do its own
         #: reads and writes (TLS).
         self._sock = stream.socket if isinstance(stream, trio.SocketStream) else None
-        #: Bytes read and not yet taken as frames (``_serve`` hands them to the next job).
-        self._buf = bytearray()
+        #: Bytes read and not yet taken as frames: at first ``unread``, what an earlier link
+        #: on the same stream read ahead (a worker process hands them to its next job).
+        self._buf = bytearray() if unread is None else unread
         #: A frame longer than a read, being read straight into memory of its size (the
         #: buffer's bytes first), and how much of it has arrived.
         self._long: bytearray | None = None
@@ -371,6 +377,12 @@ class Link:
             self._buf, self._long = whole, None
         return got, got == asked
 
+    @property
+    def sock(self) -> Any:
+        """The socket written and read directly (``None`` for a stream that does its own
+        reads and writes: TLS); a transport's workers wait on it."""
+        return self._sock
+
     def unread(self) -> bytearray:
         """The bytes read and not taken as frames (``_serve`` hands them to the next job's
         link)."""
@@ -519,18 +531,18 @@ class TcpTransport:
         reads; the links the workers read."""
         if self._polled is not None:
             return self._polled
-        plain = [link for link in self.links.values() if link._sock is not None]
+        plain = [link for link in self.links.values() if link.sock is not None]
         if len(plain) > 1 and not hasattr(select, "epoll"):
             plain = []
         self._polled = plain
         self._tasked = [link for link in self.links.values() if link not in plain]
         if len(plain) == 1:
-            self._watch = plain[0]._sock
+            self._watch = plain[0].sock
         elif plain:
             self._epoll = select.epoll()
             for link in plain:
-                assert link._sock is not None
-                self._epoll.register(link._sock.fileno(), select.EPOLLIN)
+                assert link.sock is not None
+                self._epoll.register(link.sock.fileno(), select.EPOLLIN)
             self._watch = self._epoll
         return plain
 
@@ -540,8 +552,8 @@ class TcpTransport:
         self._polled.remove(link)
         if self._epoll is not None:
             with contextlib.suppress(OSError, ValueError):
-                assert link._sock is not None
-                self._epoll.unregister(link._sock.fileno())
+                assert link.sock is not None
+                self._epoll.unregister(link.sock.fileno())
         if not self._polled:
             self._watch = None
 
