@@ -650,6 +650,15 @@ class ProgressTracker:
             made[u] = minimal(times)
         return made[g]
 
+    def domain_at(self, location: Location) -> TimeDomain | None:
+        """The time domain ``location``'s times are read with (``None``: no node connected
+        to it declared its depth, any flat time is taken).
+
+        Raises:
+            ValueError: if the port does not exist.
+        """
+        return self._domains[self._internal_ids[self.graph.location_id(location)]]
+
     def pointstamps(self, location: Location) -> Antichain:
         """The minimal times with a positive pointstamp count *at* ``location`` itself."""
         loc = self._internal_ids[self.graph.location_id(location)]
