@@ -214,6 +214,15 @@ class Counts(dict[Coords, int]):
         #: counts are few (:func:`update_counted` keeps it up to date once it exists).
         self.positive: SortedList | None = None
 
+    def recount(self, t: Coords, old: int, new: int) -> None:
+        """Keep :attr:`positive` (which exists) in step with ``t``'s count moving from
+        ``old`` to ``new``."""
+        if (old > 0) != (new > 0):
+            if new > 0:
+                self.positive.add(t)
+            else:
+                self.positive.remove(t)
+
     def sorted_positive(self) -> SortedList:
         """:attr:`positive`, made now if it does not exist yet."""
         positive = self.positive
@@ -240,12 +249,8 @@ def update_counted(
         counts[t] = new
     else:
         del counts[t]
-    positive = counts.positive
-    if positive is not None and (old > 0) != (new > 0):
-        if new > 0:
-            positive.add(t)
-        else:
-            positive.remove(t)
+    if counts.positive is not None:
+        counts.recount(t, old, new)
     le = coords_le
     if d > 0:
         if old > 0 or new <= 0:
@@ -303,12 +308,8 @@ def update_total(
         counts[t] = new
     else:
         del counts[t]
-    positive = counts.positive
-    if positive is not None and (old > 0) != (new > 0):
-        if new > 0:
-            positive.add(t)
-        else:
-            positive.remove(t)
+    if counts.positive is not None:
+        counts.recount(t, old, new)
     if d > 0:
         if old > 0 or new <= 0:
             return None
@@ -327,7 +328,7 @@ def update_total(
         return [(t, -1)]
     # The least positive time left, if any, is exposed.
     least = None
-    if len(counts) > Counts.SORTED_AT or positive is not None:
+    if len(counts) > Counts.SORTED_AT or counts.positive is not None:
         positive = counts.sorted_positive()
         if positive:
             least = positive[0]
