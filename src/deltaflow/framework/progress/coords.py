@@ -125,7 +125,7 @@ def coords_reader(
 
         def read_int(time: Time) -> Coords:
             if time.__class__ is int:
-                return (time,)  # type: ignore[return-value]
+                return (time,)
             raise wrong(time)
 
         return read_int
@@ -133,7 +133,7 @@ def coords_reader(
 
         def read_pair(time: Time) -> Coords:
             if time.__class__ is Product:
-                outer, inner = time  # type: ignore[misc]
+                outer, inner = time
                 if outer.__class__ is int and inner.__class__ is int:
                     c = (outer, inner)
                     times[c] = time
@@ -215,13 +215,14 @@ class Counts(dict[Coords, int]):
         self.positive: SortedList | None = None
 
     def recount(self, t: Coords, old: int, new: int) -> None:
-        """Keep :attr:`positive` (which exists) in step with ``t``'s count moving from
+        """Keep :attr:`positive`, if it exists, in step with ``t``'s count moving from
         ``old`` to ``new``."""
-        if (old > 0) != (new > 0):
+        positive = self.positive
+        if positive is not None and (old > 0) != (new > 0):
             if new > 0:
-                self.positive.add(t)
+                positive.add(t)
             else:
-                self.positive.remove(t)
+                positive.remove(t)
 
     def sorted_positive(self) -> SortedList:
         """:attr:`positive`, made now if it does not exist yet."""

@@ -88,8 +88,8 @@ class ProgressTracker:
     its depth (:attr:`ProgressGraph.depths`, declared per node by the plan) once, here: how
     its times are read (a time of another shape is rejected, naming the location) and which
     counted-frontier rule keeps its frontiers (a total order's for ints), so that no change
-    tests which shape its time has. Buffered changes are summed per location and time, so a message sent and consumed
-    between two propagations costs nothing to propagate.
+    tests which shape its time has. Buffered changes are summed per location and time, so a
+    message sent and consumed between two propagations costs nothing to propagate.
 
     Implications are kept at *watched* input ports only: every input port but those named in
     ``unwatched`` (the inputs of operators that never read their frontiers, see
@@ -548,11 +548,13 @@ class ProgressTracker:
         """The implications frontier of internal location ``loc`` as an Antichain (cached)."""
         out = self._antichains[loc]
         if out is None:
-            out = self._antichains[loc] = self._to_antichain(self._frontiers[loc])
+            out = self._antichains[loc] = self._to_antichain(self._frontiers[loc], loc)
         return out
 
-    def _to_antichain(self, frontier: list[Coords]) -> Antichain:
-        """The Antichain of ``frontier``'s times; equal frontiers share one (memoized)."""
+    def _to_antichain(self, frontier: list[Coords], loc: int) -> Antichain:
+        """The Antichain of ``frontier``'s times at internal location ``loc``, comparing them
+        by the location's domain; equal frontiers share one (memoized: equal coordinates
+        have one depth)."""
         if not frontier:
             return _EMPTY
         # A frontier of one element is keyed by its coordinates, a larger one by the sorted
@@ -570,10 +572,11 @@ class ProgressTracker:
         out = memo.get(key)
         if out is None:
             time_of = self._time_of
+            domain = self._domains[loc]
             if n == 1:
-                out = Antichain.from_sorted((time_of(key),))
+                out = Antichain.from_sorted((time_of(key),), domain)
             else:
-                out = Antichain.from_sorted(tuple([time_of(c) for c in key]))
+                out = Antichain.from_sorted(tuple([time_of(c) for c in key]), domain)
             memo[key] = out
         return out
 
@@ -589,7 +592,7 @@ class ProgressTracker:
         loc = self._target_loc(node, in_port)
         if self._kept[self._graph_ids[loc]]:
             return self._antichain(loc)
-        return self._to_antichain(self._implied(self._graph_ids[loc]))
+        return self._to_antichain(self._implied(self._graph_ids[loc]), loc)
 
     def is_watched(self, node: int, in_port: int) -> bool:
         """True if the frontier of input ``in_port`` of ``node`` is kept between propagations
@@ -615,7 +618,7 @@ class ProgressTracker:
         for the m elements gathered.
         """
         loc = self._source_loc(node, out_port)
-        return self._to_antichain(self._implied(self._graph_ids[loc]))
+        return self._to_antichain(self._implied(self._graph_ids[loc]), loc)
 
     def _source_loc(self, node: int, port: int) -> int:
         """The internal location of output ``port`` of ``node``; ValueError if there is none."""
@@ -662,7 +665,7 @@ class ProgressTracker:
     def pointstamps(self, location: Location) -> Antichain:
         """The minimal times with a positive pointstamp count *at* ``location`` itself."""
         loc = self._internal_ids[self.graph.location_id(location)]
-        return self._to_antichain(self._stamp_frontiers[loc])
+        return self._to_antichain(self._stamp_frontiers[loc], loc)
 
     def held(self) -> list[tuple[Location, Antichain]]:
         """Every location holding positive pointstamps, with their minimal times.
@@ -675,7 +678,7 @@ class ProgressTracker:
         internal = self._internal_ids
         stamp_frontiers = self._stamp_frontiers
         return [
-            (graph.location(g), self._to_antichain(stamp_frontiers[internal[g]]))
+            (graph.location(g), self._to_antichain(stamp_frontiers[internal[g]], internal[g]))
             for g in range(graph.location_count)
             if stamp_frontiers[internal[g]]
         ]
@@ -753,7 +756,7 @@ class ProgressTracker:
             assert {from_coords(c) for c in frontier} == expected[g], (where, frontier, expected[g])
             cached = self._antichains[loc]
             if cached is not None:
-                assert cached == self._to_antichain(frontier), (where, cached, frontier)
+                assert cached == self._to_antichain(frontier, loc), (where, cached, frontier)
                 cached._check()
         for c, time in self._times.items():
             assert to_coords(time) == c, (c, time)
