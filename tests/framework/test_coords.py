@@ -9,12 +9,16 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from deltaflow.framework.lattice import Product
 from deltaflow.framework.progress.coords import (
     Counts,
     check_counted,
     coords_le,
+    coords_reader,
     update_counted,
+    update_total,
 )
+from deltaflow.framework.time_domain import domain_for_depth
 
 
 def _minimal(counts: dict[Any, int]) -> set[Any]:
@@ -60,3 +64,48 @@ def test_counts_switch_to_sorted_past_the_threshold(monkeypatch: pytest.MonkeyPa
         assert moved == want
         check_counted(counts, frontier, "drain")
     assert not counts and not frontier and not counts.positive
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=_changes(1), sorted_from_start=st.booleans())
+def test_the_total_orders_rule_agrees_with_the_general_one(
+    changes: list[Any], sorted_from_start: bool
+) -> None:
+    """update_total (a location of ints) moves its frontier exactly as update_counted does,
+    whether its positive times are scanned or kept sorted."""
+    general, total = Counts(), Counts()
+    if sorted_from_start:
+        total.sorted_positive()
+    f_general: list[Any] = []
+    f_total: list[Any] = []
+    for t, d in changes:
+        want = update_counted(general, f_general, t, d)
+        got = update_total(total, f_total, t, d)
+        assert got == want, (t, d)
+        assert f_total == f_general
+        check_counted(total, f_total, "total")
+    assert dict(total) == dict(general)
+
+
+def test_readers_take_only_their_domains_times() -> None:
+    """A location's reader takes the times of its domain and names the location otherwise;
+    Products are remembered under their coordinates."""
+    memo: dict[Any, Any] = {}
+    read = [coords_reader(domain_for_depth(d), memo, f"'op{d}' input 0") for d in range(4)]
+    assert read[0](5) == (5,)
+    assert read[1](Product(5, 2)) == (5, 2) and memo[(5, 2)] == Product(5, 2)
+    deep = Product(Product(Product(1, 2), 3), 4)
+    assert read[3](deep) == (1, 2, 3, 4) and memo[(1, 2, 3, 4)] is deep
+    for d, bad in [
+        (0, Product(5, 2)),
+        (0, True),
+        (1, 5),
+        (1, Product(Product(1, 2), 3)),
+        (1, Product(1, True)),
+        (2, Product(1, 2)),
+        (3, Product(Product(1, 2), 3)),
+    ]:
+        with pytest.raises(ValueError, match=f"progress times at 'op{d}' input 0 must be"):
+            read[d](bad)
+    anything = coords_reader(None, memo, "nowhere")
+    assert anything(7) == (7,) and anything(deep) == (1, 2, 3, 4)

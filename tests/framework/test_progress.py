@@ -381,6 +381,72 @@ def test_times_must_use_the_flat_encoding() -> None:
     assert tracker.frontier(nodes[1], 0) == A(P(1, 2, 3))
 
 
+def test_declared_depths_fix_every_connected_locations_domain() -> None:
+    """One node's declared depth fixes the depth of every location connected to it, through
+    enter and leave; the tracker reads each with its domain and rejects another shape there,
+    naming the port; a component no node declared takes any flat time."""
+    b = ProgressGraphBuilder()
+    inp = b.add_node("input", 0, 1)
+    enter = b.add_node("enter", 1, 1, ENTER)
+    enter2 = b.add_node("enter2", 1, 1, ENTER, depth=2)
+    leave2 = b.add_node("leave2", 1, 1, LEAVE)
+    sink = b.add_node("sink", 1, 0)
+    alone = b.add_node("alone", 0, 1)
+    for src, dst in [(inp, enter), (enter, enter2), (enter2, leave2), (leave2, sink)]:
+        b.add_edge((src, 0), (dst, 0))
+    graph = b.build()
+    locations = map(graph.location, range(graph.location_count))
+    depth = {loc: graph.depths[graph.location_id(loc)] for loc in locations}
+    assert depth == {
+        Location.source(inp, 0): 0,
+        Location.target(enter, 0): 0,
+        Location.source(enter, 0): 1,
+        Location.target(enter2, 0): 1,
+        Location.source(enter2, 0): 2,
+        Location.target(leave2, 0): 2,
+        Location.source(leave2, 0): 1,
+        Location.target(sink, 0): 1,
+        Location.source(alone, 0): None,
+    }
+    tracker = ProgressTracker(graph)
+    names = [None, "int", "pair", "general"]
+    for loc, d in depth.items():
+        domain = tracker.domain_at(loc)
+        assert (domain and domain.name) == (None if d is None else names[d + 1]), loc
+    with pytest.raises(ValueError, match="progress times at 'enter' output 0 must be a flat"):
+        tracker.update_source(enter, 0, 3, 1)
+    with pytest.raises(ValueError, match="progress times at 'leave2' input 0 must be"):
+        tracker.update_target(leave2, 0, P(1, 2), 1)
+    with pytest.raises(ValueError, match="progress times at 'input' output 0 must be an int"):
+        tracker.update_pointstamps([(True, inp, 0, 1, 1), (True, inp, 0, P(1, 2), 1)])
+    tracker.update_source(alone, 0, P(1, 2, 3, 4), 1)
+    tracker.update_source(enter2, 0, P(0, 0, 0), 1)
+    assert tracker.statistics().pending == 3  # the int before the bad pair stays buffered
+    tracker.propagate()
+    assert tracker.frontier(sink, 0) == A(P(0, 0))
+    assert tracker.frontier(enter2, 0) == A(P(1, 0))
+    tracker._check()
+
+
+def test_declared_depths_must_agree() -> None:
+    """Two nodes whose declared depths disagree along the summaries between them, or a
+    declared depth that would leave some location below the top scope, are rejected."""
+    b = ProgressGraphBuilder()
+    inp = b.add_node("input", 0, 1, depth=0)
+    enter = b.add_node("enter", 1, 1, ENTER, depth=2)
+    b.add_edge((inp, 0), (enter, 0))
+    with pytest.raises(ValueError, match="'enter' is declared at depth 2, which disagrees by"):
+        b.build()
+    b = ProgressGraphBuilder()
+    inp = b.add_node("input", 0, 1)
+    enter = b.add_node("enter", 1, 1, ENTER, depth=0)
+    b.add_edge((inp, 0), (enter, 0))
+    with pytest.raises(ValueError, match="'input' output 0 would see times of depth -1"):
+        b.build()
+    with pytest.raises(ValueError, match="depth must be a non-negative int or None"):
+        b.add_node("bad", 1, 1, depth=-1)
+
+
 def test_bulk_updates_match_single_updates() -> None:
     """update_pointstamps takes the workers' (is_source, node, port, time, delta) tuples."""
     graph, n = loop_graph()
@@ -876,13 +942,23 @@ def test_build_rejects_exactly_the_graphs_with_a_non_advancing_cycle(
 
 
 @st.composite
-def dataflows(draw: st.DrawFn) -> tuple[ProgressGraph, dict[Location, int]]:
-    """Random well-formed dataflow graphs with (nested) loops; returns each port's depth."""
+def dataflows(
+    draw: st.DrawFn, declare: str | None = None
+) -> tuple[ProgressGraph, dict[Location, int]]:
+    """Random well-formed dataflow graphs with loops nested up to three deep (times up to
+    ``Product(Product(Product(t, i), j), k)``); returns each port's depth. Each node declares
+    its depth (that of its outputs, or inputs if it has none) or not, at random: a location's
+    tracker then reads its times with the domain of its depth (int, pair or general), or, where
+    no connected node declared one, with none."""
     b = GraphBuilder()
     depth_of: dict[Location, int] = {}
+    if declare is None:
+        declare = draw(st.sampled_from(["all", "some", "none"]))
 
     def node(name: str, in_depths: list[int], out_depths: list[int], summaries: Any = None) -> int:
-        k = b.add_node(name, len(in_depths), len(out_depths), summaries)
+        own = (out_depths or in_depths)[0]
+        known = declare == "all" or (declare == "some" and draw(st.booleans()))
+        k = b.add_node(name, len(in_depths), len(out_depths), summaries, own if known else None)
         for p, d in enumerate(in_depths):
             depth_of[Location.target(k, p)] = d
         for p, d in enumerate(out_depths):
@@ -894,7 +970,7 @@ def dataflows(draw: st.DrawFn) -> tuple[ProgressGraph, dict[Location, int]]:
 
     def scope(d: int, available: list[tuple[int, int]], budget: int) -> list[tuple[int, int]]:
         available = list(available)
-        kinds = ["unary", "binary", "split", "delay", "sink"] + (["loop", "loop"] if d < 2 else [])
+        kinds = ["unary", "binary", "split", "delay", "sink"] + (["loop", "loop"] if d < 3 else [])
         for _ in range(draw(st.integers(1, budget))):
             kind = draw(st.sampled_from(kinds))
             pick = st.sampled_from(available)
@@ -946,6 +1022,34 @@ def times_of_depth(d: int) -> st.SearchStrategy[Time]:
     return strategy
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_each_domain_keeps_the_naive_frontiers_as_times_come_and_go(data: st.DataObject) -> None:
+    """Every node declares its depth, so each location keeps its frontiers by its domain's
+    rule (ints, pairs, general up to depth 3). Counts stay non-negative and each location
+    holds several times at once, so retractions expose the times they hid: after every batch,
+    every frontier equals the from-scratch walk of the positive pointstamps."""
+    graph, depth_of = data.draw(dataflows(declare="all"))
+    tracker = ProgressTracker(graph)
+    locations = sorted(depth_of, key=loc_order)
+    counts: dict[Location, Counter[Time]] = {loc: Counter() for loc in locations}
+    for _ in range(data.draw(st.integers(1, 8))):
+        batch = []
+        for _ in range(data.draw(st.integers(1, 6))):
+            loc = data.draw(st.sampled_from(locations))
+            held = sorted(+counts[loc], key=sort_key)
+            if held and data.draw(st.booleans()):
+                time, delta = data.draw(st.sampled_from(held)), -1
+            else:
+                time, delta = data.draw(times_of_depth(depth_of[loc])), 1
+            counts[loc][time] += delta
+            batch.append((loc.is_source, loc.node, loc.port, time, delta))
+        tracker.update_pointstamps(batch)
+        tracker.propagate()
+        assert_matches_naive(tracker, counts)
+        tracker._check()
+
+
 class TrackerMachine(RuleBasedStateMachine):
     """Random pointstamp updates on random loop graphs; frontiers must match the naive model."""
 
@@ -959,6 +1063,8 @@ class TrackerMachine(RuleBasedStateMachine):
     @initialize(data=st.data())
     def build(self, data: st.DataObject) -> None:
         graph, self.depth_of = data.draw(dataflows())
+        for loc, d in self.depth_of.items():
+            assert graph.depths[graph.location_id(loc)] in (d, None), (loc, d)
         # Some inputs unwatched: their frontiers are made on request, never reported.
         ports = all_input_ports(graph)
         unwatched = data.draw(st.sets(st.sampled_from(ports)) if ports else st.just(set()))

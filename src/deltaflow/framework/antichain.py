@@ -9,6 +9,11 @@ capabilities held, messages in flight) and maintains the antichain of minimal ti
 is positive. :meth:`MutableAntichain.update_iter` applies a batch of count changes and returns
 how the frontier moved, recomputing the frontier only when a change could have moved it.
 
+Each antichain compares its elements by the partial order of their
+:class:`~deltaflow.framework.time_domain.TimeDomain`, chosen once when it is made (given by its
+maker, such as the progress tracker, which knows each port's domain, or found from its least
+element): no comparison tests which shape its times have.
+
 A :class:`ChangeBatch` is the currency of progress: a lazily consolidated list of
 ``(item, delta)`` pairs.
 
@@ -23,23 +28,27 @@ A :class:`ChangeBatch` is the currency of progress: a lazily consolidated list o
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 import attrs
 
-from .lattice import Product, Time, join, less_equal, less_than
+from .lattice import Time, join, less_equal, less_than
+from .time_domain import TimeDomain, domain_for_depth, domain_of
 
 __all__ = ["Antichain", "ChangeBatch", "MutableAntichain", "frontier_join"]
 
 
-def _less_equal(a: Time, b: Time) -> bool:
-    """:func:`~deltaflow.framework.lattice.less_equal`, inlined for ``Product(int, int)``."""
-    if a.__class__ is Product:
-        ao, ai = a.outer, a.inner
-        if ao.__class__ is int and ai.__class__ is int:
-            return ao <= b.outer and ai <= b.inner  # type: ignore[union-attr,no-any-return]
-    return less_equal(a, b)
+#: A partial order on times: ``le(a, b)`` iff ``a`` happens no later than ``b``.
+Order = Callable[[Time, Time], bool]
+
+
+_INT_ORDER = domain_for_depth(0).less_equal
+
+
+def _order_of(elements: tuple[Time, ...] | list[Time]) -> Order:
+    """The partial order of ``elements``' domain, found from the first (any order for none)."""
+    return domain_of(elements[0]).less_equal if elements else less_equal
 
 
 K = TypeVar("K", bound=Hashable)
@@ -133,26 +142,35 @@ class Antichain:
     Antichain([3])
     >>> a.less_equal(4), a.less_equal(2)
     (True, False)
+    >>> from deltaflow.framework.lattice import Product
     >>> Antichain([Product(1, 2), Product(1, 5), Product(2, 2)]).elements
     (Product(outer=1, inner=2),)
     >>> Antichain([Product(1, 0), Product(0, 3)]).elements
     (Product(outer=0, inner=3), Product(outer=1, inner=0))
+
+    Args:
+        times: the times, of one domain.
+        domain: their domain, if the caller knows it; else it is found from the least time.
     """
 
     _elements: tuple[Time, ...]
+    _le: Order
 
-    def __init__(self, times: Iterable[Time] = ()) -> None:
+    def __init__(self, times: Iterable[Time] = (), domain: TimeDomain | None = None) -> None:
         # The total order is a linear extension of the partial order: its least element is
         # minimal, and often (ints always, times on one chain) below every other one.
         times = list(times)
         if len(times) <= 1:
             self._elements = tuple(times)
+            self._le = domain.less_equal if domain is not None else _order_of(times)
             return
         first = min(times)
-        if first.__class__ is int:
+        if domain is None:
+            domain = domain_of(first)
+        le = self._le = domain.less_equal
+        if domain.total:
             self._elements = (first,)
             return
-        le = _less_equal
         for t in times:
             if not le(first, t):
                 break
@@ -172,14 +190,15 @@ class Antichain:
         self._elements = tuple(elements)
 
     @classmethod
-    def from_elem(cls, time: Time) -> Antichain:
-        """The frontier holding exactly ``time``."""
+    def from_elem(cls, time: Time, domain: TimeDomain | None = None) -> Antichain:
+        """The frontier holding exactly ``time`` (of ``domain``, if given)."""
         out = cls.__new__(cls)
         out._elements = (time,)
+        out._le = (domain or domain_of(time)).less_equal
         return out
 
     @classmethod
-    def from_sorted(cls, elements: tuple[Time, ...]) -> Antichain:
+    def from_sorted(cls, elements: tuple[Time, ...], domain: TimeDomain | None = None) -> Antichain:
         """The frontier of ``elements`` that are already mutually incomparable and sorted in
         the total order, as a frontier's own elements are.
 
@@ -187,11 +206,13 @@ class Antichain:
         hands out immutable ones: the elements are taken as they are, unchecked, where the
         constructor would reduce them to their minimal ones and sort them.
 
+            >>> from deltaflow.framework.lattice import Product
             >>> Antichain.from_sorted((Product(0, 1), Product(1, 0))).elements
             (Product(outer=0, inner=1), Product(outer=1, inner=0))
         """
         out = cls.__new__(cls)
         out._elements = elements
+        out._le = domain.less_equal if domain is not None else _order_of(elements)
         return out
 
     @property
@@ -201,21 +222,24 @@ class Antichain:
 
     def less_equal(self, time: Time) -> bool:
         """True iff ``time`` is beyond the frontier: some element is ``<=`` it."""
+        le = self._le
         for e in self._elements:  # noqa: SIM110 - a plain loop beats any() on this hot path
-            if _less_equal(e, time):
+            if le(e, time):
                 return True
         return False
 
     def less_than(self, time: Time) -> bool:
         """True iff some element is strictly ``<`` ``time``."""
-        return any(less_than(e, time) for e in self._elements)
+        le = self._le
+        return any(e != time and le(e, time) for e in self._elements)
 
     def dominates(self, other: Antichain) -> bool:
         """True iff every element of ``other`` is beyond this frontier (``self <= other``)."""
         mine = self._elements
+        le = self._le
         for t in other._elements:
             for e in mine:
-                if _less_equal(e, t):
+                if le(e, t):
                     break
             else:
                 return False
@@ -282,6 +306,9 @@ class MutableAntichain:
     _counts: dict[Time, int] = attrs.field(factory=dict)
     _frontier: list[Time] = attrs.field(factory=list)
     _cached: Antichain | None = attrs.field(default=None, init=False)
+    #: The times' order: their domain's, found once the frontier first holds a time (it is
+    #: read only while the frontier holds one).
+    _le: Order = attrs.field(default=less_equal, init=False)
 
     def update_iter(self, changes: Iterable[tuple[Time, int]]) -> list[tuple[Time, int]]:
         """Apply count changes; return the frontier's changes as ``(time, +1 | -1)`` pairs.
@@ -295,6 +322,7 @@ class MutableAntichain:
         """
         counts = self._counts
         frontier = self._frontier
+        le = self._le
         rebuild = False
         for time, delta in changes:
             if not delta:
@@ -310,7 +338,7 @@ class MutableAntichain:
                 # An increment cannot move the frontier if some element (whose count is
                 # positive) is already <= it.
                 for f in frontier:
-                    if _less_equal(f, time):
+                    if le(f, time):
                         break
                 else:
                     rebuild = True
@@ -325,13 +353,16 @@ class MutableAntichain:
     def _rebuild(self) -> list[tuple[Time, int]]:
         old = self._frontier
         new = [t for t, c in self._counts.items() if c > 0]
+        if new and not old:
+            self._le = _order_of(new)
         if len(new) > 1:
             # In sorted order (a linear extension) only an earlier time can dominate a later.
             new.sort()
             kept = [new[0]]
+            le = self._le
             for t in new[1:]:
                 for f in kept:
-                    if _less_equal(f, t):
+                    if le(f, t):
                         break
                 else:
                     kept.append(t)
@@ -367,14 +398,16 @@ class MutableAntichain:
 
     def less_equal(self, time: Time) -> bool:
         """True iff ``time`` is beyond the frontier (it could still be reached)."""
+        le = self._le
         for f in self._frontier:  # noqa: SIM110 - a plain loop beats any() on this hot path
-            if _less_equal(f, time):
+            if le(f, time):
                 return True
         return False
 
     def less_than(self, time: Time) -> bool:
         """True iff some frontier element is strictly below ``time``."""
-        return any(less_than(f, time) for f in self._frontier)
+        le = self._le
+        return any(f != time and le(f, time) for f in self._frontier)
 
     def count_for(self, time: Time) -> int:
         """The current count of exactly ``time``."""
@@ -407,13 +440,14 @@ def frontier_join(a: Antichain, b: Antichain) -> Antichain:
 
     Runtime complexity: O(|a| * |b|) lattice operations.
 
+        >>> from deltaflow.framework.lattice import Product
         >>> frontier_join(Antichain([Product(0, 2), Product(2, 0)]), Antichain([Product(1, 1)]))
         Antichain([Product(outer=1, inner=2), Product(outer=2, inner=1)])
     """
     if a is b:
         return a
     ea, eb = a.elements, b.elements
-    if len(ea) == 1 and len(eb) == 1 and ea[0].__class__ is int and eb[0].__class__ is int:
+    if a._le is _INT_ORDER and len(ea) == 1 and len(eb) == 1:
         return a if ea[0] >= eb[0] else b
     if a.dominates(b):
         return b

@@ -53,6 +53,12 @@ Invariants and footguns:
   times: around each cycle the composed summary must keep the nesting depth and add a positive
   amount (a loop's feedback). Without that, no frontier on the cycle could ever pass a time.
   It also rejects graphs where one location would see times of different nesting depths.
+* A node may declare its depth (``add_node(..., depth=)``; the plan declares every actor's).
+  It fixes the depth of every location connected to it (:attr:`ProgressGraph.depths`), and
+  with it the :class:`~deltaflow.framework.time_domain.TimeDomain` the tracker reads that
+  location's times with: a time of another shape there is rejected, naming the port. Where
+  no node declared one, any flat time is taken (and times of two depths at one location are
+  the caller's error).
 * Counts may go negative for a while (a "consumed" seen before the matching "produced");
   negative counts never hold a frontier back. Report production before consumption where you
   can: while a count is wrongly negative, frontiers may be too far ahead.

@@ -26,21 +26,28 @@ from sortedcontainers import SortedList  # type: ignore[import-untyped]
 from .. import tuning
 from ..lattice import Product, Time
 from ..summary import PathSummary
+from ..time_domain import TimeDomain
 
 __all__ = [
     "Coords",
     "Counts",
+    "Updater",
     "check_counted",
     "coords_le",
     "coords_map",
+    "coords_reader",
     "from_coords",
     "minimal",
     "to_coords",
     "update_counted",
+    "update_total",
+    "updater_for",
 ]
 
 #: The coordinates of a time, outermost first.
 Coords = tuple[int, ...]
+#: :func:`update_counted` or :func:`update_total`: one change applied to a counted frontier.
+Updater = Callable[["Counts", list[Coords], Coords, int], "list[tuple[Coords, int]] | None"]
 
 
 def to_coords(time: Time) -> Coords:
@@ -81,6 +88,69 @@ def _nested_coords(time: Time) -> Coords:
         f"inner coordinates, such as Product(Product(t, i), j); got {time!r}"
     )
     raise ValueError(msg)
+
+
+def coords_reader(
+    domain: TimeDomain | None, times: dict[Coords, Time], where: str
+) -> Callable[[Time], Coords]:
+    """:func:`to_coords` for the times of one location, whose domain is ``domain``: a
+    function that checks a time has the domain's shape (one test of what is expected, not a
+    search among shapes), and remembers each Product in ``times`` under its coordinates (so
+    reports give back the objects they were given). ``None``: the location's depth is
+    unknown, any flat time is taken.
+
+    Raises (the returned function):
+        ValueError: naming ``where`` and the time, if the time is not of the domain.
+
+    >>> from deltaflow.framework.time_domain import domain_for_depth
+    >>> memo = {}
+    >>> coords_reader(domain_for_depth(1), memo, "'map' input 0")(Product(2, 5)), memo
+    ((2, 5), {(2, 5): Product(outer=2, inner=5)})
+    """
+    if domain is None:
+
+        def read_any(time: Time) -> Coords:
+            c = to_coords(time)
+            if time.__class__ is not int:
+                times[c] = time
+            return c
+
+        return read_any
+
+    def wrong(time: Time) -> ValueError:
+        shape = "an int" if domain.total else f"a flat Product of depth {domain.depth}"
+        return ValueError(f"progress times at {where} must be {shape} ({domain!r}); got {time!r}")
+
+    if domain.total:
+
+        def read_int(time: Time) -> Coords:
+            if time.__class__ is int:
+                return (time,)
+            raise wrong(time)
+
+        return read_int
+    if domain.pairs:
+
+        def read_pair(time: Time) -> Coords:
+            if time.__class__ is Product:
+                outer, inner = time
+                if outer.__class__ is int and inner.__class__ is int:
+                    c = (outer, inner)
+                    times[c] = time
+                    return c
+            raise wrong(time)
+
+        return read_pair
+    levels = domain.depth + 1
+
+    def read_nested(time: Time) -> Coords:
+        c = _nested_coords(time)
+        if len(c) != levels:
+            raise wrong(time)
+        times[c] = time
+        return c
+
+    return read_nested
 
 
 def from_coords(coords: Coords) -> Time:
@@ -144,6 +214,16 @@ class Counts(dict[Coords, int]):
         #: counts are few (:func:`update_counted` keeps it up to date once it exists).
         self.positive: SortedList | None = None
 
+    def recount(self, t: Coords, old: int, new: int) -> None:
+        """Keep :attr:`positive`, if it exists, in step with ``t``'s count moving from
+        ``old`` to ``new``."""
+        positive = self.positive
+        if positive is not None and (old > 0) != (new > 0):
+            if new > 0:
+                positive.add(t)
+            else:
+                positive.remove(t)
+
     def sorted_positive(self) -> SortedList:
         """:attr:`positive`, made now if it does not exist yet."""
         positive = self.positive
@@ -170,12 +250,8 @@ def update_counted(
         counts[t] = new
     else:
         del counts[t]
-    positive = counts.positive
-    if positive is not None and (old > 0) != (new > 0):
-        if new > 0:
-            positive.add(t)
-        else:
-            positive.remove(t)
+    if counts.positive is not None:
+        counts.recount(t, old, new)
     le = coords_le
     if d > 0:
         if old > 0 or new <= 0:
@@ -213,6 +289,67 @@ def update_counted(
         return [(t, -1), *_exposed(counts, frontier, t)]
     # Every counted time is a frontier element: nothing can be exposed.
     return [(t, -1)]
+
+
+def update_total(
+    counts: Counts, frontier: list[Coords], t: Coords, d: int
+) -> list[tuple[Coords, int]] | None:
+    """:func:`update_counted` for a totally ordered domain (ints, the top scope's times): the
+    frontier is the least positive time or nothing, and tuples' own order is the lattice's.
+
+    >>> counts, frontier = Counts(), []
+    >>> update_total(counts, frontier, (3,), 1), update_total(counts, frontier, (1,), 1)
+    ([((3,), 1)], [((1,), 1), ((3,), -1)])
+    >>> update_total(counts, frontier, (1,), -1), frontier
+    ([((1,), -1), ((3,), 1)], [(3,)])
+    """
+    old = counts.get(t, 0)
+    new = old + d
+    if new:
+        counts[t] = new
+    else:
+        del counts[t]
+    if counts.positive is not None:
+        counts.recount(t, old, new)
+    if d > 0:
+        if old > 0 or new <= 0:
+            return None
+        if not frontier:
+            frontier.append(t)
+            return [(t, 1)]
+        f = frontier[0]
+        if f <= t:
+            return None
+        frontier[0] = t
+        return [(t, 1), (f, -1)]
+    if old <= 0 or new > 0 or not frontier or frontier[0] != t:
+        return None
+    if not counts:
+        frontier.pop()
+        return [(t, -1)]
+    # The least positive time left, if any, is exposed.
+    least = None
+    if len(counts) > Counts.SORTED_AT or counts.positive is not None:
+        positive = counts.sorted_positive()
+        if positive:
+            least = positive[0]
+    else:
+        for u, c in counts.items():
+            if c > 0 and (least is None or u < least):
+                least = u
+    if least is None:
+        frontier.pop()
+        return [(t, -1)]
+    frontier[0] = least
+    return [(t, -1), (least, 1)]
+
+
+def updater_for(domain: TimeDomain | None) -> Updater:
+    """The counted-frontier rule for a location whose times are of ``domain``:
+    :func:`update_total` for a total order, :func:`update_counted` otherwise (or unknown)."""
+    if domain is not None and domain.total:
+        return update_total
+    return update_counted
 
 
 def _exposed(counts: Counts, frontier: list[Coords], t: Coords) -> list[tuple[Coords, int]]:

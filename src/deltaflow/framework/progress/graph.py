@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import attrs
 
 from ..summary import PathSummary
-from .validation import validate
+from .validation import location_depths, validate
 
 __all__ = ["Arc", "GraphBuilder", "Location", "Port", "ProgressGraph", "ProgressGraphBuilder"]
 
@@ -82,6 +82,7 @@ class ProgressGraphBuilder:
     _inputs: list[int] = attrs.field(factory=list)
     _outputs: list[int] = attrs.field(factory=list)
     _summaries: list[dict[Port, PathSummary]] = attrs.field(factory=list)
+    _depths: list[int | None] = attrs.field(factory=list)
     _edges: list[tuple[Port, Port]] = attrs.field(factory=list)
     _edge_set: set[tuple[Port, Port]] = attrs.field(factory=set)
 
@@ -91,6 +92,7 @@ class ProgressGraphBuilder:
         inputs: int,
         outputs: int,
         summaries: Mapping[Port, PathSummary] | None = None,
+        depth: int | None = None,
     ) -> int:
         """Add a node; return its index.
 
@@ -101,10 +103,19 @@ class ProgressGraphBuilder:
             summaries: ``(input port, output port) -> PathSummary`` for every connected pair;
                 a pair missing from the mapping is not connected. ``None`` connects every input
                 to every output with the identity.
+            depth: how many loops the node's scope is nested in: the nesting depth of the
+                times at its outputs (at its inputs if it has none). It fixes the depth of
+                every location connected to the node (:attr:`ProgressGraph.depths`), and so
+                the :class:`~deltaflow.framework.time_domain.TimeDomain` the tracker uses
+                there; ``None`` leaves it to another node, or unknown.
 
         Raises:
-            ValueError: on negative port counts, out-of-range ports or non-summary values.
+            ValueError: on negative port counts or depth, out-of-range ports or non-summary
+                values.
         """
+        if depth is not None and not _is_count(depth):
+            msg = f"node {name!r}: depth must be a non-negative int or None, got {depth!r}"
+            raise ValueError(msg)
         if not (_is_count(inputs) and _is_count(outputs)):
             msg = (
                 f"node {name!r}: port counts must be non-negative ints, "
@@ -134,6 +145,7 @@ class ProgressGraphBuilder:
         self._inputs.append(inputs)
         self._outputs.append(outputs)
         self._summaries.append(checked)
+        self._depths.append(depth)
         return len(self._names) - 1
 
     def add_edge(self, source: Port, target: Port) -> None:
@@ -174,8 +186,8 @@ class ProgressGraphBuilder:
 
         Raises:
             ValueError: naming the operators on a cycle that does not strictly advance times
-                (or that changes the nesting depth of times), or the location that would see
-                times of different nesting depths.
+                (or that changes the nesting depth of times), the location that would see
+                times of different nesting depths, or nodes whose declared depths disagree.
 
         Runtime complexity: O(V + E) outside cycles; for each strongly connected component, a
         fixed point over antichains of path summaries from each of its input ports.
@@ -188,6 +200,7 @@ class ProgressGraphBuilder:
             tuple(self._edges),
         )
         validate(graph)
+        graph.depths = tuple(location_depths(graph, self._depths))
         return graph
 
 
@@ -206,6 +219,8 @@ class ProgressGraph:
         output_counts: number of output ports per node.
         summaries: per node, ``(input, output) -> PathSummary`` for connected pairs.
         edges: ``((node, out_port), (node, in_port))`` pairs, in insertion order.
+        depths: per location id, the nesting depth of its times where a node connected to it
+            declared its depth (``None`` elsewhere: any depth the tracker is given).
     """
 
     names: tuple[str, ...]
@@ -213,6 +228,7 @@ class ProgressGraph:
     output_counts: tuple[int, ...]
     summaries: tuple[dict[Port, PathSummary], ...]
     edges: tuple[tuple[Port, Port], ...]
+    depths: tuple[int | None, ...]
     _target_ids: dict[Port, int]
     _source_ids: dict[Port, int]
     _locations: tuple[Location, ...]
@@ -260,6 +276,7 @@ class ProgressGraph:
         self._arcs = tuple(tuple(a) for a in arcs)
         self._targets_of = {k: tuple(v) for k, v in targets_of.items()}
         self._sources_of = {k: tuple(v) for k, v in sources_of.items()}
+        self.depths = (None,) * len(locations)
 
     @property
     def node_count(self) -> int:

@@ -15,15 +15,18 @@ import attrs
 from .. import tuning
 from ..antichain import Antichain
 from ..lattice import Time, less_equal, sort_key
+from ..time_domain import TimeDomain, domain_for_depth
 from .coords import (
     Coords,
     Counts,
+    Updater,
     check_counted,
     coords_map,
+    coords_reader,
     from_coords,
     minimal,
     to_coords,
-    update_counted,
+    updater_for,
 )
 from .graph import Arc, Location, Port, ProgressGraph
 from .routes import carried_arcs, kept_locations, postorder, same_time_order
@@ -81,8 +84,12 @@ class ProgressTracker:
     Times given to the tracker must be ints or Products that nest in the outer coordinate
     with int inner coordinates (the flat loop encoding); internally, pointstamps and
     implications are kept as coordinate tuples (``sort_key(time)``), which hash and compare at
-    C speed. Buffered changes are summed per location and time, so a message sent and consumed
-    between two propagations costs nothing to propagate.
+    C speed. Each location takes the :class:`~deltaflow.framework.time_domain.TimeDomain` of
+    its depth (:attr:`ProgressGraph.depths`, declared per node by the plan) once, here: how
+    its times are read (a time of another shape is rejected, naming the location) and which
+    counted-frontier rule keeps its frontiers (a total order's for ints), so that no change
+    tests which shape its time has. Buffered changes are summed per location and time, so a
+    message sent and consumed between two propagations costs nothing to propagate.
 
     Implications are kept at *watched* input ports only: every input port but those named in
     ``unwatched`` (the inputs of operators that never read their frontiers, see
@@ -147,6 +154,9 @@ class ProgressTracker:
     _other_succ: tuple[tuple[tuple[int, Callable[[Coords], Coords], tuple[float, ...]], ...], ...]
     _chain_succ: tuple[int, ...]
     _pads: tuple[tuple[float, ...], ...]
+    _domains: tuple[TimeDomain | None, ...]
+    _readers: tuple[Callable[[Time], Coords], ...]
+    _updaters: tuple[Updater, ...]
     _kept: tuple[bool, ...]
     _carried: tuple[tuple[Arc, ...], ...]
     _stamp_arcs: tuple[tuple[Arc, ...], ...]
@@ -192,6 +202,19 @@ class ProgressTracker:
             internal[g] = i
         self._graph_ids = tuple(order)
         self._internal_ids = tuple(internal)
+        self._route(order, internal)
+        self._choose_domains(order)
+        self._source_ids = {port: internal[g] for port, g in graph.source_ids.items()}
+        self._target_ids = {port: internal[g] for port, g in graph.target_ids.items()}
+        self._occupied = 0
+        self._propagations = 0
+        self._pops = 0
+        self._reported = 0
+
+    def _route(self, order: list[int], internal: list[int]) -> None:
+        """Each location's successors, pads and predecessors, by internal id."""
+        graph = self.graph
+        carried = self._carried
         # Worklist keys of a location's times: the coordinates, padded with infinities up to
         # the depth of the deepest location connected to it, so that a time of an outer scope
         # comes after every inner time it contains. The two changes of a capability moving
@@ -219,64 +242,56 @@ class ProgressTracker:
         self._ident_succ = tuple(ident)
         self._other_succ = tuple(other)
         self._chain_succ = tuple(chain)
-        locations = [graph.location(g) for g in order]
-        self._node_port = tuple((loc.node, loc.port) for loc in locations)
+        self._node_port = tuple((loc.node, loc.port) for loc in map(graph.location, order))
         # Where a location's own pointstamp frontier changes are applied (itself if kept, else
         # the first kept locations after it), with the summary as a map of coordinates (None
         # for the identity).
         self._stamp_targets = tuple(
-            tuple((internal[v], None if a.is_identity else coords_map(a)) for v, a in stamp_arcs[g])
+            tuple(
+                (internal[v], None if a.is_identity else coords_map(a))
+                for v, a in self._stamp_arcs[g]
+            )
             for g in order
         )
         # Per location id: its predecessors with the summary as a map of coordinates (None for
         # the identity), to make the frontier of a location that is not kept on request.
         preds: list[list[tuple[int, Callable[[Coords], Coords] | None]]] = [[] for _ in order]
-        for u in range(n):
+        for u in range(len(order)):
             for v, a in graph.arcs(u):
                 preds[v].append((u, None if a.is_identity else coords_map(a)))
         self._preds = tuple(tuple(x) for x in preds)
-        self._source_ids = {port: internal[g] for port, g in graph.source_ids.items()}
-        self._target_ids = {port: internal[g] for port, g in graph.target_ids.items()}
-        self._occupied = 0
-        self._propagations = 0
-        self._pops = 0
-        self._reported = 0
+
+    def _choose_domains(self, order: list[int]) -> None:
+        """Each location's time domain, from its depth, and what it decides once: how the
+        location's times are read, and the rule keeping its counted frontiers."""
+        graph = self.graph
+        depths = graph.depths
+        self._domains = tuple(
+            None if depths[g] is None else domain_for_depth(depths[g])  # type: ignore[arg-type]
+            for g in order
+        )
+        self._readers = tuple(
+            coords_reader(d, self._times, graph.describe(g))
+            for d, g in zip(self._domains, order, strict=True)
+        )
+        self._updaters = tuple(updater_for(d) for d in self._domains)
 
     # -- updates ------------------------------------------------------------------------------
-
-    def _buffer(self, loc: int, time: Time, delta: int) -> None:
-        """Validate ``time`` and add ``delta`` to its buffered change at location ``loc``."""
-        c = to_coords(time)
-        if time.__class__ is not int:
-            self._times[c] = time
-        key = (loc, c)
-        pending = self._pending
-        pending[key] = pending.get(key, 0) + delta
-        self._pending_count += 1
 
     def update_source(self, node: int, port: int, time: Time, delta: int) -> None:
         """Buffer a change of the capabilities held at output ``port`` of ``node``.
 
         Raises:
-            ValueError: if the port does not exist or ``time`` is not a valid time.
+            ValueError: if the port does not exist or ``time`` is not of the port's domain.
 
-        Runtime complexity: O(1) for an int time, O(depth) for a Product.
+        Runtime complexity: O(1) for an int time or a pair, O(depth) for a deeper Product.
         """
-        if not delta:
-            return
-        self._buffer(self._source_loc(node, port), time, delta)
+        self.update_pointstamps(((True, node, port, time, delta),))
 
     def update_target(self, node: int, port: int, time: Time, delta: int) -> None:
-        """Buffer a change of the messages in flight to input ``port`` of ``node``.
-
-        Raises:
-            ValueError: if the port does not exist or ``time`` is not a valid time.
-
-        Runtime complexity: O(1) for an int time, O(depth) for a Product.
-        """
-        if not delta:
-            return
-        self._buffer(self._target_loc(node, port), time, delta)
+        """Buffer a change of the messages in flight to input ``port`` of ``node``; as
+        :meth:`update_source` otherwise."""
+        self.update_pointstamps(((False, node, port, time, delta),))
 
     def update(self, changes: Iterable[tuple[Location | tuple[int, int, bool], Time, int]]) -> None:
         """Buffer a batch of ``(location, time, delta)`` changes.
@@ -298,15 +313,15 @@ class ProgressTracker:
         ``is_source``, a message change at input ``port`` otherwise); it is the fastest way in.
 
         Raises:
-            ValueError: if a port does not exist or a time is not valid; changes before the
-                offending one stay buffered.
+            ValueError: if a port does not exist or a time is not of its domain (naming the
+                port); changes before the offending one stay buffered.
 
         Runtime complexity: O(len(changes)).
         """
         source_ids = self._source_ids
         target_ids = self._target_ids
+        readers = self._readers
         pending = self._pending
-        times = self._times
         count = 0
         try:
             for is_source, node, port, time, delta in changes:
@@ -317,10 +332,7 @@ class ProgressTracker:
                     kind = "output" if is_source else "input"
                     msg = f"no {kind} port {port!r} on node {node!r}"
                     raise ValueError(msg)
-                c = to_coords(time)
-                if time.__class__ is not int:
-                    times[c] = time
-                key = (loc, c)
+                key = (loc, readers[loc](time))
                 pending[key] = pending.get(key, 0) + delta
                 count += 1
         finally:
@@ -397,7 +409,7 @@ class ProgressTracker:
         self._pending_count = 0
         self._propagations += 1
         if len(self._times) > self.TIME_CACHE_SIZE:
-            self._times = {}
+            self._times.clear()  # the readers hold this dict
         if len(self._antichain_memo) > self.TIME_CACHE_SIZE:
             self._antichain_memo = {}
         heap = self._apply_pointstamps(pending)
@@ -419,12 +431,13 @@ class ProgressTracker:
         occupied = self._occupied
         pads = self._pads
         stamp_targets = self._stamp_targets
+        updaters = self._updaters
         for (loc, t), d in pending.items():
             if not d:
                 continue
             frontier = stamp_frontiers[loc]
             was_empty = not frontier
-            moved = update_counted(all_stamps[loc], frontier, t, d)
+            moved = updaters[loc](all_stamps[loc], frontier, t, d)
             if moved is not None:
                 if was_empty:
                     occupied += 1
@@ -457,7 +470,7 @@ class ProgressTracker:
         other_succ = self._other_succ
         chain_succ = self._chain_succ
         pads = self._pads
-        update = update_counted
+        updaters = self._updaters
         pops = 0
         # ``t, loc, d`` is the next change to apply: popped off the heap (summed with every
         # entry for the same time and location), or handed over directly by its predecessor.
@@ -486,12 +499,12 @@ class ProgressTracker:
                 break
             frontier = all_frontiers[loc]
             if loc in before:
-                moved = update(all_counts[loc], frontier, t, d)
+                moved = updaters[loc](all_counts[loc], frontier, t, d)
                 if moved is None:
                     continue
             else:
                 old = frontier[:]
-                moved = update(all_counts[loc], frontier, t, d)
+                moved = updaters[loc](all_counts[loc], frontier, t, d)
                 if moved is None:
                     continue
                 before[loc] = old
@@ -535,11 +548,13 @@ class ProgressTracker:
         """The implications frontier of internal location ``loc`` as an Antichain (cached)."""
         out = self._antichains[loc]
         if out is None:
-            out = self._antichains[loc] = self._to_antichain(self._frontiers[loc])
+            out = self._antichains[loc] = self._to_antichain(self._frontiers[loc], loc)
         return out
 
-    def _to_antichain(self, frontier: list[Coords]) -> Antichain:
-        """The Antichain of ``frontier``'s times; equal frontiers share one (memoized)."""
+    def _to_antichain(self, frontier: list[Coords], loc: int) -> Antichain:
+        """The Antichain of ``frontier``'s times at internal location ``loc``, comparing them
+        by the location's domain; equal frontiers share one (memoized: equal coordinates
+        have one depth)."""
         if not frontier:
             return _EMPTY
         # A frontier of one element is keyed by its coordinates, a larger one by the sorted
@@ -557,10 +572,11 @@ class ProgressTracker:
         out = memo.get(key)
         if out is None:
             time_of = self._time_of
+            domain = self._domains[loc]
             if n == 1:
-                out = Antichain.from_sorted((time_of(key),))
+                out = Antichain.from_sorted((time_of(key),), domain)
             else:
-                out = Antichain.from_sorted(tuple([time_of(c) for c in key]))
+                out = Antichain.from_sorted(tuple([time_of(c) for c in key]), domain)
             memo[key] = out
         return out
 
@@ -576,7 +592,7 @@ class ProgressTracker:
         loc = self._target_loc(node, in_port)
         if self._kept[self._graph_ids[loc]]:
             return self._antichain(loc)
-        return self._to_antichain(self._implied(self._graph_ids[loc]))
+        return self._to_antichain(self._implied(self._graph_ids[loc]), loc)
 
     def is_watched(self, node: int, in_port: int) -> bool:
         """True if the frontier of input ``in_port`` of ``node`` is kept between propagations
@@ -602,7 +618,7 @@ class ProgressTracker:
         for the m elements gathered.
         """
         loc = self._source_loc(node, out_port)
-        return self._to_antichain(self._implied(self._graph_ids[loc]))
+        return self._to_antichain(self._implied(self._graph_ids[loc]), loc)
 
     def _source_loc(self, node: int, port: int) -> int:
         """The internal location of output ``port`` of ``node``; ValueError if there is none."""
@@ -637,10 +653,19 @@ class ProgressTracker:
             made[u] = minimal(times)
         return made[g]
 
+    def domain_at(self, location: Location) -> TimeDomain | None:
+        """The time domain ``location``'s times are read with (``None``: no node connected
+        to it declared its depth, any flat time is taken).
+
+        Raises:
+            ValueError: if the port does not exist.
+        """
+        return self._domains[self._internal_ids[self.graph.location_id(location)]]
+
     def pointstamps(self, location: Location) -> Antichain:
         """The minimal times with a positive pointstamp count *at* ``location`` itself."""
         loc = self._internal_ids[self.graph.location_id(location)]
-        return self._to_antichain(self._stamp_frontiers[loc])
+        return self._to_antichain(self._stamp_frontiers[loc], loc)
 
     def held(self) -> list[tuple[Location, Antichain]]:
         """Every location holding positive pointstamps, with their minimal times.
@@ -653,7 +678,7 @@ class ProgressTracker:
         internal = self._internal_ids
         stamp_frontiers = self._stamp_frontiers
         return [
-            (graph.location(g), self._to_antichain(stamp_frontiers[internal[g]]))
+            (graph.location(g), self._to_antichain(stamp_frontiers[internal[g]], internal[g]))
             for g in range(graph.location_count)
             if stamp_frontiers[internal[g]]
         ]
@@ -731,7 +756,7 @@ class ProgressTracker:
             assert {from_coords(c) for c in frontier} == expected[g], (where, frontier, expected[g])
             cached = self._antichains[loc]
             if cached is not None:
-                assert cached == self._to_antichain(frontier), (where, cached, frontier)
+                assert cached == self._to_antichain(frontier, loc), (where, cached, frontier)
                 cached._check()
         for c, time in self._times.items():
             assert to_coords(time) == c, (c, time)

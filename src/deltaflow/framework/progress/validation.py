@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..summary import PathSummary
 
 if TYPE_CHECKING:
-    from .graph import ProgressGraph
+    from .graph import Port, ProgressGraph
 
-__all__ = ["levels_above_deepest", "strongly_connected", "validate"]
+__all__ = ["levels_above_deepest", "location_depths", "strongly_connected", "validate"]
 
 
 def validate(graph: ProgressGraph) -> None:
@@ -308,3 +309,45 @@ def levels_above_deepest(graph: ProgressGraph) -> list[int]:
         if p > deepest.get(c, p - 1):
             deepest[c] = p
     return [deepest[c] - p for p, c in zip(potential, component)]
+
+
+def location_depths(graph: ProgressGraph, node_depths: Sequence[int | None]) -> list[int | None]:
+    """Per location, the nesting depth of its times: fixed by the depth declared for any node
+    connected to it (the depth of the node's outputs, or of its inputs if it has none) and
+    the summaries in between; ``None`` where no connected node declares one.
+
+    Raises:
+        ValueError: naming the node whose declared depth disagrees with another's, or that
+            would make some location's depth negative.
+    """
+    potential, component, _ = _depth_potentials(graph)
+    offset: dict[int, tuple[int, int]] = {}  # component -> (offset, declaring node)
+    for node, depth in enumerate(node_depths):
+        if depth is None:
+            continue
+        port: Port = (node, 0)
+        ids = graph.source_ids if graph.output_counts[node] else graph.target_ids
+        if port not in ids:
+            continue  # no ports: nothing to anchor
+        loc = ids[port]
+        c = component[loc]
+        mine = depth - potential[loc]
+        found = offset.setdefault(c, (mine, node))
+        if found[0] != mine:
+            other = graph.names[found[1]]
+            msg = (
+                f"node {graph.names[node]!r} is declared at depth {depth}, which disagrees "
+                f"by {mine - found[0]:+d} level(s) with node {other!r}'s declared depth"
+            )
+            raise ValueError(msg)
+    out: list[int | None] = []
+    for loc, (p, c) in enumerate(zip(potential, component)):
+        if c not in offset:
+            out.append(None)
+            continue
+        d = p + offset[c][0]
+        if d < 0:
+            msg = f"{graph.describe(loc)} would see times of depth {d} from the declared depths"
+            raise ValueError(msg)
+        out.append(d)
+    return out

@@ -365,7 +365,7 @@ def _progress_graph(physical: list[PhysicalNode]) -> ProgressGraph:
     runs."""
     builder = GraphBuilder()
     for pn in physical:
-        builder.add_node(pn.name, len(pn.inputs), pn.outputs, pn.summaries)
+        builder.add_node(pn.name, len(pn.inputs), pn.outputs, pn.summaries, pn.depth)
     for idx, pn in enumerate(physical):
         added = set()
         for port, edges in enumerate(pn.inputs):
