@@ -41,7 +41,8 @@ from .mesh import CONNECT_TIMEOUT_S, Rendezvous, connect_mesh, plan_digest
 from .tcp import Link, TcpTransport
 
 if TYPE_CHECKING:
-    from ...operators.collection import DataflowBuilder, Pipeline
+    from ...operators.builder import DataflowBuilder
+    from ...operators.pipeline import Pipeline
     from ..local.transport import Transport
     from .tls import TLS
 

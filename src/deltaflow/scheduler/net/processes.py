@@ -59,7 +59,7 @@ from .remote_errors import ErrorReport
 from .tcp import FrameError, Link, describe_workers
 
 if TYPE_CHECKING:
-    from ...operators.collection import Pipeline
+    from ...operators.pipeline import Pipeline
     from ..checkpoint import Checkpointer
     from ..local.transport import ProgressChange, Transport
     from ..local.worker import Worker
