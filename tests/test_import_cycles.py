@@ -8,6 +8,7 @@ submodule runs first. Imports under ``if TYPE_CHECKING:`` never run and are left
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import deltaflow
@@ -140,6 +141,44 @@ def test_framework_and_operators_import_at_module_level() -> None:
     the layers is what the import lines say."""
     found = deferred_imports(ROOT, NO_DEFERRED)
     assert not found, "\n".join(found)
+
+
+def map_order(package: Path) -> list[str]:
+    """The modules a package's ``__init__`` lists in its module map (``* :mod:`.name` - ...``
+    lines), in order, by dotted name."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    base = ".".join(package.relative_to(ROOT.parent).parts)
+    return [f"{base}.{m}" for m in re.findall(r"^\* :mod:`\.([\w.]+)`", doc, re.MULTILINE)]
+
+
+def out_of_order(graph: dict[str, set[str]], order: list[str]) -> list[str]:
+    """``module -> target`` for each import of a module listed later in ``order`` (a module
+    stands for its sub-modules unless they are listed themselves)."""
+
+    def rank(module: str) -> int | None:
+        best = None
+        for i, listed in enumerate(order):
+            covers = module == listed or module.startswith(listed + ".")
+            if covers and (best is None or len(listed) > len(order[best])):
+                best = i
+        return best
+
+    found = []
+    for module, targets in sorted(graph.items()):
+        mine = rank(module)
+        for target in sorted(targets):
+            theirs = rank(target)
+            if mine is not None and theirs is not None and theirs > mine:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_operators_import_only_what_their_map_lists_before_them() -> None:
+    """``operators/__init__``'s module map is the order of the layers inside it."""
+    order = map_order(ROOT / "operators")
+    assert len(order) > 10
+    assert not out_of_order(import_graph(ROOT), order)
+    assert out_of_order(import_graph(ROOT), list(reversed(order)))
 
 
 def test_the_checks_can_fail(tmp_path: Path) -> None:
