@@ -44,19 +44,12 @@ from .errors import (
 )
 from .framework.antichain import Antichain as Antichain
 from .framework.lattice import Product as Product
-from .operators.collection import (
-    Arranged as Arranged,
-    Collection as Collection,
-    Pipeline as Pipeline,
-    optional as optional,
-)
-from .operators.delta import (
-    Index as Index,
-    PrefixExtender as PrefixExtender,
-    multiway_join as multiway_join,
-)
+from .operators.collection import Arranged as Arranged, Collection as Collection
+from .operators.delta import Index as Index, PrefixExtender as PrefixExtender
+from .operators.delta.query import multiway_join as multiway_join
 from .operators.io import ProbeHandle as ProbeHandle
 from .operators.iterate import Variable as Variable, loop_scope as loop_scope
+from .operators.pipeline import Pipeline as Pipeline, optional as optional
 from .operators.windows import (
     session as session,
     sliding as sliding,

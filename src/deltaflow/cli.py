@@ -59,7 +59,7 @@ import trio
 from . import __version__
 from .adapters.files import read_updates, write_jsonl
 from .errors import DeltaflowError
-from .operators.collection import Pipeline
+from .operators.pipeline import Pipeline
 from .scheduler.accounting import InputAccount, Rejected, check_on_bad, make_accounts
 from .scheduler.collector import GC_THRESHOLD
 from .scheduler.graph import FORMATS, graph

@@ -46,8 +46,9 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from .framework.tuning import ROUNDS_PER_LEVEL
-from .operators.collection import Collection, Pipeline
+from .operators.collection import Collection
 from .operators.iterate import LoopScope, Variable
+from .operators.pipeline import Pipeline
 
 __all__ = [
     "ROUNDS_PER_LEVEL",

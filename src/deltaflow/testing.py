@@ -40,7 +40,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from deltaflow.framework.lattice import Product, Time, join_closure, less_equal, sort_key
-from deltaflow.operators.collection import Collection, Pipeline
+from deltaflow.operators.collection import Collection
+from deltaflow.operators.pipeline import Pipeline
 from deltaflow.scheduler.collector import GC_THRESHOLD
 from deltaflow.scheduler.runtime import run
 

@@ -104,7 +104,7 @@ def test_odd_shapes_are_general() -> None:
 def test_scopes_and_traces_carry_their_domain() -> None:
     from deltaflow.framework.antichain import Antichain
     from deltaflow.framework.trace.spine import Spine
-    from deltaflow.operators.collection import Scope
+    from deltaflow.operators.scope import Scope
 
     top = Scope()
     loop = Scope(top, "loop")

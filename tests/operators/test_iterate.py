@@ -44,7 +44,7 @@ from deltaflow.framework.lattice import Product, Time, depth
 from deltaflow.framework.summary import PathSummary
 from deltaflow.graphs import reachable_pairs
 from deltaflow.operators.base import Interest, Operator, OperatorContext, UpdateBatch
-from deltaflow.operators.collection import DataflowBuilder
+from deltaflow.operators.builder import DataflowBuilder
 from deltaflow.operators.dataflow import DataflowSpec, Edge
 from deltaflow.operators.iterate import (
     FeedbackOperator,
@@ -185,7 +185,7 @@ async def test_frontier_passes_every_round_of_a_time(workers: int) -> None:
 
     def build(xs: df.Collection) -> df.Collection:
         def step(x: df.Collection) -> df.Collection:
-            x._add("watch", lambda w, _n: FrontierWatch(seen[w]), [x])
+            x.builder.add("watch", lambda w, _n: FrontierWatch(seen[w]), [x])
             return x.map(count_up).consolidate()
 
         return iterate(xs, step)

@@ -31,7 +31,7 @@ from tests.reference import assert_matches_oracle
 import deltaflow as df
 from deltaflow.errors import OperatorError
 from deltaflow.framework.lattice import Product, Time
-from deltaflow.operators.collection import DataflowBuilder
+from deltaflow.operators.builder import DataflowBuilder
 from deltaflow.operators.iterate import Variable, iterate, loop_scope
 
 

@@ -32,6 +32,7 @@ numbers. An empty text cell of a non-string column is ``None`` (null).
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import re
@@ -109,8 +110,6 @@ class ColumnType:
                 return low == "true"
             msg = f"{text!r} is not a boolean (true or false)"
             raise ValueError(msg)
-        import json
-
         try:
             value = json.loads(text, parse_constant=_no_constant)
         except ValueError:

@@ -1,8 +1,11 @@
-"""What a pipeline's ``build()`` records: the :class:`Scope` each collection lives in and the
-:class:`DataflowBuilder` holding the graph, inputs, outputs and probes of one job.
+"""What a pipeline's ``build()`` records: the :class:`DataflowBuilder` holding the graph,
+inputs, outputs and probes of one job, and adding the nodes every collection method asks for.
 
 A :class:`~deltaflow.operators.collection.Collection` names one node of the builder's graph in
-one scope; the scheduler turns the builder into running actors.
+one :class:`~deltaflow.operators.scope.Scope`; the scheduler turns the builder into running
+actors. The builder is where handles are made: ``Collection``'s methods and the modules that
+build operators for them (reductions, windows, delta queries) add nodes through
+:meth:`DataflowBuilder.add`, so none of them needs to import the module above it.
 
     >>> builder = DataflowBuilder(workers=2)
     >>> xs = builder.new_input("xs")
@@ -12,70 +15,25 @@ one scope; the scheduler turns the builder into running actors.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
 
-from ..framework.time_domain import TimeDomain, domain_for_depth
-from .dataflow import DataflowSpec, Edge
+from ..framework.antichain import Antichain
+from ..framework.summary import PathSummary
+from ..framework.trace.spine import Spine
+from .arrange import ArrangeOperator, TraceRegistry
+from .base import check_function
+from .collection import Arranged, Collection
+from .dataflow import NO_TRAITS, DataflowSpec, Edge, NodeTraits, Pact, identity_key, pair_key
 from .io import InputFeed, InputOperator, OutputOperator, OutputStore, ProbeHandle
-
-if TYPE_CHECKING:
-    from .collection import Arranged, Collection
+from .iterate import iterate
+from .linear import LinearOperator, Step
+from .scope import Scope, ScopeOperator
 
 __all__ = ["DataflowBuilder", "Scope"]
-
-
-@attrs.define(eq=False)
-class Scope:
-    """A (possibly nested) timestamp scope: depth 0 is the top, with ``int`` times.
-
-    A collection's scope is ``collection.scope``; a loop's body runs in a scope nested in the
-    one the loop was started in, one ``Product`` level deeper.
-
-    >>> top = Scope()
-    >>> inner = Scope(Scope(top, "outer"), "inner")
-    >>> inner.depth, inner.describe()
-    (2, "'inner' in 'outer'")
-    """
-
-    parent: Scope | None = None
-    name: str = "top"
-
-    @property
-    def depth(self) -> int:
-        """How many ``Product`` levels the scope's times have."""
-        return 0 if self.parent is None else self.parent.depth + 1
-
-    @property
-    def domain(self) -> TimeDomain:
-        """The shape of the scope's times, chosen from its depth: what its operators and
-        traces compute with (:mod:`deltaflow.framework.time_domain`)."""
-        return domain_for_depth(self.depth)
-
-    def ancestors(self) -> list[Scope]:
-        """This scope and its parents, innermost first."""
-        out: list[Scope] = []
-        s: Scope | None = self
-        while s is not None:
-            out.append(s)
-            s = s.parent
-        return out
-
-    def site(self) -> str | None:
-        """Where the user made the scope (``file:line``), when known."""
-        return None
-
-    def describe(self) -> str:
-        """The scope as errors name it: its name and where it was made, then the same for
-        every loop scope it is nested in (two ``iterate`` calls make two scopes of one name)."""
-        parts = []
-        for s in self.ancestors()[:-1]:
-            site = s.site()
-            parts.append(f"{s.name!r}" if site is None else f"{s.name!r} (made at {site})")
-        return " in ".join(parts) or "the top scope"
 
 
 @attrs.define(eq=False)
@@ -158,8 +116,6 @@ class DataflowBuilder:
             inputs=[],
             outputs=1,
         )
-        from .collection import Collection  # collection.py builds on this module
-
         return Collection(self, node, 0, self.top)
 
     def new_output(self, name: str, collection: Collection) -> OutputStore:
@@ -179,3 +135,158 @@ class DataflowBuilder:
             outputs=0,
         )
         return store
+
+    # -- adding nodes: what Collection's methods and the operator builders call ------------
+    def add(
+        self,
+        name: str,
+        factory: Callable[[int, int], Any],
+        inputs: Sequence[Collection | Arranged],
+        *,
+        pacts: list[Pact] | None = None,
+        outputs: int = 1,
+        fusable: bool = False,
+        traits: NodeTraits = NO_TRAITS,
+        summaries: dict[tuple[int, int], PathSummary] | None = None,
+        scope: Scope | None = None,
+        align: bool = True,
+    ) -> Collection:
+        """Add node ``name`` (``factory(worker, workers)`` makes its operator) reading
+        ``inputs``, and return its first output as a collection of ``scope``.
+
+        ``scope`` defaults to the first input's; with ``align`` every collection input is
+        entered into it first (an arrangement is read where it is: its readers share its
+        scope). ``pacts`` routes each input (default: where it is); ``summaries`` gives the
+        path summaries of a node that changes times (default: identity).
+
+        >>> from deltaflow.operators.linear import Concat
+        >>> builder = DataflowBuilder()
+        >>> xs = builder.new_input("xs")
+        >>> both = builder.add("concat", lambda _w, _n: Concat(2), [xs, xs])
+        >>> builder.spec.nodes[both.node].name, both.scope is builder.top
+        ('concat', True)
+        """
+        target = scope or inputs[0].scope
+        edges = []
+        for i, given in enumerate(inputs):
+            pact = pacts[i] if pacts else Pact()
+            if isinstance(given, Arranged):
+                edges.append(Edge(given.node, 0, pact))
+                continue
+            entered = self.enter(given, target) if align else given
+            edges.append(Edge(entered.node, entered.port, pact))
+        node = self.spec.add_node(
+            name,
+            factory=factory,
+            inputs=edges,
+            outputs=outputs,
+            summaries=summaries,
+            depth=target.depth,
+            fusable=fusable,
+            # The scope, for pictures of the graph (df.graph groups a loop's operators).
+            traits=attrs.evolve(traits, scope=target),
+        )
+        return Collection(self, node, 0, target)
+
+    def linear(self, collection: Collection, step: Step, role: str = "fn") -> Collection:
+        """Add the linear operator applying ``step`` to ``collection`` (``role`` names the
+        step's function in the error a function of the wrong arity raises)."""
+        if step.kind != "negate":
+            check_function(step.kind, role, step.fn, 1)
+        steps = [step]
+        return self.add(
+            step.label,
+            lambda _w, _n: LinearOperator(steps),
+            [collection],
+            fusable=True,
+            traits=NodeTraits(steps=tuple(steps)),
+        )
+
+    def enter(self, collection: Collection, scope: Scope) -> Collection:
+        """``collection`` as seen from ``scope`` (a scope nested in its own, or its own): one
+        ``enter`` node per scope crossed, made once per collection and scope.
+
+        Raises:
+            ValueError: ``scope`` is not ``collection``'s scope or one nested in it.
+        """
+        if scope is collection.scope:
+            return collection
+        chain = scope.ancestors()
+        if collection.scope not in chain:
+            msg = (
+                f"a collection of scope {collection.scope.describe()} cannot be used in scope "
+                f"{scope.describe()}: only collections of enclosing scopes enter a loop; "
+                ".leave() it to a scope enclosing both, or compute it inside this loop"
+            )
+            raise ValueError(msg)
+        path = chain[: chain.index(collection.scope)]
+        current = collection
+        for inner in reversed(path):
+            key = (current.node, current.port, id(inner))
+            cached = self._entered.get(key)
+            if cached is None:
+                # The enter node's input stays in the outer scope.
+                cached = self.add(
+                    f"enter:{inner.name}",
+                    lambda _w, _n: ScopeOperator("enter"),
+                    [current],
+                    summaries={(0, 0): PathSummary.enter()},
+                    scope=inner,
+                    align=False,
+                )
+                self._entered[key] = cached
+            current = cached
+        return current
+
+    def arrange(self, collection: Collection, by_self: bool) -> Arranged:
+        """``collection`` arranged by key (or ``by_self``): one arrangement per collection and
+        kind, shared by every reader (see :class:`~deltaflow.operators.collection.Arranged`)."""
+        key = (collection.node, collection.port, by_self)
+        cached = self._arranged.get(key)
+        if cached is not None:
+            return cached
+        kind = "arrange_by_self" if by_self else "arrange_by_key"
+        registry = TraceRegistry(kind)
+        domain = collection.scope.domain
+        lower = Antichain([domain.least])
+
+        def factory(w: int, _n: int) -> ArrangeOperator:
+            spine = Spine(lower, domain=domain)
+            registry.spines[w] = spine
+            return ArrangeOperator(kind, spine, by_self)
+
+        node = self.add(
+            kind,
+            factory,
+            [collection],
+            pacts=[Pact(identity_key if by_self else pair_key)],
+            traits=NodeTraits(arrangement=registry),
+        )
+        arranged = Arranged(self, node.node, registry, collection.scope, by_self)
+        self._arranged[key] = arranged
+        return arranged
+
+    def check_same_pipeline(self, other: object) -> None:
+        """Raise unless ``other`` is a collection of this builder's pipeline.
+
+        Raises:
+            TypeError: ``other`` is not a collection.
+            ValueError: ``other`` belongs to another pipeline (or job).
+        """
+        if not isinstance(other, Collection):
+            msg = f"expected a Collection, got {other!r}"
+            raise TypeError(msg)
+        if other.builder is not self:
+            msg = "collections from different pipelines (or jobs) cannot be combined"
+            raise ValueError(msg)
+
+    def iterate(
+        self,
+        collection: Collection,
+        step: Callable[[Collection], Collection],
+        limit: int | None = None,
+    ) -> Collection:
+        """:func:`deltaflow.operators.iterate.iterate`: the loop's
+        :class:`~deltaflow.operators.iterate.Variable` is a ``Collection``, so
+        :meth:`Collection.iterate` reaches the loop through the builder that made it."""
+        return iterate(collection, step, limit)

@@ -1,13 +1,12 @@
-"""``Collection``: the user's handle on a collection that changes over time, and ``Pipeline``.
+"""``Collection``: the user's handle on a collection that changes over time, and ``Arranged``.
 
 A :class:`Collection` names the output of one node of a dataflow under construction; each
-method adds a node and returns the new collection. Nothing runs while a pipeline is built.
+method adds a node (through its :class:`~deltaflow.operators.builder.DataflowBuilder`) and
+returns the new collection. Nothing runs while a pipeline (:mod:`.pipeline`) is built.
 
-    >>> import deltaflow as df
-    >>> class Evens(df.Pipeline):
-    ...     def build(self, numbers):
-    ...         return numbers.filter(lambda n: n % 2 == 0).map(lambda n: n * 10)
-    >>> df.run(Evens(), numbers=[(1, 0, 1), (2, 0, 1), (4, 1, 1), (2, 2, -1)])
+    >>> from deltaflow.testing import example
+    >>> example(lambda xs: xs.filter(lambda n: n % 2 == 0).map(lambda n: n * 10),
+    ...         xs=[(1, 0, 1), (2, 0, 1), (4, 1, 1), (2, 2, -1)])
     [(20, 0, 1), (40, 1, 1), (20, 2, -1)]
 
 Collections live in a *scope*: the top scope has ``int`` times; ``iterate`` opens a nested scope
@@ -17,42 +16,31 @@ loop body is entered into the loop automatically.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..framework.antichain import Antichain
 from ..framework.lattice import Product
-from ..framework.schema import Schema
 from ..framework.summary import PathSummary
-from ..framework.trace.spine import Spine
 from . import aggregate as _aggregate, reduce as _reduce
-from .arrange import ArrangeOperator, AsCollection, TraceRegistry
+from .arrange import AsCollection, TraceRegistry
 from .base import check_function, describe_callable
-from .builder import DataflowBuilder, Scope
-from .dataflow import NO_TRAITS, Edge, NodeTraits, Pact, identity_key, pair_key
+from .dataflow import NodeTraits, Pact, identity_key
+from .delta.extenders import extend, half_join, index_by_key
 from .io import ProbeHandle, ProbeOperator
 from .join.operator import JoinOperator
-from .linear import Concat, Consolidate, Exchange, LinearOperator, Step, temporal_filter_logic
-from .scope import EnterAt, ScopeOperator
+from .linear import Concat, Consolidate, Exchange, Step, temporal_filter_logic
+from .scope import EnterAt, Scope, ScopeOperator, innermost_scope
+from .windows.build import add_window
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
+    from .builder import DataflowBuilder
     from .delta.extenders import Index, PrefixExtender
     from .windows.specs import Session, Sliding
 
-__all__ = [
-    "Arranged",
-    "Collection",
-    "DataflowBuilder",
-    "OptionalInput",
-    "Pipeline",
-    "Scope",
-    "innermost_scope",
-    "optional",
-]
+__all__ = ["Arranged", "Collection", "Scope", "innermost_scope"]
 
 
 @attrs.define(eq=False, repr=False)
@@ -73,113 +61,35 @@ class Collection:
         name = self.builder.spec.nodes[self.node].name
         return f"<Collection from {name!r} (node {self.node}) in scope {self.scope.name!r}>"
 
-    # -- plumbing ------------------------------------------------------------------------
-    def _add(
-        self,
-        name: str,
-        factory: Callable[[int, int], Any],
-        inputs: list[Collection],
-        *,
-        pacts: list[Pact] | None = None,
-        outputs: int = 1,
-        fusable: bool = False,
-        traits: NodeTraits = NO_TRAITS,
-        summaries: dict[tuple[int, int], PathSummary] | None = None,
-        scope: Scope | None = None,
-        align: bool = True,
-    ) -> Collection:
-        target_scope = scope or inputs[0].scope
-        aligned = [c.enter_scope(target_scope) for c in inputs] if align else inputs
-        edges = [Edge(c.node, c.port, pacts[i] if pacts else Pact()) for i, c in enumerate(aligned)]
-        node = self.builder.spec.add_node(
-            name,
-            factory=factory,
-            inputs=edges,
-            outputs=outputs,
-            summaries=summaries,
-            depth=target_scope.depth,
-            fusable=fusable,
-            # The scope, for pictures of the graph (df.graph groups a loop's operators).
-            traits=attrs.evolve(traits, scope=target_scope),
-        )
-        return Collection(self.builder, node, 0, target_scope)
-
-    def _linear(self, step: Step, role: str = "fn") -> Collection:
-        if step.kind != "negate":
-            check_function(step.kind, role, step.fn, 1)
-        steps = [step]
-        return self._add(
-            step.label,
-            lambda _w, _n: LinearOperator(steps),
-            [self],
-            fusable=True,
-            traits=NodeTraits(steps=tuple(steps)),
-        )
-
-    def _same_builder(self, other: object) -> None:
-        if not isinstance(other, Collection):
-            msg = f"expected a Collection, got {other!r}"
-            raise TypeError(msg)
-        if other.builder is not self.builder:
-            msg = "collections from different pipelines (or jobs) cannot be combined"
-            raise ValueError(msg)
-
     def enter_scope(self, scope: Scope) -> Collection:
         """This collection as seen from ``scope`` (a nested scope of its own, or itself)."""
-        if scope is self.scope:
-            return self
-        chain = scope.ancestors()
-        if self.scope not in chain:
-            msg = (
-                f"a collection of scope {self.scope.describe()} cannot be used in scope "
-                f"{scope.describe()}: only collections of enclosing scopes enter a loop; "
-                ".leave() it to a scope enclosing both, or compute it inside this loop"
-            )
-            raise ValueError(msg)
-        path = chain[: chain.index(self.scope)]
-        current = self
-        for inner in reversed(path):
-            key = (current.node, current.port, id(inner))
-            cached = self.builder._entered.get(key)
-            if cached is None:
-                cached = current._add(
-                    f"enter:{inner.name}",
-                    lambda _w, _n: ScopeOperator("enter"),
-                    [current],
-                    summaries={(0, 0): PathSummary.enter()},
-                    scope=inner,
-                    align=False,
-                )
-                # The enter node's input stays in the outer scope.
-                self.builder._entered[key] = cached
-            current = cached
-        return current
+        return self.builder.enter(self, scope)
 
     # -- linear operators ----------------------------------------------------------------
     def map(self, fn: Callable[[Any], Any]) -> Collection:
         """Apply ``fn`` to every datum (``(d, t, r)`` becomes ``(fn(d), t, r)``)."""
-        return self._linear(Step("map", fn))
+        return self.builder.linear(self, Step("map", fn))
 
     def filter(self, predicate: Callable[[Any], Any]) -> Collection:
         """Keep the data for which ``predicate`` is true."""
-        return self._linear(Step("filter", predicate), "predicate")
+        return self.builder.linear(self, Step("filter", predicate), "predicate")
 
     def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> Collection:
         """Replace each datum by every element of ``fn(datum)`` (same time and diff)."""
-        return self._linear(Step("flat_map", fn))
+        return self.builder.linear(self, Step("flat_map", fn))
 
     def explode(self, fn: Callable[[Any], Iterable[tuple[Any, int]]]) -> Collection:
         """Replace each datum by the ``(data2, diff2)`` pairs of ``fn(datum)``, diffs multiplied.
 
         ``explode(lambda d: [(d, 3)])`` triples every count; ``[(d, -1)]`` negates.
         """
-        return self._linear(Step("explode", fn))
+        return self.builder.linear(self, Step("explode", fn))
 
     def join_function(self, logic: Callable[[Any], Iterable[tuple[Any, Time, int]]]) -> Collection:
         """The general linear operator: ``logic(d)`` yields ``(d2, t2, r2)``; the output is
         ``(d2, join(t, t2), r * r2)``. Times only move forward, so no state is needed.
         """
-        return self._linear(Step("join_function", logic), "logic")
+        return self.builder.linear(self, Step("join_function", logic), "logic")
 
     def temporal_filter(
         self,
@@ -195,11 +105,13 @@ class Collection:
         check_function("temporal_filter", "lower", lower, 1)
         check_function("temporal_filter", "upper", upper, 1)
         name = f"temporal_filter({describe_callable(lower)}, {describe_callable(upper)})"
-        return self._linear(Step("join_function", temporal_filter_logic(lower, upper), name))
+        return self.builder.linear(
+            self, Step("join_function", temporal_filter_logic(lower, upper), name)
+        )
 
     def negate(self) -> Collection:
         """Every diff negated (``a.concat(b.negate())`` is the multiset difference)."""
-        return self._linear(Step("negate"))
+        return self.builder.linear(self, Step("negate"))
 
     def inspect(self, fn: Callable[[tuple[Any, Time, int]], Any]) -> Collection:
         """Call ``fn((data, time, diff))`` for every update passing by; data is unchanged.
@@ -208,15 +120,15 @@ class Collection:
         (a ``print`` goes to that process's standard output, a log record on the
         ``deltaflow`` logger is re-emitted in the caller's), not in the caller's.
         """
-        return self._linear(Step("inspect", fn))
+        return self.builder.linear(self, Step("inspect", fn))
 
     def concat(self, *others: Collection) -> Collection:
         """The multiset union of this collection and ``others`` (counts add)."""
         for o in others:
-            self._same_builder(o)
+            self.builder.check_same_pipeline(o)
         scope = innermost_scope([self, *others])
         n = 1 + len(others)
-        return self._add(
+        return self.builder.add(
             "concat",
             lambda _w, _n: Concat(n),
             [self, *others],
@@ -226,7 +138,7 @@ class Collection:
 
     def consolidate(self) -> Collection:
         """Sum equal updates of each time once the time is complete; drop zeros."""
-        return self._add(
+        return self.builder.add(
             "consolidate",
             lambda _w, _n: Consolidate(),
             [self],
@@ -241,7 +153,7 @@ class Collection:
         else:
             check_function("exchange", "key", key, 1)
             name = f"exchange({describe_callable(key)})"
-        return self._add(
+        return self.builder.add(
             name, lambda _w, _n: Exchange(key, name), [self], pacts=[Pact(key or identity_key)]
         )
 
@@ -249,7 +161,7 @@ class Collection:
         """A :class:`~deltaflow.operators.io.ProbeHandle` watching this collection's frontier."""
         handle = ProbeHandle(_least_time(self.scope.depth))
         self.builder.probes.append(handle)
-        self._add("probe", lambda _w, _n: ProbeOperator(handle), [self])
+        self.builder.add("probe", lambda _w, _n: ProbeOperator(handle), [self])
         return handle
 
     # -- event-time windows ----------------------------------------------------------------
@@ -284,49 +196,21 @@ class Collection:
         ...         xs=[(("a", 3), 0, 1), (("b", 7), 0, 1), (("c", 12), 1, 1)])
         [(((0, 10), 2), 0, 1), (((10, 20), 1), 1, 1)]
         """
-        from .windows.build import add_window
-
         return add_window(
             self, spec, at, key, retention=retention, clock=clock, watermark=watermark
         )
 
     # -- arrangements and joins ----------------------------------------------------------
-    def _arrange(self, by_self: bool) -> Arranged:
-        key = (self.node, self.port, by_self)
-        cached = self.builder._arranged.get(key)
-        if cached is not None:
-            return cached
-        kind = "arrange_by_self" if by_self else "arrange_by_key"
-        registry = TraceRegistry(kind)
-        domain = self.scope.domain
-        lower = Antichain([domain.least])
-
-        def factory(w: int, _n: int) -> ArrangeOperator:
-            spine = Spine(lower, domain=domain)
-            registry.spines[w] = spine
-            return ArrangeOperator(kind, spine, by_self)
-
-        node = self._add(
-            kind,
-            factory,
-            [self],
-            pacts=[Pact(identity_key if by_self else pair_key)],
-            traits=NodeTraits(arrangement=registry),
-        )
-        arranged = Arranged(self.builder, node.node, registry, self.scope, by_self)
-        self.builder._arranged[key] = arranged
-        return arranged
-
     def arrange_by_key(self) -> Arranged:
         """Index ``(key, val)`` data by key into a shared trace (see :class:`Arranged`).
 
         Arranging the same collection twice returns the same arrangement.
         """
-        return self._arrange(False)
+        return self.builder.arrange(self, False)
 
     def arrange_by_self(self) -> Arranged:
         """Index the data themselves as keys (the value is ``()``)."""
-        return self._arrange(True)
+        return self.builder.arrange(self, True)
 
     def _arranged_pair(
         self, other: Collection | Arranged, by_self: bool
@@ -339,9 +223,9 @@ class Collection:
             if other.scope is not self.scope:
                 other_coll = other.as_collection()
         if other_coll is not None:
-            self._same_builder(other_coll)
+            self.builder.check_same_pipeline(other_coll)
             scope = innermost_scope([self, other_coll])
-            right = other_coll.enter_scope(scope)._arrange(by_self)
+            right = self.builder.arrange(other_coll.enter_scope(scope), by_self)
         else:
             assert isinstance(other, Arranged)
             scope = self.scope
@@ -399,9 +283,7 @@ class Collection:
         ...         xs=[(3, 0, 1)])
         [(20, 0, 1)]
         """
-        from .iterate import iterate  # iterate.py builds on this module
-
-        return iterate(self, step, limit)
+        return self.builder.iterate(self, step, limit)
 
     # -- reductions ------------------------------------------------------------------------
     def reduce(
@@ -471,7 +353,7 @@ class Collection:
         if parent is None:
             msg = "leave() called on a collection of the top scope"
             raise ValueError(msg)
-        return self._add(
+        return self.builder.add(
             f"leave:{self.scope.name}",
             lambda _w, _n: ScopeOperator("leave"),
             [self],
@@ -520,7 +402,7 @@ class Collection:
             raise ValueError(msg)
         outer = self.enter_scope(parent)
         name = f"enter_at:{scope.name}({describe_callable(at)})"
-        return outer._add(
+        return self.builder.add(
             name,
             lambda _w, _n: EnterAt(at, name),
             [outer],
@@ -541,23 +423,17 @@ class Collection:
         >>> example(lambda a, b: a.half_join(b), a=[((1, "x"), 1, 1)], b=[((1, "y"), 1, 2)])
         [((1, ('x', 'y')), 1, 2)]
         """
-        from .delta.extenders import half_join  # the delta package builds on this module
-
         return half_join(self, other, strict=strict)
 
     def index_by_key(self) -> Index:
         """``(key, val)`` data as a :class:`~deltaflow.Index` for lookups as of a time (prefix
         extenders, ``half_join``): one arrangement, the same each time it is asked for."""
-        from .delta.extenders import index_by_key
-
         return index_by_key(self)
 
     def extend(self, *extenders: PrefixExtender) -> Collection:
         """Extend each prefix (datum) by the values every extender has for it, as of its time:
         ``(prefix, val)``, counts multiplied. Per prefix the extender with the fewest
         candidates proposes and the others validate (worst-case optimal)."""
-        from .delta.extenders import extend
-
         return extend(self, *extenders)
 
 
@@ -594,14 +470,11 @@ class Arranged:
     def __repr__(self) -> str:
         return f"<Arranged {self.registry.name} (node {self.node}) in scope {self.scope.name!r}>"
 
-    def _stream(self) -> Collection:
-        return Collection(self.builder, self.node, 0, self.scope)
-
     def as_collection(self) -> Collection:
         """The arranged updates as a collection again (``(key, val)``, or the key by self)."""
         by_self = self.by_self
-        return self._stream()._add(
-            "as_collection", lambda _w, _n: AsCollection("as_collection", by_self), [self._stream()]
+        return self.builder.add(
+            "as_collection", lambda _w, _n: AsCollection("as_collection", by_self), [self]
         )
 
     def join_core(
@@ -648,146 +521,4 @@ class Arranged:
                 label or name, left_reg.spine(w), right_reg.spine(w), logic, single=single, own=own
             )
 
-        return self._stream()._add(name, factory, [self._stream(), other._stream()])
-
-
-def innermost_scope(collections: list[Collection]) -> Scope:
-    """The deepest scope of ``collections`` (the one all of them enter when combined)."""
-    best = collections[0].scope
-    for c in collections[1:]:
-        if c.scope.depth > best.depth:
-            best = c.scope
-    return best
-
-
-@attrs.frozen
-class OptionalInput:
-    """The default of a ``build()`` parameter that names an optional input (made by
-    :func:`optional`): never passed to ``build``, which always receives a collection."""
-
-
-def optional() -> Any:
-    """Declare an input optional, as the default of its ``build()`` parameter::
-
-        def build(self, clicks: df.Collection, bots: df.Collection = df.optional()): ...
-
-    ``df.run``, the command line and ``dfspark.run`` / ``dfspark.stream`` then read an
-    omitted ``bots`` as empty; leaving out any other input is an error naming it.
-    """
-    return OptionalInput()
-
-
-class Pipeline:
-    """Base class of a deltaflow computation: subclass it and write :meth:`build`.
-
-    ``build``'s parameter names are the pipeline's input names; it receives one
-    :class:`Collection` per input and returns the output collection, or a ``dict`` of named
-    outputs.
-
-    ``schemas`` declares inputs' columns and types as Spark DDL strings, by input name
-    (``{"clicks": "user string, page string, ts long"}``): tables fed to those inputs (files
-    on the command line, pandas and Spark DataFrames) are read by them, each datum the
-    declared columns in order, each value parsed or checked by its type
-    (:mod:`deltaflow.framework.schema`).
-    """
-
-    schemas: ClassVar[Mapping[str, str]] = {}
-
-    def input_schema(self, name: str) -> Schema | None:
-        """Input ``name``'s declared :class:`~deltaflow.framework.schema.Schema`, if any.
-
-        Raises:
-            ValueError: ``schemas`` names an input ``build`` does not take, or a DDL string
-                does not parse.
-        """
-        declared = self.schemas
-        if not declared:
-            return None
-        names = self.input_names()
-        unknown = sorted(set(declared) - set(names))
-        if unknown:
-            msg = f"{type(self).__name__}.schemas declares {unknown}, but the inputs are {names}"
-            raise ValueError(msg)
-        ddl = declared.get(name)
-        if ddl is None:
-            return None
-        try:
-            return Schema.parse(ddl)
-        except (TypeError, ValueError) as exc:
-            msg = f"{type(self).__name__}.schemas[{name!r}]: {exc}"
-            raise type(exc)(msg) from None
-
-    def build(self, *args: Any, **kwargs: Any) -> Collection | dict[str, Collection]:
-        """Describe the computation. Override this."""
-        raise NotImplementedError
-
-    def optional_inputs(self) -> list[str]:
-        """The inputs ``build`` declares optional (a parameter defaulting to
-        :func:`deltaflow.optional`): ``df.run``, the command line and the Spark adapter treat
-        them as empty when left out, and refuse any other input left out.
-
-        >>> import deltaflow as df
-        >>> class Clicks(df.Pipeline):
-        ...     def build(self, clicks, bots: df.Collection = df.optional()):
-        ...         return clicks.concat(bots.negate())
-        >>> Clicks().optional_inputs()
-        ['bots']
-        """
-        params = inspect.signature(self.build).parameters.values()
-        return [p.name for p in params if isinstance(p.default, OptionalInput)]
-
-    def input_names(self) -> list[str]:
-        """The names of ``build``'s parameters, in order."""
-        params = inspect.signature(self.build).parameters.values()
-        names = []
-        for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                msg = f"{type(self).__name__}.build() must name its inputs; *args/**kwargs found"
-                raise TypeError(msg)
-            names.append(p.name)
-        return names
-
-    def instantiate(self, workers: int = 1, *, exchange_outputs: bool = False) -> DataflowBuilder:
-        """Run ``build`` and return what it recorded (inputs, outputs, graph).
-
-        ``exchange_outputs`` routes every output by its data before the sink, so that equal
-        data meet on one worker: each worker's share of an output is then consolidated
-        across all workers (what a peer of a mesh returns on its own needs).
-        """
-        if type(self).build is Pipeline.build:
-            msg = f"{type(self).__name__} must override build()"
-            raise TypeError(msg)
-        builder = DataflowBuilder(workers=workers)
-        names = self.input_names()
-        inputs = {name: builder.new_input(name) for name in names}
-        result: object = self.build(**inputs)
-        if isinstance(result, Collection):
-            outputs = {"output": result}
-        elif isinstance(result, dict) and all(isinstance(v, Collection) for v in result.values()):
-            outputs = dict(result)
-            builder.single_output = False
-            keys: list[object] = list(result)
-            if not keys or not all(isinstance(k, str) and k for k in keys):
-                msg = (
-                    f"{type(self).__name__}.build() must return at least one output, named by "
-                    f"non-empty strings; its dict has the names {keys!r}"
-                )
-                raise TypeError(msg)
-        else:
-            msg = (
-                f"{type(self).__name__}.build() must return a Collection or a dict of "
-                f"Collections, not {result!r}"
-            )
-            raise TypeError(msg)
-        for name, coll in outputs.items():
-            if coll.builder is not builder:
-                msg = f"output {name!r} was built by another pipeline"
-                raise ValueError(msg)
-            if exchange_outputs:
-                coll = coll.exchange()
-                builder.layout_nodes.add(coll.node)
-            builder.new_output(name, coll)
-        from .iterate import check_variables_set  # iterate.py builds on this module
-
-        check_variables_set(builder)
-        return builder
+        return self.builder.add(name, factory, [self, other])

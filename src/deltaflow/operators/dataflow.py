@@ -28,11 +28,11 @@ from .base import is_pair
 
 if TYPE_CHECKING:
     from .arrange import TraceRegistry
-    from .collection import Scope
     from .delta.index import IndexRegistry
     from .delta.lookup import Tally
     from .iterate import Variable
     from .linear import Step
+    from .scope import Scope
     from .windows.specs import LateRows
 
 __all__ = ["DataflowSpec", "Edge", "NodeSpec", "NodeTraits", "Pact", "identity_key", "pair_key"]

@@ -68,11 +68,13 @@ import attrs
 from ..framework.lattice import Product, meet_all
 from ..framework.summary import PathSummary
 from .base import Interest, Operator, RunsBatch, UpdateBatch, check_function
-from .collection import Collection, DataflowBuilder, Scope
+from .collection import Collection
 from .dataflow import Edge, NodeTraits
+from .scope import Scope
 
 if TYPE_CHECKING:
     from .base import OperatorContext
+    from .builder import DataflowBuilder
 
 __all__ = [
     "FeedbackOperator",
@@ -227,7 +229,7 @@ def loop_scope(outer: Collection | LoopScope, name: str = "loop") -> LoopScope:
     from a collection of an enclosing scope nests in that body, as ``iterate`` does. Used as a
     context manager, loops started inside the ``with`` block nest in it.
 
-    >>> import deltaflow as df
+    >>> from deltaflow.operators.builder import DataflowBuilder
     >>> builder = DataflowBuilder()
     >>> xs = builder.new_input("xs")
     >>> s = loop_scope(xs, "outer")
@@ -550,6 +552,7 @@ def check_variables_set(builder: DataflowBuilder) -> None:
     Raises:
         ValueError: naming where each unset variable was created.
 
+    >>> from deltaflow.operators.builder import DataflowBuilder
     >>> builder = DataflowBuilder()
     >>> v = Variable(loop_scope(builder.new_input("xs")))
     >>> check_variables_set(builder)  # doctest: +ELLIPSIS

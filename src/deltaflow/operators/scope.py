@@ -1,5 +1,6 @@
-"""Crossing a scope boundary: ``enter`` (``t -> Product(t, 0)``), ``leave`` (drop the round),
-and ``enter_at`` (``t -> Product(t, at(datum))``).
+"""Scopes: :class:`Scope`, the nesting of times a collection lives in, and the operators that
+cross a scope boundary: ``enter`` (``t -> Product(t, 0)``), ``leave`` (drop the round), and
+``enter_at`` (``t -> Product(t, at(datum))``).
 
 Leaving a loop scope sums every round of a time into the outer time: it is only a projection
 of times, and consolidation happens in whatever reads the result.
@@ -13,19 +14,82 @@ it, so the progress tracker's view stays a lower bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from ..errors import OperatorTypeError, OperatorValueError
 from ..framework.lattice import Product
+from ..framework.time_domain import TimeDomain, domain_for_depth
 from .base import Interest, Operator, RunsBatch, UpdateBatch
 from .values import as_count
 
 if TYPE_CHECKING:
     from ..framework.lattice import Time
     from .base import OperatorContext
+    from .collection import Collection
 
-__all__ = ["EnterAt", "ScopeOperator"]
+__all__ = ["EnterAt", "Scope", "ScopeOperator", "innermost_scope"]
+
+
+@attrs.define(eq=False)
+class Scope:
+    """A (possibly nested) timestamp scope: depth 0 is the top, with ``int`` times.
+
+    A collection's scope is ``collection.scope``; a loop's body runs in a scope nested in the
+    one the loop was started in, one ``Product`` level deeper.
+
+    >>> top = Scope()
+    >>> inner = Scope(Scope(top, "outer"), "inner")
+    >>> inner.depth, inner.describe()
+    (2, "'inner' in 'outer'")
+    """
+
+    parent: Scope | None = None
+    name: str = "top"
+
+    @property
+    def depth(self) -> int:
+        """How many ``Product`` levels the scope's times have."""
+        return 0 if self.parent is None else self.parent.depth + 1
+
+    @property
+    def domain(self) -> TimeDomain:
+        """The shape of the scope's times, chosen from its depth: what its operators and
+        traces compute with (:mod:`deltaflow.framework.time_domain`)."""
+        return domain_for_depth(self.depth)
+
+    def ancestors(self) -> list[Scope]:
+        """This scope and its parents, innermost first."""
+        out: list[Scope] = []
+        s: Scope | None = self
+        while s is not None:
+            out.append(s)
+            s = s.parent
+        return out
+
+    def site(self) -> str | None:
+        """Where the user made the scope (``file:line``), when known."""
+        return None
+
+    def describe(self) -> str:
+        """The scope as errors name it: its name and where it was made, then the same for
+        every loop scope it is nested in (two ``iterate`` calls make two scopes of one name)."""
+        parts = []
+        for s in self.ancestors()[:-1]:
+            site = s.site()
+            parts.append(f"{s.name!r}" if site is None else f"{s.name!r} (made at {site})")
+        return " in ".join(parts) or "the top scope"
+
+
+def innermost_scope(collections: Sequence[Collection]) -> Scope:
+    """The deepest scope of ``collections`` (the one all of them enter when combined)."""
+    best = collections[0].scope
+    for c in collections[1:]:
+        if c.scope.depth > best.depth:
+            best = c.scope
+    return best
 
 
 class ScopeOperator(Operator):

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..operators.collection import Pipeline
+from ..operators.pipeline import Pipeline
 from .local.plan import Plan, make_plan
 
 if TYPE_CHECKING:

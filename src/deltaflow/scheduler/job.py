@@ -27,8 +27,9 @@ import trio
 
 from ..errors import JobClosedError
 from ..framework.durable.store import encode_frontier
-from ..operators.collection import DataflowBuilder, Pipeline
+from ..operators.builder import DataflowBuilder
 from ..operators.delta.build import statistics as delta_statistics
+from ..operators.pipeline import Pipeline
 from . import observe
 from .accounting import Rejected, make_accounts
 from .checkpoint import Checkpointer

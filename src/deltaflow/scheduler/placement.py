@@ -42,7 +42,8 @@ from .checkpoint import quiescent
 from .local.transport import InProcessTransport, Transport
 
 if TYPE_CHECKING:
-    from ..operators.collection import DataflowBuilder, Pipeline
+    from ..operators.builder import DataflowBuilder
+    from ..operators.pipeline import Pipeline
     from ..operators.io import InputFeed
     from .checkpoint import Capture, Checkpointer
     from .job import Job

@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from ..operators.collection import Pipeline
+from ..operators.pipeline import Pipeline
 from .accounting import InputAccount, Rejected, make_accounts
 from .collector import GC_THRESHOLD, check_gc_threshold
 from .dashboard import check_dashboard

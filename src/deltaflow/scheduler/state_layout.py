@@ -22,7 +22,7 @@ from ..errors import CheckpointError
 from ..framework.durable import code as code_digest
 
 if TYPE_CHECKING:
-    from ..operators.collection import DataflowBuilder
+    from ..operators.builder import DataflowBuilder
     from .local.plan import Plan
 
 __all__ = ["StateLayout", "check_code", "check_pipeline", "state_layout"]

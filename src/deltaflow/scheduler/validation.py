@@ -17,7 +17,7 @@ import functools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..operators.collection import Pipeline
+from ..operators.pipeline import Pipeline
 from ..operators.values import as_count as _integer, has_nan
 from .frames import is_frame, updates_from_frame
 

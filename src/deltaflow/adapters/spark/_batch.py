@@ -35,7 +35,7 @@ import attrs
 from pyspark.accumulators import AccumulatorParam
 
 from ...errors import PeerLostError
-from ...operators.collection import Pipeline
+from ...operators.pipeline import Pipeline
 from ...scheduler.accounting import InputAccount, Rejected, make_accounts
 from ...scheduler.net.handshake import check_secret, new_secret
 from ...scheduler.net.peer import run_peer

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ...operators.collection import Pipeline
+from ...operators.pipeline import Pipeline
 from ._batch import check_inputs
 from ._convert import InputLayout
 

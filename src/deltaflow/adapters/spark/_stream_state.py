@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...operators.collection import Pipeline
+from ...operators.pipeline import Pipeline
 from ...scheduler.checkpoint import Checkpointer
 from ...scheduler.local.plan import make_plan
 from ...scheduler.state_layout import check_code, check_pipeline, state_layout

@@ -1,7 +1,10 @@
 """Delta queries and worst-case optimal joins (multiway joins that keep only input indexes).
 
-* :func:`multiway_join` — a conjunctive query, maintained by one delta rule per atom
-  (:mod:`.query`).
+* :mod:`.query` — :func:`~.query.multiway_join` (``df.multiway_join``), a conjunctive query
+  maintained by one delta rule per atom. It builds on ``Collection`` (its atoms are
+  collections), while ``Collection``'s own ``half_join``, ``index_by_key`` and ``extend`` build
+  on the rest of this package: the package imports only the modules below ``Collection``.
+* :mod:`.build` — adding indexes and a rule's operators to a dataflow under construction.
 * :mod:`.index` — the shared index of a collection that the rules look up.
 * :mod:`.lookup` — lookups as of a time: count, propose, validate, intersect.
 * :mod:`.rule` — :class:`~.rule.RuleOperator`, the operator running one rule's lookups.
@@ -18,6 +21,5 @@ from .extenders import (
     half_join as half_join,
     index_by_key as index_by_key,
 )
-from .query import multiway_join as multiway_join
 
-__all__ = ["Index", "PrefixExtender", "extend", "half_join", "index_by_key", "multiway_join"]
+__all__ = ["Index", "PrefixExtender", "extend", "half_join", "index_by_key"]

@@ -19,7 +19,8 @@ from .lookup import Phase, Tally
 from .rule import RuleOperator
 
 if TYPE_CHECKING:
-    from ..collection import Collection, DataflowBuilder
+    from ..builder import DataflowBuilder
+    from ..collection import Collection
     from ..dataflow import DataflowSpec
     from .index import Split
 
@@ -48,7 +49,7 @@ def index_of(
         store = registry.stores[w] = IndexStore()
         return IndexOperator(registry.name, store, split)
 
-    registry.output = collection._add(
+    registry.output = collection.builder.add(
         registry.name, factory, [collection], pacts=[Pact(key)], traits=NodeTraits(index=registry)
     )
     cache[ident] = registry
@@ -115,7 +116,8 @@ def add_rule(
 
         inputs = [current, *(r.output for r in indexes)]
         pacts = [Pact(key), *(Pact() for _ in indexes)]
-        current = current._add(label, factory, inputs, pacts=pacts, traits=NodeTraits(tally=tally))
+        traits = NodeTraits(tally=tally)
+        current = current.builder.add(label, factory, inputs, pacts=pacts, traits=traits)
     return current
 
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..base import check_function, describe_callable, is_pair
+from ..scope import innermost_scope
 from .build import add_rule, index_of
 from .index import IndexRegistry
 from .lookup import (
@@ -100,7 +101,7 @@ class PrefixExtender:
         emit: Callable[[Any], Any] | None = None,
     ) -> Collection:
         """The rule running ``phases`` on ``prefixes`` (``emit``: of whole records)."""
-        self.index.collection._same_builder(prefixes)
+        self.index.collection.builder.check_same_pipeline(prefixes)
         if prefixes.scope is not self.index.collection.scope:
             msg = (
                 f"{what}: the prefixes are of scope {prefixes.scope.name!r} and the index of "
@@ -170,9 +171,7 @@ def half_join(collection: Collection, other: Collection, *, strict: bool = False
     """Each ``(k, a)`` update of ``collection`` meets ``other``'s ``(k, b)`` updates at times
     not after its own (before it, with ``strict``), in the total order of times: ``(k, (a, b))``
     at the join of the two times, diffs multiplied."""
-    collection._same_builder(other)
-    from ..collection import innermost_scope  # collection.py builds on this module
-
+    collection.builder.check_same_pipeline(other)
     scope = innermost_scope([collection, other])
     index = index_by_key(other.enter_scope(scope))
     ext = Extender(index.registry, _half_join_key, strict)

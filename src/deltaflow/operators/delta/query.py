@@ -34,13 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..collection import Collection
+from ..scope import innermost_scope
 from .build import add_rule, index_of
 from .lookup import Extender, Phase, ValidatePhase, extension_phases, identity
-
-if TYPE_CHECKING:
-    from ..collection import Collection
 
 __all__ = ["multiway_join"]
 
@@ -254,12 +253,10 @@ def multiway_join(
     if not atoms:
         msg = "multiway_join: no atoms; give (collection, variables) pairs"
         raise ValueError(msg)
-    from ..collection import innermost_scope  # collection.py builds on this module
-
     parsed = _parse_atoms(atoms)
     first = parsed[0][0]
     for coll, _ in parsed[1:]:
-        first._same_builder(coll)
+        first.builder.check_same_pipeline(coll)
     canon = list(dict.fromkeys(v for _, vs in parsed for v in vs))
     missing = [v for v in head_vars if v not in canon]
     if missing:
@@ -293,8 +290,6 @@ def _parse_atoms(
     atoms: tuple[tuple[Collection, str | tuple[str, ...]], ...],
 ) -> list[tuple[Collection, tuple[str, ...]]]:
     """Each atom as ``(collection, variables)``, checked (naming the atom when it is not)."""
-    from ..collection import Collection  # collection.py builds on this module
-
     parsed: list[tuple[Collection, tuple[str, ...]]] = []
     for n, given in enumerate(atoms):
         atom: object = given

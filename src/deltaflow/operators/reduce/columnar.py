@@ -212,19 +212,12 @@ def _apply(
     """The kernel proper, over the updates the frontier has passed (module docstring)."""
     order = order_by(k, t)
     k, t, d = k[order], t[order], d[order]
-    n = len(k)
-    new_key = np.empty(n, dtype=bool)
+    new_key = np.empty(len(k), dtype=bool)
     new_key[0] = True
     np.not_equal(k[1:], k[:-1], out=new_key[1:])
-    # The last update of each (key, time): where the key's count after that time is read.
-    last = np.empty(n, dtype=bool)
-    last[-1] = True
-    np.not_equal(t[1:], t[:-1], out=last[:-1])
-    last[:-1] |= new_key[1:]
     starts = np.flatnonzero(new_key)
     keys: list[Any] = k[starts].tolist()
     accs = op.accs
-    outs = op.outs
     # Each key's count before the batch (the per-key path's accumulation at the frontier).
     if v is None:
         base = [acc.get((), 0) if (acc := accs.get(key)) else 0 for key in keys]
@@ -232,54 +225,11 @@ def _apply(
         base = [sum(acc.values()) if (acc := accs.get(key)) else 0 for key in keys]
     if base and max(map(abs, base)) >= _SAFE:
         return None
-    before = np.array(base, dtype=np.int64)
-    running = np.cumsum(d)
-    # The running sum just before each key's first update, to restart the sum per key.
-    offset = before - (running[starts] - d[starts])
-    ends = np.flatnonzero(last)
-    group_key = np.cumsum(new_key)[ends] - 1  # each (key, time)'s key, as an index of ``keys``
-    after = running[ends] + offset[group_key]
-    first = np.empty(len(ends), dtype=bool)
-    first[0] = True
-    np.not_equal(group_key[1:], group_key[:-1], out=first[1:])
-    prior = np.empty_like(after)
-    prior[1:] = after[:-1]
-    prior[first] = before[group_key[first]]
-    times = t[ends]
-    final = np.empty(len(ends), dtype=bool)  # each key's last time: its count at the frontier
-    final[:-1] = first[1:]
-    final[-1] = True
-    final_n: list[int] = after[final].tolist()
-    by_count = kernel.by_count
-    if after.size and after.min() < 0 and kernel.strict:
-        # A negative total: count's rule, or the strict by_count's, names the key.
-        i = int(np.argmin(after))
-        key, n = keys[int(group_key[i])], int(after[i])
-        if by_count is None:
-            raise negative(op.name, key, n)
-        by_count(key, n)
-    if by_count is None:
-        fixes = _count_fixes(keys, group_key, times, prior, after)
-        for key, total in zip(keys, final_n):
-            if total > 0:
-                outs[key] = {total: 1}
-            else:
-                outs.pop(key, None)
-    else:
-        if kernel.columns is not None:
-            now = kernel.columns(after)
-            was = kernel.columns(prior)
-        else:
-            try:
-                now, was = _by_count(by_count, keys, outs, group_key, first, after)
-            except OverflowError:  # a count beyond 64 bits: the per-key path's Python ints
-                return None
-        fixes = _unit_fixes(keys, group_key, times, now - was)
-        for key, c in zip(keys, now[final].tolist()):
-            if c:
-                outs[key] = {(): c}
-            else:
-                outs.pop(key, None)
+    counts = _Counts.of(t, d, new_key, starts, np.array(base, dtype=np.int64))
+    final_n: list[int] = counts.after[counts.final].tolist()
+    fixes = _fixes(op, kernel, keys, counts, final_n)
+    if fixes is None:
+        return None
     deltas = op.acc_deltas
     if v is None:
         for key, total, held in zip(keys, final_n, base):
@@ -294,6 +244,94 @@ def _apply(
         op.acc_rows += _add_vals(accs, k, v[order], d, deltas)
     deltas.bound(op.acc_rows)
     return fixes
+
+
+@attrs.frozen
+class _Counts:
+    """Each key's count after every time of a batch sorted by key and time: one entry per
+    ``(key, time)``, in that order."""
+
+    #: the entry's key, as an index into the batch's distinct keys
+    group_key: np.ndarray
+    #: the entry's time
+    times: np.ndarray
+    #: the key's count before the time, and after it
+    prior: np.ndarray
+    after: np.ndarray
+    #: whether the entry is its key's first, and its key's last (its count at the frontier)
+    first: np.ndarray
+    final: np.ndarray
+
+    @classmethod
+    def of(
+        cls,
+        t: np.ndarray,
+        d: np.ndarray,
+        new_key: np.ndarray,
+        starts: np.ndarray,
+        before: np.ndarray,
+    ) -> _Counts:
+        """The counts of the updates ``(t, d)`` (sorted by key and time; ``new_key`` marks
+        each key's first, at ``starts``), each key's count before them being ``before``."""
+        # The last update of each (key, time): where the key's count after that time is read.
+        last = np.empty(len(t), dtype=bool)
+        last[-1] = True
+        np.not_equal(t[1:], t[:-1], out=last[:-1])
+        last[:-1] |= new_key[1:]
+        running = np.cumsum(d)
+        # The running sum just before each key's first update, to restart the sum per key.
+        offset = before - (running[starts] - d[starts])
+        ends = np.flatnonzero(last)
+        group_key = np.cumsum(new_key)[ends] - 1
+        after = running[ends] + offset[group_key]
+        first = np.empty(len(ends), dtype=bool)
+        first[0] = True
+        np.not_equal(group_key[1:], group_key[:-1], out=first[1:])
+        prior = np.empty_like(after)
+        prior[1:] = after[:-1]
+        prior[first] = before[group_key[first]]
+        final = np.empty(len(ends), dtype=bool)
+        final[:-1] = first[1:]
+        final[-1] = True
+        return cls(group_key, t[ends], prior, after, first, final)
+
+
+def _fixes(
+    op: ReduceOperator, kernel: CountKernel, keys: list[Any], counts: _Counts, final_n: list[int]
+) -> Corrections | None:
+    """The output's corrections for ``counts``, and each key's output at the frontier in
+    ``op.outs`` (``final_n``: its count there); None: a count beyond 64 bits."""
+    outs = op.outs
+    by_count = kernel.by_count
+    group_key, after, prior = counts.group_key, counts.after, counts.prior
+    if after.size and after.min() < 0 and kernel.strict:
+        # A negative total: count's rule, or the strict by_count's, names the key.
+        i = int(np.argmin(after))
+        key, n = keys[int(group_key[i])], int(after[i])
+        if by_count is None:
+            raise negative(op.name, key, n)
+        by_count(key, n)
+    if by_count is None:
+        for key, total in zip(keys, final_n):
+            if total > 0:
+                outs[key] = {total: 1}
+            else:
+                outs.pop(key, None)
+        return _count_fixes(keys, group_key, counts.times, prior, after)
+    if kernel.columns is not None:
+        now = kernel.columns(after)
+        was = kernel.columns(prior)
+    else:
+        try:
+            now, was = _by_count(by_count, keys, outs, group_key, counts.first, after)
+        except OverflowError:  # a count beyond 64 bits: the per-key path's Python ints
+            return None
+    for key, c in zip(keys, now[counts.final].tolist()):
+        if c:
+            outs[key] = {(): c}
+        else:
+            outs.pop(key, None)
+    return _unit_fixes(keys, group_key, counts.times, now - was)
 
 
 def _by_count(

@@ -70,8 +70,6 @@ def reduce_core(
     ``by_count`` (see :class:`ReduceOperator`) needs an arrangement by self; ``strict``
     (every public reduction but ``threshold``): a negative count is an error naming the key.
     """
-    from ..collection import Collection
-
     if by_count is not None and not arranged.by_self:
         msg = f"{name}: by_count needs an arrangement by self (every value ()), not by key"
         raise ValueError(msg)
@@ -95,10 +93,10 @@ def reduce_core(
             strict=strict,
         )
 
-    stream = Collection(arranged.builder, arranged.node, 0, arranged.scope)
     # A reduction's output holds exact corrections: updates that cancel never leave it (a
     # loop with one on its cycle needs no other consolidation, see .iterate).
-    return stream._add(name, factory, [stream], traits=NodeTraits(consolidates=True)), registry
+    traits = NodeTraits(consolidates=True)
+    return arranged.builder.add(name, factory, [arranged], traits=traits), registry
 
 
 def _build(

@@ -65,7 +65,7 @@ def add_window(
             raise ValueError(msg)
         late = LateRows(label) if closing is not None else None
         step = Step("groups", FixedWindows(spec, at, closing, label, late), label)
-        return collection._add(
+        return collection.builder.add(
             label,
             lambda _w, _n: LinearOperator([step]),
             [collection],
@@ -90,15 +90,16 @@ def _sessions(
     gap = spec.gap
     instants = spec.instants
     if collection.scope.depth == 0:
-        keyed = collection._linear(
+        keyed = collection.builder.linear(
+            collection,
             Step(
                 "map",
                 lambda d: (by(d), event_time(label, at, d, instants), d),
                 f"{label}: keys",
-            )
+            ),
         )
         late = LateRows(label) if closing is not None else None
-        return keyed._add(
+        return keyed.builder.add(
             label,
             lambda _w, _n: SessionOperator(label, gap, closing, late),
             [keyed],
@@ -108,8 +109,9 @@ def _sessions(
     if closing is not None:
         msg = f"{label}: a retention closes sessions in int (top-scope) time, not in a loop"
         raise ValueError(msg)
-    pairs = collection._linear(
-        Step("map", lambda d: (by(d), (event_time(label, at, d, instants), d)), f"{label}: keys")
+    pairs = collection.builder.linear(
+        collection,
+        Step("map", lambda d: (by(d), (event_time(label, at, d, instants), d)), f"{label}: keys"),
     )
     return pairs.reduce(session_logic(gap), label).map(_value)
 
@@ -145,20 +147,21 @@ def _watermarked(
             check_function("window", "key", key, 1)
         by: Callable[[Any], Any] = key if key is not None else _no_key  # type: ignore[assignment]
         instants, gap = spec.instants, spec.gap
-        keyed = collection._linear(
+        keyed = collection.builder.linear(
+            collection,
             Step(
                 "map",
                 lambda d: (by(d), event_time(label, at, d, instants), d),
                 f"{label}: keys",
-            )
+            ),
         )
-        return keyed._add(
+        return keyed.builder.add(
             label,
             lambda _w, _n: WatermarkSessions(label, gap, delay),
             [keyed],
             pacts=[Pact(watermark_key)],
         )
-    return collection._add(
+    return collection.builder.add(
         label,
         lambda _w, _n: WatermarkWindows(label, spec, at, delay),
         [collection],

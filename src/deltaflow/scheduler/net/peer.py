@@ -43,8 +43,9 @@ from .mesh import CONNECT_TIMEOUT_S, Rendezvous, connect_mesh, plan_digest
 from .tcp import Link, TcpTransport
 
 if TYPE_CHECKING:
-    from ...operators.collection import DataflowBuilder, Pipeline
+    from ...operators.builder import DataflowBuilder
     from ...operators.io import InputFeed
+    from ...operators.pipeline import Pipeline
     from ..checkpoint import Checkpointer
     from ..local.transport import Transport
     from .tls import TLS

@@ -61,8 +61,8 @@ from .remote_errors import ErrorReport
 from .tcp import FrameError, Link, describe_workers
 
 if TYPE_CHECKING:
-    from ...operators.collection import Pipeline
     from ...operators.io import InputFeed
+    from ...operators.pipeline import Pipeline
     from ..checkpoint import Capture, Checkpointer
     from ..job import Job
     from ..local.transport import ProgressChange, Transport
