@@ -43,8 +43,8 @@ from .local.transport import InProcessTransport, Transport
 
 if TYPE_CHECKING:
     from ..operators.builder import DataflowBuilder
-    from ..operators.pipeline import Pipeline
     from ..operators.io import InputFeed
+    from ..operators.pipeline import Pipeline
     from .checkpoint import Capture, Checkpointer
     from .job import Job
 
