@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from deltaflow.framework.lattice import Product, Time, depth, less_equal
 from deltaflow.framework.summary import PathSummary
+from deltaflow.framework.time_domain import domain_for_depth, domain_of
 
 # -- strategies ---------------------------------------------------------------------------------
 
@@ -90,6 +91,56 @@ def test_results_in_rejects_shallow_times() -> None:
         PathSummary.leave().results_in(3)
     with pytest.raises(ValueError, match="drops 2"):
         PathSummary(pop=2).results_in(Product(1, 2))
+
+
+def identical(a: Time, b: Time) -> bool:
+    """Equal, and of the same classes all the way down (a Product is not a plain tuple)."""
+    if a.__class__ is not b.__class__:
+        return False
+    if isinstance(a, Product):
+        return identical(a.outer, b.outer) and identical(a.inner, b.inner)  # type: ignore[union-attr]
+    return bool(a == b)
+
+
+@settings(max_examples=300)
+@given(st.data(), st.integers(min_value=0, max_value=3), summaries(max_pop=3, max_push=3))
+def test_results_in_for_a_domain_is_results_in(
+    data: st.DataObject, levels: int, s: PathSummary
+) -> None:
+    """The function made once for a domain's times (ints, pairs, three loops deep) maps each
+    of them as results_in does, for every summary shape that applies to them."""
+    domain = domain_for_depth(levels)
+    if s.pop > levels:
+        with pytest.raises(ValueError, match=f"drops {s.pop}"):
+            s.results_in_for(domain)
+        return
+    apply = s.results_in_for(domain)
+    for t in data.draw(st.lists(times_of_depth(levels, max_value=9), min_size=1, max_size=4)):
+        assert identical(apply(t), s.results_in(t)), (s, t)
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        PathSummary.identity(),
+        PathSummary.enter(),
+        PathSummary.leave(),
+        PathSummary.feedback(2),
+        PathSummary(pop=1, add=1, push=(0, 3)),
+    ],
+)
+def test_results_in_for_an_odd_domain_is_results_in(summary: PathSummary) -> None:
+    """Times of no scope's shape (an inner coordinate that is a Product) keep the generic
+    results_in, with its errors."""
+    odd = Product(Product(1, 2), Product(3, 4))
+    apply = summary.results_in_for(domain_of(odd))
+    try:
+        expected = summary.results_in(odd)
+    except TypeError:  # an addition to a Product coordinate
+        with pytest.raises(TypeError):
+            apply(odd)
+    else:
+        assert identical(apply(odd), expected)
 
 
 def test_invalid_fields_rejected() -> None:

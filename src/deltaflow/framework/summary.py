@@ -39,11 +39,13 @@ Invariants and footguns:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from .lattice import Product, Time, depth
+from .lattice import Product, Time, depth, new_tuple
+from .time_domain import TimeDomain
 
 __all__ = ["PathSummary"]
 
@@ -161,6 +163,63 @@ class PathSummary:
             time = Product(time, value)
         return time
 
+    def results_in_for(self, domain: TimeDomain) -> Callable[[Time], Time]:
+        """:meth:`results_in` for the times of ``domain`` (the summary's input), chosen once:
+        the shape is known, so the returned function walks no time's type (a hot loop takes
+        it once, as an actor does per input port, and calls it per message).
+
+        A domain of odd shape (``loops=False``) gets :meth:`results_in` itself.
+
+        Raises:
+            ValueError: if ``domain``'s times have fewer than ``pop`` Product levels.
+
+        >>> from deltaflow.framework.time_domain import domain_for_depth
+        >>> PathSummary.leave().results_in_for(domain_for_depth(1))(Product(4, 2))
+        4
+        >>> PathSummary.feedback().results_in_for(domain_for_depth(0))(4)
+        5
+        """
+        if domain.depth < self.pop:
+            msg = (
+                f"{self!r} drops {self.pop} Product level(s) but was given the times of {domain!r}"
+            )
+            raise ValueError(msg)
+        if not domain.loops:
+            return self.results_in
+        pop, add, push = self.pop, self.add, self.push
+        # After the pops, the time the addition applies to is an int or a Product(t, int).
+        on_int = domain.depth == pop
+        if not pop and not push:
+            if not add:
+                return _same
+            if on_int:
+                return add.__add__  # type: ignore[return-value]
+
+            def advance(t: Any) -> Time:
+                return new_tuple(Product, (t[0], t[1] + add))
+
+            return advance
+        if pop == 1 and not add and not push:
+            return _outer
+        if not pop and not add and len(push) == 1:
+            start = push[0]
+
+            def enter(t: Time) -> Time:
+                return new_tuple(Product, (t, start))
+
+            return enter
+
+        def apply(t: Any) -> Time:
+            for _ in range(pop):
+                t = t[0]
+            if add:
+                t = t + add if on_int else new_tuple(Product, (t[0], t[1] + add))
+            for value in push:
+                t = new_tuple(Product, (t, value))
+            return t  # type: ignore[no-any-return]
+
+        return apply
+
     def followed_by(self, other: PathSummary) -> PathSummary:
         """The summary of a path that takes ``self`` and then ``other``.
 
@@ -229,6 +288,14 @@ class PathSummary:
         if self.push:
             parts.append(f"enter at {list(self.push)}")
         return ", then ".join(parts)
+
+
+def _same(time: Time) -> Time:
+    return time
+
+
+def _outer(time: Any) -> Time:
+    return time[0]  # type: ignore[no-any-return]
 
 
 _IDENTITY = PathSummary()

@@ -27,6 +27,7 @@ from ...errors import OperatorError
 from ...framework import tuning
 from ...framework.antichain import Antichain
 from ...framework.lattice import less_equal, meet_all
+from ...framework.time_domain import TimeDomain, domain_for_depth
 from ...operators.base import Interest, RunsBatch, UpdateBatch, expand_runs
 from ...operators.linear import LinearOperator
 from .capability import Capability, mint
@@ -80,7 +81,7 @@ class Actor:
         outputs: int,
         summaries: list[list[PathSummary | None]],
         routes: list[list[tuple[int, int, Any]]],
-        initial: Time,
+        domain: TimeDomain,
         inlets: Mapping[int, Callable[[list[tuple[Time, Any]]], list[tuple[Time, Any]]]]
         | None = None,
         outlets: list[list[tuple[LinearOperator, list[tuple[int, int, Any]]]]] | None = None,
@@ -116,8 +117,9 @@ class Actor:
         # Per input port: its frontier, or ``None`` when it moved and has not been asked for
         # since (``frontier`` then fetches it from the worker's tracker); always ``None`` for
         # an operator whose frontiers are not watched.
+        least = domain.least
         self.frontiers: list[Antichain | None] = [
-            Antichain.from_elem(initial) if self.watches_frontiers else None for _ in range(inputs)
+            Antichain.from_elem(least) if self.watches_frontiers else None for _ in range(inputs)
         ]
         self.outputs = outputs
         self.summaries = summaries
@@ -125,10 +127,19 @@ class Actor:
         self._held: list[dict[Time, int]] = [{} for _ in range(outputs)]
         self._rights: list[list[Time]] = [[] for _ in range(outputs)]
         # Per input port: the rights lists of the outputs it is connected to, each with the
-        # summary to apply to a drained message's time (``None`` for the identity).
-        self._feeds: list[tuple[tuple[list[Time], PathSummary | None], ...]] = [
+        # summary to apply to a drained message's time as a function made once for the port's
+        # times (``None`` for the identity). The actor's domain is its outputs' times; an
+        # input's are those a summary from it takes there.
+        self._feeds: list[tuple[tuple[list[Time], Callable[[Time], Time] | None], ...]] = [
             tuple(
-                (self._rights[out], None if summary.is_identity else summary)
+                (
+                    self._rights[out],
+                    None
+                    if summary.is_identity
+                    else summary.results_in_for(
+                        domain_for_depth(domain.depth - summary.depth_change)
+                    ),
+                )
                 for out, summary in enumerate(summaries[port])
                 if summary is not None
             )
@@ -167,8 +178,8 @@ class Actor:
             time = box[0][0]
             if fresh:
                 pending.append((False, node, port, time, -1))
-            for rights, summary in self._feeds[port]:
-                rights.append(time if summary is None else summary.results_in(time))
+            for rights, results_in in self._feeds[port]:
+                rights.append(time if results_in is None else results_in(time))
             inlet = self.inlets[port]
             if inlet is not None:
                 return inlet(box)
@@ -178,11 +189,10 @@ class Actor:
         times = [t for t, _ in box]
         announced = times if fresh < 0 else times[:fresh]
         pending.extend([(False, node, port, t, -1) for t in announced])
-        for rights, summary in self._feeds[port]:
-            if summary is None:
+        for rights, results_in in self._feeds[port]:
+            if results_in is None:
                 rights.extend(times)
             else:
-                results_in = summary.results_in
                 rights.extend([results_in(t) for t in times])
         inlet = self.inlets[port]
         if inlet is not None:

@@ -111,7 +111,7 @@ class Worker:
                     node.outputs,
                     summaries,
                     plan.routes[idx],
-                    _min_time(node.depth),
+                    node.domain,
                     inlets,
                     [
                         [(LinearOperator(steps), routes) for steps, routes in chains]
