@@ -98,7 +98,8 @@ def test_odd_shapes_are_general() -> None:
     assert not odd.kernels
     assert odd.to_columns([a, b]) is None
     assert odd.join(a, b) == Product(2, Product(2, 4))
-    assert not odd.use_kernel(10**9, threshold=1)
+    assert odd.count_kernel_min is None and odd.join_kernel_min is None
+    assert not odd.count_kernel(10**9) and not odd.join_kernel(10**9)
 
 
 def test_scopes_and_traces_carry_their_domain() -> None:

@@ -13,8 +13,8 @@ be rediscovered record by record: a scope's :class:`TimeDomain` (:func:`domain_f
   int64 columns per time, :meth:`~TimeDomain.to_columns` / :meth:`~TimeDomain.from_columns`),
   as a :class:`~deltaflow.operators.base.RunsBatch`'s run times or a trace batch's times;
 * which kernels apply (:attr:`~TimeDomain.kernels`: numpy kernels need int64 time columns)
-  and when (:meth:`~TimeDomain.use_kernel`, each kernel's own threshold, under the
-  ``DELTAFLOW_KERNELS`` mode).
+  and when (:meth:`~TimeDomain.count_kernel`, :meth:`~TimeDomain.join_kernel`: each
+  kernel's own threshold, under the ``DELTAFLOW_KERNELS`` mode).
 
 This is differential dataflow's ``T: Timestamp (+ TotalOrder)`` chosen once per scope, as
 ``reduce/paths.path_for`` chooses a reduction's path once. The general domain keeps the
@@ -150,12 +150,6 @@ class TimeDomain:
         if bound is None:
             return None
         return np.maximum(times, bound.min(axis=0))  # type: ignore[no-any-return]
-
-    def use_kernel(self, size: int, *, threshold: int) -> bool:
-        """Whether a batch of ``size`` updates should take a numpy kernel over its time
-        columns: never when the domain has none, else by the kernels' mode and ``threshold``
-        (see :func:`deltaflow.framework.kernels.use_kernel`)."""
-        return self.kernels and use_kernel(size, threshold=threshold)
 
     # Which kernel takes a batch: each one's threshold is the domain's (see the class).
     def count_kernel(self, size: int) -> bool:
