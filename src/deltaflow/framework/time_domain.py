@@ -350,7 +350,10 @@ class PairDomain(TimeDomain):
         True
         """
         n = len(times)
-        flat = list(chain.from_iterable(times))  # type: ignore[arg-type]
+        try:
+            flat = list(chain.from_iterable(times))  # type: ignore[arg-type]
+        except TypeError:  # a time that is no pair (an int): not this domain's
+            return None
         if len(flat) != 2 * n:
             return None
         if n < tuning.PAIR_PACK_MIN:
