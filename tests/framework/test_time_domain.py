@@ -81,6 +81,50 @@ def test_a_coordinate_beyond_int64_stays_an_object() -> None:
     assert PairDomain().to_columns([Product(0, 1 << 70)]) is None
 
 
+#: A coordinate that is not a Python int within 64 bits: the codec must refuse it.
+ODD = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.integers(min_value=1 << 63),
+    st.integers(max_value=-(1 << 63) - 1),
+    st.sampled_from([np.float64(2.0), "3", None]),
+)
+COORD = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+#: Sizes on both sides of the pair codec's switch from numpy.asarray to struct.pack.
+SIZES = st.sampled_from([1, 2, tuning.PAIR_PACK_MIN - 1, tuning.PAIR_PACK_MIN, 100])
+
+
+@given(st.data())
+def test_the_codec_reads_ints_exactly_and_refuses_anything_else(data: st.DataObject) -> None:
+    """Ints within 64 bits go into columns value for value, at any size (each pair path);
+    one float, bool, string or too large an int anywhere and the times stay objects (None),
+    never a truncated column."""
+    n = data.draw(SIZES)
+    ints = data.draw(st.lists(COORD, min_size=2 * n, max_size=2 * n))
+    pairs = [Product(a, b) for a, b in zip(ints[::2], ints[1::2])]
+    assert IntDomain().to_columns(ints[:n]).tolist() == ints[:n]  # type: ignore[union-attr]
+    assert PairDomain().to_columns(pairs).tolist() == [list(p) for p in pairs]  # type: ignore[union-attr]
+    odd = data.draw(ODD)
+    at = data.draw(st.integers(0, 2 * n - 1))
+    ints[at] = odd
+    bad = [Product(a, b) for a, b in zip(ints[::2], ints[1::2])]
+    assert IntDomain().to_columns(ints) is None
+    assert PairDomain().to_columns(bad) is None
+
+
+@given(st.lists(st.one_of(COORD, st.integers(min_value=1 << 63)), max_size=40))
+def test_both_int_conversions_agree(ints: list[int]) -> None:
+    """The pair codec's two conversions (``numpy.asarray`` below ``PAIR_PACK_MIN`` times,
+    ``struct.pack`` from it) give the same column, or both refuse an int beyond 64 bits."""
+    from deltaflow.framework.time_domain import _int_column, _packed
+
+    a, b = _int_column(ints), _packed(ints)
+    assert (a is None) == (b is None) == any(i >= 1 << 63 for i in ints)
+    if a is not None and b is not None:
+        assert a.dtype == b.dtype == np.int64
+        assert a.tolist() == b.tolist() == ints
+
+
 @pytest.mark.parametrize("d", range(4))
 def test_the_domain_of_a_depth_has_that_depth_least_time(d: int) -> None:
     domain = domain_for_depth(d)
@@ -98,7 +142,8 @@ def test_odd_shapes_are_general() -> None:
     assert not odd.kernels
     assert odd.to_columns([a, b]) is None
     assert odd.join(a, b) == Product(2, Product(2, 4))
-    assert not odd.use_kernel(10**9, threshold=1)
+    assert odd.count_kernel_min is None and odd.join_kernel_min is None
+    assert not odd.count_kernel(10**9) and not odd.join_kernel(10**9)
 
 
 def test_scopes_and_traces_carry_their_domain() -> None:

@@ -13,8 +13,8 @@ be rediscovered record by record: a scope's :class:`TimeDomain` (:func:`domain_f
   int64 columns per time, :meth:`~TimeDomain.to_columns` / :meth:`~TimeDomain.from_columns`),
   as a :class:`~deltaflow.operators.base.RunsBatch`'s run times or a trace batch's times;
 * which kernels apply (:attr:`~TimeDomain.kernels`: numpy kernels need int64 time columns)
-  and when (:meth:`~TimeDomain.use_kernel`, each kernel's own threshold, under the
-  ``DELTAFLOW_KERNELS`` mode).
+  and when (:meth:`~TimeDomain.count_kernel`, :meth:`~TimeDomain.join_kernel`: each
+  kernel's own threshold, under the ``DELTAFLOW_KERNELS`` mode).
 
 This is differential dataflow's ``T: Timestamp (+ TotalOrder)`` chosen once per scope, as
 ``reduce/paths.path_for`` chooses a reduction's path once. The general domain keeps the
@@ -31,6 +31,7 @@ every domain agrees with it on its own times (the tests check each against it).
 from __future__ import annotations
 
 import operator
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
 from typing import Any, ClassVar
@@ -151,12 +152,6 @@ class TimeDomain:
             return None
         return np.maximum(times, bound.min(axis=0))  # type: ignore[no-any-return]
 
-    def use_kernel(self, size: int, *, threshold: int) -> bool:
-        """Whether a batch of ``size`` updates should take a numpy kernel over its time
-        columns: never when the domain has none, else by the kernels' mode and ``threshold``
-        (see :func:`deltaflow.framework.kernels.use_kernel`)."""
-        return self.kernels and use_kernel(size, threshold=threshold)
-
     # Which kernel takes a batch: each one's threshold is the domain's (see the class).
     def count_kernel(self, size: int) -> bool:
         """Whether a counting reduction's activation of ``size`` new updates takes its numpy
@@ -188,11 +183,40 @@ def _identity(t: Any) -> Any:
     return t
 
 
-def _as_int64(values: Any) -> np.ndarray | None:
+_INTS = frozenset({int})
+
+
+def _int_column(values: Sequence[Any]) -> np.ndarray | None:
+    """``values`` as one int64 array when every one is a Python ``int`` within 64 bits,
+    else None: a float, bool, string or too large an int is refused, never truncated or
+    converted (``numpy.asarray([0, 0.5], dtype=int64)`` alone gives ``[0, 0]``).
+
+    >>> _int_column([3, -1]).tolist(), _int_column([0, 0.5]), _int_column([1, True])
+    ([3, -1], None, None)
+    """
+    if not set(map(type, values)) <= _INTS:
+        return None
     try:
         return np.asarray(values, dtype=np.int64)
     except OverflowError:
         return None
+
+
+def _packed(flat: Sequence[int]) -> np.ndarray | None:
+    """Python ints (their class checked by the caller) as one int64 array through
+    ``struct.pack``, which refuses an int beyond 64 bits (None); :data:`tuning.PACK_CHUNK`
+    at a time bounds the temporary tuple of arguments."""
+    n = len(flat)
+    out = np.empty(n, dtype=np.int64)
+    step = tuning.PACK_CHUNK
+    try:
+        for lo in range(0, n, step):
+            part = flat[lo : lo + step]
+            k = len(part)
+            out[lo : lo + k] = np.frombuffer(struct.pack(f"{k}q", *part), dtype=np.int64)
+    except struct.error:
+        return None
+    return out
 
 
 class IntDomain(TimeDomain):
@@ -231,8 +255,9 @@ class IntDomain(TimeDomain):
         return [distinct] if distinct else []
 
     def to_columns(self, times: Sequence[Time]) -> np.ndarray | None:
-        """One int64 column."""
-        return _as_int64(times)
+        """One int64 column; None when a time is not a Python int within 64 bits (a float
+        or a bool is refused, never truncated)."""
+        return _int_column(times)
 
     def from_columns(self, array: np.ndarray) -> list[Time]:
         """Python ints."""
@@ -315,14 +340,29 @@ class PairDomain(TimeDomain):
         return _pair_advancer(frontier)  # type: ignore[arg-type,return-value]
 
     def to_columns(self, times: Sequence[Time]) -> np.ndarray | None:
-        """Two int64 columns, ``(outer, inner)``: every time is a pair of ints, so the
-        coordinates are read in one pass with no test of their type."""
+        """Two int64 columns, ``(outer, inner)``; None when a coordinate is not a Python int
+        within 64 bits (a float or a bool is refused, never truncated). The coordinates are
+        read in one flat list, their classes checked in one pass; from
+        :data:`tuning.PAIR_PACK_MIN` times ``struct.pack`` converts them, below it
+        ``numpy.asarray`` (its fixed cost is the smaller).
+
+        >>> PairDomain().to_columns([Product(1, 2), Product(3, 0.5)]) is None
+        True
+        """
         n = len(times)
         try:
-            flat = np.fromiter(chain.from_iterable(times), dtype=np.int64, count=2 * n)  # type: ignore[arg-type]
-        except OverflowError:
+            flat = list(chain.from_iterable(times))  # type: ignore[arg-type]
+        except TypeError:  # a time that is no pair (an int): not this domain's
             return None
-        return flat.reshape(n, 2)
+        if len(flat) != 2 * n:
+            return None
+        if n < tuning.PAIR_PACK_MIN:
+            ints = _int_column(flat)
+        elif not set(map(type, flat)) <= _INTS:
+            return None
+        else:
+            ints = _packed(flat)
+        return None if ints is None else ints.reshape(n, 2)
 
     def from_columns(self, array: np.ndarray) -> list[Time]:
         """Products of Python ints."""

@@ -288,6 +288,11 @@ PACK_CHUNK = 65_536
 bounds the temporary tuple; ``struct.pack`` is ~100 instructions an int against ~280 for
 ``numpy.asarray`` (DECISIONS 11-28)."""
 
+PAIR_PACK_MIN = 16
+"""``PairDomain.to_columns``: from this many pair times their coordinates go to int64 through
+``struct.pack`` (fewer instructions per int than ``numpy.asarray``), below it through
+``numpy.asarray`` (a smaller fixed cost per call); the two cross at about 12 pairs."""
+
 DEFAULT_MAX_BUFFER = 1024
 """``handles.DEFAULT_MAX_BUFFER``: completed times a subscription holds for a reader that has not
 taken them, unless told otherwise (memory against a slow reader's stalls)."""

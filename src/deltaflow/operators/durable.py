@@ -50,6 +50,7 @@ from ..framework.trace.description import Description
 if TYPE_CHECKING:
     from ..framework.durable.tables import Groups, Rows
     from ..framework.lattice import Time
+    from ..framework.time_domain import TimeDomain
     from ..framework.trace.spine import Spine
     from .base import Capability
 
@@ -282,6 +283,7 @@ class StateSink(Protocol):
         appended: Sequence[list[Any]] | None,
         size: int,
         rows: Callable[[Any], Collection[tuple[Any, ...]]] | None = None,
+        domain: TimeDomain | None = None,
     ) -> None:
         """A keyed index ``{key: [row tuple, ...]}`` of ``size`` rows holding ``columns``
         (``rows(value)``, when given, makes a key's list of its value),
@@ -289,7 +291,8 @@ class StateSink(Protocol):
         accumulation still to be read). ``appended``: the updates appended since the
         previous checkpoint (:meth:`Appended.take`: the keys, then one list per column),
         written alone, after what was written before; ``None``: the index is written
-        whole."""
+        whole. ``domain``: the saving operator's time domain, whose codec writes a column
+        ``time`` (by default, the domain of the first time's shape)."""
 
     def rows(self, name: str, rows: Rows, key: str | None) -> None:
         """A table written whole; ``key`` names the column that routes each row (``None``:

@@ -66,6 +66,7 @@ from .collector import collector_paused
 from .state_layout import StateLayout
 
 if TYPE_CHECKING:
+    from ..framework.time_domain import TimeDomain
     from ..framework.trace.batch import Batch
     from ..operators.io import OutputStore
     from .local.worker import Worker
@@ -195,6 +196,7 @@ class _Sink:
         appended: Sequence[list[Any]] | None,
         size: int,
         rows: Callable[[Any], Collection[tuple[Any, ...]]] | None = None,
+        domain: TimeDomain | None = None,
     ) -> None:
         self._table(name, "index", "key")
         where = (self.node, name, self.worker)
@@ -205,10 +207,10 @@ class _Sink:
             if logged <= LOGGED_PER_ROW * size:
                 self.capture.reused[where] = list(chain)
                 if keys:
-                    log = Rows.logged(keys, values, columns)
+                    log = Rows.logged(keys, values, columns, domain)
                     self.capture.units.append(_Unit(self.node, name, self.worker, log, log=True))
                 return
-        groups = Groups.from_index(index, columns, None, rows)
+        groups = Groups.from_index(index, columns, None, rows, domain=domain)
         self.capture.units.append(_Unit(self.node, name, self.worker, groups))
 
     def rows(self, name: str, rows: Rows, key: str | None) -> None:

@@ -341,6 +341,7 @@ class _Memory:
         appended: Any,
         size: int,
         rows: Any = None,
+        domain: Any = None,
     ) -> None:
         self.index(name, index, columns, None, rows)
 

@@ -319,7 +319,7 @@ class _Memory:
     def __init__(self) -> None:
         self.saved: dict[str, Any] = {}
 
-    def history(self, name: str, rows: Any = None, *_: Any) -> Any:
+    def history(self, name: str, rows: Any = None, *_: Any, **_options: Any) -> Any:
         if rows is None:
             return self.saved.get(name)
         self.saved[name] = {k: list(v) for k, v in rows.items()}

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..kernels import use_kernel
 from ..lattice import Product, new_tuple
+from ..time_domain import TimeDomain, domain_of
 from ..tuning import DICTIONARY_RATIO, PACK_CHUNK, VECTOR_MIN
 
 if TYPE_CHECKING:
@@ -216,12 +217,14 @@ def int64_of(values: Sequence[Any]) -> np.ndarray[Any, Any]:
     return out
 
 
-def prepared(column: list[Any], kind: str | None) -> Any:
+def prepared(column: list[Any], kind: str | None, domain: TimeDomain | None = None) -> Any:
     """A column whose values the caller knows the shape of (``kind``) straight into numpy:
     ``"int"`` (diffs and counts, ints by the operators' invariants) an ``int64`` array,
-    ``"time"`` an ``int64`` array of int times or an ``(n, 2)`` one of ``Product(int, int)``
-    times; a column that turns out otherwise (big ints, nested products), or of no known
-    kind, stays the list it is.
+    ``"time"`` the times' columns by their domain's codec (:meth:`TimeDomain.to_columns`:
+    an ``int64`` array of int times, an ``(n, 2)`` one of ``Product(int, int)`` times);
+    ``domain`` is the saving operator's, else the domain of the first time's shape (one
+    test per column). A column that turns out otherwise (big ints, nested products, a
+    time of another class), or of no known kind, stays the list it is.
 
     >>> from deltaflow.framework.lattice import Product
     >>> prepared([Product(2, 3), Product(5, 6)], "time").tolist()
@@ -229,16 +232,15 @@ def prepared(column: list[Any], kind: str | None) -> Any:
     >>> prepared(["a"], None)
     ['a']
     """
-    n = len(column)
-    if kind is not None and n:
-        first = column[0]
+    if kind is None or not column:
+        return column
+    if kind == "time":
+        codec = domain_of(column[0]) if domain is None else domain
+        times = codec.to_columns(column)
+        return column if times is None else times
+    if column[0].__class__ is int:
         try:
-            if first.__class__ is int:
-                return int64_of(column)
-            if kind == "time" and first.__class__ is Product:
-                coordinates = list(chain.from_iterable(column))
-                if len(coordinates) == 2 * n:
-                    return int64_of(coordinates).reshape(n, 2)
+            return int64_of(column)
         except struct.error:
             pass  # (not all of them: the list)
     return column

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import accumulate, chain, compress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -50,6 +50,9 @@ from .columns import (
     prepared,
     spec_of,
 )
+
+if TYPE_CHECKING:
+    from ..time_domain import TimeDomain
 
 __all__ = ["Groups", "Rows", "append_logged", "append_rows", "owners"]
 
@@ -112,17 +115,23 @@ class Rows:
         return cls(_columns_of(batch, take))
 
     @classmethod
-    def logged(cls, keys: list[Any], columns: Sequence[list[Any]], names: tuple[str, ...]) -> Rows:
+    def logged(
+        cls,
+        keys: list[Any],
+        columns: Sequence[list[Any]],
+        names: tuple[str, ...],
+        domain: TimeDomain | None = None,
+    ) -> Rows:
         """A log of rows appended to an index: column ``key`` (each row's key), then the
         ``columns`` of the rows, named ``names`` (prepared as :meth:`Groups.from_index`
-        does).
+        does, times by ``domain``'s codec).
 
         >>> Rows.logged(["k", "j"], [[1, 2], [0, 0], [1, -1]], ("val", "time", "diff")).columns
         {'key': ['k', 'j'], 'val': [1, 2], 'time': array([0, 0]), 'diff': array([ 1, -1])}
         """
         prepared_columns: dict[str, Any] = {"key": keys}
         for name, values in zip(names, columns):
-            prepared_columns[name] = prepared(values, KINDS.get(name))
+            prepared_columns[name] = prepared(values, KINDS.get(name), domain)
         return cls(prepared_columns)
 
     @classmethod
@@ -183,11 +192,13 @@ class Groups:
         rows: Callable[[Any], Collection[tuple[Any, ...]]] | None = None,
         *,
         single: bool = False,
+        domain: TimeDomain | None = None,
     ) -> Groups:
         """The groups of an index ``{key: value}`` whose ``rows(value)`` (default: the value
         itself) are row tuples holding the columns ``names``; of ``keys`` only, when given
         (those missing from the index are ``deleted``, and the groups partial). ``single``:
-        each value is the one column of the key's one row.
+        each value is the one column of the key's one row. ``domain``: the times' (a column
+        ``time`` goes through its codec; by default the first time's shape's).
 
         >>> g = Groups.from_index({"k": [(1, 0, 1)]}, ("val", "time", "diff"))
         >>> Groups.from_batch(g.to_batch()).columns
@@ -225,7 +236,9 @@ class Groups:
         if len(items) != width * sum(counts):
             msg = f"rows of {width} columns {names} expected, got {len(items)} items"
             raise ValueError(msg)
-        columns = {name: prepared(items[j::width], KINDS.get(name)) for j, name in enumerate(names)}
+        columns = {
+            name: prepared(items[j::width], KINDS.get(name), domain) for j, name in enumerate(names)
+        }
         return cls(keys, counts, columns, deleted, partial)
 
     def values(self, name: str) -> dict[Any, Any]:

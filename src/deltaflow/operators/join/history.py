@@ -436,7 +436,7 @@ class KeyedHistory:
     def save(self, sink: StateSink, name: str) -> None:
         """Hand the history to a checkpoint as the history ``name`` (the rows appended since
         the previous checkpoint, when they are logged; see :mod:`.durable`)."""
-        sink.history(name, self.rows, self.COLUMNS, self.log.take(), self.size)
+        sink.history(name, self.rows, self.COLUMNS, self.log.take(), self.size, domain=self.domain)
 
     def load(self, source: StateSource, name: str) -> None:
         """Take this worker's share of the history ``name`` back from a checkpoint, and log
