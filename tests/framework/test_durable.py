@@ -175,7 +175,7 @@ def test_a_bool_or_float_time_is_written_exactly() -> None:
         assert prepared_column is column
         encoded = encode_column(prepared_column)
         back = decode_column(encoded.array, encoded.spec)
-        assert all(_same(a, b) for a, b in zip(column, back))
+        assert all(identical(a, b) for a, b in zip(column, back))
 
 
 def test_repeated_times_read_back_as_shared_objects() -> None:
