@@ -157,6 +157,34 @@ class _Job:
         _, self.index, self.path, self.level, self.blob, self.secret, self.timeout = frame
 
 
+async def _build_and_connect(
+    control: Link, given: _Job, addresses: list[str], peers_known: trio.Event
+) -> tuple[Job, WorkerProcess]:
+    """Build this process's part of the job, meet the other processes (their addresses come
+    through the caller, once every process has bound its port) and start the job, resuming
+    from its checkpoint location if that holds a checkpoint."""
+    spec = cloudpickle.loads(given.blob)
+    placement = WorkerProcess(spec, given.index, control)
+    job = peer_job(
+        spec["pipeline"],
+        placement,
+        fuse=spec["fuse"],
+        profile=spec.get("profile", False),
+        checkpoint=spec.get("checkpoint"),
+    )
+    digest = placement.digest
+
+    async def rendezvous(address: str) -> list[str]:
+        control.queue(("address", address, digest))
+        control.flush_now()
+        await peers_known.wait()
+        return list(addresses)
+
+    await placement.connect(rendezvous, secret=given.secret, connect_timeout=given.timeout)
+    await job.start()
+    return job, placement
+
+
 async def _run_job(control: Link, given: _Job) -> None:
     """Run one job: build it, connect its mesh, run it to its end, report to the caller.
 
@@ -200,27 +228,7 @@ async def _run_job(control: Link, given: _Job) -> None:
             nursery.start_soon(_send_to_caller, control)
             nursery.start_soon(read_caller)
             try:
-                spec = cloudpickle.loads(given.blob)
-                placement = WorkerProcess(spec, given.index, control)
-                job = peer_job(
-                    spec["pipeline"],
-                    placement,
-                    fuse=spec["fuse"],
-                    profile=spec.get("profile", False),
-                    checkpoint=spec.get("checkpoint"),
-                )
-                digest = placement.digest
-
-                async def rendezvous(address: str) -> list[str]:
-                    control.queue(("address", address, digest))
-                    control.flush_now()
-                    await peers_known.wait()
-                    return list(addresses)
-
-                await placement.connect(
-                    rendezvous, secret=given.secret, connect_timeout=given.timeout
-                )
-                await job.start()  # resumes from the checkpoint location, if it holds one
+                job, placement = await _build_and_connect(control, given, addresses, peers_known)
             except Exception as exc:
                 # Reported to the caller, which ends this process.
                 failure = exc
