@@ -211,3 +211,22 @@ def test_the_domain_chooses_its_kernels_under_the_mode(d: int, mode: str) -> Non
         tuning.PAIR_KERNEL_MIN,
     )
     assert domain_for_depth(1).join_kernel_min == tuning.JOIN_KERNEL_MIN
+
+
+@given(st.data())
+def test_a_batch_made_with_its_domain_has_the_default_since(data: st.DataObject) -> None:
+    """An operator that knows its times' domain gives a new batch's ``since`` from it
+    (``least_since``, no time looked at): the same frontier the description finds from its
+    lower frontier's times, empty lower frontiers (a closed input) included."""
+    from deltaflow.framework.antichain import Antichain
+    from deltaflow.framework.trace.description import Description, least_since
+
+    domain, shape = data.draw(shaped())
+    lower = Antichain(data.draw(time_lists(shape, max_size=3)))
+    found = Description(lower, Antichain()).since
+    assert least_since(lower, domain) == found
+    assert Description(lower, Antichain(), least_since(lower, domain)) == Description(
+        lower, Antichain()
+    )
+    odd = Antichain([Product(1, Product(2, 3))])
+    assert least_since(odd, domain_of(odd.elements[0])) == Description(odd, Antichain()).since
