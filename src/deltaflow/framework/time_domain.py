@@ -121,9 +121,15 @@ class TimeDomain:
         return lattice.chain_decomposition(times)
 
     # The codec.
-    def to_columns(self, times: Sequence[Time]) -> np.ndarray | None:
+    def to_columns(self, times: Sequence[Time], *, own: bool = False) -> np.ndarray | None:
         """``times`` as one int64 array of shape ``(n,)`` (ints) or ``(n, 2)`` (pairs);
-        ``None`` when this domain keeps its times as objects, or a coordinate leaves int64.
+        ``None`` when this domain keeps its times as objects, or a coordinate is not a
+        Python int within 64 bits: a float, bool or string is refused, never truncated.
+
+        ``own``: the times are the dataflow's own (a state's, saved by a checkpoint: every
+        time was admitted as an int at an input), so their classes are not checked again;
+        ``struct.pack`` converts them, which still refuses a float, a string or too large
+        an int (None), and reads a bool as its int.
 
         >>> PairDomain().to_columns([Product(1, 2)]).tolist()
         [[1, 2]]
@@ -183,9 +189,6 @@ def _identity(t: Any) -> Any:
     return t
 
 
-_INTS = frozenset({int})
-
-
 def _int_column(values: Sequence[Any]) -> np.ndarray | None:
     """``values`` as one int64 array when every one is a Python ``int`` within 64 bits,
     else None: a float, bool, string or too large an int is refused, never truncated or
@@ -194,7 +197,8 @@ def _int_column(values: Sequence[Any]) -> np.ndarray | None:
     >>> _int_column([3, -1]).tolist(), _int_column([0, 0.5]), _int_column([1, True])
     ([3, -1], None, None)
     """
-    if not set(map(type, values)) <= _INTS:
+    # (Counting a list of the classes is cheaper per value than a set of them.)
+    if list(map(type, values)).count(int) != len(values):
         return None
     try:
         return np.asarray(values, dtype=np.int64)
@@ -202,10 +206,15 @@ def _int_column(values: Sequence[Any]) -> np.ndarray | None:
         return None
 
 
-def _packed(flat: Sequence[int]) -> np.ndarray | None:
-    """Python ints (their class checked by the caller) as one int64 array through
-    ``struct.pack``, which refuses an int beyond 64 bits (None); :data:`tuning.PACK_CHUNK`
-    at a time bounds the temporary tuple of arguments."""
+def _packed(flat: Sequence[Any]) -> np.ndarray | None:
+    """Ints as one int64 array through ``struct.pack``, which refuses an int beyond 64 bits,
+    a float or a string (None) but reads a bool as its int (the callers check classes
+    when they must); :data:`tuning.PACK_CHUNK` at a time bounds the temporary tuple of
+    arguments.
+
+    >>> _packed([3, -1]).tolist(), _packed([0, 0.5]), _packed([1 << 64])
+    ([3, -1], None, None)
+    """
     n = len(flat)
     out = np.empty(n, dtype=np.int64)
     step = tuning.PACK_CHUNK
@@ -254,10 +263,15 @@ class IntDomain(TimeDomain):
         distinct = sorted(set(times))
         return [distinct] if distinct else []
 
-    def to_columns(self, times: Sequence[Time]) -> np.ndarray | None:
+    def to_columns(self, times: Sequence[Time], *, own: bool = False) -> np.ndarray | None:
         """One int64 column; None when a time is not a Python int within 64 bits (a float
-        or a bool is refused, never truncated)."""
-        return _int_column(times)
+        or a bool is refused, never truncated; ``own``: see :meth:`TimeDomain.to_columns`).
+
+        >>> d = IntDomain()
+        >>> d.to_columns([0, 0.5]), d.to_columns([0, True]), d.to_columns([0, True], own=True)
+        (None, None, array([0, 1]))
+        """
+        return _packed(times) if own else _int_column(times)
 
     def from_columns(self, array: np.ndarray) -> list[Time]:
         """Python ints."""
@@ -339,12 +353,12 @@ class PairDomain(TimeDomain):
         """A coordinate-wise maximum with the frontier's meet."""
         return _pair_advancer(frontier)  # type: ignore[arg-type,return-value]
 
-    def to_columns(self, times: Sequence[Time]) -> np.ndarray | None:
+    def to_columns(self, times: Sequence[Time], *, own: bool = False) -> np.ndarray | None:
         """Two int64 columns, ``(outer, inner)``; None when a coordinate is not a Python int
-        within 64 bits (a float or a bool is refused, never truncated). The coordinates are
-        read in one flat list, their classes checked in one pass; from
-        :data:`tuning.PAIR_PACK_MIN` times ``struct.pack`` converts them, below it
-        ``numpy.asarray`` (its fixed cost is the smaller).
+        within 64 bits (a float or a bool is refused, never truncated; ``own``: see
+        :meth:`TimeDomain.to_columns`). The coordinates are read in one flat list, their
+        classes checked in one pass; from :data:`tuning.PAIR_PACK_MIN` times ``struct.pack``
+        converts them, below it ``numpy.asarray`` (its fixed cost is the smaller).
 
         >>> PairDomain().to_columns([Product(1, 2), Product(3, 0.5)]) is None
         True
@@ -356,9 +370,11 @@ class PairDomain(TimeDomain):
             return None
         if len(flat) != 2 * n:
             return None
-        if n < tuning.PAIR_PACK_MIN:
+        if own:
+            ints = _packed(flat)
+        elif n < tuning.PAIR_PACK_MIN:
             ints = _int_column(flat)
-        elif not set(map(type, flat)) <= _INTS:
+        elif list(map(type, flat)).count(int) != 2 * n:
             return None
         else:
             ints = _packed(flat)

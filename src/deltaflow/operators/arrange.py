@@ -43,7 +43,7 @@ from ..framework.durable.store import encode_frontier
 from ..framework.durable.tables import Rows
 from ..framework.lattice import less_equal
 from ..framework.trace.batch import Batch
-from ..framework.trace.description import Description
+from ..framework.trace.description import Description, least_since
 from ..framework.trace.ints import int_data
 from ..framework.trace.spine import Spine
 from ..framework.tuning import FORWARD_AS_BATCH
@@ -246,13 +246,15 @@ class ArrangeOperator(Operator):
             ready = [t for t in pending if not upper.less_equal(t)]
             if not ready and upper == self.upper:
                 continue
-            batch = self._build(ready, Description(self.upper, upper))
+            since = least_since(self.upper, spine.domain)
+            batch = self._build(ready, Description(self.upper, upper, since))
             spine.insert(batch)
             self.upper = upper
             if len(batch):
                 ctx.send(0, cap.time, batch)
         if self.upper != frontier and self.upper.dominates(frontier):
-            spine.insert(Batch.empty(Description(self.upper, frontier)))
+            since = least_since(self.upper, spine.domain)
+            spine.insert(Batch.empty(Description(self.upper, frontier, since)))
             self.upper = frontier
         # Re-derive capabilities for what is still buffered.
         new_caps = []
@@ -457,7 +459,8 @@ class ArrangeOperator(Operator):
             else:
                 ts.append(t)
                 lengths.append(len(batch))
-        description = Description(Antichain([low]), _ALL)
+        lower = Antichain([low])
+        description = Description(lower, _ALL, least_since(lower, self.spine.domain))
         ints = int_data(data, self.by_self)
         times: Any
         domain = self.spine.domain

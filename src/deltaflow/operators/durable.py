@@ -45,7 +45,7 @@ from ..framework.durable.columns import columns_of
 from ..framework.durable.store import decode_frontier
 from ..framework.lattice import less_equal
 from ..framework.trace.batch import Batch
-from ..framework.trace.description import Description
+from ..framework.trace.description import Description, least_since
 
 if TYPE_CHECKING:
     from ..framework.durable.tables import Groups, Rows
@@ -399,7 +399,7 @@ def restore_trace(
     if upper is None:
         return
     frontier = decode_frontier(upper)
-    description = Description(spine.lower, frontier)
+    description = Description(spine.lower, frontier, least_since(spine.lower, spine.domain))
     if rows is None or not len(rows):
         if frontier != spine.lower:
             spine.insert(Batch.empty(description))

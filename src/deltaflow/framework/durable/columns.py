@@ -221,10 +221,11 @@ def prepared(column: list[Any], kind: str | None, domain: TimeDomain | None = No
     """A column whose values the caller knows the shape of (``kind``) straight into numpy:
     ``"int"`` (diffs and counts, ints by the operators' invariants) an ``int64`` array,
     ``"time"`` the times' columns by their domain's codec (:meth:`TimeDomain.to_columns`:
-    an ``int64`` array of int times, an ``(n, 2)`` one of ``Product(int, int)`` times);
-    ``domain`` is the saving operator's, else the domain of the first time's shape (one
-    test per column). A column that turns out otherwise (big ints, nested products, a
-    time of another class), or of no known kind, stays the list it is.
+    an ``int64`` array of int times, an ``(n, 2)`` one of ``Product(int, int)`` times; a
+    state's own times, whose classes the inputs checked); ``domain`` is the saving
+    operator's, else the domain of the first time's shape (one test per column). A column
+    that turns out otherwise (big ints, nested products, a time of another class), or of
+    no known kind, stays the list it is.
 
     >>> from deltaflow.framework.lattice import Product
     >>> prepared([Product(2, 3), Product(5, 6)], "time").tolist()
@@ -236,7 +237,7 @@ def prepared(column: list[Any], kind: str | None, domain: TimeDomain | None = No
         return column
     if kind == "time":
         codec = domain_of(column[0]) if domain is None else domain
-        times = codec.to_columns(column)
+        times = codec.to_columns(column, own=True)
         return column if times is None else times
     if column[0].__class__ is int:
         try:

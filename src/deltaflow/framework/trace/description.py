@@ -22,12 +22,18 @@ Footgun: after compaction a time may be advanced *beyond* ``upper`` (when ``sinc
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from ..antichain import Antichain
 from ..lattice import Product, minimum_like
+from ..time_domain import INT, PAIR
 
-__all__ = ["Description"]
+if TYPE_CHECKING:
+    from ..time_domain import TimeDomain
+
+__all__ = ["Description", "least_since"]
 
 
 # The least frontiers of the usual time shapes, shared (antichains are immutable): building a
@@ -36,7 +42,31 @@ _LEAST_INT = Antichain([0])
 _LEAST_PRODUCT = Antichain([Product(0, 0)])
 
 
+def least_since(lower: Antichain, domain: TimeDomain) -> Antichain:
+    """The ``since`` of a batch beyond ``lower`` not yet compacted, given by the domain of
+    its times (the operator that builds it knows it; no time of ``lower`` is looked at):
+    the domain's least time, or no time when ``lower`` is empty, as the default finds it.
+
+    >>> from deltaflow.framework.time_domain import PAIR
+    >>> least_since(Antichain([Product(3, 1)]), PAIR), least_since(Antichain(), PAIR)
+    (Antichain([Product(outer=0, inner=0)]), Antichain([]))
+    """
+    if not lower.elements:
+        return lower
+    least = _LEAST.get(domain)
+    if least is None:
+        if not domain.loops:  # (an odd shape: its least time is each time's own)
+            return Antichain([minimum_like(t) for t in lower.elements])
+        least = _LEAST[domain] = Antichain([domain.least])
+    return least
+
+
+_LEAST: dict[TimeDomain, Antichain] = {INT: _LEAST_INT, PAIR: _LEAST_PRODUCT}
+
+
 def _minimum_since(self: Description) -> Antichain:
+    # (The default, for a description made without its times' domain: found from the
+    # shape of ``lower``'s times.)
     elems = self.lower.elements
     if elems:
         if all(e.__class__ is int for e in elems):

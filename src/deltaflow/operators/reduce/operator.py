@@ -72,7 +72,7 @@ from deltaflow.framework.durable.tables import Rows
 from deltaflow.framework.lattice import Product, less_equal, new_tuple
 from deltaflow.framework.trace.batch import Batch
 from deltaflow.framework.trace.codec import as_int64
-from deltaflow.framework.trace.description import Description
+from deltaflow.framework.trace.description import Description, least_since
 from deltaflow.framework.trace.ints import key_codes
 from deltaflow.framework.trace.order import ukey
 from deltaflow.framework.trace.spine import Spine, TraceReader
@@ -631,7 +631,7 @@ class ReduceOperator(Operator):
                 times.extend([t] * len(rows))
                 diffs.extend(ds)
         if output is not None and (keys or not upper):
-            description = Description(output.upper, upper)
+            description = Description(output.upper, upper, least_since(output.upper, output.domain))
             if keys:
                 output.insert(Batch.from_columns(keys, vals, times, diffs, description))
             else:
